@@ -1,0 +1,30 @@
+"""What one successful trial measured.
+
+Example:
+    >>> m = Measurement(values={"tflops": 612.0}, metrics={"ratio_to_cublas": 0.95})
+    >>> m.all_metrics()["tflops"]
+    612.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Measurement:
+    """Result of one trial.
+
+    Attributes:
+        values: the metrics an objective can be optimised on (e.g. ``tflops``, ``tokens_per_s``).
+        metrics: further figures worth keeping (ratios, spreads, MFU, loss curve summary).
+        telemetry: device state around the measurement (clocks, power, throttle reasons).
+    """
+
+    values: dict[str, float]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    telemetry: dict[str, Any] = field(default_factory=dict)
+
+    def all_metrics(self) -> dict[str, Any]:
+        return {**self.metrics, **self.values}

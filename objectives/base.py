@@ -1,0 +1,61 @@
+"""The objective interface: turn (workload, config, device) into a Measurement.
+
+An objective is built inside the trial's worker process from its name and a plain ``problem``
+dict (sizes, dtype, flags), so everything it needs must be picklable. ``evaluate`` either
+returns a :class:`~autotune.measurement.Measurement` or raises a
+:class:`~autotune.failures.TrialFailure`.
+
+Example:
+    >>> from autotune.objectives import get_objective
+    >>> cls = get_objective("matmul")
+    >>> cls.directions
+    {'tflops': 'maximize'}
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from autotune.measurement import Measurement
+
+#: Called by an objective after each step with a value to watch (e.g. the loss).
+#: Raises :class:`~autotune.failures.Diverged` when the driver's pruner says to stop.
+Reporter = Callable[[int, float], None]
+
+
+def no_reporting(step: int, value: float) -> None:
+    """A reporter that watches nothing (used when an objective runs outside a sweep)."""
+
+
+class Objective(ABC):
+    """Base class of every workload the tuner can measure.
+
+    Subclasses set ``name``, ``space`` (the YAML file in ``search_spaces/`` holding the default
+    search space), and ``directions`` (metric -> "maximize" | "minimize"; the first entry is the
+    default objective).
+    """
+
+    name: ClassVar[str]
+    space: ClassVar[str]
+    directions: ClassVar[dict[str, str]]
+
+    def __init__(self, problem: dict[str, Any]) -> None:
+        self.problem = dict(problem)
+
+    @classmethod
+    def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
+        """Problem values to use when the user gives none, sized to ``device``."""
+        return {}
+
+    @abstractmethod
+    def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
+        """Run the workload with ``config`` and measure it."""
+
+    def default_config(self) -> dict[str, Any] | None:
+        """The config a user would run without tuning (the baseline), if there is one."""
+        return None
+
+    def close(self) -> None:
+        """Release what the objective holds (buffers, models) before the worker exits."""
