@@ -1,0 +1,340 @@
+"""The ``autotune`` command: parses, prints, exits; the work happens in the layers below.
+
+Example:
+    $ autotune tune matmul --problem M=4096,N=4096,K=4096 --trials 60 --output best.json
+    $ autotune export --to triton --output matmul_configs.py
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autotune.space import SpaceError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Find the fastest configuration for LLM workloads on GPUs.",
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+
+class UsageError(ValueError):
+    """Bad input from the command line."""
+
+
+def _bad_input_types() -> tuple[type[Exception], ...]:
+    from autotune.driver.samplers import SamplerError
+    from autotune.driver.sweep import StudyMismatch
+    from autotune.export import ExportError
+    from autotune.space import ExpressionError
+    from autotune.storage import StorageError
+    from autotune.sweep_setup import SetupError
+
+    return (
+        UsageError, SpaceError, ExpressionError, StorageError, SamplerError, ExportError,
+        SetupError, StudyMismatch,
+    )
+
+
+def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Bad input ends with one line naming the problem, exit code 2, no traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except _bad_input_types() as exc:
+            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err.print("interrupted; finished trials are stored")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _quiet_libraries() -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def _parse_value(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            continue
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def parse_problem(items: list[str]) -> dict[str, Any]:
+    """``["M=64,N=4096", "dtype=bf16"]`` -> ``{"M": 64, "N": 4096, "dtype": "bf16"}``."""
+    problem: dict[str, Any] = {}
+    for item in items:
+        for part in filter(None, (p.strip() for p in item.split(","))):
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip():
+                raise UsageError(f"--problem: {part!r} is not KEY=VALUE")
+            problem[key.strip()] = _parse_value(value.strip())
+    return problem
+
+
+def parse_duration(text: str | None) -> float | None:
+    """``"90s"``, ``"5m"``, ``"1.5h"`` or plain seconds -> seconds."""
+    if text is None:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise UsageError(f"--time-budget: {text!r} is not a duration like 90s, 5m or 1h") from None
+    if seconds <= 0:
+        raise UsageError(f"--time-budget: {text!r} must be positive")
+    return seconds
+
+
+def _select_device(device: str) -> dict[str, Any]:
+    from autotune.device import detect_device
+
+    if device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # workers inherit it: trials run on the CPU
+    try:
+        return detect_device(device).as_dict()
+    except RuntimeError as exc:
+        raise UsageError(f"--device {device}: {exc}") from None
+
+
+def _command_line() -> str:
+    return "autotune " + shlex.join(sys.argv[1:])
+
+
+# ---------------------------------------------------------------------------------------------
+@app.command()
+@one_line_errors
+def tune(
+    workload: Annotated[
+        str | None, typer.Argument(help="matmul, train-step or faults (default: train-step).")
+    ] = None,
+    space: Annotated[str | None, typer.Option(help="Search space YAML (default: the workload's).")] = None,
+    problem: Annotated[list[str], typer.Option(help="Problem values, e.g. M=64,N=4096,K=4096.")] = [],  # noqa: B006
+    objective: Annotated[str | None, typer.Option(help="Metric(s) to optimise, e.g. tokens_per_s,peak_memory_gb:min.")] = None,
+    sampler: Annotated[str, typer.Option(help="tpe, random, gp, cmaes or grid.")] = "tpe",
+    trials: Annotated[int | None, typer.Option(help="Total finished trials the study should reach.")] = None,
+    time_budget: Annotated[str | None, typer.Option(help="Wall time for this run: 90s, 10m, 1h.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the sampler.")] = None,
+    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
+    study: Annotated[str | None, typer.Option(help="Study name; an existing one resumes.")] = None,
+    trial_timeout: Annotated[float, typer.Option(help="Seconds one trial may take.")] = 300.0,
+    output: Annotated[Path | None, typer.Option(help="Write the best config here (JSON/YAML).")] = None,
+    device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
+    replay: Annotated[Path | None, typer.Option(help="Replay a recorded CSV instead of measuring.")] = None,
+    params: Annotated[str | None, typer.Option(help="With --replay: the parameter columns.")] = None,
+    metric: Annotated[str | None, typer.Option(help="With --replay: the metric column.")] = None,
+    maximize: Annotated[bool, typer.Option("--maximize/--minimize", help="With --replay.")] = True,
+) -> None:
+    """Run a tuning sweep and report the best config found."""
+    _quiet_libraries()
+    from autotune.driver import Sweep
+    from autotune.progress import ProgressDisplay
+    from autotune.sweep_setup import build_settings
+
+    settings = build_settings(
+        workload=workload, space=space, problem=parse_problem(problem),
+        objective=objective, sampler=sampler, trials=trials,
+        time_budget_s=parse_duration(time_budget), seed=seed, storage=storage, study=study,
+        trial_timeout_s=trial_timeout, device=_select_device(device), replay=replay,
+        params=params, metric=metric, maximize=maximize, command=_command_line(),
+    )
+    summary = Sweep(settings, ProgressDisplay(err)).run()
+    if not summary.best:
+        err.print("no trial succeeded: nothing to report (see `autotune trials`)")
+        raise typer.Exit(1)
+    _print_best(settings.storage, summary.study_name, output)
+    if summary.stopped_by == "interrupted":
+        raise typer.Exit(130)
+
+
+def _print_best(storage_url: str, study_name: str | None, output: Path | None) -> None:
+    from autotune.export import best_record, export_text, write_atomic
+    from autotune.storage import load_study, open_storage
+
+    study = load_study(open_storage(storage_url), study_name)
+    record = best_record(study)
+    values = ", ".join(f"{v:.4g} {k}" for k, v in record["values"].items())
+    label = f" [{record['label']}]" if record.get("label") else ""
+    out.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
+    out.print_json(data=record["config"])
+    for member in record.get("pareto_front", [])[1:]:
+        vals = ", ".join(f"{v:.4g} {k}" for k, v in member["values"].items())
+        out.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}")
+    if output is not None:
+        fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"
+        write_atomic(output, export_text(study, fmt))
+        out.print(f"wrote {output}")
+
+
+@app.command()
+@one_line_errors
+def best(
+    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
+    study: Annotated[str | None, typer.Option(help="Study name (default: the latest).")] = None,
+) -> None:
+    """Print the best config of a stored sweep."""
+    _quiet_libraries()
+    _print_best(storage, study, None)
+
+
+@app.command()
+@one_line_errors
+def trials(
+    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
+    study: Annotated[str | None, typer.Option(help="Study name (default: the latest).")] = None,
+    format: Annotated[str, typer.Option(help="table, csv or parquet.")] = "table",  # noqa: A002
+    output: Annotated[Path | None, typer.Option(help="File for csv/parquet (csv: stdout).")] = None,
+) -> None:
+    """List a sweep's trials: status, reason, values, parameters."""
+    _quiet_libraries()
+    from autotune.driver import trials_frame
+    from autotune.storage import load_study, open_storage
+
+    frame = trials_frame(load_study(open_storage(storage), study))
+    if format == "table":
+        table = Table(show_lines=False)
+        shown = [c for c in frame.columns if not c.startswith("m.")]
+        for column in shown:
+            table.add_column(column, overflow="fold")
+        for row in frame[shown].itertuples(index=False):
+            table.add_row(*("" if _missing(v) else _cell(v) for v in row))
+        out.print(table)
+    elif format == "csv":
+        text = frame.to_csv(index=False)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            from autotune.export import write_atomic
+
+            write_atomic(output, text)
+    elif format == "parquet":
+        if output is None:
+            raise UsageError("--format parquet needs --output FILE")
+        frame.to_parquet(output, index=False)
+    else:
+        raise UsageError(f"--format: {format!r} is not one of table, csv, parquet")
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _cell(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)[:80]
+
+
+@app.command()
+@one_line_errors
+def export(
+    to: Annotated[str, typer.Option(help="json, yaml or triton.")] = "json",
+    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
+    study: Annotated[str | None, typer.Option(help="Study name (default: the latest).")] = None,
+    output: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
+    top: Annotated[int, typer.Option(help="With --to triton: how many configs.")] = 5,
+) -> None:
+    """Export the best config for the stack that will run it."""
+    _quiet_libraries()
+    from autotune.export import export_text, write_atomic
+    from autotune.storage import load_study, open_storage
+
+    text = export_text(load_study(open_storage(storage), study), to, top)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(output, text)
+        err.print(f"wrote {output}")
+
+
+@app.command()
+@one_line_errors
+def record(
+    workload: Annotated[str, typer.Argument(help="matmul or train-step.")],
+    output: Annotated[Path, typer.Option(help="CSV to write (resumes if it exists).")],
+    space: Annotated[str | None, typer.Option(help="Search space YAML (default: the workload's).")] = None,
+    problem: Annotated[list[str], typer.Option(help="Problem values, e.g. M=64,N=4096,K=4096.")] = [],  # noqa: B006
+    limit: Annotated[int | None, typer.Option(help="Measure this many configs of the grid.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for --limit's choice.")] = 0,
+    jobs: Annotated[int, typer.Option(help="Processes that compile kernels ahead of timing.")] = 1,
+    trial_timeout: Annotated[float, typer.Option(help="Seconds one config may take.")] = 300.0,
+    device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
+) -> None:
+    """Measure every config of a small grid on this device and write a replayable CSV."""
+    _quiet_libraries()
+    from autotune.record import record_grid
+    from autotune.sweep_setup import resolve_workload
+
+    device_info = _select_device(device)
+    objective_cls, space_obj, problem_values = resolve_workload(
+        workload, space, parse_problem(problem), device_info
+    )
+    err.print(
+        f"recording {workload} {problem_values} on {device_info['name']} "
+        f"({space_obj.grid_size()} configs before constraints) -> {output}"
+    )
+
+    def on_row(i: int, n: int, row: dict[str, Any]) -> None:
+        metric = next(iter(objective_cls.directions))
+        value = row.get(metric)
+        shown = f"{value:.4g} {metric}" if isinstance(value, float) else row["status"]
+        err.print(f"[{i}/{n}] {shown}", highlight=False)
+
+    table = record_grid(
+        workload, problem_values, space_obj, device_info, output,
+        limit=limit, seed=seed, jobs=jobs, timeout_s=trial_timeout, on_row=on_row,
+    )
+    counts = table["status"].value_counts().to_dict()
+    out.print(f"wrote {len(table)} rows to {output}: {counts}")
+
+
+@app.command()
+@one_line_errors
+def devices() -> None:
+    """Show the device trials would run on, with its software fingerprint."""
+    from autotune.device import detect_device, read_telemetry
+
+    out.print_json(data={**detect_device().as_dict(), "telemetry": read_telemetry()})
+
+
+@app.command()
+@one_line_errors
+def studies(
+    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
+) -> None:
+    """List the studies in a storage."""
+    _quiet_libraries()
+    from autotune.storage import open_storage, study_names
+
+    for name in study_names(open_storage(storage)):
+        out.print(name)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

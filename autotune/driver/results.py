@@ -1,0 +1,89 @@
+"""Read a study back: trials as a pandas DataFrame, the best trial, the Pareto front.
+
+Example:
+    >>> import optuna
+    >>> study = optuna.create_study(direction="maximize")
+    >>> study.set_user_attr("autotune", {"objectives": {"score": "maximize"}})
+    >>> study.add_trial(optuna.trial.create_trial(params={"x": 1}, value=2.0,
+    ...     distributions={"x": optuna.distributions.IntDistribution(0, 3)},
+    ...     user_attrs={"status": "ok"}))
+    >>> best_trials(study)[0].params
+    {'x': 1}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+import pandas as pd
+
+from autotune.driver.samplers import STATUS_ATTR
+
+STUDY_ATTR = "autotune"
+
+
+def study_info(study: optuna.Study) -> dict[str, Any]:
+    """What the sweep stored about itself (workload, problem, objectives, device, command)."""
+    return dict(study.user_attrs.get(STUDY_ATTR, {}))
+
+
+def objectives_of(study: optuna.Study) -> dict[str, str]:
+    info = study_info(study)
+    if "objectives" in info:
+        return dict(info["objectives"])
+    names = study.metric_names or [f"value{i}" for i in range(len(study.directions))]
+    return {n: d.name.lower() for n, d in zip(names, study.directions, strict=True)}
+
+
+def trial_status(trial: optuna.trial.FrozenTrial) -> str:
+    if STATUS_ATTR in trial.user_attrs:
+        return str(trial.user_attrs[STATUS_ATTR])
+    return {"RUNNING": "running", "WAITING": "waiting"}.get(trial.state.name, "interrupted")
+
+
+def ok_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if t.state == optuna.trial.TrialState.COMPLETE and trial_status(t) == "ok"
+    ]
+
+
+def _dominates(a: list[float], b: list[float], signs: list[float]) -> bool:
+    better_or_equal = all(s * x >= s * y for x, y, s in zip(a, b, signs, strict=True))
+    return better_or_equal and any(s * x > s * y for x, y, s in zip(a, b, signs, strict=True))
+
+
+def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The best successful trial (one objective), or the Pareto front sorted by the first
+    objective (several). Failed trials, told to Optuna with penalty values, never appear."""
+    trials = ok_trials(study)
+    if not trials:
+        return []
+    signs = [1.0 if d == "maximize" else -1.0 for d in objectives_of(study).values()]
+    if len(signs) == 1:
+        return [max(trials, key=lambda t: signs[0] * t.values[0])]
+    front = [
+        t for t in trials if not any(_dominates(o.values, t.values, signs) for o in trials)
+    ]
+    return sorted(front, key=lambda t: -signs[0] * t.values[0])
+
+
+def trials_frame(study: optuna.Study) -> pd.DataFrame:
+    """One row per trial: number, status, reason, objective values, parameters, metrics."""
+    objectives = list(objectives_of(study))
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        status = trial_status(trial)
+        row: dict[str, Any] = {"trial": trial.number, "status": status}
+        ok = status == "ok" and trial.values is not None
+        for i, name in enumerate(objectives):
+            row[name] = trial.values[i] if ok else None
+        row.update(trial.params)
+        metrics = trial.user_attrs.get("metrics", {})
+        row.update({f"m.{k}": v for k, v in metrics.items() if k not in objectives})
+        row["reason"] = trial.user_attrs.get("reason", "")
+        row["duration_s"] = trial.user_attrs.get("duration_s")
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,323 @@
+"""The search driver: ask -> check constraints -> evaluate -> tell, over an Optuna study.
+
+Example:
+    >>> from autotune.space import load_space
+    >>> settings = SweepSettings(workload="faults", problem={}, space=load_space("faults"),
+    ...     objectives={"score": "maximize"}, n_trials=4, seed=0, storage="memory",
+    ...     isolation="inline", device={"type": "cpu"})
+    >>> summary = Sweep(settings).run()
+    >>> summary.trials_run
+    4
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import optuna
+
+from autotune.driver.pruning import DivergencePruner
+from autotune.driver.results import STUDY_ATTR, best_trials, trial_status
+from autotune.driver.samplers import STATUS_ATTR, make_sampler, mark_feasibility
+from autotune.failures import TrialStatus
+from autotune.runners.base import Runner, TrialResult
+from autotune.runners.inprocess import InProcessRunner
+from autotune.runners.worker import IsolatedRunner
+from autotune.space import Space
+from autotune.storage import DEFAULT_STORAGE, open_storage
+
+FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+
+
+class StudyMismatch(ValueError):
+    """A stored study of another workload or objective was named for resuming."""
+
+
+@dataclass
+class SweepSettings:
+    """Everything one sweep needs, passed explicitly (no global configuration).
+
+    Attributes:
+        objectives: metric name -> "maximize" | "minimize"; one entry, or several for a
+            multi-objective sweep with a Pareto front.
+        n_trials: total finished trials the study should reach (earlier runs count).
+        time_budget_s: wall time this invocation may spend, None for no limit.
+        isolation: "process" (a worker process per sweep, restarted after crashes) or
+            "inline" (in the driver's process: replay, tests).
+    """
+
+    workload: str
+    problem: dict[str, Any]
+    space: Space
+    objectives: dict[str, str]
+    sampler: str = "tpe"
+    seed: int | None = None
+    n_trials: int | None = 50
+    time_budget_s: float | None = None
+    storage: str = DEFAULT_STORAGE
+    study_name: str | None = None
+    trial_timeout_s: float = 300.0
+    isolation: str = "process"
+    device: dict[str, Any] = field(default_factory=dict)
+    command: str = ""
+    label: str = ""  # shown with every progress line, e.g. "REPLAY of grid.csv"
+
+
+@dataclass
+class TrialRecord:
+    """One finished trial as the progress display sees it."""
+
+    number: int
+    status: str
+    reason: str
+    config: dict[str, Any]
+    values: list[float] | None
+    duration_s: float
+
+
+@dataclass
+class SweepSummary:
+    study_name: str
+    trials_run: int
+    trials_total: int
+    failures: Counter
+    best: list[optuna.trial.FrozenTrial]
+    stopped_by: str
+    elapsed_s: float
+
+
+class SweepObserver:
+    """Receives progress; the CLI's display subclasses it. The default prints nothing."""
+
+    def on_start(self, settings: SweepSettings, study: optuna.Study, done: int) -> None: ...
+
+    def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None: ...
+
+    def on_end(self, summary: SweepSummary) -> None: ...
+
+
+def _penalty(study: optuna.Study, directions: list[str]) -> list[float]:
+    """Value told for a failed trial: the worst successful value so far (0 if none yet)."""
+    penalties = []
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    values = [t.values for t in complete if t.user_attrs.get(STATUS_ATTR) == "ok" and t.values]
+    for i, direction in enumerate(directions):
+        column = [v[i] for v in values]
+        if not column:
+            penalties.append(0.0)
+        else:
+            penalties.append(min(column) if direction == "maximize" else max(column))
+    return penalties
+
+
+class Sweep:
+    """Run one sweep; resumable by study name, survives every trial failure."""
+
+    def __init__(
+        self,
+        settings: SweepSettings,
+        observer: SweepObserver | None = None,
+        runner_factory: Callable[[SweepSettings], Runner] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.observer = observer or SweepObserver()
+        self.runner_factory = runner_factory or self._default_runner
+
+    @staticmethod
+    def _default_runner(settings: SweepSettings) -> Runner:
+        if settings.isolation == "inline":
+            return InProcessRunner(settings.workload, settings.problem)
+        return IsolatedRunner(
+            settings.workload, settings.problem, timeout_s=settings.trial_timeout_s
+        )
+
+    # -- study --------------------------------------------------------------------------
+    def open_study(self) -> optuna.Study:
+        s = self.settings
+        name = s.study_name or f"{s.workload}-{datetime.now():%Y%m%d-%H%M%S}"
+        directions = list(s.objectives.values())
+        storage = open_storage(s.storage)
+        sampler = make_sampler(
+            s.sampler, seed=s.seed, space=s.space, n_objectives=len(directions)
+        )
+        study = optuna.create_study(
+            storage=storage,
+            study_name=name,
+            directions=directions,
+            sampler=sampler,
+            pruner=DivergencePruner(),
+            load_if_exists=True,
+        )
+        info = study.user_attrs.get(STUDY_ATTR)
+        if info is None:
+            study.set_metric_names(list(s.objectives))
+            study.set_user_attr(
+                STUDY_ATTR,
+                {
+                    "workload": s.workload,
+                    "problem": s.problem,
+                    "space": s.space.source,
+                    "objectives": s.objectives,
+                    "sampler": s.sampler,
+                    "seed": s.seed,
+                    "n_trials": s.n_trials,
+                    "device": s.device,
+                    "command": s.command,
+                    "label": s.label,
+                    "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                },
+            )
+        elif info.get("workload") != s.workload or info.get("objectives") != s.objectives:
+            raise StudyMismatch(
+                f"study {name!r} holds a {info.get('workload')} sweep of "
+                f"{info.get('objectives')}; it cannot resume as {s.workload} of {s.objectives}"
+            )
+        self._fail_interrupted(study)
+        return study
+
+    @staticmethod
+    def _fail_interrupted(study: optuna.Study) -> None:
+        """A trial left RUNNING by a killed sweep is recorded as interrupted, not re-counted."""
+        for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            study._storage.set_trial_user_attr(trial._trial_id, STATUS_ATTR, "interrupted")
+            study._storage.set_trial_user_attr(
+                trial._trial_id, "reason", "the sweep was stopped while this trial ran"
+            )
+            study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+
+    # -- loop ---------------------------------------------------------------------------
+    def run(self) -> SweepSummary:
+        s = self.settings
+        study = self.open_study()
+        directions = list(s.objectives.values())
+        done = len(study.get_trials(deepcopy=False, states=FINISHED))
+        counts: Counter = Counter(
+            trial_status(t) for t in study.get_trials(deepcopy=False, states=FINISHED)
+        )
+        self.observer.on_start(s, study, done)
+        start = time.monotonic()
+        ran = 0
+        stopped_by = "trials"
+        runner = self.runner_factory(s)
+        try:
+            while True:
+                if s.n_trials is not None and done >= s.n_trials:
+                    stopped_by = "trials"
+                    break
+                if s.time_budget_s is not None and time.monotonic() - start >= s.time_budget_s:
+                    stopped_by = "time"
+                    break
+                if s.sampler == "grid" and study.sampler.is_exhausted(study):
+                    stopped_by = "grid exhausted"
+                    break
+                record = self._one_trial(study, runner, directions)
+                done += 1
+                ran += 1
+                counts[record.status] += 1
+                self.observer.on_trial(record, study, counts)
+        except KeyboardInterrupt:
+            stopped_by = "interrupted"
+        finally:
+            runner.close()
+        summary = SweepSummary(
+            study_name=study.study_name,
+            trials_run=ran,
+            trials_total=done,
+            failures=Counter({k: v for k, v in counts.items() if k != "ok"}),
+            best=best_trials(study),
+            stopped_by=stopped_by,
+            elapsed_s=time.monotonic() - start,
+        )
+        self.observer.on_end(summary)
+        return summary
+
+    def _one_trial(
+        self, study: optuna.Study, runner: Runner, directions: list[str]
+    ) -> TrialRecord:
+        s = self.settings
+        trial = study.ask()
+        try:
+            config = s.space.sample(trial, s.problem, s.device)
+            broken = s.space.violations(config, s.problem, s.device)
+            if broken:
+                result = TrialResult(
+                    TrialStatus.INFEASIBLE, "violates " + ", ".join(broken) + " (not launched)"
+                )
+            else:
+                result = runner.evaluate(config, self._prune_check(trial, len(directions)))
+        except BaseException:
+            trial.set_user_attr(STATUS_ATTR, "interrupted")
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        return self._tell(study, trial, config, result, directions)
+
+    @staticmethod
+    def _prune_check(trial: optuna.Trial, n_objectives: int) -> Callable[[int, float], bool]:
+        history: list[float] = []
+
+        def should_prune(step: int, value: float) -> bool:
+            history.append(value)
+            if n_objectives > 1 or not math.isfinite(value):
+                # Optuna's report() is single-objective; the pruner's rule applies directly
+                return DivergencePruner.diverged(history)
+            trial.report(value, step)
+            return trial.should_prune()
+
+        return should_prune
+
+    def _tell(
+        self,
+        study: optuna.Study,
+        trial: optuna.Trial,
+        config: dict[str, Any],
+        result: TrialResult,
+        directions: list[str],
+    ) -> TrialRecord:
+        trial.set_user_attr(STATUS_ATTR, result.status.value)
+        trial.set_user_attr("reason", result.reason)
+        trial.set_user_attr("duration_s", round(result.duration_s, 4))
+        values: list[float] | None = None
+        if result.ok and result.measurement is not None:
+            m = result.measurement
+            missing = [k for k in self.settings.objectives if k not in m.values]
+            if missing:
+                result = TrialResult(
+                    TrialStatus.CRASHED, f"objective did not measure {', '.join(missing)}"
+                )
+                trial.set_user_attr(STATUS_ATTR, result.status.value)
+                trial.set_user_attr("reason", result.reason)
+            else:
+                values = [float(m.values[k]) for k in self.settings.objectives]
+                trial.set_user_attr("metrics", _jsonable(m.all_metrics()))
+                trial.set_user_attr("telemetry", _jsonable(m.telemetry))
+        mark_feasibility(trial, values is not None)
+        if values is not None:
+            study.tell(trial, values)
+        elif result.status is TrialStatus.DIVERGED and len(directions) == 1:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            # complete with a penalty + violated constraint: the sampler learns the region
+            study.tell(trial, _penalty(study, directions))
+        return TrialRecord(
+            trial.number, result.status.value, result.reason, config, values, result.duration_s
+        )
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            out[key] = str(value)
+        elif isinstance(value, int | float | str | bool) or value is None:
+            out[key] = value
+        elif isinstance(value, dict):
+            out[key] = _jsonable(value)
+        else:
+            out[key] = str(value)
+    return out

@@ -1,0 +1,118 @@
+"""The sweep's progress line: trials done, best so far, failures by kind, ETA.
+
+On a terminal it is one live rich progress bar; elsewhere (CI logs, pipes) one plain line per
+trial, so a log shows every trial's outcome.
+
+Example:
+    >>> from collections import Counter
+    >>> failures_text(Counter({"ok": 3, "oom": 2, "timeout": 1}))
+    'failed: oom 2, timeout 1'
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import optuna
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
+
+
+def failures_text(counts: Counter) -> str:
+    failed = {k: v for k, v in counts.items() if k != "ok"}
+    if not failed:
+        return "no failures"
+    return "failed: " + ", ".join(f"{k} {v}" for k, v in sorted(failed.items()))
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+class ProgressDisplay(SweepObserver):
+    """Prints a sweep's progress to ``console`` (stderr by default)."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=True)
+        self._progress: Progress | None = None
+        self._task = None
+        self._objectives: list[str] = []
+        self._start = 0.0
+        self._total: int | None = None
+        self._done_at_start = 0
+
+    def on_start(self, settings: SweepSettings, study: optuna.Study, done: int) -> None:
+        self._objectives = list(settings.objectives)
+        self._total = settings.n_trials
+        self._done_at_start = done
+        self._start = time.monotonic()
+        problem = ",".join(f"{k}={v}" for k, v in settings.problem.items() if k != "table")
+        budget = []
+        if settings.n_trials is not None:
+            budget.append(f"{settings.n_trials} trials")
+        if settings.time_budget_s is not None:
+            budget.append(f"{settings.time_budget_s:.0f} s")
+        device = settings.device.get("name", "?")
+        self.console.print(
+            f"[bold]autotune[/bold] {settings.workload} {problem} on {device} | "
+            f"sampler {settings.sampler}, seed {settings.seed} | "
+            f"study {study.study_name} ({done} trials stored) | budget {' / '.join(budget)}",
+            soft_wrap=True,
+        )
+        if settings.label:
+            self.console.print(f"[yellow]{settings.label}[/yellow]")
+        if self.console.is_terminal:
+            self._progress = Progress(
+                MofNCompleteColumn(), BarColumn(), TextColumn("{task.description}"),
+                TimeRemainingColumn(), console=self.console, transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("starting", total=self._total, completed=done)
+
+    def _best_text(self, study: optuna.Study) -> str:
+        best = best_trials(study)
+        if not best:
+            return "best: none yet"
+        t = best[0]
+        values = ", ".join(f"{_fmt(v)} {n}" for n, v in zip(self._objectives, t.values, strict=True))
+        front = f" (Pareto front: {len(best)})" if len(best) > 1 or len(self._objectives) > 1 else ""
+        return f"best #{t.number}: {values}{front}"
+
+    def _eta(self, done: int) -> str:
+        ran = done - self._done_at_start
+        if self._total is None or ran <= 0:
+            return ""
+        per_trial = (time.monotonic() - self._start) / ran
+        return f" | ETA {max(0.0, (self._total - done) * per_trial):.0f} s"
+
+    def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None:
+        done = sum(counts.values())
+        summary = f"{self._best_text(study)} | {failures_text(counts)}"
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done, description=summary)
+            return
+        if record.values is not None:
+            outcome = ", ".join(
+                f"{_fmt(v)} {n}" for n, v in zip(self._objectives, record.values, strict=True)
+            )
+        else:
+            outcome = f"{record.status}: {record.reason}"[:100]
+        total = f"/{self._total}" if self._total is not None else ""
+        self.console.print(
+            f"[{done}{total}] #{record.number} {outcome} | {summary}{self._eta(done)}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def on_end(self, summary: SweepSummary) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        self.console.print(
+            f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s "
+            f"(stopped by {summary.stopped_by}); {summary.trials_total} stored in study "
+            f"{summary.study_name}; {failures_text(summary.failures)}",
+            soft_wrap=True,
+        )

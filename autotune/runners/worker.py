@@ -1,0 +1,195 @@
+"""Run each trial in a spawned worker process, reused while healthy, with a per-trial timeout.
+
+A segfault, a CUDA illegal address or the host's OOM killer ends only the worker; a hang ends
+at the timeout. The driver sees every one of these as a :class:`TrialResult`.
+
+Example:
+    >>> with IsolatedRunner("faults", {}, timeout_s=30) as runner:
+    ...     runner.evaluate({"fault": "segfault"}).status.value
+    'crashed'
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from autotune.failures import Diverged, TrialStatus, classify
+from autotune.runners.base import PruneCheck, Runner, TrialResult, never_prune
+
+# After these, the worker's state (CUDA context, allocator, interpreter) is not trusted: the
+# next trial gets a fresh process.
+_RESTART_AFTER = {TrialStatus.OOM, TrialStatus.CRASHED, TrialStatus.TIMEOUT}
+_POLL_S = 0.25
+
+
+def _worker_main(conn: Connection, workload: str, problem: dict[str, Any]) -> None:
+    """Body of the worker process: build the objective once, then evaluate configs on request."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    from autotune.objectives import get_objective
+
+    try:
+        objective = get_objective(workload)(problem)
+    except Exception as exc:  # noqa: BLE001 - reported to the driver, which records it
+        conn.send(("init_error", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the driver is gone
+            break
+        if message[0] == "stop":
+            break
+        config = message[1]
+
+        def report(step: int, value: float) -> None:
+            conn.send(("report", int(step), float(value)))
+            if conn.recv() == "prune":
+                raise Diverged(f"pruned at step {step}: value {value:.4g}")
+
+        try:
+            measurement = objective.evaluate(config, report)
+        except BaseException as exc:  # noqa: BLE001 - every failure is data
+            failure = classify(exc)
+            conn.send(("result", failure.status.value, str(failure), None))
+            if failure.status in _RESTART_AFTER:
+                break
+        else:
+            conn.send(("result", TrialStatus.OK.value, "", measurement))
+    objective.close()
+
+
+def _death_reason(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "worker stopped answering"
+    if exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        hint = " (the host's OOM killer?)" if name == "SIGKILL" else ""
+        return f"worker killed by {name}{hint}"
+    return f"worker exited with code {exitcode}"
+
+
+class IsolatedRunner(Runner):
+    """Evaluate trials of ``workload`` in a spawned worker process.
+
+    Args:
+        workload: registered objective name.
+        problem: the objective's problem dict (picklable).
+        timeout_s: wall-time limit of one trial, from the moment the worker receives it.
+        start_timeout_s: limit for a new worker to import its libraries and build the objective.
+    """
+
+    def __init__(
+        self,
+        workload: str,
+        problem: dict[str, Any],
+        *,
+        timeout_s: float = 300.0,
+        start_timeout_s: float = 180.0,
+    ) -> None:
+        self.workload = workload
+        self.problem = dict(problem)
+        self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
+        self._context = mp.get_context("spawn")
+        self._process: mp.process.BaseProcess | None = None
+        self._conn: Connection | None = None
+        self.workers_started = 0
+
+    # -- worker lifecycle ----------------------------------------------------------------
+    def _start(self) -> str | None:
+        """Start a worker and wait until it is ready; return a failure reason, or None."""
+        parent, child = self._context.Pipe()
+        process = self._context.Process(
+            target=_worker_main, args=(child, self.workload, self.problem), daemon=True
+        )
+        process.start()
+        child.close()
+        self._process, self._conn = process, parent
+        self.workers_started += 1
+        if not parent.poll(self.start_timeout_s):
+            self._kill()
+            return f"worker did not start within {self.start_timeout_s:.0f} s"
+        try:
+            message = parent.recv()
+        except EOFError:
+            reason = _death_reason(self._wait_exit())
+            self._kill()
+            return reason
+        if message[0] != "ready":
+            self._kill()
+            return f"workload could not be set up: {message[1]}"
+        return None
+
+    def _wait_exit(self) -> int | None:
+        assert self._process is not None
+        self._process.join(timeout=5)
+        return self._process.exitcode
+
+    def _kill(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+            self._process.join(timeout=10)
+        if self._conn is not None:
+            self._conn.close()
+        self._process, self._conn = None, None
+
+    def close(self) -> None:
+        if self._conn is not None and self._process is not None and self._process.is_alive():
+            try:
+                self._conn.send(("stop",))
+                self._process.join(timeout=10)
+            except (OSError, BrokenPipeError):
+                pass
+        self._kill()
+
+    # -- one trial -----------------------------------------------------------------------
+    def evaluate(self, config: dict[str, Any], should_prune: PruneCheck = never_prune) -> TrialResult:
+        if self._process is None or not self._process.is_alive():
+            self._kill()
+            failure = self._start()
+            if failure is not None:
+                return TrialResult(TrialStatus.CRASHED, failure)
+        assert self._conn is not None and self._process is not None
+        start = time.perf_counter()
+        deadline = start + self.timeout_s
+        try:
+            self._conn.send(("evaluate", config))
+            while True:
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    self._kill()
+                    return TrialResult(
+                        TrialStatus.TIMEOUT,
+                        f"no result after {self.timeout_s:.1f} s; worker killed",
+                        duration_s=time.perf_counter() - start,
+                    )
+                if not self._conn.poll(min(remaining, _POLL_S)):
+                    if not self._process.is_alive():
+                        raise EOFError
+                    continue
+                message = self._conn.recv()
+                if message[0] == "report":
+                    prune = should_prune(message[1], message[2])
+                    self._conn.send("prune" if prune else "continue")
+                    continue
+                _, status, reason, measurement = message
+                result = TrialResult(
+                    TrialStatus(status), reason, measurement, time.perf_counter() - start
+                )
+                if result.status in _RESTART_AFTER:
+                    self._wait_exit()
+                    self._kill()
+                return result
+        except (EOFError, OSError, BrokenPipeError):
+            reason = _death_reason(self._wait_exit())
+            self._kill()
+            return TrialResult(TrialStatus.CRASHED, reason, duration_s=time.perf_counter() - start)
+        except BaseException:  # Ctrl-C in the driver: leave no worker behind
+            self._kill()
+            raise
+

@@ -1,0 +1,167 @@
+"""A restricted evaluator for constraint and condition expressions in space files.
+
+Space files are data: their expressions are parsed with :mod:`ast` and only arithmetic,
+comparisons, boolean logic, ``x if c else y``, membership tests, a few pure functions and
+attribute reads on the ``device`` and ``problem`` namespaces are allowed. Nothing is passed to
+Python's ``eval``.
+
+Example:
+    >>> expr = Expression("(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 * stages <= device.smem")
+    >>> sorted(expr.names)
+    ['BLOCK_K', 'BLOCK_M', 'BLOCK_N', 'device', 'stages']
+    >>> env = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 3,
+    ...        "device": {"smem": 232448}}
+    >>> expr.evaluate(env)
+    True
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Mapping
+from typing import Any
+
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+FUNCTIONS = {
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "log2": math.log2,
+    "cdiv": lambda a, b: -(-a // b),
+    "is_pow2": lambda x: isinstance(x, int) and x > 0 and x & (x - 1) == 0,
+}
+# Namespaces readable with attribute syntax (device.max_shared_memory, problem.M).
+NAMESPACES = ("device", "problem")
+_MAX_POWER = 64  # keeps `2 ** huge` from eating the machine
+
+
+class ExpressionError(ValueError):
+    """An expression that cannot be parsed, uses something not allowed, or fails to evaluate."""
+
+
+class Expression:
+    """A parsed, validated expression; evaluate it against a mapping of names to values."""
+
+    def __init__(self, source: str) -> None:
+        if not isinstance(source, str) or not source.strip():
+            raise ExpressionError("an expression must be a non-empty string")
+        self.source = source
+        try:
+            self._tree = ast.parse(source.strip(), mode="eval").body
+        except SyntaxError as exc:
+            raise ExpressionError(f"invalid syntax in {source!r}: {exc.msg}") from None
+        self.names: set[str] = set()
+        self._check(self._tree)
+
+    def __repr__(self) -> str:
+        return f"Expression({self.source!r})"
+
+    def _check(self, node: ast.AST) -> None:
+        allowed = (
+            ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Constant,
+            ast.Name, ast.Tuple, ast.List, ast.Call, ast.Attribute,
+        )
+        if not isinstance(node, allowed):
+            raise ExpressionError(f"{type(node).__name__} is not allowed in {self.source!r}")
+        if isinstance(node, ast.BinOp) and type(node.op) not in _BINARY:
+            raise ExpressionError(f"operator {type(node.op).__name__} not allowed")
+        if isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+                raise ExpressionError(
+                    f"only these functions may be called: {', '.join(sorted(FUNCTIONS))}"
+                )
+            if node.keywords:
+                raise ExpressionError("keyword arguments are not allowed")
+            for arg in node.args:
+                self._check(arg)
+            return
+        if isinstance(node, ast.Attribute):
+            if not isinstance(node.value, ast.Name) or node.value.id not in NAMESPACES:
+                raise ExpressionError(
+                    f"attributes may only be read from {' or '.join(NAMESPACES)}"
+                )
+            if node.attr.startswith("_"):
+                raise ExpressionError(f"private attribute {node.attr!r} not allowed")
+            self.names.add(node.value.id)
+            return
+        if isinstance(node, ast.Name):
+            if node.id not in FUNCTIONS:
+                self.names.add(node.id)
+            return
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(
+                child, ast.operator | ast.cmpop | ast.unaryop | ast.boolop | ast.expr_context
+            ):
+                self._check(child)
+
+    def evaluate(self, env: Mapping[str, Any]) -> Any:
+        """Evaluate against ``env`` (names to values; namespaces as mappings)."""
+        try:
+            return self._eval(self._tree, env)
+        except ExpressionError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. ZeroDivisionError, TypeError
+            raise ExpressionError(f"{self.source!r} failed: {type(exc).__name__}: {exc}") from None
+
+    def _eval(self, node: ast.AST, env: Mapping[str, Any]) -> Any:
+        match node:
+            case ast.Constant(value=value):
+                return value
+            case ast.Name(id=name):
+                if name not in env:
+                    raise ExpressionError(f"unknown name {name!r} in {self.source!r}")
+                return env[name]
+            case ast.Attribute(value=ast.Name(id=space), attr=attr):
+                namespace = env.get(space, {})
+                if attr not in namespace:
+                    raise ExpressionError(f"unknown name {space}.{attr} in {self.source!r}")
+                return namespace[attr]
+            case ast.BinOp(left=left, op=op, right=right):
+                lhs, rhs = self._eval(left, env), self._eval(right, env)
+                if isinstance(op, ast.Pow) and abs(rhs) > _MAX_POWER:
+                    raise ExpressionError(f"exponent {rhs} too large in {self.source!r}")
+                return _BINARY[type(op)](lhs, rhs)
+            case ast.UnaryOp(op=op, operand=operand):
+                return _UNARY[type(op)](self._eval(operand, env))
+            case ast.BoolOp(op=ast.And(), values=values):
+                return all(self._eval(v, env) for v in values)
+            case ast.BoolOp(op=ast.Or(), values=values):
+                return any(self._eval(v, env) for v in values)
+            case ast.Compare(left=left, ops=ops, comparators=comparators):
+                lhs = self._eval(left, env)
+                for op, right in zip(ops, comparators, strict=True):
+                    rhs = self._eval(right, env)
+                    if not _COMPARE[type(op)](lhs, rhs):
+                        return False
+                    lhs = rhs
+                return True
+            case ast.IfExp(test=test, body=body, orelse=orelse):
+                return self._eval(body if self._eval(test, env) else orelse, env)
+            case ast.Tuple(elts=elts) | ast.List(elts=elts):
+                return tuple(self._eval(e, env) for e in elts)
+            case ast.Call(func=ast.Name(id=fname), args=args):
+                return FUNCTIONS[fname](*(self._eval(a, env) for a in args))
+        raise ExpressionError(f"cannot evaluate {ast.dump(node)}")  # unreachable after _check

@@ -1,0 +1,207 @@
+"""Load search spaces from YAML: parameters, conditions, constraints and includes.
+
+A space file is data. Example (``search_spaces/matmul.yaml`` is a real one)::
+
+    name: matmul
+    parameters:
+      BLOCK_M: {type: pow2, low: 16, high: 256}
+      GROUP_M: {type: categorical, choices: [1, 8]}
+      loss_scale: {type: float, low: 1.0, high: 65536.0, log: true, when: "precision == 'fp16'"}
+    constraints:
+      shared_memory: "(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 * num_stages
+                      <= device.max_shared_memory"
+    include:
+      - {space: matmul.yaml, prefix: "layer{i}.qkv.", repeat: 4}
+
+Example:
+    >>> space = load_space("matmul.yaml")
+    >>> space.names[:3]
+    ['BLOCK_M', 'BLOCK_N', 'BLOCK_K']
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autotune.space.expr import Expression, ExpressionError
+from autotune.space.params import KINDS, Constraint, Param
+from autotune.space.space import Space, SpaceError
+
+_PARAM_KEYS = {"type", "low", "high", "step", "log", "choices", "when"}
+_TOP_KEYS = {"name", "description", "workload", "parameters", "constraints", "include"}
+
+
+def builtin_space_path(name: str) -> Path:
+    """Path of a space file shipped with autotune (``search_spaces/`` in the repository)."""
+    return Path(str(resources.files("autotune.search_spaces").joinpath(name)))
+
+
+def resolve_space_path(name: str | Path, relative_to: Path | None = None) -> Path:
+    """Find a space file: as given, next to ``relative_to``, or among the built-in spaces."""
+    path = Path(name)
+    candidates = [path]
+    if relative_to is not None and not path.is_absolute():
+        candidates.append(relative_to.parent / path)
+    candidates.append(builtin_space_path(path.name if path.suffix else f"{path}.yaml"))
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise SpaceError(f"{name}: space file not found")
+
+
+def _number(value: Any, where: str, integer: bool = False) -> float | int:
+    if isinstance(value, str):  # YAML 1.1 reads 1e-5 as a string
+        try:
+            value = float(value)
+        except ValueError:
+            raise SpaceError(f"{where}: {value!r} is not a number") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpaceError(f"{where}: {value!r} is not a number")
+    if integer:
+        if float(value) != int(value):
+            raise SpaceError(f"{where}: {value!r} is not an integer")
+        return int(value)
+    return float(value)
+
+
+def _expression(source: Any, where: str) -> Expression:
+    try:
+        return Expression(source)
+    except ExpressionError as exc:
+        raise SpaceError(f"{where}: {exc}") from None
+
+
+def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
+    if not isinstance(spec, dict):
+        raise SpaceError(f"{where}: expected a mapping like {{type: int, low: 1, high: 8}}")
+    unknown = set(spec) - _PARAM_KEYS
+    if unknown:
+        raise SpaceError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    kind = spec.get("type")
+    if kind not in KINDS:
+        raise SpaceError(f"{where}.type: {kind!r} is not one of {', '.join(KINDS)}")
+    param = Param(name=prefix + name, kind=kind, prefix=prefix)
+    if "when" in spec:
+        param.condition = _expression(spec["when"], f"{where}.when")
+    if kind == "bool":
+        param.choices = [False, True]
+    elif kind == "categorical":
+        choices = spec.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise SpaceError(f"{where}.choices: must be a non-empty list")
+        if len({repr(c) for c in choices}) != len(choices):
+            raise SpaceError(f"{where}.choices: repeated values")
+        param.choices = choices
+    else:
+        for key in ("low", "high"):
+            if key not in spec:
+                raise SpaceError(f"{where}: missing {key!r}")
+        integer = kind in ("int", "pow2")
+        param.low = _number(spec["low"], f"{where}.low", integer)
+        param.high = _number(spec["high"], f"{where}.high", integer)
+        if param.low > param.high:
+            raise SpaceError(f"{where}: low {param.low} is greater than high {param.high}")
+        param.log = bool(spec.get("log", False))
+        if param.log and param.low <= 0:
+            raise SpaceError(f"{where}.low: must be > 0 for a log-scaled parameter")
+        if "step" in spec:
+            param.step = int(_number(spec["step"], f"{where}.step", integer=True))
+            if param.step <= 0:
+                raise SpaceError(f"{where}.step: must be positive")
+        if kind == "pow2":
+            for key in ("low", "high"):
+                value = getattr(param, key)
+                if value <= 0 or not math.log2(value).is_integer():
+                    raise SpaceError(f"{where}.{key}: {value} is not a power of two")
+    return param
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpaceError(f"{path}:{line}: invalid YAML: {problem}") from None
+    except OSError as exc:
+        raise SpaceError(f"{path}: cannot read: {exc.strerror}") from None
+    if not isinstance(data, dict):
+        raise SpaceError(f"{path}: expected a mapping at the top level")
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise SpaceError(f"{path}: unknown key {sorted(unknown)[0]!r}")
+    return data
+
+
+def _load(
+    path: Path, prefix: str, stack: tuple[Path, ...]
+) -> tuple[list[Param], list[Constraint], dict[str, Any]]:
+    if path.resolve() in stack:
+        raise SpaceError(f"{path}: include cycle ({' -> '.join(p.name for p in stack)})")
+    data = _read_yaml(path)
+    stack = (*stack, path.resolve())
+    params: list[Param] = []
+    constraints: list[Constraint] = []
+
+    includes = data.get("include") or []
+    if not isinstance(includes, list):
+        raise SpaceError(f"{path}: include: must be a list")
+    for i, entry in enumerate(includes):
+        where = f"{path}: include[{i}]"
+        if not isinstance(entry, dict) or "space" not in entry:
+            raise SpaceError(f"{where}: expected {{space: FILE, prefix: PREFIX}}")
+        repeat = int(_number(entry.get("repeat", 1), f"{where}.repeat", integer=True))
+        sub_prefix = str(entry.get("prefix", ""))
+        if repeat > 1 and "{i}" not in sub_prefix:
+            raise SpaceError(f"{where}.prefix: a repeated include needs '{{i}}' in its prefix")
+        try:
+            sub_path = resolve_space_path(entry["space"], relative_to=path)
+        except SpaceError as exc:
+            raise SpaceError(f"{where}.space: {exc}") from None
+        for k in range(repeat):
+            sub_params, sub_constraints, _ = _load(
+                sub_path, prefix + sub_prefix.replace("{i}", str(k)), stack
+            )
+            params += sub_params
+            constraints += sub_constraints
+
+    raw_params = data.get("parameters") or {}
+    if not isinstance(raw_params, dict):
+        raise SpaceError(f"{path}: parameters: must be a mapping of name to spec")
+    for name, spec in raw_params.items():
+        params.append(_parse_param(str(name), spec, f"{path}: parameters.{name}", prefix))
+
+    raw_constraints = data.get("constraints") or {}
+    if isinstance(raw_constraints, list):
+        raw_constraints = {f"constraint_{i}": c for i, c in enumerate(raw_constraints)}
+    if not isinstance(raw_constraints, dict):
+        raise SpaceError(f"{path}: constraints: must be a mapping of name to expression")
+    for cname, source in raw_constraints.items():
+        where = f"{path}: constraints.{cname}"
+        constraints.append(
+            Constraint(prefix + str(cname), _expression(source, where), prefix, where)
+        )
+    return params, constraints, data
+
+
+def load_space(name: str | Path) -> Space:
+    """Load a space file (a path, or the name of a built-in space such as ``matmul``).
+
+    Raises:
+        SpaceError: with a one-line message naming the file and the key at fault.
+    """
+    path = resolve_space_path(name)
+    params, constraints, data = _load(path, "", ())
+    names = [p.name for p in params]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SpaceError(f"{path}: parameter {duplicates[0]!r} defined twice (use a prefix)")
+    if not params:
+        raise SpaceError(f"{path}: parameters: the space has no parameters")
+    return Space(str(data.get("name", path.stem)), params, constraints, source=str(path))

@@ -1,0 +1,101 @@
+"""Parameters of a search space and how each one asks Optuna for a value.
+
+Example:
+    >>> import optuna
+    >>> p = Param(name="BLOCK_M", kind="pow2", low=16, high=256)
+    >>> p.values()
+    [16, 32, 64, 128, 256]
+    >>> study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    >>> p.suggest(study.ask()) in p.values()
+    True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+
+from autotune.space.expr import Expression
+
+KINDS = ("int", "float", "categorical", "pow2", "bool")
+
+
+@dataclass
+class Param:
+    """One tunable.
+
+    Attributes:
+        name: full name, including the prefix of the space that included it.
+        kind: "int", "float" (``log`` for log scale), "categorical", "pow2" (powers of two
+            between ``low`` and ``high``, sampled as ordered categories) or "bool".
+        condition: active only when this expression (over earlier parameters) holds.
+        prefix: the include prefix; the condition sees names without it.
+    """
+
+    name: str
+    kind: str
+    low: float | int | None = None
+    high: float | int | None = None
+    step: int | None = None
+    log: bool = False
+    choices: list[Any] = field(default_factory=list)
+    condition: Expression | None = None
+    prefix: str = ""
+
+    def values(self) -> list[Any]:
+        """Every value the parameter can take (for grids and tables); floats have none."""
+        if self.kind in ("categorical", "bool"):
+            return list(self.choices)
+        if self.kind == "pow2":
+            lo, hi = int(math.log2(self.low)), int(math.log2(self.high))
+            return [2**e for e in range(lo, hi + 1)]
+        if self.kind == "int":
+            return list(range(int(self.low), int(self.high) + 1, self.step or 1))
+        raise ValueError(f"float parameter {self.name!r} has no finite set of values")
+
+    def contains(self, value: Any) -> bool:
+        if self.kind == "float":
+            return isinstance(value, int | float) and self.low <= value <= self.high
+        return value in self.values()
+
+    def suggest(self, trial: optuna.Trial) -> Any:
+        """Ask ``trial`` for this parameter's value."""
+        if self.kind == "float":
+            return trial.suggest_float(self.name, self.low, self.high, log=self.log)
+        if self.kind == "int":
+            step = self.step or 1
+            if self.log:
+                return trial.suggest_int(self.name, int(self.low), int(self.high), log=True)
+            return trial.suggest_int(self.name, int(self.low), int(self.high), step=step)
+        # Tile and batch sizes are powers of two whose effect is far from smooth in their
+        # value: as categories TPE models each one separately, which measured better than
+        # treating them as ordered integers.
+        return trial.suggest_categorical(self.name, self.values())
+
+    def distribution(self) -> optuna.distributions.BaseDistribution:
+        """The Optuna distribution that :meth:`suggest` draws from."""
+        if self.kind == "float":
+            return optuna.distributions.FloatDistribution(self.low, self.high, log=self.log)
+        if self.kind == "int":
+            if self.log:
+                return optuna.distributions.IntDistribution(int(self.low), int(self.high), log=True)
+            return optuna.distributions.IntDistribution(
+                int(self.low), int(self.high), step=self.step or 1
+            )
+        return optuna.distributions.CategoricalDistribution(self.values())
+
+    def local_name(self) -> str:
+        return self.name[len(self.prefix) :]
+
+
+@dataclass
+class Constraint:
+    """A static constraint; a config that violates one is never launched."""
+
+    name: str
+    expression: Expression
+    prefix: str = ""
+    where: str = ""  # "file.yaml: constraints[0]" for error messages

@@ -1,0 +1,186 @@
+"""A search space: parameters in order, their conditions, and static constraints.
+
+Example:
+    >>> from autotune.space.params import Param
+    >>> space = Space("demo", [Param("micro_batch", "pow2", low=1, high=8)],
+    ...               constraints_from={"divides": "global_batch % micro_batch == 0"})
+    >>> space.violations({"micro_batch": 4}, problem={"global_batch": 12})
+    []
+    >>> space.violations({"micro_batch": 8}, problem={"global_batch": 12})
+    ['divides']
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+
+from autotune.space.expr import Expression, ExpressionError
+from autotune.space.params import Constraint, Param
+
+
+class SpaceError(ValueError):
+    """A search space that cannot be used; the message names the file and the key."""
+
+
+@dataclass
+class Space:
+    """An ordered set of parameters plus static constraints.
+
+    Parameters are suggested in order, so a parameter's condition may read any parameter
+    before it. Constraints see the parameters, the problem (``M``, ``global_batch`` or
+    ``problem.M``) and the device (``device.max_shared_memory``).
+    """
+
+    name: str
+    params: list[Param]
+    constraints: list[Constraint] = field(default_factory=list)
+    source: str = "<memory>"
+    constraints_from: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.constraints_from:
+            self.constraints += [
+                Constraint(name, Expression(expr), where=f"{self.source}: constraints.{name}")
+                for name, expr in self.constraints_from.items()
+            ]
+            self.constraints_from = None
+        self._by_name = {p.name: p for p in self.params}
+
+    def __len__(self) -> int:
+        return len(self.params)
+
+    def __getitem__(self, name: str) -> Param:
+        return self._by_name[name]
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    # -- evaluation environments ---------------------------------------------------------
+    @staticmethod
+    def _env(
+        values: Mapping[str, Any],
+        prefix: str,
+        problem: Mapping[str, Any],
+        device: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        env: dict[str, Any] = dict(problem)
+        env.update({k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)})
+        env["problem"] = dict(problem)
+        env["device"] = dict(device)
+        return env
+
+    def is_active(
+        self,
+        param: Param,
+        values: Mapping[str, Any],
+        problem: Mapping[str, Any] | None = None,
+        device: Mapping[str, Any] | None = None,
+    ) -> bool:
+        if param.condition is None:
+            return True
+        env = self._env(values, param.prefix, problem or {}, device or {})
+        if not param.condition.names <= set(env):
+            return False  # its condition reads a parameter that is itself inactive
+        return bool(param.condition.evaluate(env))
+
+    def sample(
+        self,
+        trial: optuna.Trial,
+        problem: Mapping[str, Any] | None = None,
+        device: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Suggest a value for every active parameter, in order."""
+        values: dict[str, Any] = {}
+        for param in self.params:
+            if self.is_active(param, values, problem, device):
+                values[param.name] = param.suggest(trial)
+        return values
+
+    def violations(
+        self,
+        values: Mapping[str, Any],
+        problem: Mapping[str, Any] | None = None,
+        device: Mapping[str, Any] | None = None,
+    ) -> list[str]:
+        """Names of the constraints ``values`` breaks; constraints over inactive params skip."""
+        broken = []
+        for constraint in self.constraints:
+            env = self._env(values, constraint.prefix, problem or {}, device or {})
+            if not constraint.expression.names <= set(env):
+                continue
+            try:
+                ok = constraint.expression.evaluate(env)
+            except ExpressionError as exc:
+                raise SpaceError(f"{constraint.where}: {exc}") from None
+            if not ok:
+                broken.append(constraint.name)
+        return broken
+
+    def validate_names(self, problem: Mapping[str, Any]) -> None:
+        """Check that every name in a condition or constraint means something.
+
+        Raises:
+            SpaceError: naming the file and key of the first expression with an unknown name.
+        """
+        known_global = set(problem) | {"problem", "device"}
+        earlier: dict[str, set[str]] = {}  # prefix -> local names defined so far
+        for param in self.params:
+            seen = earlier.setdefault(param.prefix, set())
+            if param.condition is not None:
+                unknown = param.condition.names - seen - known_global
+                if unknown:
+                    raise SpaceError(
+                        f"{self.source}: parameters.{param.name}.when: unknown name "
+                        f"{sorted(unknown)[0]!r} (a condition reads earlier parameters only)"
+                    )
+            seen.add(param.local_name())
+        for constraint in self.constraints:
+            local = {p.local_name() for p in self.params if p.prefix == constraint.prefix}
+            unknown = constraint.expression.names - local - known_global
+            if unknown:
+                raise SpaceError(
+                    f"{constraint.where}: unknown name {sorted(unknown)[0]!r} "
+                    f"(not a parameter of this space or a problem value)"
+                )
+
+    # -- enumeration ---------------------------------------------------------------------
+    def grid(
+        self,
+        problem: Mapping[str, Any] | None = None,
+        device: Mapping[str, Any] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Every config of a discrete space that satisfies the constraints, in order."""
+
+        def expand(index: int, values: dict[str, Any]) -> Iterator[dict[str, Any]]:
+            if index == len(self.params):
+                yield dict(values)
+                return
+            param = self.params[index]
+            if not self.is_active(param, values, problem, device):
+                yield from expand(index + 1, values)
+                return
+            for value in param.values():
+                values[param.name] = value
+                yield from expand(index + 1, values)
+            del values[param.name]
+
+        for config in expand(0, {}):
+            if not self.violations(config, problem, device):
+                yield config
+
+    def grid_size(self) -> int:
+        """Size of the unconstrained cartesian grid (conditions ignored): an upper bound."""
+        return math.prod(len(p.values()) for p in self.params)
+
+    def grid_search_space(self) -> dict[str, list[Any]]:
+        """The ``search_space`` argument of Optuna's GridSampler."""
+        try:
+            return {p.name: p.values() for p in self.params}
+        except ValueError as exc:
+            raise SpaceError(f"{self.source}: grid search needs discrete parameters: {exc}") from None

@@ -1,0 +1,84 @@
+"""Where studies live: any Optuna storage URL, embedded SQLite by default.
+
+Accepted URLs:
+    ``sqlite:///autotune.db`` (default), ``postgresql://user:pass@host/db``,
+    ``mysql://...``, ``journal:///path/to/sweeps.log`` (Optuna's journal file, good on NFS),
+    ``memory`` (nothing kept).
+
+Example:
+    >>> storage = open_storage("memory")
+    >>> type(storage).__name__
+    'InMemoryStorage'
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+import optuna
+
+DEFAULT_STORAGE = "sqlite:///autotune.db"
+_RDB_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql")
+
+
+class StorageError(ValueError):
+    """A storage URL that cannot be used; the message says why in one line."""
+
+
+def _driver_hint(scheme: str) -> str:
+    return {
+        "postgresql": " (install the driver: pip install psycopg2-binary)",
+        "mysql": " (install the driver: pip install pymysql, and use mysql+pymysql://)",
+    }.get(scheme.split("+")[0], "")
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """Open the storage at ``url``, raising :class:`StorageError` with a one-line reason."""
+    if url in ("memory", ":memory:"):
+        return optuna.storages.InMemoryStorage()
+    parsed = urlparse(url)
+    scheme = parsed.scheme.lower()
+    if not scheme:
+        raise StorageError(
+            f"storage URL {url!r} has no scheme; try sqlite:///{url} or journal:///{url}"
+        )
+    if scheme == "journal":
+        path = Path(parsed.netloc + parsed.path)
+        if not path.parent.is_dir():
+            raise StorageError(f"storage URL {url!r}: directory {path.parent} does not exist")
+        backend = optuna.storages.journal.JournalFileBackend(str(path))
+        return optuna.storages.JournalStorage(backend)
+    if scheme.split("+")[0] not in _RDB_SCHEMES:
+        raise StorageError(
+            f"storage URL {url!r}: unsupported scheme {scheme!r} "
+            "(use sqlite://, postgresql://, mysql://, journal:// or memory)"
+        )
+    if scheme == "sqlite":
+        path = Path(url.split("sqlite:///", 1)[-1]) if url.startswith("sqlite:///") else None
+        if path is not None and str(path) not in ("", ":memory:") and not path.parent.is_dir():
+            raise StorageError(f"storage URL {url!r}: directory {path.parent} does not exist")
+    try:
+        return optuna.storages.RDBStorage(url, skip_compatibility_check=False)
+    except ImportError as exc:
+        raise StorageError(f"storage URL {url!r}: {exc}{_driver_hint(scheme)}") from None
+    except Exception as exc:  # noqa: BLE001 - sqlalchemy raises many kinds; one line is enough
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"storage URL {url!r}: cannot connect: {first}") from None
+
+
+def study_names(storage: optuna.storages.BaseStorage) -> list[str]:
+    """Names of the studies in ``storage``, oldest first."""
+    return [s.study_name for s in optuna.study.get_all_study_summaries(storage)]
+
+
+def load_study(storage: optuna.storages.BaseStorage, name: str | None) -> optuna.Study:
+    """Load study ``name``, or the most recently created one when ``name`` is None."""
+    names = study_names(storage)
+    if not names:
+        raise StorageError("the storage holds no study yet; run `autotune tune` first")
+    if name is None:
+        name = names[-1]
+    elif name not in names:
+        raise StorageError(f"no study named {name!r}; stored studies: {', '.join(names)}")
+    return optuna.load_study(study_name=name, storage=storage)

@@ -1,0 +1,162 @@
+"""Turn what the user asked for into :class:`~autotune.driver.SweepSettings`.
+
+Resolves the workload (default: the training step, sized to the device), its problem and
+search space, the objectives, a replay table, and the settings of a stored study to resume.
+
+Example:
+    >>> cls, space, problem = resolve_workload("faults", None, {}, {"type": "cpu"})
+    >>> space.names
+    ['fault', 'score']
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.driver import SweepSettings
+from autotune.driver.results import STUDY_ATTR
+from autotune.objectives import Objective, get_objective
+from autotune.space import Space, SpaceError, load_space
+from autotune.storage import open_storage, study_names
+
+DEFAULT_WORKLOAD = "train-step"
+DEFAULT_TRIALS = 30
+# The default job on a CPU machine must finish in minutes on 2 cores.
+DEFAULT_CPU_JOB_TRIALS = 12
+
+
+class SetupError(ValueError):
+    """The request cannot be turned into a sweep; the message says which part and why."""
+
+
+def parse_objectives(text: str | None, defaults: dict[str, str]) -> dict[str, str]:
+    """``"tokens_per_s,peak_memory_gb:min"`` -> directions; a bare name takes its default."""
+    if not text:
+        name, direction = next(iter(defaults.items()))
+        return {name: direction}
+    chosen: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, direction = part.partition(":")
+        direction = {"max": "maximize", "min": "minimize", "": defaults.get(name, "")}.get(
+            direction, direction
+        )
+        if name not in defaults:
+            raise SetupError(f"--objective: unknown metric {name!r}; known: {', '.join(defaults)}")
+        if direction not in ("maximize", "minimize"):
+            raise SetupError(f"--objective: {part!r}: direction must be max or min")
+        chosen[name] = direction
+    return chosen
+
+
+def resolve_workload(
+    workload: str, space_path: str | None, overrides: dict[str, Any], device: dict[str, Any]
+) -> tuple[type[Objective], Space, dict[str, Any]]:
+    """The objective class, its search space and its problem (defaults + ``overrides``)."""
+    try:
+        objective_cls = get_objective(workload)
+    except KeyError as exc:
+        raise SetupError(str(exc.args[0])) from None
+    problem = objective_cls.default_problem(device)
+    unknown = sorted(set(overrides) - set(problem)) if problem else []
+    if unknown:
+        raise SetupError(
+            f"--problem: unknown key {unknown[0]!r} for {workload}; known: {', '.join(problem)}"
+        )
+    problem.update(overrides)
+    space = load_space(space_path or objective_cls.space)
+    space.validate_names(problem)
+    return objective_cls, space, problem
+
+
+def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:
+    if study is None:
+        return None
+    opened = open_storage(storage)
+    if study not in study_names(opened):
+        return None
+    return dict(optuna.load_study(study_name=study, storage=opened).user_attrs.get(STUDY_ATTR, {}))
+
+
+def _replay_settings(
+    replay: Path, params: str | None, metric: str | None, maximize: bool, space_path: str | None
+) -> tuple[dict[str, Any], Space, dict[str, str]]:
+    from autotune.objectives.replay import load_table, space_from_table
+
+    if not params or not metric:
+        raise SetupError("--replay needs --params A,B,... and --metric NAME")
+    names = [p.strip() for p in params.split(",") if p.strip()]
+    table = load_table(str(replay))
+    space = load_space(space_path) if space_path else space_from_table(table, names, str(replay))
+    unknown = [n for n in space.names if n not in table.columns]
+    if unknown:
+        raise SetupError(f"{replay}: the space's parameter {unknown[0]!r} is not a column")
+    if metric not in table.columns:
+        raise SetupError(f"{replay}: --metric {metric!r} is not a column")
+    problem = {"table": str(replay), "params": space.names, "metric": metric}
+    return problem, space, {metric: "maximize" if maximize else "minimize"}
+
+
+def build_settings(
+    *,
+    workload: str | None,
+    space: str | None,
+    problem: dict[str, Any],
+    objective: str | None,
+    sampler: str,
+    trials: int | None,
+    time_budget_s: float | None,
+    seed: int | None,
+    storage: str,
+    study: str | None,
+    trial_timeout_s: float,
+    device: dict[str, Any],
+    replay: Path | None,
+    params: str | None,
+    metric: str | None,
+    maximize: bool,
+    command: str,
+) -> SweepSettings:
+    """Settings for ``autotune tune``; a stored ``study`` supplies whatever is not given."""
+    stored = _stored_info(storage, study)
+    label = ""
+    isolation = "process"
+    if replay is not None:
+        workload = "replay"
+        problem, space_obj, objectives = _replay_settings(replay, params, metric, maximize, space)
+        isolation = "inline"
+        label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
+    elif stored is not None and workload in (None, stored.get("workload")):
+        workload = stored["workload"]
+        problem = {**stored.get("problem", {}), **problem}
+        space_obj = load_space(space or stored["space"])
+        objectives = dict(stored["objectives"])
+        sampler = stored.get("sampler", sampler) if sampler == "tpe" else sampler
+        seed = stored.get("seed") if seed is None else seed
+        trials = trials if trials is not None else stored.get("n_trials")
+        label = stored.get("label", "")
+        if workload == "replay":
+            isolation = "inline"
+    else:
+        default_job = workload is None
+        workload = workload or DEFAULT_WORKLOAD
+        objective_cls, space_obj, problem = resolve_workload(workload, space, problem, device)
+        objectives = parse_objectives(objective, objective_cls.directions)
+        if trials is None and time_budget_s is None:
+            cpu_job = default_job and device.get("type") == "cpu"
+            trials = DEFAULT_CPU_JOB_TRIALS if cpu_job else DEFAULT_TRIALS
+    if stored is None and trials is None and time_budget_s is None:
+        trials = DEFAULT_TRIALS
+    if trials is not None and trials <= 0:
+        raise SetupError(f"--trials: {trials} must be positive")
+    return SweepSettings(
+        workload=workload, problem=problem, space=space_obj, objectives=objectives,
+        sampler=sampler, seed=seed, n_trials=trials, time_budget_s=time_budget_s,
+        storage=storage, study_name=study, trial_timeout_s=trial_timeout_s,
+        isolation=isolation, device=device, command=command, label=label,
+    )
+
+
+__all__ = ["SetupError", "SpaceError", "build_settings", "parse_objectives", "resolve_workload"]

@@ -1,0 +1,82 @@
+"""A workload whose configs inject real faults, to prove the sweep survives each one.
+
+Every fault is real: the OOM is an allocation the machine cannot satisfy, the crash a genuine
+segmentation fault, the hang a sleep past the trial timeout, the wrong result a product of the
+wrong operands caught by the same check the matmul objective uses, and the divergence gradient
+descent with a step size that makes it blow up.
+
+Example:
+    >>> objective = FaultsObjective({})
+    >>> objective.evaluate({"fault": "none"}).values["score"]
+    1.0
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import time
+from typing import Any
+
+from autotune.failures import Diverged, WrongResult
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective, Reporter, no_reporting
+
+FAULTS = ("none", "oom", "segfault", "hang", "wrong_result", "diverge", "exception")
+
+
+def relative_error(out: Any, ref: Any) -> float:
+    """||out - ref|| / ||ref|| in float64 (inf when ``out`` holds NaN)."""
+    diff = (out.double() - ref.double()).norm().item()
+    return diff / max(ref.double().norm().item(), 1e-30)
+
+
+def check_close(out: Any, ref: Any, tolerance: float) -> float:
+    """Raise WrongResult unless ``out`` matches ``ref`` within ``tolerance``; return the error."""
+    error = relative_error(out, ref)
+    if not math.isfinite(error) or error > tolerance:
+        raise WrongResult(f"relative error {error:.3g} > tolerance {tolerance:.1g}")
+    return error
+
+
+class FaultsObjective(Objective):
+    """Config ``{"fault": NAME, "score": x}``; ``score`` (default 1.0) is returned when no fault."""
+
+    name = "faults"
+    space = "faults.yaml"
+    directions = {"score": "maximize"}
+
+    def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
+        import torch
+
+        fault = config.get("fault", "none")
+        if fault == "oom":
+            # 4 PiB: more than any machine has; the allocator refuses it for real
+            torch.empty(2**52, dtype=torch.uint8)
+        elif fault == "segfault":
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        elif fault == "hang":
+            time.sleep(float(config.get("seconds", 3600)))
+        elif fault == "wrong_result":
+            generator = torch.Generator().manual_seed(0)
+            a = torch.randn(64, 48, generator=generator)
+            b = torch.randn(64, 48, generator=generator)
+            check_close(a @ b.T, a @ b.T.contiguous().T.T, 1e-5)  # the same product: passes
+            check_close(b @ a.T, a @ b.T, 1e-2)  # the transposed product: fails
+        elif fault == "diverge":
+            # gradient descent on f(x) = x^2 with step 1.5: x <- x - 1.5 * 2x = -2x, so |x| doubles
+            x = 1.0
+            for step in range(int(config.get("steps", 40))):
+                x -= 1.5 * 2 * x
+                report(step, x * x)
+                if not math.isfinite(x * x):
+                    raise Diverged(f"loss is not finite at step {step}")
+            raise Diverged("loss grew for every step and nothing pruned it")
+        elif fault == "exception":
+            raise ValueError("injected failure")
+        elif fault != "none":
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        return Measurement(values={"score": float(config.get("score", 1.0))})
+
+
+OBJECTIVE = FaultsObjective

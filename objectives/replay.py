@@ -1,0 +1,121 @@
+"""Replay: evaluate a config by looking it up in a table of recorded measurements.
+
+The table is a CSV with a column per parameter, metric columns and a ``status`` column
+(``ok`` or a failure state, optionally with a ``reason`` column). A config absent from the table
+is infeasible. Every figure it returns is a replayed recording, not a new measurement.
+
+Example:
+    >>> import pandas as pd, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "grid.csv")
+    >>> pd.DataFrame({"BM": [64, 128], "tflops": [400.0, 610.0],
+    ...               "status": ["ok", "ok"]}).to_csv(path, index=False)
+    >>> objective = ReplayObjective({"table": path, "params": ["BM"], "metric": "tflops"})
+    >>> objective.evaluate({"BM": 128}).values["tflops"]
+    610.0
+    >>> space_from_table(load_table(path), ["BM"]).names
+    ['BM']
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import pandas as pd
+
+from autotune.failures import Infeasible, TrialFailure, TrialStatus
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective, Reporter, no_reporting
+from autotune.space import Param, Space, SpaceError
+
+_FAILURES = {cls.status.value: cls for cls in TrialFailure.__subclasses__()}
+
+
+@lru_cache(maxsize=8)
+def load_table(path: str) -> pd.DataFrame:
+    """Read a recorded table; the ``status`` column is required."""
+    try:
+        table = pd.read_csv(path)
+    except FileNotFoundError:
+        raise SpaceError(f"{path}: replay table not found") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise SpaceError(f"{path}: not a readable CSV table: {first}") from None
+    if "status" not in table.columns:
+        raise SpaceError(f"{path}: column 'status' missing (ok or a failure state per row)")
+    bad = set(table["status"].astype(str)) - {s.value for s in TrialStatus}
+    if bad:
+        raise SpaceError(f"{path}: column 'status': unknown state {sorted(bad)[0]!r}")
+    return table
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars -> Python values, integral floats -> int, so keys compare equal."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<table>") -> Space:
+    """Derive a search space from the values a table holds; ordered numbers stay ordered."""
+    missing = [p for p in params if p not in table.columns]
+    if missing:
+        raise SpaceError(f"{source}: --params names {missing[0]!r}, which is not a column")
+    space_params = []
+    for name in params:
+        values = [_plain(v) for v in table[name].dropna().unique()]
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+        choices = sorted(values) if numeric else sorted(values, key=str)
+        space_params.append(Param(name=name, kind="categorical", choices=choices))
+    return Space(f"replay:{source}", space_params, source=source)
+
+
+class ReplayObjective(Objective):
+    """Problem: ``table`` (CSV path), ``params`` (parameter columns), ``metric`` (value column).
+
+    Raises the recorded failure for rows whose status is not ok, and Infeasible for configs
+    the table does not hold.
+    """
+
+    name = "replay"
+    space = ""
+    directions = {"value": "maximize"}
+
+    def __init__(self, problem: dict[str, Any]) -> None:
+        super().__init__(problem)
+        table = load_table(str(problem["table"]))
+        self.params = list(problem["params"])
+        self.metric = str(problem["metric"])
+        if self.metric not in table.columns:
+            raise SpaceError(f"{problem['table']}: --metric {self.metric!r} is not a column")
+        self._rows: dict[tuple, dict[str, Any]] = {}
+        for row in table.to_dict(orient="records"):
+            key = tuple(_plain(row[p]) for p in self.params)
+            self._rows.setdefault(key, row)
+
+    def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
+        key = tuple(_plain(config.get(p)) for p in self.params)
+        row = self._rows.get(key)
+        if row is None:
+            raise Infeasible("config not in the recorded table (replay)")
+        status = str(row["status"])
+        if status != TrialStatus.OK.value:
+            reason = row.get("reason")
+            text = reason if isinstance(reason, str) and reason else f"recorded {status}"
+            raise _FAILURES.get(status, TrialFailure)(f"{text} (replay)")
+        value = float(row[self.metric])
+        if not math.isfinite(value):
+            raise Infeasible(f"recorded {self.metric} is {value} (replay)")
+        extra = {
+            k: _plain(v)
+            for k, v in row.items()
+            if k not in self.params and k not in ("status", "reason", self.metric)
+            and not (isinstance(v, float) and math.isnan(v))
+        }
+        return Measurement(values={self.metric: value}, metrics={"replay": True, **extra})
+
+
+OBJECTIVE = ReplayObjective

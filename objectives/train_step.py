@@ -1,0 +1,391 @@
+"""Training-step objective: tokens per second and peak memory of a Llama-style training loop.
+
+Each trial builds a fresh :class:`~autotune.kernels.llama.Llama` with random weights and AdamW,
+runs ``warmup_steps`` untimed then ``steps`` timed optimizer steps on one fixed random batch
+(so the loss falls as the model memorises it), and frees everything afterwards. The global
+batch is fixed by the problem; the config only changes how it is computed:
+
+    accumulation = global_batch // micro_batch
+    tokens per optimizer step = micro_batch * seq_len * accumulation = global_batch * seq_len
+
+Tunables (``config``): ``micro_batch``, ``precision`` (fp32 | tf32 | bf16 | fp16),
+``activation_checkpointing``, ``attention_backend`` (math | flash | efficient | cudnn),
+``optimizer`` (fused | foreach AdamW) and ``compile``. Keys left out take
+:meth:`TrainStepObjective.default_config`'s values.
+
+Example:
+    >>> obj = TrainStepObjective({"vocab": 64, "d_model": 32, "n_layers": 1, "n_heads": 2,
+    ...     "seq_len": 16, "global_batch": 4, "steps": 2, "warmup_steps": 1, "device": "cpu"})
+    >>> m = obj.evaluate({"micro_batch": 2})
+    >>> m.values["tokens_per_s"] > 0, m.metrics["accumulation"]
+    (True, 2)
+    >>> obj.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from autotune.kernels.llama import Llama, LlamaConfig, flops_per_token, lm_loss, param_count
+from autotune.objectives.base import Objective, Reporter, no_reporting
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from autotune.device import detect_device, read_telemetry
+from autotune.failures import Diverged, Infeasible
+from autotune.measurement import Measurement
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+ATTENTION_BACKENDS = {
+    "math": SDPBackend.MATH,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
+OPTIMIZERS = ("fused", "foreach")
+
+# Dense peak throughput of an H100/H200 SXM by precision, FLOP/s (no 2:4 sparsity).
+# fp16 and bf16 run on the same tensor cores; plain fp32 runs on the CUDA cores.
+_HOPPER_PEAK_FLOPS = {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12}
+
+# A loss this many times above ln(vocab) (the loss of a uniform guess) only comes from a run
+# that has blown up: it means the target gets probability e^-(10 ln V) = V^-10.
+_BLOWUP_FACTOR = 10.0
+
+# Problem keys with a default; the model sizes and global_batch have none.
+_PROBLEM_DEFAULTS: dict[str, Any] = {"lr": 3e-4, "steps": 10, "warmup_steps": 3, "seed": 0}
+_PROBLEM_REQUIRED = ("vocab", "d_model", "n_layers", "n_heads", "seq_len", "global_batch")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """One trial's tunables, checked."""
+
+    micro_batch: int
+    precision: str
+    activation_checkpointing: bool
+    attention_backend: str
+    optimizer: str
+    compile: bool
+
+
+def peak_flops(device_name: str, precision: str) -> float | None:
+    """Dense peak FLOP/s of the GPU for ``precision``, or None where it is not known.
+
+    Example:
+        >>> peak_flops("NVIDIA H200", "bf16")
+        989000000000000.0
+        >>> peak_flops("cpu", "bf16") is None
+        True
+    """
+    if "H100" in device_name or "H200" in device_name:
+        return _HOPPER_PEAK_FLOPS[precision]
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset this process's peak resident set size (VmHWM); False where Linux refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_rss_bytes() -> int | None:
+    """This process's peak resident set size since the last reset, in bytes."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # reported in kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class TrainStepObjective(Objective):
+    """Throughput and peak memory of full training steps (forward, backward, AdamW)."""
+
+    name: ClassVar[str] = "train-step"
+    space: ClassVar[str] = "train_step.yaml"
+    directions: ClassVar[dict[str, str]] = {
+        "tokens_per_s": "maximize",
+        "peak_memory_gb": "minimize",
+    }
+
+    def __init__(self, problem: dict[str, Any]) -> None:
+        super().__init__(problem)
+        missing = [key for key in _PROBLEM_REQUIRED if key not in self.problem]
+        if missing:
+            raise ValueError(f"train-step problem lacks {', '.join(missing)}")
+        for key, value in _PROBLEM_DEFAULTS.items():
+            self.problem.setdefault(key, value)
+        p = self.problem
+        # optional "device": "auto" | "cuda" | "cpu"
+        info = detect_device(p.get("device", "auto"))
+        self.device_name = info.name
+        self.device = (
+            torch.device("cuda", info.index) if info.type == "cuda" else torch.device("cpu")
+        )
+        self.model_config = LlamaConfig(
+            vocab=int(p["vocab"]),
+            d_model=int(p["d_model"]),
+            n_layers=int(p["n_layers"]),
+            n_heads=int(p["n_heads"]),
+            seq_len=int(p["seq_len"]),
+        )
+        self.global_batch = int(p["global_batch"])
+        self.steps = int(p["steps"])
+        self.warmup_steps = int(p["warmup_steps"])
+        if self.global_batch <= 0 or self.steps <= 0 or self.warmup_steps < 0:
+            raise ValueError("need global_batch > 0, steps > 0 and warmup_steps >= 0")
+
+    @classmethod
+    def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
+        """A ~134M-parameter model on CUDA; a ~0.6M one on the CPU (a trial in about a second).
+
+        Example:
+            >>> TrainStepObjective.default_problem({"type": "cpu"})["d_model"]
+            128
+        """
+        if device.get("type") == "cuda":
+            # 32 sequences x 1024 tokens = 32768 tokens per optimizer step
+            return {
+                "vocab": 32000, "d_model": 768, "n_layers": 12, "n_heads": 12, "seq_len": 1024,
+                "global_batch": 32, "lr": 3e-4, "steps": 10, "warmup_steps": 3, "seed": 0,
+            }  # fmt: skip
+        # 8 sequences x 64 tokens = 512 tokens per optimizer step
+        return {
+            "vocab": 512, "d_model": 128, "n_layers": 2, "n_heads": 4, "seq_len": 64,
+            "global_batch": 8, "lr": 1e-3, "steps": 10, "warmup_steps": 3, "seed": 0,
+        }  # fmt: skip
+
+    def default_config(self) -> dict[str, Any]:
+        """What a user runs untuned: fp32, math attention, foreach AdamW, no compile."""
+        return {
+            "micro_batch": min(self.global_batch, 8),
+            "precision": "fp32",
+            "activation_checkpointing": False,
+            "attention_backend": "math",
+            "optimizer": "foreach",
+            "compile": False,
+        }
+
+    def parse_config(self, config: dict[str, Any]) -> TrainConfig:
+        """Fill ``config`` from the defaults and check it.
+
+        Raises:
+            Infeasible: unknown keys, values outside their choices, or a micro_batch that does
+                not divide global_batch.
+        """
+        merged = {**self.default_config(), **config}
+        unknown = sorted(set(merged) - set(self.default_config()))
+        if unknown:
+            raise Infeasible(f"unknown train-step config keys: {', '.join(unknown)}")
+        micro_batch = int(merged["micro_batch"])
+        if micro_batch <= 0 or self.global_batch % micro_batch:
+            raise Infeasible(
+                f"micro_batch={micro_batch} does not divide global_batch={self.global_batch}"
+            )
+        choices = {
+            "precision": PRECISIONS,
+            "attention_backend": tuple(ATTENTION_BACKENDS),
+            "optimizer": OPTIMIZERS,
+        }
+        for key, allowed in choices.items():
+            if merged[key] not in allowed:
+                raise Infeasible(f"{key}={merged[key]!r} is not one of {', '.join(allowed)}")
+        if (
+            merged["precision"] == "bf16"
+            and self.device.type == "cuda"
+            and not torch.cuda.is_bf16_supported()
+        ):
+            raise Infeasible(f"bf16 is not supported on {self.device_name}")
+        return TrainConfig(
+            micro_batch=micro_batch,
+            precision=merged["precision"],
+            activation_checkpointing=bool(merged["activation_checkpointing"]),
+            attention_backend=merged["attention_backend"],
+            optimizer=merged["optimizer"],
+            compile=bool(merged["compile"]),
+        )
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _make_optimizer(self, model: torch.nn.Module, kind: str) -> torch.optim.Optimizer:
+        lr = float(self.problem["lr"])
+        params = list(model.parameters())
+        try:
+            return torch.optim.AdamW(
+                params,
+                lr=lr,
+                betas=(0.9, 0.95),
+                weight_decay=0.1,
+                fused=kind == "fused",
+                foreach=kind == "foreach",
+            )
+        except RuntimeError as exc:  # fused AdamW refuses devices it has no kernel for
+            raise Infeasible(f"{kind} AdamW is unavailable on {self.device.type}: {exc}") from exc
+
+    def _batches(self, micro_batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The fixed random global batch, cut into (inputs, targets) micro-batches."""
+        cfg = self.model_config
+        gen = torch.Generator().manual_seed(int(self.problem["seed"]) + 1)
+        tokens = torch.randint(0, cfg.vocab, (self.global_batch, cfg.seq_len + 1), generator=gen)
+        tokens = tokens.to(self.device)
+        return [
+            (chunk[:, :-1], chunk[:, 1:]) for chunk in tokens.split(micro_batch)
+        ]  # global_batch / micro_batch chunks of (micro_batch, seq_len)
+
+    def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
+        """Build the model, train ``warmup_steps + steps`` steps, measure the timed ones.
+
+        ``report(step, loss)`` is called after every optimizer step, warm-up included, with
+        ``step`` counted from 0 over all of them; the time it takes is not measured.
+
+        Raises:
+            Infeasible: see :meth:`parse_config`; fused AdamW on a device without its kernel.
+            Diverged: the loss is NaN/inf or above 10 * ln(vocab), or ``report`` said to stop.
+            torch.cuda.OutOfMemoryError: on CUDA, left for the worker to classify.
+            RuntimeError: e.g. an attention backend that cannot run these inputs.
+        """
+        tc = self.parse_config(config)
+        cfg = self.model_config
+        cuda = self.device.type == "cuda"
+        accum = self.global_batch // tc.micro_batch
+        tokens_per_step = tc.micro_batch * cfg.seq_len * accum  # = global_batch * seq_len
+        saved_matmul_precision = torch.get_float32_matmul_precision()
+        model = compiled = optimizer = batches = step = None
+        try:
+            gc.collect()
+            if cuda:
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(self.device)
+            rss_reset = cuda or _reset_peak_rss()
+
+            # tf32 only changes how fp32 matmuls run on CUDA; on the CPU it is plain fp32
+            torch.set_float32_matmul_precision("high" if tc.precision == "tf32" else "highest")
+            torch.manual_seed(int(self.problem["seed"]))
+            with torch.device(self.device):
+                model = Llama(cfg, activation_checkpointing=tc.activation_checkpointing)
+            optimizer = self._make_optimizer(model, tc.optimizer)
+            compiled = torch.compile(model) if tc.compile else model
+            batches = self._batches(tc.micro_batch)
+            step = self._step_fn(compiled, optimizer, batches, tc)
+
+            limit = _BLOWUP_FACTOR * math.log(cfg.vocab)
+            losses: list[float] = []
+            timed_s = warmup_s = 0.0
+            for index in range(self.warmup_steps + self.steps):
+                self._sync()
+                start = time.perf_counter()
+                loss = step()  # .item() inside waits for the step's work to finish
+                self._sync()
+                elapsed = time.perf_counter() - start
+                if index < self.warmup_steps:
+                    warmup_s += elapsed
+                else:
+                    timed_s += elapsed
+                losses.append(loss)
+                if not math.isfinite(loss) or loss > limit:
+                    raise Diverged(f"loss {loss:.4g} at step {index} (limit {limit:.3g})")
+                report(index, loss)
+
+            if cuda:
+                peak_gb: float | None = torch.cuda.max_memory_allocated(self.device) / 1e9
+            else:
+                rss = _peak_rss_bytes() if rss_reset else None
+                peak_gb = rss / 1e9 if rss is not None else None
+            tokens_per_s = tokens_per_step * self.steps / timed_s
+            model_flops = flops_per_token(cfg) * tokens_per_s
+            peak = peak_flops(self.device_name, tc.precision) if cuda else None
+            return Measurement(
+                # peak_memory_gb is None where the CPU's peak RSS could not be reset and read
+                values={"tokens_per_s": tokens_per_s, "peak_memory_gb": peak_gb},
+                metrics={
+                    "step_ms": timed_s / self.steps * 1e3,
+                    "warmup_s": warmup_s,  # includes torch.compile's compilation
+                    "mfu": model_flops / peak if peak else None,
+                    "model_tflops": model_flops / 1e12,
+                    "first_loss": losses[0],
+                    "final_loss": losses[-1],
+                    "params_m": param_count(cfg) / 1e6,
+                    "accumulation": accum,
+                    "tokens_per_step": tokens_per_step,
+                },
+                telemetry=read_telemetry(self.device.index or 0),
+            )
+        except BaseException as exc:
+            # The traceback keeps every frame's locals (activations, logits) alive for as long as
+            # the worker holds the exception; drop them so that an OOM really frees the memory.
+            traceback.clear_frames(exc.__traceback__)
+            raise
+        finally:
+            torch.set_float32_matmul_precision(saved_matmul_precision)
+            del model, compiled, optimizer, batches, step
+            self._release(dynamo=tc.compile)
+
+    def _step_fn(
+        self,
+        model: Callable[[torch.Tensor], torch.Tensor],
+        optimizer: torch.optim.Optimizer,
+        batches: list[tuple[torch.Tensor, torch.Tensor]],
+        tc: TrainConfig,
+    ) -> Callable[[], float]:
+        """One optimizer step over all micro-batches; returns the global batch's mean loss."""
+        accum = len(batches)
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(tc.precision)
+        # fp16 needs dynamic loss scaling: small gradients would underflow to zero otherwise
+        scaler = torch.amp.GradScaler(self.device.type, enabled=tc.precision == "fp16")
+        backend = ATTENTION_BACKENDS[tc.attention_backend]
+        device_type = self.device.type
+
+        def step() -> float:
+            optimizer.zero_grad(set_to_none=True)
+            total = torch.zeros((), device=self.device)
+            # the backward pass (and checkpointing's recompute) runs inside sdpa_kernel too
+            with sdpa_kernel(backend):
+                for inputs, targets in batches:
+                    autocast = (
+                        torch.autocast(device_type, dtype=dtype)
+                        if dtype is not None
+                        else contextlib.nullcontext()
+                    )
+                    with autocast:
+                        # each micro-batch's mean loss / accum: the gradients sum to the mean
+                        loss = lm_loss(model(inputs), targets) / accum
+                    scaler.scale(loss).backward()
+                    total += loss.detach()
+            scaler.step(optimizer)
+            scaler.update()
+            return total.item()
+
+        return step
+
+    def _release(self, dynamo: bool = False) -> None:
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        if dynamo:
+            # Compiled code is cached per code object (Block.forward is shared by every model
+            # built in this process): without a reset, later trials hit the recompile limit and
+            # silently run eagerly.
+            torch._dynamo.reset()
+
+    def close(self) -> None:
+        """Free cached memory and compiled code before the worker exits."""
+        self._release(dynamo=True)
+
+
+OBJECTIVE = TrainStepObjective
