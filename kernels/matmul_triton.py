@@ -6,11 +6,15 @@ reuse), and the launch options ``num_warps`` / ``num_stages``. Any M, N, K work:
 masked. The module knows nothing about the tuner.
 
 Interpreter: without a CUDA device, importing this module sets ``TRITON_INTERPRET=1`` (unless the
-variable is already set) *before* the kernel is decorated, so the kernel runs under Triton's
-interpreter on torch CPU tensors. Triton reads the variable when ``@triton.jit`` runs, not when
-``triton`` is imported, so it does not matter whether ``triton`` was imported earlier; it only
-has to be set before this module is first imported. ``num_warps``/``num_stages`` are ignored by the
-interpreter, and ``compile_only`` has nothing to compile there.
+variable is already set, so an explicit ``0`` is respected) before it imports ``triton`` and
+decorates the kernel, and the kernel then runs under Triton's interpreter on torch CPU tensors.
+Triton reads the variable each time ``@triton.jit`` runs. Its own helpers (``tl.cdiv``,
+``tl.zeros``, ...) are ``@triton.jit`` functions decorated when ``triton`` is first imported, and
+under the interpreter a kernel calling helpers decorated with the variable unset fails ("Cannot call
+@triton.jit'd outside of the scope of a kernel"). This kernel calls builtins only, so it runs under
+the interpreter whatever the import order; other kernels need the variable set before the process
+first imports ``triton``. ``num_warps``/``num_stages`` are ignored by the interpreter, and
+``compile_only`` has nothing to compile there.
 
 Example:
     >>> import torch
@@ -92,9 +96,11 @@ def _matmul_kernel(
     # the band's GROUP_M tile-rows of A) while those are still in L2.
     # e.g. tiles_m=5, tiles_n=3, GROUP_M=2: pid 0..5 -> band 0 (rows 0-1), (m,n) = (0,0) (1,0)
     # (0,1) (1,1) (0,2) (1,2); pid 12..14 -> band 2, which holds only row 4.
+    # (Only builtins below: no tl.cdiv / tl.zeros, which are themselves @triton.jit functions;
+    # see the module docstring.)
     pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_m = (M + BLOCK_M - 1) // BLOCK_M  # ceil(M / BLOCK_M)
+    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
     programs_per_band = GROUP_M * tiles_n
     band = pid // programs_per_band
     first_row = band * GROUP_M
@@ -111,8 +117,8 @@ def _matmul_kernel(
     b_ptrs = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
 
     # --- march along K, accumulating in fp32 ---------------------------------------------------
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for step in range(0, tl.cdiv(K, BLOCK_K)):
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
+    for step in range(0, (K + BLOCK_K - 1) // BLOCK_K):
         if MASKED:
             # rows past M / cols past N / ks past K read as 0, which adds nothing to the sum
             k_left = K - step * BLOCK_K
@@ -432,7 +438,7 @@ def _check_shared_memory(kernel: Any) -> None:
 
 
 def reference_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` computed in float64 and returned as float32: the figure a result is checked against.
+    """``a @ b`` computed in float64, returned as float32: the figure results are checked against.
 
     float64 keeps the reference free of TF32 or reduced-precision settings a process may have
     turned on; its own error is far below bf16/fp16 rounding.

@@ -40,15 +40,17 @@ def check_close(out: Any, ref: Any, tolerance: float) -> float:
 
 
 class FaultsObjective(Objective):
-    """Config ``{"fault": NAME, "score": x}``; ``score`` (default 1.0) is returned when no fault."""
+    """Config ``{"fault": NAME, "score": x, "delay": s}``: ``score`` (default 1.0) is returned
+    after ``delay`` seconds when no fault is injected."""
 
     name = "faults"
     space = "faults.yaml"
-    directions = {"score": "maximize"}
+    directions = {"score": "maximize", "latency_s": "minimize"}
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         import torch
 
+        start = time.perf_counter()
         fault = config.get("fault", "none")
         if fault == "oom":
             # 4 PiB: more than any machine has; the allocator refuses it for real
@@ -76,7 +78,13 @@ class FaultsObjective(Objective):
             raise ValueError("injected failure")
         elif fault != "none":
             raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
-        return Measurement(values={"score": float(config.get("score", 1.0))})
+        time.sleep(float(config.get("delay", 0.0)))  # a trial that takes time, for resume tests
+        return Measurement(
+            values={
+                "score": float(config.get("score", 1.0)),
+                "latency_s": time.perf_counter() - start,
+            }
+        )
 
 
 OBJECTIVE = FaultsObjective

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from autotune.kernels import matmul_triton as kern
+from autotune.objectives.base import Objective, Reporter, no_reporting
 
 from autotune.device import detect_device, read_telemetry
 from autotune.failures import (
@@ -37,9 +39,7 @@ from autotune.failures import (
     WrongResult,
     classify,
 )
-from autotune.kernels import matmul_triton as kern
 from autotune.measurement import Measurement
-from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.timing import Timing, interleaved
 
 #: Largest relative Frobenius error ||out - ref|| / ||ref|| a result may have. Rounding the fp32

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -110,6 +111,60 @@ def _peak_rss_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def _descendant_cpu_seconds() -> float | None:
+    """CPU seconds used so far by this process's live descendants, from /proc; None off Linux."""
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                # "pid (comm) state ppid ... utime stime ...": split after the command name,
+                # which may itself hold spaces; then ppid is field 1, utime 11, stime 12
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # the process ended meanwhile
+        children.setdefault(int(fields[1]), []).append(pid)
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    total, todo = 0.0, list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def wait_for_quiet_children(
+    timeout_s: float = 120.0, window_s: float = 0.25, busy_cores: float = 0.05
+) -> float:
+    """Wait until this process's child processes stop using CPU; return the seconds waited.
+
+    torch.compile starts a pool of compile workers in the background; their start-up (each
+    imports torch) can overlap the timed steps and, on a machine with few cores, slow them
+    several-fold. Waiting until the descendants use less than ``busy_cores`` cores over a
+    ``window_s`` window keeps that out of the measurement.
+
+    Example:
+        >>> wait_for_quiet_children(timeout_s=1.0) < 1.0
+        True
+    """
+    start = time.perf_counter()
+    before = _descendant_cpu_seconds()
+    if before is None:
+        return 0.0
+    while time.perf_counter() - start < timeout_s:
+        time.sleep(window_s)
+        now = _descendant_cpu_seconds()
+        if now is None or now - before < busy_cores * window_s:
+            break
+        before = now
+    return time.perf_counter() - start
 
 
 class TrainStepObjective(Objective):
@@ -286,8 +341,10 @@ class TrainStepObjective(Objective):
 
             limit = _BLOWUP_FACTOR * math.log(cfg.vocab)
             losses: list[float] = []
-            timed_s = warmup_s = 0.0
+            timed_s = warmup_s = settle_s = 0.0
             for index in range(self.warmup_steps + self.steps):
+                if tc.compile and index == self.warmup_steps:
+                    settle_s = wait_for_quiet_children()
                 self._sync()
                 start = time.perf_counter()
                 loss = step()  # .item() inside waits for the step's work to finish
@@ -316,6 +373,7 @@ class TrainStepObjective(Objective):
                 metrics={
                     "step_ms": timed_s / self.steps * 1e3,
                     "warmup_s": warmup_s,  # includes torch.compile's compilation
+                    "settle_s": settle_s,  # waited for compile workers to go idle
                     "mfu": model_flops / peak if peak else None,
                     "model_tflops": model_flops / 1e12,
                     "first_loss": losses[0],

@@ -80,7 +80,8 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         ok = status == "ok" and trial.values is not None
         for i, name in enumerate(objectives):
             row[name] = trial.values[i] if ok else None
-        row.update(trial.params)
+        # a parameter named like an objective (replay tables) keeps a "param." prefix
+        row.update({(f"param.{k}" if k in row else k): v for k, v in trial.params.items()})
         metrics = trial.user_attrs.get("metrics", {})
         row.update({f"m.{k}": v for k, v in metrics.items() if k not in objectives})
         row["reason"] = trial.user_attrs.get("reason", "")

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import optuna
@@ -30,6 +31,14 @@ def mark_feasibility(trial: optuna.Trial, ok: bool) -> None:
     trial.set_constraint("failed", 0.0 if ok else 1.0)
 
 
+class AskTellGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler for an ask/tell loop: the driver checks ``is_exhausted`` itself
+    (the stock sampler calls ``study.stop()``, which only works inside ``study.optimize``)."""
+
+    def after_trial(self, study, trial, state, values) -> None:  # noqa: ANN001
+        return None
+
+
 class SamplerError(ValueError):
     """A sampler that cannot serve this space or these objectives."""
 
@@ -46,12 +55,11 @@ def make_sampler(
     options: dict[str, Any] = {"seed": seed}
     if name == "tpe":
         # multivariate + group: models parameters jointly, and conditional ones per group
-        return optuna.samplers.TPESampler(
-            multivariate=True,
-            group=True,
-            n_startup_trials=n_startup_trials,
-            **options,
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(
+                multivariate=True, group=True, n_startup_trials=n_startup_trials, **options
+            )
     if name == "random":
         return optuna.samplers.RandomSampler(**options)
     if name == "gp":
@@ -61,9 +69,11 @@ def make_sampler(
     if name == "cmaes":
         if n_objectives > 1:
             raise SamplerError("cmaes handles one objective only; use tpe for several")
+        # CMA-ES ignores constraints: failed trials reach it through their penalty value only
+        warnings.filterwarnings("ignore", "Constraints have been set, but CmaEsSampler")
         return optuna.samplers.CmaEsSampler(warn_independent_sampling=False, **options)
     if name == "grid":
         if space is None:
             raise SamplerError("grid search needs the search space")
-        return optuna.samplers.GridSampler(space.grid_search_space(), **options)
+        return AskTellGridSampler(space.grid_search_space(), **options)
     raise SamplerError(f"unknown sampler {name!r}; choose one of {', '.join(SAMPLERS)}")

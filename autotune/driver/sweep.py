@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,6 +84,7 @@ class TrialRecord:
 
 @dataclass
 class SweepSummary:
+    study: optuna.Study
     study_name: str
     trials_run: int
     trials_total: int
@@ -156,7 +158,9 @@ class Sweep:
         )
         info = study.user_attrs.get(STUDY_ATTR)
         if info is None:
-            study.set_metric_names(list(s.objectives))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                study.set_metric_names(list(s.objectives))
             study.set_user_attr(
                 STUDY_ATTR,
                 {
@@ -226,6 +230,7 @@ class Sweep:
         finally:
             runner.close()
         summary = SweepSummary(
+            study=study,
             study_name=study.study_name,
             trials_run=ran,
             trials_total=done,

@@ -1,0 +1,157 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+
+from autotune.driver import Sweep, SweepSettings, best_trials, trials_frame
+from autotune.space import load_space
+
+
+def settings(space, **overrides) -> SweepSettings:
+    base = dict(
+        workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+        n_trials=10, seed=0, storage="memory", isolation="inline", device={"type": "cpu"},
+    )
+    return SweepSettings(**(base | overrides))
+
+
+def load(url, name):
+    return optuna.load_study(study_name=name, storage=url)
+
+
+def test_every_failure_is_recorded_and_the_sweep_goes_on(sqlite_url):
+    space = load_space("faults")
+    summary = Sweep(
+        settings(space, n_trials=16, storage=sqlite_url, study_name="f", isolation="process",
+                 trial_timeout_s=2.0)
+    ).run()
+    assert summary.trials_run == 16
+    frame = trials_frame(load(sqlite_url, "f"))
+    assert len(frame) == 16
+    assert set(frame["status"]) <= {"ok", "oom", "crashed", "timeout", "wrong_result", "diverged"}
+    assert len(set(frame["status"])) >= 4  # several distinct real failures in one sweep
+    failed = frame[frame["status"] != "ok"]
+    assert (failed["reason"].str.len() > 0).all()
+    assert failed["score"].isna().all()  # penalties told to Optuna are not shown as results
+    study = load(sqlite_url, "f")
+    for trial in study.trials:
+        failed = trial.user_attrs["status"] != "ok"
+        assert trial.constraints == {"failed": 1.0 if failed else 0.0}
+
+
+def test_the_sampler_leaves_a_failing_region(write_space):
+    # half of the space fails; told as infeasible, TPE stops proposing it after its start-up
+    path = write_space(
+        "parameters:\n  fault: {type: categorical, choices: [none, wrong_result, oom, exception]}\n"
+        "  score: {type: float, low: 0, high: 1}\n"
+    )
+    def failure_rate(sampler: str) -> float:
+        rates = []
+        for seed in range(3):
+            study_name = f"{sampler}-{seed}"
+            s = settings(load_space(path), sampler=sampler, n_trials=40, seed=seed,
+                         study_name=study_name)
+            study = Sweep(s).run().study
+            late = [t for t in study.trials if t.number >= 20]
+            rates.append(sum(t.user_attrs["status"] != "ok" for t in late) / len(late))
+        return sum(rates) / len(rates)
+
+    # random keeps failing 3 times in 4; TPE, told the failures as infeasible, far less often
+    tpe, random = failure_rate("tpe"), failure_rate("random")
+    assert random > 0.6
+    assert tpe < 0.75 * random
+
+
+def test_static_constraints_are_never_launched(write_space):
+    path = write_space(
+        "parameters:\n  fault: {type: categorical, choices: [none, segfault]}\n"
+        "  score: {type: float, low: 0, high: 1}\n"
+        "constraints:\n  safe: fault != 'segfault'\n"
+    )
+    s = settings(load_space(path), n_trials=12, sampler="random", isolation="process")
+    study = Sweep(s).run().study
+    statuses = {t.params["fault"]: t.user_attrs["status"] for t in study.trials}
+    assert statuses.get("segfault", "infeasible") == "infeasible"
+    infeasible = [t for t in study.trials if t.user_attrs["status"] == "infeasible"]
+    assert infeasible and all(t.user_attrs["duration_s"] == 0.0 for t in infeasible)
+    assert all("violates safe" in t.user_attrs["reason"] for t in infeasible)
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random", "gp", "cmaes", "grid"])
+def test_every_sampler_runs_a_sweep(write_space, sampler):
+    path = write_space(
+        "parameters:\n  fault: {type: categorical, choices: [none, wrong_result]}\n"
+        "  score: {type: categorical, choices: [0.1, 0.5, 0.9]}\n"
+    )
+    summary = Sweep(settings(load_space(path), sampler=sampler, n_trials=8)).run()
+    assert summary.trials_run == (6 if sampler == "grid" else 8)
+    assert summary.best[0].params["fault"] == "none"
+
+
+def test_multi_objective_lists_the_pareto_front(write_space):
+    path = write_space(
+        "parameters:\n  score: {type: float, low: 0, high: 1}\n"
+        "  delay: {type: categorical, choices: [0.0, 0.02, 0.05]}\n"
+    )
+    s = settings(load_space(path), objectives={"score": "maximize", "latency_s": "minimize"},
+                 n_trials=12)
+    summary = Sweep(s).run()
+    front = summary.best
+    assert len(front) >= 1
+    values = [t.values for t in front]
+    for a in values:  # no member of the front dominates another
+        assert not any(b[0] >= a[0] and b[1] <= a[1] and b != a for b in values)
+    assert values == sorted(values, key=lambda v: -v[0])
+
+
+def test_time_budget_stops_the_sweep(write_space):
+    path = write_space("parameters:\n  delay: {type: categorical, choices: [0.2]}\n")
+    start = time.monotonic()
+    summary = Sweep(settings(load_space(path), n_trials=None, time_budget_s=1.0)).run()
+    assert summary.stopped_by == "time"
+    assert 3 <= summary.trials_run <= 7
+    assert time.monotonic() - start < 3.0
+
+
+def test_resume_after_a_killed_sweep_loses_no_finished_trial(tmp_path, write_space):
+    path = write_space(
+        "parameters:\n  score: {type: float, low: 0, high: 1}\n"
+        "  delay: {type: categorical, choices: [0.3]}\n"
+    )
+    url = f"sqlite:///{tmp_path / 'resume.db'}"
+    command = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(path),
+               "--trials", "12", "--seed", "3", "--storage", url, "--study", "r"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    deadline = time.monotonic() + 60
+    finished = []
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            study = load(url, "r")
+        except Exception:  # noqa: BLE001 - the study is not created yet
+            continue
+        finished = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        if len(finished) >= 4:
+            break
+    os.killpg(process.pid, signal.SIGKILL)  # no chance to clean up: like a power cut
+    process.wait()
+    before = {t.number: t.values for t in load(url, "r").trials
+              if t.state == optuna.trial.TrialState.COMPLETE}
+    assert len(before) >= 4
+
+    resumed = subprocess.run([*command[:5], "--storage", url, "--study", "r"],
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    study = load(url, "r")
+    after = {t.number: t.values for t in study.trials
+             if t.state == optuna.trial.TrialState.COMPLETE}
+    assert all(after[n] == v for n, v in before.items())  # every finished trial kept as is
+    assert len(after) == 12  # the stored budget was reached, not restarted
+    interrupted = [t for t in study.trials if t.user_attrs.get("status") == "interrupted"]
+    assert len(interrupted) <= 1  # the trial in flight at the kill, marked as such
+    assert best_trials(study)[0].values[0] == max(v[0] for v in after.values())

@@ -1,0 +1,158 @@
+"""Tests of the matmul objective: real kernel runs (the interpreter on a CPU machine), no mocks."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+import torch
+from autotune.kernels import matmul_triton as mt
+from autotune.objectives import get_objective
+from autotune.objectives.matmul import MatmulObjective, check_result, compile_failure
+from triton.compiler.errors import CompilationError
+from triton.runtime.errors import OutOfResources as TritonOutOfResources
+from triton.runtime.errors import PTXASError
+
+from autotune.failures import CompileError, Crashed, Infeasible, OutOfResources, WrongResult
+from autotune.measurement import Measurement
+
+DEVICE = "cpu" if mt.INTERPRETED else "cuda"
+SMALL = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2, "num_warps": 1, "num_stages": 1}
+
+
+def _rand(*shape: int, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=gen).to(dtype).to(DEVICE)
+
+
+def test_registered() -> None:
+    cls = get_objective("matmul")
+    assert cls is MatmulObjective
+    assert cls.name == "matmul" and cls.space == "matmul.yaml"
+    assert cls.directions == {"tflops": "maximize"}
+
+
+def test_default_problem_and_config() -> None:
+    assert MatmulObjective.default_problem({"type": "cuda"}) == {
+        "M": 4096,
+        "N": 4096,
+        "K": 4096,
+        "dtype": "bf16",
+    }
+    tiny = MatmulObjective.default_problem({"type": "cpu"})
+    assert max(tiny["M"], tiny["N"], tiny["K"]) <= 64
+    obj = MatmulObjective(tiny)
+    assert obj.default_config() == {
+        "BLOCK_M": 128,
+        "BLOCK_N": 128,
+        "BLOCK_K": 64,
+        "GROUP_M": 8,
+        "num_warps": 4,
+        "num_stages": 3,
+    }
+    assert obj.flops == 2 * 64**3
+
+
+def test_default_config_runs_on_default_cpu_problem() -> None:
+    obj = MatmulObjective(MatmulObjective.default_problem({"type": "cpu"}))
+    m = obj.evaluate(obj.default_config())
+    assert m.values["tflops"] > 0 and m.metrics["rel_error"] < 1e-2
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_evaluate_ragged_problem(dtype: str) -> None:
+    obj = MatmulObjective({"M": 67, "N": 45, "K": 33, "dtype": dtype})
+    m = obj.evaluate(SMALL)
+    assert isinstance(m, Measurement)
+    assert set(m.values) == {"tflops"} and m.values["tflops"] > 0
+    for key in ("ms", "cublas_tflops", "ratio_to_cublas", "spread", "timing_protocol"):
+        assert key in m.metrics
+    assert m.metrics["ratio_to_cublas"] == pytest.approx(
+        m.values["tflops"] / m.metrics["cublas_tflops"]
+    )
+    # TFLOP/s = 2*M*N*K / ms / 1e9
+    assert m.values["tflops"] == pytest.approx(2 * 67 * 45 * 33 / m.metrics["ms"] / 1e9)
+    assert m.metrics["rel_error"] < (1e-2 if dtype == "bf16" else 2e-3)
+    assert ("cpu" in m.metrics["timing_protocol"]) == mt.INTERPRETED
+    assert isinstance(m.telemetry, dict)
+    # a second trial on the same objective reuses the inputs
+    a = obj._get_buffers().a
+    obj.evaluate({**SMALL, "BLOCK_N": 32, "GROUP_M": 1})
+    assert obj._get_buffers().a is a
+    obj.close()
+
+
+def test_missing_config_keys_take_defaults() -> None:
+    obj = MatmulObjective({"M": 32, "N": 32, "K": 32, "dtype": "fp16"})
+    m = obj.evaluate({"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16})
+    assert m.metrics["rel_error"] < 2e-3
+
+
+def test_check_catches_a_transposed_operand() -> None:
+    # The real kernel computing A @ B^T instead of A @ B: the sum over k pairs the wrong entries.
+    a, b = _rand(48, 48, seed=1), _rand(48, 48, seed=2)
+    ref = mt.reference_matmul(a, b)
+    check_result(mt.matmul(a, b, **SMALL), ref, "bf16")  # the right product passes
+    wrong = mt.matmul(a, b.t(), **SMALL)
+    with pytest.raises(WrongResult, match=r"relative error 1\.\d+"):  # ~sqrt(2) for two draws
+        check_result(wrong, ref, "bf16")
+
+
+def test_check_catches_a_dropped_k_slab() -> None:
+    # The real kernel summing over the first 48 of K=64 terms only: error sqrt(16/64) = 0.5.
+    a, b = _rand(32, 64, seed=3), _rand(64, 32, seed=4)
+    short = mt.matmul(a[:, :48], b[:48], **SMALL)
+    with pytest.raises(WrongResult, match=r"relative error 0\.[45]"):
+        check_result(short, mt.reference_matmul(a, b), "bf16")
+
+
+def test_check_catches_one_wrong_element_and_nan() -> None:
+    a, b = _rand(64, 64, seed=5), _rand(64, 64, seed=6)
+    ref = mt.reference_matmul(a, b)
+    out = mt.matmul(a, b, **SMALL)
+    # one element off by 0.3 x RMS(ref): the Frobenius figure moves by only 0.3 / sqrt(4096)
+    # = 0.005, inside its 1e-2, but the element check (limit 0.1 x RMS) sees it
+    out[7, 9] = out[7, 9] + 0.3 * float(ref.norm()) / 64  # RMS(ref) = ||ref|| / sqrt(64*64)
+    with pytest.raises(WrongResult, match=r"relative error 0\.00\d+ .* element error 0\.3"):
+        check_result(out, ref, "bf16")
+    out[0, 0] = float("nan")
+    with pytest.raises(WrongResult, match="1 of 4096 outputs are NaN or inf"):
+        check_result(out, ref, "bf16")
+
+
+def test_infeasible_and_bad_keys() -> None:
+    obj = MatmulObjective({"M": 32, "N": 32, "K": 32, "dtype": "bf16"})
+    with pytest.raises(Infeasible, match="BLOCK_K=48"):
+        obj.evaluate({**SMALL, "BLOCK_K": 48})
+    with pytest.raises(Infeasible, match="num_warps=3"):
+        obj.prepare({**SMALL, "num_warps": 3})
+    with pytest.raises(ValueError, match="unknown matmul config keys"):
+        obj.evaluate({**SMALL, "BLOCK": 64})
+    with pytest.raises(ValueError, match="unknown matmul problem keys"):
+        MatmulObjective({"M": 32, "N": 32, "K": 32, "dtype": "bf16", "batch": 2})
+    with pytest.raises(ValueError, match="dtype"):
+        MatmulObjective({"M": 32, "N": 32, "K": 32, "dtype": "fp32"})
+
+
+def test_too_much_shared_memory_is_out_of_resources() -> None:
+    # 4 stages * (256*128 + 128*256) * 2 B = 512 KiB, over the 227 KiB of an H100/H200 (on CUDA
+    # Triton's compiled figure is checked; under the interpreter the emulated limit)
+    obj = MatmulObjective({"M": 64, "N": 64, "K": 64, "dtype": "bf16"})
+    huge = {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4}
+    with pytest.raises(OutOfResources, match="shared memory"):
+        obj.prepare(huge)
+    with pytest.raises(OutOfResources):
+        obj.evaluate(huge)
+    obj.prepare(SMALL)  # a config that fits compiles (or, interpreted, passes) quietly
+
+
+def test_compile_failure_maps_what_triton_raises() -> None:
+    oor = compile_failure(TritonOutOfResources(262144, 232448, "shared memory"))
+    assert isinstance(oor, OutOfResources) and "Required: 262144" in str(oor)
+    assert isinstance(compile_failure(PTXASError("ptxas fatal")), OutOfResources)
+    node = ast.parse("tl.dot(a, b)").body[0]
+    bad = compile_failure(CompilationError("tl.dot(a, b)", node, "K >= 16 needed"))
+    assert isinstance(bad, CompileError) and str(bad) == "CompilationError: K >= 16 needed"
+    mlir = compile_failure(RuntimeError("PassManager::run failed"))
+    assert isinstance(mlir, CompileError)
+    assert isinstance(compile_failure(RuntimeError("CUDA error: unspecified launch")), Crashed)

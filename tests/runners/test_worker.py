@@ -1,0 +1,83 @@
+"""Each failure state produced by a real injected fault, in a real worker process."""
+
+import pytest
+
+from autotune.failures import TrialStatus
+from autotune.runners.inprocess import InProcessRunner
+from autotune.runners.worker import IsolatedRunner
+
+
+@pytest.fixture(scope="module")
+def runner():
+    with IsolatedRunner("faults", {}, timeout_s=3.0) as runner:
+        yield runner
+
+
+def test_ok_result_and_worker_reuse(runner):
+    first = runner.evaluate({"fault": "none", "score": 0.5})
+    started = runner.workers_started
+    second = runner.evaluate({"fault": "none", "score": 0.25})
+    assert first.ok and first.measurement.values["score"] == 0.5
+    assert second.measurement.values["score"] == 0.25
+    assert runner.workers_started == started  # the healthy worker was reused
+
+
+def test_out_of_memory(runner):
+    result = runner.evaluate({"fault": "oom"})
+    assert result.status is TrialStatus.OOM
+    assert "can't allocate memory" in result.reason
+
+
+def test_segfault_kills_only_the_worker(runner):
+    result = runner.evaluate({"fault": "segfault"})
+    assert result.status is TrialStatus.CRASHED
+    assert "SIGSEGV" in result.reason
+    assert runner.evaluate({"fault": "none"}).ok  # a fresh worker took over
+
+
+def test_hang_ends_at_the_timeout(runner):
+    result = runner.evaluate({"fault": "hang"})
+    assert result.status is TrialStatus.TIMEOUT
+    assert 3.0 <= result.duration_s < 10.0
+    assert runner.evaluate({"fault": "none"}).ok
+
+
+def test_wrong_result(runner):
+    result = runner.evaluate({"fault": "wrong_result"})
+    assert result.status is TrialStatus.WRONG_RESULT
+    assert "relative error" in result.reason
+
+
+def test_divergence_is_pruned_through_the_check(runner):
+    steps = []
+
+    def should_prune(step, value):
+        steps.append(step)
+        return value > 100.0
+
+    result = runner.evaluate({"fault": "diverge"}, should_prune)
+    assert result.status is TrialStatus.DIVERGED
+    # x doubles each step, loss = x^2 quadruples: 4, 16, 64, 256 -> pruned at step 3
+    assert steps == [0, 1, 2, 3]
+
+
+def test_divergence_without_pruning_is_still_caught(runner):
+    result = runner.evaluate({"fault": "diverge", "steps": 600})
+    assert result.status is TrialStatus.DIVERGED
+    assert "not finite" in result.reason
+
+
+def test_workload_that_cannot_be_built_is_reported():
+    with IsolatedRunner("nonexistent", {}, timeout_s=5.0) as runner:
+        result = runner.evaluate({})
+    assert result.status is TrialStatus.CRASHED
+    assert "could not be set up" in result.reason and "nonexistent" in result.reason
+
+
+def test_in_process_runner_maps_exceptions():
+    runner = InProcessRunner("faults", {})
+    assert runner.evaluate({"fault": "exception"}).status is TrialStatus.CRASHED
+    assert runner.evaluate({"fault": "wrong_result"}).status is TrialStatus.WRONG_RESULT
+    assert runner.evaluate({"fault": "diverge"}, lambda s, v: v > 10).status is (
+        TrialStatus.DIVERGED
+    )

@@ -1,0 +1,48 @@
+import optuna
+
+from autotune.space import load_space
+
+
+def test_conditional_parameter_is_suggested_only_when_active():
+    space = load_space("train_step")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    seen_fp16 = seen_other = False
+    for _ in range(40):
+        trial = study.ask()
+        config = space.sample(trial, {"global_batch": 8}, {"type": "cpu"})
+        if config["precision"] == "fp16":
+            assert config["loss_scale_init"] in [256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
+                                                 65536]
+            seen_fp16 = True
+        else:
+            assert "loss_scale_init" not in config
+            assert "loss_scale_init" not in trial.params
+            seen_other = True
+        study.tell(trial, 0.0)
+    assert seen_fp16 and seen_other
+
+
+def test_constraints_reject_what_cannot_run():
+    space = load_space("matmul")
+    device = {"max_shared_memory": 232448}
+    problem = {"M": 4096, "N": 4096, "K": 4096}
+    base = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3)
+    assert space.violations(base, problem, device) == []
+    # (256*128 + 128*256) * 2 bytes * 5 stages = 655360 > 232448
+    too_big = base | dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, num_stages=5, num_warps=8)
+    assert "shared_memory" in space.violations(too_big, problem, device)
+    # 256 * 256 accumulators over 4 warps: 512 fp32 registers per thread
+    assert "accumulator_registers" in space.violations(
+        base | dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=32, num_stages=2), problem, device
+    )
+    decode = {"M": 64, "N": 4096, "K": 4096}
+    assert "tile_fits_m" in space.violations(base, decode, device)
+
+
+def test_grid_respects_constraints_and_conditions():
+    space = load_space("train_step")
+    grid = list(space.grid({"global_batch": 8}, {"type": "cpu"}))
+    assert grid and all(8 % c["micro_batch"] == 0 for c in grid)
+    assert all(c["attention_backend"] in ("math", "flash") for c in grid)
+    assert all(("loss_scale_init" in c) == (c["precision"] == "fp16") for c in grid)
+    assert len({tuple(sorted(c.items())) for c in grid}) == len(grid)
