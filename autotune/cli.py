@@ -45,8 +45,14 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.sweep_setup import SetupError
 
     return (
-        UsageError, SpaceError, ExpressionError, StorageError, SamplerError, ExportError,
-        SetupError, StudyMismatch,
+        UsageError,
+        SpaceError,
+        ExpressionError,
+        StorageError,
+        SamplerError,
+        ExportError,
+        SetupError,
+        StudyMismatch,
     )
 
 
@@ -132,20 +138,37 @@ def tune(
     workload: Annotated[
         str | None, typer.Argument(help="matmul, train-step or faults (default: train-step).")
     ] = None,
-    space: Annotated[str | None, typer.Option(help="Search space YAML (default: the workload's).")] = None,
-    problem: Annotated[list[str], typer.Option(help="Problem values, e.g. M=64,N=4096,K=4096.")] = [],  # noqa: B006
-    objective: Annotated[str | None, typer.Option(help="Metric(s) to optimise, e.g. tokens_per_s,peak_memory_gb:min.")] = None,
+    space: Annotated[
+        str | None, typer.Option(help="Search space YAML (default: the workload's).")
+    ] = None,
+    problem: Annotated[
+        list[str], typer.Option(help="Problem values, e.g. M=64,N=4096,K=4096.")
+    ] = [],  # noqa: B006
+    objective: Annotated[
+        str | None,
+        typer.Option(help="Metric(s) to optimise, e.g. tokens_per_s,peak_memory_gb:min."),
+    ] = None,
     sampler: Annotated[str, typer.Option(help="tpe, random, gp, cmaes or grid.")] = "tpe",
-    trials: Annotated[int | None, typer.Option(help="Total finished trials the study should reach.")] = None,
-    time_budget: Annotated[str | None, typer.Option(help="Wall time for this run: 90s, 10m, 1h.")] = None,
+    trials: Annotated[
+        int | None, typer.Option(help="Total finished trials the study should reach.")
+    ] = None,
+    time_budget: Annotated[
+        str | None, typer.Option(help="Wall time for this run: 90s, 10m, 1h.")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the sampler.")] = None,
     storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
     study: Annotated[str | None, typer.Option(help="Study name; an existing one resumes.")] = None,
     trial_timeout: Annotated[float, typer.Option(help="Seconds one trial may take.")] = 300.0,
-    output: Annotated[Path | None, typer.Option(help="Write the best config here (JSON/YAML).")] = None,
+    output: Annotated[
+        Path | None, typer.Option(help="Write the best config here (JSON/YAML).")
+    ] = None,
     device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
-    replay: Annotated[Path | None, typer.Option(help="Replay a recorded CSV instead of measuring.")] = None,
-    params: Annotated[str | None, typer.Option(help="With --replay: the parameter columns.")] = None,
+    replay: Annotated[
+        Path | None, typer.Option(help="Replay a recorded CSV instead of measuring.")
+    ] = None,
+    params: Annotated[
+        str | None, typer.Option(help="With --replay: the parameter columns.")
+    ] = None,
     metric: Annotated[str | None, typer.Option(help="With --replay: the metric column.")] = None,
     maximize: Annotated[bool, typer.Option("--maximize/--minimize", help="With --replay.")] = True,
 ) -> None:
@@ -156,11 +179,23 @@ def tune(
     from autotune.sweep_setup import build_settings
 
     settings = build_settings(
-        workload=workload, space=space, problem=parse_problem(problem),
-        objective=objective, sampler=sampler, trials=trials,
-        time_budget_s=parse_duration(time_budget), seed=seed, storage=storage, study=study,
-        trial_timeout_s=trial_timeout, device=_select_device(device), replay=replay,
-        params=params, metric=metric, maximize=maximize, command=_command_line(),
+        workload=workload,
+        space=space,
+        problem=parse_problem(problem),
+        objective=objective,
+        sampler=sampler,
+        trials=trials,
+        time_budget_s=parse_duration(time_budget),
+        seed=seed,
+        storage=storage,
+        study=study,
+        trial_timeout_s=trial_timeout,
+        device=_select_device(device),
+        replay=replay,
+        params=params,
+        metric=metric,
+        maximize=maximize,
+        command=_command_line(),
     )
     summary = Sweep(settings, ProgressDisplay(err)).run()
     if not summary.best:
@@ -274,9 +309,15 @@ def export(
 def record(
     workload: Annotated[str, typer.Argument(help="matmul or train-step.")],
     output: Annotated[Path, typer.Option(help="CSV to write (resumes if it exists).")],
-    space: Annotated[str | None, typer.Option(help="Search space YAML (default: the workload's).")] = None,
-    problem: Annotated[list[str], typer.Option(help="Problem values, e.g. M=64,N=4096,K=4096.")] = [],  # noqa: B006
-    limit: Annotated[int | None, typer.Option(help="Measure this many configs of the grid.")] = None,
+    space: Annotated[
+        str | None, typer.Option(help="Search space YAML (default: the workload's).")
+    ] = None,
+    problem: Annotated[
+        list[str], typer.Option(help="Problem values, e.g. M=64,N=4096,K=4096.")
+    ] = [],  # noqa: B006
+    limit: Annotated[
+        int | None, typer.Option(help="Measure this many configs of the grid.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed for --limit's choice.")] = 0,
     jobs: Annotated[int, typer.Option(help="Processes that compile kernels ahead of timing.")] = 1,
     trial_timeout: Annotated[float, typer.Option(help="Seconds one config may take.")] = 300.0,
@@ -303,8 +344,16 @@ def record(
         err.print(f"[{i}/{n}] {shown}", highlight=False)
 
     table = record_grid(
-        workload, problem_values, space_obj, device_info, output,
-        limit=limit, seed=seed, jobs=jobs, timeout_s=trial_timeout, on_row=on_row,
+        workload,
+        problem_values,
+        space_obj,
+        device_info,
+        output,
+        limit=limit,
+        seed=seed,
+        jobs=jobs,
+        timeout_s=trial_timeout,
+        on_row=on_row,
     )
     counts = table["status"].value_counts().to_dict()
     out.print(f"wrote {len(table)} rows to {output}: {counts}")

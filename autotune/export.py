@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[s
         "telemetry": trial.user_attrs.get("telemetry", {}),
         "device": info.get("device", {}),
         "command": info.get("command", ""),
-        "exported": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "exported": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -64,8 +64,11 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     record = trial_record(study, best[0])
     if len(objectives_of(study)) > 1:
         record["pareto_front"] = [
-            {"trial": t.number, "config": dict(t.params),
-             "values": dict(zip(objectives_of(study), t.values, strict=True))}
+            {
+                "trial": t.number,
+                "config": dict(t.params),
+                "values": dict(zip(objectives_of(study), t.values, strict=True)),
+            }
             for t in best
         ]
     return record

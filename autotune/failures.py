@@ -13,11 +13,11 @@ Example:
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import ClassVar
 
 
-class TrialStatus(str, Enum):
+class TrialStatus(StrEnum):
     """The one state every trial ends in."""
 
     OK = "ok"

@@ -5,8 +5,8 @@ trial, so a log shows every trial's outcome.
 
 Example:
     >>> from collections import Counter
-    >>> failures_text(Counter({"ok": 3, "oom": 2, "timeout": 1}))
-    'failed: oom 2, timeout 1'
+    >>> failures_text(Counter({"ok": 3, "oom": 2, "timeout": 1, "infeasible": 4}))
+    'failed: oom 2, timeout 1; 4 rejected by constraints (not launched)'
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRec
 
 
 def failures_text(counts: Counter) -> str:
-    failed = {k: v for k, v in counts.items() if k != "ok"}
-    if not failed:
-        return "no failures"
-    return "failed: " + ", ".join(f"{k} {v}" for k, v in sorted(failed.items()))
+    failed = {k: v for k, v in counts.items() if k not in ("ok", "infeasible")}
+    text = "failed: " + ", ".join(f"{k} {v}" for k, v in sorted(failed.items()))
+    text = text if failed else "no failures"
+    if counts.get("infeasible"):
+        text += f"; {counts['infeasible']} rejected by constraints (not launched)"
+    return text
 
 
 def _fmt(value: float) -> str:
@@ -66,8 +68,12 @@ class ProgressDisplay(SweepObserver):
             self.console.print(f"[yellow]{settings.label}[/yellow]")
         if self.console.is_terminal:
             self._progress = Progress(
-                MofNCompleteColumn(), BarColumn(), TextColumn("{task.description}"),
-                TimeRemainingColumn(), console=self.console, transient=False,
+                MofNCompleteColumn(),
+                BarColumn(),
+                TextColumn("{task.description}"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=False,
             )
             self._progress.start()
             self._task = self._progress.add_task("starting", total=self._total, completed=done)
@@ -77,8 +83,12 @@ class ProgressDisplay(SweepObserver):
         if not best:
             return "best: none yet"
         t = best[0]
-        values = ", ".join(f"{_fmt(v)} {n}" for n, v in zip(self._objectives, t.values, strict=True))
-        front = f" (Pareto front: {len(best)})" if len(best) > 1 or len(self._objectives) > 1 else ""
+        values = ", ".join(
+            f"{_fmt(v)} {n}" for n, v in zip(self._objectives, t.values, strict=True)
+        )
+        front = (
+            f" (Pareto front: {len(best)})" if len(best) > 1 or len(self._objectives) > 1 else ""
+        )
         return f"best #{t.number}: {values}{front}"
 
     def _eta(self, done: int) -> str:
@@ -89,11 +99,13 @@ class ProgressDisplay(SweepObserver):
         return f" | ETA {max(0.0, (self._total - done) * per_trial):.0f} s"
 
     def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None:
-        done = sum(counts.values())
+        done = counts.total() - counts["infeasible"]
         summary = f"{self._best_text(study)} | {failures_text(counts)}"
         if self._progress is not None:
             self._progress.update(self._task, completed=done, description=summary)
             return
+        if record.status == "infeasible":
+            return  # rejected before launch; counted in the summary, not a line each
         if record.values is not None:
             outcome = ", ".join(
                 f"{_fmt(v)} {n}" for n, v in zip(self._objectives, record.values, strict=True)

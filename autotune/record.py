@@ -121,4 +121,3 @@ def record_grid(
             if on_row is not None:
                 on_row(i + 1, len(todo), row)
     return pd.DataFrame(rows)
-

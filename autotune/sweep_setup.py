@@ -68,7 +68,29 @@ def resolve_workload(
     problem.update(overrides)
     space = load_space(space_path or objective_cls.space)
     space.validate_names(problem)
+    check_satisfiable(space, problem, device)
     return objective_cls, space, problem
+
+
+# Spaces up to this many configs are enumerated to prove that some config is feasible.
+_SATISFIABILITY_CHECK_LIMIT = 200_000
+
+
+def check_satisfiable(space: Space, problem: dict[str, Any], device: dict[str, Any]) -> None:
+    """Refuse a space whose constraints admit no config for this problem and device.
+
+    Raises:
+        SetupError: naming the space file, when a finite space has no feasible config.
+    """
+    if any(p.kind == "float" for p in space.params):
+        return
+    if space.grid_size() > _SATISFIABILITY_CHECK_LIMIT:
+        return
+    if next(space.grid(problem, device), None) is None:
+        names = ", ".join(c.name for c in space.constraints)
+        raise SetupError(
+            f"{space.source}: the constraints ({names}) admit no config for this problem and device"
+        )
 
 
 def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:
@@ -152,10 +174,21 @@ def build_settings(
     if trials is not None and trials <= 0:
         raise SetupError(f"--trials: {trials} must be positive")
     return SweepSettings(
-        workload=workload, problem=problem, space=space_obj, objectives=objectives,
-        sampler=sampler, seed=seed, n_trials=trials, time_budget_s=time_budget_s,
-        storage=storage, study_name=study, trial_timeout_s=trial_timeout_s,
-        isolation=isolation, device=device, command=command, label=label,
+        workload=workload,
+        problem=problem,
+        space=space_obj,
+        objectives=objectives,
+        sampler=sampler,
+        seed=seed,
+        n_trials=trials,
+        time_budget_s=time_budget_s,
+        storage=storage,
+        study_name=study,
+        trial_timeout_s=trial_timeout_s,
+        isolation=isolation,
+        device=device,
+        command=command,
+        label=label,
     )
 
 

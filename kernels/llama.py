@@ -285,9 +285,11 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 __all__ = [
     "Llama",
     "LlamaConfig",
+    "apply_rotary",
     "default_ffn_hidden",
     "flops_per_token",
     "lm_loss",
     "matmul_param_count",
     "param_count",
+    "rotary_tables",
 ]

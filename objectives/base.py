@@ -57,5 +57,5 @@ class Objective(ABC):
         """The config a user would run without tuning (the baseline), if there is one."""
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release what the objective holds (buffers, models) before the worker exits."""

@@ -112,7 +112,8 @@ class ReplayObjective(Objective):
         extra = {
             k: _plain(v)
             for k, v in row.items()
-            if k not in self.params and k not in ("status", "reason", self.metric)
+            if k not in self.params
+            and k not in ("status", "reason", self.metric)
             and not (isinstance(v, float) and math.isnan(v))
         }
         return Measurement(values={self.metric: value}, metrics={"replay": True, **extra})

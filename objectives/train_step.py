@@ -10,7 +10,8 @@ batch is fixed by the problem; the config only changes how it is computed:
 
 Tunables (``config``): ``micro_batch``, ``precision`` (fp32 | tf32 | bf16 | fp16),
 ``activation_checkpointing``, ``attention_backend`` (math | flash | efficient | cudnn),
-``optimizer`` (fused | foreach AdamW) and ``compile``. Keys left out take
+``optimizer`` (fused | foreach AdamW), ``compile``, and ``loss_scale_init`` (fp16's first
+dynamic loss scale, 2^16 when absent; ignored by the other precisions). Keys left out take
 :meth:`TrainStepObjective.default_config`'s values.
 
 Example:
@@ -27,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-import os
 import time
 import traceback
 from collections.abc import Callable
@@ -51,6 +51,16 @@ ATTENTION_BACKENDS = {
     "cudnn": SDPBackend.CUDNN_ATTENTION,
 }
 OPTIMIZERS = ("fused", "foreach")
+#: Every key a config may hold; all but loss_scale_init are in the default config.
+CONFIG_KEYS = (
+    "micro_batch",
+    "precision",
+    "activation_checkpointing",
+    "attention_backend",
+    "optimizer",
+    "compile",
+    "loss_scale_init",
+)
 
 # Dense peak throughput of an H100/H200 SXM by precision, FLOP/s (no 2:4 sparsity).
 # fp16 and bf16 run on the same tensor cores; plain fp32 runs on the CUDA cores.
@@ -75,6 +85,7 @@ class TrainConfig:
     attention_backend: str
     optimizer: str
     compile: bool
+    loss_scale_init: float = 2.0**16  # GradScaler's first loss scale; used with fp16 only
 
 
 def peak_flops(device_name: str, precision: str) -> float | None:
@@ -111,60 +122,6 @@ def _peak_rss_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
-
-
-def _descendant_cpu_seconds() -> float | None:
-    """CPU seconds used so far by this process's live descendants, from /proc; None off Linux."""
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return None
-    ticks = os.sysconf("SC_CLK_TCK")
-    children: dict[int, list[int]] = {}
-    cpu: dict[int, float] = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                # "pid (comm) state ppid ... utime stime ...": split after the command name,
-                # which may itself hold spaces; then ppid is field 1, utime 11, stime 12
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # the process ended meanwhile
-        children.setdefault(int(fields[1]), []).append(pid)
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / ticks
-    total, todo = 0.0, list(children.get(os.getpid(), []))
-    while todo:
-        pid = todo.pop()
-        total += cpu.get(pid, 0.0)
-        todo.extend(children.get(pid, []))
-    return total
-
-
-def wait_for_quiet_children(
-    timeout_s: float = 120.0, window_s: float = 0.25, busy_cores: float = 0.05
-) -> float:
-    """Wait until this process's child processes stop using CPU; return the seconds waited.
-
-    torch.compile starts a pool of compile workers in the background; their start-up (each
-    imports torch) can overlap the timed steps and, on a machine with few cores, slow them
-    several-fold. Waiting until the descendants use less than ``busy_cores`` cores over a
-    ``window_s`` window keeps that out of the measurement.
-
-    Example:
-        >>> wait_for_quiet_children(timeout_s=1.0) < 1.0
-        True
-    """
-    start = time.perf_counter()
-    before = _descendant_cpu_seconds()
-    if before is None:
-        return 0.0
-    while time.perf_counter() - start < timeout_s:
-        time.sleep(window_s)
-        now = _descendant_cpu_seconds()
-        if now is None or now - before < busy_cores * window_s:
-            break
-        before = now
-    return time.perf_counter() - start
 
 
 class TrainStepObjective(Objective):
@@ -243,7 +200,7 @@ class TrainStepObjective(Objective):
                 not divide global_batch.
         """
         merged = {**self.default_config(), **config}
-        unknown = sorted(set(merged) - set(self.default_config()))
+        unknown = sorted(set(merged) - set(CONFIG_KEYS))
         if unknown:
             raise Infeasible(f"unknown train-step config keys: {', '.join(unknown)}")
         micro_batch = int(merged["micro_batch"])
@@ -265,6 +222,9 @@ class TrainStepObjective(Objective):
             and not torch.cuda.is_bf16_supported()
         ):
             raise Infeasible(f"bf16 is not supported on {self.device_name}")
+        loss_scale_init = float(merged.get("loss_scale_init", TrainConfig.loss_scale_init))
+        if not loss_scale_init > 0:
+            raise Infeasible(f"loss_scale_init={loss_scale_init} must be positive")
         return TrainConfig(
             micro_batch=micro_batch,
             precision=merged["precision"],
@@ -272,6 +232,7 @@ class TrainStepObjective(Objective):
             attention_backend=merged["attention_backend"],
             optimizer=merged["optimizer"],
             compile=bool(merged["compile"]),
+            loss_scale_init=loss_scale_init,
         )
 
     def _sync(self) -> None:
@@ -341,10 +302,8 @@ class TrainStepObjective(Objective):
 
             limit = _BLOWUP_FACTOR * math.log(cfg.vocab)
             losses: list[float] = []
-            timed_s = warmup_s = settle_s = 0.0
+            timed_s = warmup_s = 0.0
             for index in range(self.warmup_steps + self.steps):
-                if tc.compile and index == self.warmup_steps:
-                    settle_s = wait_for_quiet_children()
                 self._sync()
                 start = time.perf_counter()
                 loss = step()  # .item() inside waits for the step's work to finish
@@ -367,13 +326,14 @@ class TrainStepObjective(Objective):
             tokens_per_s = tokens_per_step * self.steps / timed_s
             model_flops = flops_per_token(cfg) * tokens_per_s
             peak = peak_flops(self.device_name, tc.precision) if cuda else None
+            values = {"tokens_per_s": tokens_per_s}
+            if peak_gb is not None:  # absent where the CPU's peak RSS cannot be reset and read
+                values["peak_memory_gb"] = peak_gb
             return Measurement(
-                # peak_memory_gb is None where the CPU's peak RSS could not be reset and read
-                values={"tokens_per_s": tokens_per_s, "peak_memory_gb": peak_gb},
+                values=values,
                 metrics={
                     "step_ms": timed_s / self.steps * 1e3,
                     "warmup_s": warmup_s,  # includes torch.compile's compilation
-                    "settle_s": settle_s,  # waited for compile workers to go idle
                     "mfu": model_flops / peak if peak else None,
                     "model_tflops": model_flops / 1e12,
                     "first_loss": losses[0],
@@ -405,7 +365,9 @@ class TrainStepObjective(Objective):
         accum = len(batches)
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(tc.precision)
         # fp16 needs dynamic loss scaling: small gradients would underflow to zero otherwise
-        scaler = torch.amp.GradScaler(self.device.type, enabled=tc.precision == "fp16")
+        scaler = torch.amp.GradScaler(
+            self.device.type, init_scale=tc.loss_scale_init, enabled=tc.precision == "fp16"
+        )
         backend = ATTENTION_BACKENDS[tc.attention_backend]
         device_type = self.device.type
 

@@ -64,9 +64,7 @@ def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     signs = [1.0 if d == "maximize" else -1.0 for d in objectives_of(study).values()]
     if len(signs) == 1:
         return [max(trials, key=lambda t: signs[0] * t.values[0])]
-    front = [
-        t for t in trials if not any(_dominates(o.values, t.values, signs) for o in trials)
-    ]
+    front = [t for t in trials if not any(_dominates(o.values, t.values, signs) for o in trials)]
     return sorted(front, key=lambda t: -signs[0] * t.values[0])
 
 

@@ -63,9 +63,7 @@ def make_sampler(
     if name == "random":
         return optuna.samplers.RandomSampler(**options)
     if name == "gp":
-        return optuna.samplers.GPSampler(
-            n_startup_trials=n_startup_trials, seed=seed
-        )
+        return optuna.samplers.GPSampler(n_startup_trials=n_startup_trials, seed=seed)
     if name == "cmaes":
         if n_objectives > 1:
             raise SamplerError("cmaes handles one objective only; use tpe for several")

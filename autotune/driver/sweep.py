@@ -18,7 +18,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import optuna
@@ -34,6 +34,9 @@ from autotune.space import Space
 from autotune.storage import DEFAULT_STORAGE, open_storage
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+INFEASIBLE = TrialStatus.INFEASIBLE.value
+# Consecutive static-constraint rejections allowed per trial of budget before the sweep stops.
+MAX_REJECTIONS_PER_TRIAL = 50
 
 
 class StudyMismatch(ValueError):
@@ -47,7 +50,8 @@ class SweepSettings:
     Attributes:
         objectives: metric name -> "maximize" | "minimize"; one entry, or several for a
             multi-objective sweep with a Pareto front.
-        n_trials: total finished trials the study should reach (earlier runs count).
+        n_trials: launched trials the study should reach (earlier runs count; configs
+            rejected by a static constraint are recorded but not counted).
         time_budget_s: wall time this invocation may spend, None for no limit.
         isolation: "process" (a worker process per sweep, restarted after crashes) or
             "inline" (in the driver's process: replay, tests).
@@ -145,9 +149,7 @@ class Sweep:
         name = s.study_name or f"{s.workload}-{datetime.now():%Y%m%d-%H%M%S}"
         directions = list(s.objectives.values())
         storage = open_storage(s.storage)
-        sampler = make_sampler(
-            s.sampler, seed=s.seed, space=s.space, n_objectives=len(directions)
-        )
+        sampler = make_sampler(s.sampler, seed=s.seed, space=s.space, n_objectives=len(directions))
         study = optuna.create_study(
             storage=storage,
             study_name=name,
@@ -174,7 +176,7 @@ class Sweep:
                     "device": s.device,
                     "command": s.command,
                     "label": s.label,
-                    "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "created": datetime.now(UTC).isoformat(timespec="seconds"),
                 },
             )
         elif info.get("workload") != s.workload or info.get("objectives") != s.objectives:
@@ -200,13 +202,16 @@ class Sweep:
         s = self.settings
         study = self.open_study()
         directions = list(s.objectives.values())
-        done = len(study.get_trials(deepcopy=False, states=FINISHED))
         counts: Counter = Counter(
             trial_status(t) for t in study.get_trials(deepcopy=False, states=FINISHED)
         )
+        # The budget counts launched trials: a config rejected by a static constraint is told
+        # to the sampler (so it learns the region) but costs no trial.
+        done = counts.total() - counts[INFEASIBLE]
         self.observer.on_start(s, study, done)
         start = time.monotonic()
-        ran = 0
+        ran = rejected = 0
+        max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         stopped_by = "trials"
         runner = self.runner_factory(s)
         try:
@@ -220,10 +225,17 @@ class Sweep:
                 if s.sampler == "grid" and study.sampler.is_exhausted(study):
                     stopped_by = "grid exhausted"
                     break
+                if rejected >= max_rejected:
+                    stopped_by = f"constraints rejected {rejected} configs in a row"
+                    break
                 record = self._one_trial(study, runner, directions)
-                done += 1
-                ran += 1
                 counts[record.status] += 1
+                if record.status == INFEASIBLE:
+                    rejected += 1
+                else:
+                    done += 1
+                    ran += 1
+                    rejected = 0
                 self.observer.on_trial(record, study, counts)
         except KeyboardInterrupt:
             stopped_by = "interrupted"
@@ -242,9 +254,7 @@ class Sweep:
         self.observer.on_end(summary)
         return summary
 
-    def _one_trial(
-        self, study: optuna.Study, runner: Runner, directions: list[str]
-    ) -> TrialRecord:
+    def _one_trial(self, study: optuna.Study, runner: Runner, directions: list[str]) -> TrialRecord:
         s = self.settings
         trial = study.ask()
         try:

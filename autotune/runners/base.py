@@ -43,10 +43,12 @@ class Runner(ABC):
     """Where trials run. ``evaluate`` never raises for a failing trial: it returns the failure."""
 
     @abstractmethod
-    def evaluate(self, config: dict[str, Any], should_prune: PruneCheck = never_prune) -> TrialResult:
+    def evaluate(
+        self, config: dict[str, Any], should_prune: PruneCheck = never_prune
+    ) -> TrialResult:
         """Run one trial of the runner's workload with ``config``."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Stop whatever the runner started."""
 
     def __enter__(self) -> Runner:

@@ -22,7 +22,9 @@ class InProcessRunner(Runner):
     def __init__(self, workload: str, problem: dict[str, Any]) -> None:
         self.objective = get_objective(workload)(problem)
 
-    def evaluate(self, config: dict[str, Any], should_prune: PruneCheck = never_prune) -> TrialResult:
+    def evaluate(
+        self, config: dict[str, Any], should_prune: PruneCheck = never_prune
+    ) -> TrialResult:
         def report(step: int, value: float) -> None:
             if should_prune(step, value):
                 raise Diverged(f"pruned at step {step}: value {value:.4g}")

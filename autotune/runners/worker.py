@@ -148,7 +148,9 @@ class IsolatedRunner(Runner):
         self._kill()
 
     # -- one trial -----------------------------------------------------------------------
-    def evaluate(self, config: dict[str, Any], should_prune: PruneCheck = never_prune) -> TrialResult:
+    def evaluate(
+        self, config: dict[str, Any], should_prune: PruneCheck = never_prune
+    ) -> TrialResult:
         if self._process is None or not self._process.is_alive():
             self._kill()
             failure = self._start()
@@ -192,4 +194,3 @@ class IsolatedRunner(Runner):
         except BaseException:  # Ctrl-C in the driver: leave no worker behind
             self._kill()
             raise
-

@@ -81,8 +81,17 @@ class Expression:
 
     def _check(self, node: ast.AST) -> None:
         allowed = (
-            ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Constant,
-            ast.Name, ast.Tuple, ast.List, ast.Call, ast.Attribute,
+            ast.BinOp,
+            ast.UnaryOp,
+            ast.BoolOp,
+            ast.Compare,
+            ast.IfExp,
+            ast.Constant,
+            ast.Name,
+            ast.Tuple,
+            ast.List,
+            ast.Call,
+            ast.Attribute,
         )
         if not isinstance(node, allowed):
             raise ExpressionError(f"{type(node).__name__} is not allowed in {self.source!r}")
@@ -100,9 +109,7 @@ class Expression:
             return
         if isinstance(node, ast.Attribute):
             if not isinstance(node.value, ast.Name) or node.value.id not in NAMESPACES:
-                raise ExpressionError(
-                    f"attributes may only be read from {' or '.join(NAMESPACES)}"
-                )
+                raise ExpressionError(f"attributes may only be read from {' or '.join(NAMESPACES)}")
             if node.attr.startswith("_"):
                 raise ExpressionError(f"private attribute {node.attr!r} not allowed")
             self.names.add(node.value.id)

@@ -183,4 +183,6 @@ class Space:
         try:
             return {p.name: p.values() for p in self.params}
         except ValueError as exc:
-            raise SpaceError(f"{self.source}: grid search needs discrete parameters: {exc}") from None
+            raise SpaceError(
+                f"{self.source}: grid search needs discrete parameters: {exc}"
+            ) from None

@@ -13,8 +13,15 @@ from autotune.space import load_space
 
 def settings(space, **overrides) -> SweepSettings:
     base = dict(
-        workload="faults", problem={}, space=space, objectives={"score": "maximize"},
-        n_trials=10, seed=0, storage="memory", isolation="inline", device={"type": "cpu"},
+        workload="faults",
+        problem={},
+        space=space,
+        objectives={"score": "maximize"},
+        n_trials=10,
+        seed=0,
+        storage="memory",
+        isolation="inline",
+        device={"type": "cpu"},
     )
     return SweepSettings(**(base | overrides))
 
@@ -26,8 +33,14 @@ def load(url, name):
 def test_every_failure_is_recorded_and_the_sweep_goes_on(sqlite_url):
     space = load_space("faults")
     summary = Sweep(
-        settings(space, n_trials=16, storage=sqlite_url, study_name="f", isolation="process",
-                 trial_timeout_s=2.0)
+        settings(
+            space,
+            n_trials=16,
+            storage=sqlite_url,
+            study_name="f",
+            isolation="process",
+            trial_timeout_s=2.0,
+        )
     ).run()
     assert summary.trials_run == 16
     frame = trials_frame(load(sqlite_url, "f"))
@@ -49,12 +62,14 @@ def test_the_sampler_leaves_a_failing_region(write_space):
         "parameters:\n  fault: {type: categorical, choices: [none, wrong_result, oom, exception]}\n"
         "  score: {type: float, low: 0, high: 1}\n"
     )
+
     def failure_rate(sampler: str) -> float:
         rates = []
         for seed in range(3):
             study_name = f"{sampler}-{seed}"
-            s = settings(load_space(path), sampler=sampler, n_trials=40, seed=seed,
-                         study_name=study_name)
+            s = settings(
+                load_space(path), sampler=sampler, n_trials=40, seed=seed, study_name=study_name
+            )
             study = Sweep(s).run().study
             late = [t for t in study.trials if t.number >= 20]
             rates.append(sum(t.user_attrs["status"] != "ok" for t in late) / len(late))
@@ -97,8 +112,9 @@ def test_multi_objective_lists_the_pareto_front(write_space):
         "parameters:\n  score: {type: float, low: 0, high: 1}\n"
         "  delay: {type: categorical, choices: [0.0, 0.02, 0.05]}\n"
     )
-    s = settings(load_space(path), objectives={"score": "maximize", "latency_s": "minimize"},
-                 n_trials=12)
+    s = settings(
+        load_space(path), objectives={"score": "maximize", "latency_s": "minimize"}, n_trials=12
+    )
     summary = Sweep(s).run()
     front = summary.best
     assert len(front) >= 1
@@ -123,10 +139,26 @@ def test_resume_after_a_killed_sweep_loses_no_finished_trial(tmp_path, write_spa
         "  delay: {type: categorical, choices: [0.3]}\n"
     )
     url = f"sqlite:///{tmp_path / 'resume.db'}"
-    command = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(path),
-               "--trials", "12", "--seed", "3", "--storage", url, "--study", "r"]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "autotune.cli",
+        "tune",
+        "faults",
+        "--space",
+        str(path),
+        "--trials",
+        "12",
+        "--seed",
+        "3",
+        "--storage",
+        url,
+        "--study",
+        "r",
+    ]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.monotonic() + 60
     finished = []
     while time.monotonic() < deadline:
@@ -140,16 +172,24 @@ def test_resume_after_a_killed_sweep_loses_no_finished_trial(tmp_path, write_spa
             break
     os.killpg(process.pid, signal.SIGKILL)  # no chance to clean up: like a power cut
     process.wait()
-    before = {t.number: t.values for t in load(url, "r").trials
-              if t.state == optuna.trial.TrialState.COMPLETE}
+    before = {
+        t.number: t.values
+        for t in load(url, "r").trials
+        if t.state == optuna.trial.TrialState.COMPLETE
+    }
     assert len(before) >= 4
 
-    resumed = subprocess.run([*command[:5], "--storage", url, "--study", "r"],
-                             capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        [*command[:5], "--storage", url, "--study", "r"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stderr
     study = load(url, "r")
-    after = {t.number: t.values for t in study.trials
-             if t.state == optuna.trial.TrialState.COMPLETE}
+    after = {
+        t.number: t.values for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE
+    }
     assert all(after[n] == v for n, v in before.items())  # every finished trial kept as is
     assert len(after) == 12  # the stored budget was reached, not restarted
     interrupted = [t for t in study.trials if t.user_attrs.get("status") == "interrupted"]

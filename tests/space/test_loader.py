@@ -43,10 +43,14 @@ def test_composition_prefixes_and_repeats_reach_hundreds_of_parameters():
 
 
 def test_included_constraint_sees_its_own_parameters(write_space, tmp_path):
-    write_space("parameters:\n  x: {type: int, low: 0, high: 3}\nconstraints:\n  small: x < 2\n",
-                "inner.yaml")
-    outer = write_space("include:\n  - {space: inner.yaml, prefix: 'a.'}\n"
-                        "  - {space: inner.yaml, prefix: 'b.'}\n", "outer.yaml")
+    write_space(
+        "parameters:\n  x: {type: int, low: 0, high: 3}\nconstraints:\n  small: x < 2\n",
+        "inner.yaml",
+    )
+    outer = write_space(
+        "include:\n  - {space: inner.yaml, prefix: 'a.'}\n  - {space: inner.yaml, prefix: 'b.'}\n",
+        "outer.yaml",
+    )
     space = load_space(outer)
     assert space.names == ["a.x", "b.x"]
     assert space.violations({"a.x": 1, "b.x": 3}) == ["b.small"]
@@ -63,10 +67,14 @@ BAD_FILES = [
     ("parameters:\n  x: {type: categorical, choices: []}\n", "parameters.x.choices"),
     ("parameters:\n  x: {type: float, low: 0, high: 1, log: true}\n", "parameters.x.low"),
     ("parameters:\n  x: {type: int, low: 1, high: 2, size: 3}\n", "parameters.x: unknown key"),
-    ("parameters:\n  x: {type: int, low: 1, high: 2}\nconstraints:\n  c: \"x <\"\n",
-     "constraints.c: invalid syntax"),
-    ("parameters:\n  x: {type: int, low: 1, high: 2}\nconstraints:\n  c: \"__import__('os')\"\n",
-     "constraints.c: only these functions"),
+    (
+        'parameters:\n  x: {type: int, low: 1, high: 2}\nconstraints:\n  c: "x <"\n',
+        "constraints.c: invalid syntax",
+    ),
+    (
+        "parameters:\n  x: {type: int, low: 1, high: 2}\nconstraints:\n  c: \"__import__('os')\"\n",
+        "constraints.c: only these functions",
+    ),
     ("parameters:\n  x: {type: int, low: 1, high: 2, when: 'x ='}\n", "parameters.x.when"),
     ("parameters: {}\n", "the space has no parameters"),
     ("paramters:\n  x: {type: int, low: 1, high: 2}\n", "unknown key 'paramters'"),

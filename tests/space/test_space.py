@@ -11,8 +11,17 @@ def test_conditional_parameter_is_suggested_only_when_active():
         trial = study.ask()
         config = space.sample(trial, {"global_batch": 8}, {"type": "cpu"})
         if config["precision"] == "fp16":
-            assert config["loss_scale_init"] in [256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
-                                                 65536]
+            assert config["loss_scale_init"] in [
+                256,
+                512,
+                1024,
+                2048,
+                4096,
+                8192,
+                16384,
+                32768,
+                65536,
+            ]
             seen_fp16 = True
         else:
             assert "loss_scale_init" not in config

@@ -1,0 +1,185 @@
+"""The train-step objective, run for real on tiny models (each trial well under a second)."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import pytest
+import torch
+from autotune.kernels.llama import param_count
+from autotune.objectives import get_objective
+from autotune.objectives.train_step import CONFIG_KEYS, TrainStepObjective
+
+from autotune.failures import Diverged, Infeasible, TrialStatus, classify
+from autotune.measurement import Measurement
+from autotune.space import load_space
+
+# 4 sequences x 16 tokens = 64 tokens per optimizer step
+TINY: dict[str, Any] = {
+    "vocab": 128, "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 16,
+    "global_batch": 4, "lr": 3e-3, "steps": 3, "warmup_steps": 1, "seed": 0, "device": "cpu",
+}  # fmt: skip
+
+
+class Recorder:
+    """A reporter that keeps every (step, loss) it is given."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, float]] = []
+
+    def __call__(self, step: int, value: float) -> None:
+        self.calls.append((step, value))
+
+
+def _objective(**overrides: Any) -> TrainStepObjective:
+    return TrainStepObjective({**TINY, **overrides})
+
+
+def test_registered_under_its_name() -> None:
+    assert get_objective("train-step") is TrainStepObjective
+    assert list(TrainStepObjective.directions) == ["tokens_per_s", "peak_memory_gb"]
+
+
+def test_every_parameter_of_the_search_space_is_understood() -> None:
+    space = load_space(TrainStepObjective.space)
+    assert set(space.names) <= set(CONFIG_KEYS)
+    config = _objective().parse_config({"precision": "fp16", "loss_scale_init": 1024})
+    assert config.loss_scale_init == 1024.0
+
+
+def test_default_config_runs_reports_every_step_and_learns() -> None:
+    obj = _objective(steps=6, warmup_steps=2)
+    rec = Recorder()
+    m = obj.evaluate(obj.default_config(), rec)
+    assert isinstance(m, Measurement)
+    assert m.values["tokens_per_s"] > 0
+    assert m.values["peak_memory_gb"] is not None and m.values["peak_memory_gb"] > 0
+    assert [step for step, _ in rec.calls] == list(range(8))  # warm-up steps are reported too
+    assert m.metrics["first_loss"] == rec.calls[0][1]
+    assert m.metrics["final_loss"] == rec.calls[-1][1]
+    assert m.metrics["final_loss"] < m.metrics["first_loss"]  # the fixed batch is memorised
+    assert m.metrics["mfu"] is None  # no peak figure for a CPU
+    assert m.metrics["accumulation"] == 1
+    assert m.metrics["tokens_per_step"] == 4 * 16
+    # tokens_per_s and step_ms describe the same timed steps
+    assert math.isclose(m.values["tokens_per_s"] * m.metrics["step_ms"] / 1e3, 64, rel_tol=1e-6)
+    obj.close()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"micro_batch": 1, "activation_checkpointing": True, "attention_backend": "flash"},
+        {"micro_batch": 2, "precision": "bf16", "optimizer": "fused"},
+        {"micro_batch": 4, "precision": "fp16", "optimizer": "fused"},
+        {"micro_batch": 2, "precision": "fp16", "optimizer": "foreach", "loss_scale_init": 256},
+        {"micro_batch": 2, "precision": "tf32", "optimizer": "foreach"},
+    ],
+)
+def test_tuned_configs_run(config: dict[str, Any]) -> None:
+    obj = _objective()
+    rec = Recorder()
+    m = obj.evaluate(config, rec)
+    assert m.values["tokens_per_s"] > 0
+    assert m.metrics["accumulation"] == 4 // config["micro_batch"]
+    assert len(rec.calls) == TINY["warmup_steps"] + TINY["steps"]
+    assert all(math.isfinite(loss) for _, loss in rec.calls)
+
+
+def test_accumulation_keeps_the_global_batch() -> None:
+    # same data, same global batch: the loss curve barely depends on how the batch is cut
+    whole = _objective().evaluate({"micro_batch": 4})
+    pieces = _objective().evaluate({"micro_batch": 1})
+    assert pieces.metrics["accumulation"] == 4
+    assert math.isclose(whole.metrics["first_loss"], pieces.metrics["first_loss"], rel_tol=1e-5)
+    assert math.isclose(whole.metrics["final_loss"], pieces.metrics["final_loss"], rel_tol=1e-3)
+
+
+@pytest.mark.parametrize("micro_batch", [3, 0, 8])
+def test_micro_batch_that_does_not_divide_is_infeasible(micro_batch: int) -> None:
+    rec = Recorder()
+    with pytest.raises(Infeasible, match="micro_batch"):
+        _objective().evaluate({"micro_batch": micro_batch}, rec)
+    assert rec.calls == []
+
+
+@pytest.mark.parametrize(
+    "config, match",
+    [
+        ({"precision": "fp8"}, "precision"),
+        ({"optimizer": "sgd"}, "optimizer"),
+        ({"attention_backend": "xformers"}, "attention_backend"),
+        ({"micro_batchsize": 2}, "unknown"),
+        ({"precision": "fp16", "loss_scale_init": 0}, "loss_scale_init"),
+    ],
+)
+def test_bad_config_values_are_infeasible(config: dict[str, Any], match: str) -> None:
+    with pytest.raises(Infeasible, match=match):
+        _objective().evaluate(config)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU has no efficient/cuDNN SDPA")
+@pytest.mark.parametrize("backend", ["efficient", "cudnn"])
+def test_unavailable_attention_backend_fails_as_a_crash(backend: str) -> None:
+    with pytest.raises(RuntimeError) as info:
+        _objective().evaluate({"attention_backend": backend})
+    assert classify(info.value).status is TrialStatus.CRASHED
+
+
+@pytest.mark.parametrize("lr", [1e3, 1e5])  # 1e3: loss ~1e7 at step 1; 1e5: NaN by step 3
+def test_huge_learning_rate_diverges(lr: float) -> None:
+    rec = Recorder()
+    with pytest.raises(Diverged, match="loss"):
+        _objective(lr=lr, steps=5).evaluate({}, rec)
+    assert len(rec.calls) < 6  # stopped before the end, and no NaN was reported
+    assert all(math.isfinite(loss) for _, loss in rec.calls)
+
+
+def test_reporter_can_stop_the_trial() -> None:
+    calls: list[int] = []
+
+    def prune_at_2(step: int, value: float) -> None:
+        calls.append(step)
+        if step == 2:
+            raise Diverged("pruned by the driver")
+
+    with pytest.raises(Diverged, match="pruned"):
+        _objective(steps=5).evaluate({}, prune_at_2)
+    assert calls == [0, 1, 2]
+
+
+def test_same_seed_same_losses() -> None:
+    first = _objective().evaluate({})
+    again = _objective().evaluate({})
+    assert first.metrics["final_loss"] == again.metrics["final_loss"]
+
+
+def test_default_problem_is_sized_to_the_device() -> None:
+    cpu = TrainStepObjective.default_problem({"type": "cpu"})
+    cuda = TrainStepObjective.default_problem({"type": "cuda", "name": "NVIDIA H200"})
+    big = TrainStepObjective({**cuda, "device": "cpu"})  # nothing is built before evaluate
+    small = TrainStepObjective({**cpu, "device": "cpu"})
+    assert 100e6 < param_count(big.model_config) < 150e6
+    assert param_count(small.model_config) < 1e6
+    assert big.default_config()["micro_batch"] == 8  # global batch 32: capped at 8
+    assert small.default_config()["micro_batch"] == min(cpu["global_batch"], 8)
+
+
+def test_missing_problem_keys_are_named() -> None:
+    with pytest.raises(ValueError, match="global_batch"):
+        TrainStepObjective({k: v for k, v in TINY.items() if k != "global_batch"})
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not os.environ.get("AUTOTUNE_SLOW_TESTS"),
+    reason="torch.compile takes ~30-45 s on 2 cores with a cold cache; set AUTOTUNE_SLOW_TESTS=1",
+)
+def test_compiled_model_trains() -> None:
+    obj = _objective()
+    m = obj.evaluate({"compile": True, "micro_batch": 2})
+    assert m.values["tokens_per_s"] > 0
+    assert m.metrics["final_loss"] < m.metrics["first_loss"]
+    obj.close()

@@ -1,0 +1,185 @@
+"""The command line end to end, as a user runs it (a real process, a real SQLite file)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+
+def autotune(*args: str, cwd: Path | None = None, timeout: float = 240):
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def replay_table(tmp_path: Path) -> Path:
+    # a small recorded landscape: tflops = f(BM, BN), with recorded failures
+    rows = []
+    for bm in (16, 32, 64, 128, 256):
+        for bn in (32, 64, 128, 256):
+            status = "out_of_resources" if bm * bn > 128 * 128 else "ok"
+            tflops = 100.0 + bm + bn / 2 if status == "ok" else None
+            rows.append({"BM": bm, "BN": bn, "tflops": tflops, "status": status})
+    path = tmp_path / "grid.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_replay_sweep_then_best_trials_and_export(tmp_path, replay_table):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    result = autotune(
+        "tune",
+        "--replay",
+        str(replay_table),
+        "--params",
+        "BM,BN",
+        "--metric",
+        "tflops",
+        "--maximize",
+        "--sampler",
+        "grid",
+        "--seed",
+        "0",
+        "--storage",
+        url,
+        "--study",
+        "r",
+        "--output",
+        str(tmp_path / "best.json"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "REPLAY" in result.stderr and "REPLAY" in result.stdout
+    record = json.loads((tmp_path / "best.json").read_text())
+    # the grid covers all 20 configs: 100 + 256 + 64 / 2 is the best that did not fail
+    assert record["config"] == {"BM": 256, "BN": 64}
+    assert record["values"] == {"tflops": 388.0}
+    assert record["label"].startswith("REPLAY")
+
+    best = autotune("best", "--storage", url)
+    assert best.returncode == 0 and '"BM": 256' in best.stdout
+
+    csv_path = tmp_path / "trials.csv"
+    listed = autotune("trials", "--storage", url, "--format", "csv", "--output", str(csv_path))
+    assert listed.returncode == 0, listed.stderr
+    frame = pd.read_csv(csv_path)
+    assert len(frame) == 20 and {"status", "reason", "tflops", "BM", "BN"} <= set(frame.columns)
+    assert "out_of_resources" in set(frame["status"])
+
+    parquet = tmp_path / "trials.parquet"
+    assert (
+        autotune(
+            "trials", "--storage", url, "--format", "parquet", "--output", str(parquet)
+        ).returncode
+        == 0
+    )
+    assert len(pd.read_parquet(parquet)) == 20
+
+    table = autotune("trials", "--storage", url)
+    assert table.returncode == 0 and "out_of_resources" in table.stdout
+
+    yaml_out = autotune("export", "--storage", url, "--to", "yaml")
+    assert yaml_out.returncode == 0 and "BM: 256" in yaml_out.stdout
+
+
+BAD_INPUT = [
+    (["tune", "matmul", "--storage", "nosuchscheme://x"], "unsupported scheme 'nosuchscheme'"),
+    (["tune", "matmul", "--storage", "sqlite:////no/such/dir/a.db"], "does not exist"),
+    (["tune", "matmul", "--problem", "Q=3"], "unknown key 'Q' for matmul"),
+    (["tune", "matmul", "--problem", "M"], "'M' is not KEY=VALUE"),
+    (["tune", "nosuchworkload"], "unknown workload 'nosuchworkload'"),
+    (["tune", "matmul", "--sampler", "annealing"], "unknown sampler 'annealing'"),
+    (["tune", "matmul", "--objective", "speed"], "unknown metric 'speed'"),
+    (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
+    (["tune", "matmul", "--trials", "0"], "must be positive"),
+    (["tune", "--replay", "missing.csv", "--params", "a", "--metric", "m"], "not found"),
+    (["trials", "--format", "xml"], "no study"),
+    (["export", "--to", "toml"], "no study"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT)
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
+    result = autotune(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_space_file_names_file_and_key(tmp_path):
+    space = tmp_path / "broken.yaml"
+    space.write_text("parameters:\n  BLOCK_M: {type: pow2, low: 16, high: 100}\n")
+    result = autotune("tune", "matmul", "--space", str(space), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "broken.yaml: parameters.BLOCK_M.high: 100 is not a power of two" in result.stderr
+
+
+def test_impossible_constraint_is_refused_before_any_trial(tmp_path):
+    space = tmp_path / "impossible.yaml"
+    space.write_text(
+        "parameters:\n  BLOCK_M: {type: pow2, low: 16, high: 64}\n"
+        "constraints:\n  never: BLOCK_M > 1024\n"
+    )
+    result = autotune(
+        "tune",
+        "matmul",
+        "--space",
+        str(space),
+        "--storage",
+        f"sqlite:///{tmp_path / 'x.db'}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert "impossible.yaml: the constraints (never) admit no config" in result.stderr
+    assert not (tmp_path / "x.db").exists() or "Traceback" not in result.stderr
+
+
+def test_bad_input_loses_nothing_already_stored(tmp_path, replay_table):
+    url = f"sqlite:///{tmp_path / 'keep.db'}"
+    args = ["--replay", str(replay_table), "--params", "BM,BN", "--metric", "tflops"]
+    assert (
+        autotune("tune", *args, "--trials", "6", "--storage", url, "--study", "k").returncode == 0
+    )
+    # resuming the replay study as another workload is refused, and the study is intact
+    refused = autotune("tune", "faults", "--storage", url, "--study", "k")
+    assert refused.returncode == 2 and "cannot resume" in refused.stderr
+    listed = autotune("trials", "--storage", url, "--study", "k", "--format", "csv")
+    assert listed.returncode == 0 and len(listed.stdout.strip().splitlines()) == 7
+
+
+def test_export_triton_configs_are_loadable(tmp_path):
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    tuned = autotune(
+        "tune",
+        "matmul",
+        "--problem",
+        "M=32,N=32,K=32",
+        "--trials",
+        "3",
+        "--seed",
+        "0",
+        "--storage",
+        url,
+        "--device",
+        "cpu",
+    )
+    assert tuned.returncode == 0, tuned.stderr
+    target = tmp_path / "configs.py"
+    exported = autotune("export", "--to", "triton", "--storage", url, "--output", str(target))
+    assert exported.returncode == 0, exported.stderr
+    namespace: dict = {}
+    exec(compile(target.read_text(), str(target), "exec"), namespace)  # noqa: S102
+    configs = namespace["configs"]
+    assert 1 <= len(configs) <= 3
+    first = configs[0]
+    assert set(first.kwargs) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"}
+    assert first.num_warps in (4, 8) and 2 <= first.num_stages <= 5

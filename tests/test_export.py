@@ -1,0 +1,96 @@
+import json
+
+import optuna
+import pytest
+import yaml
+
+from autotune.driver import Sweep, SweepSettings
+from autotune.export import (
+    ExportError,
+    best_record,
+    export_text,
+    load_record,
+    triton_config_source,
+    write_atomic,
+)
+from autotune.space import Param, Space
+
+
+@pytest.fixture(scope="module")
+def study() -> optuna.Study:
+    space = Space(
+        "tiles",
+        [
+            Param("BLOCK_M", "pow2", low=16, high=64),
+            Param("num_warps", "categorical", choices=[4, 8]),
+            Param("score", "categorical", choices=[0.25, 0.5, 1.0]),
+        ],
+    )
+    settings = SweepSettings(
+        workload="faults",
+        problem={"M": 64},
+        space=space,
+        objectives={"score": "maximize"},
+        sampler="grid",
+        n_trials=None,
+        storage="memory",
+        isolation="inline",
+        device={"type": "cpu", "name": "test cpu"},
+        command="autotune tune faults --demo",
+    )
+    return Sweep(settings).run().study
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_export_round_trips(tmp_path, study, fmt):
+    path = tmp_path / f"best.{fmt}"
+    write_atomic(path, export_text(study, fmt))
+    record = load_record(path)
+    expected = best_record(study)
+    expected.pop("exported"), record.pop("exported")
+    assert record == expected
+    assert record["config"]["score"] == 1.0
+    assert record["values"] == {"score": 1.0}
+    assert record["command"] == "autotune tune faults --demo"
+    assert record["device"]["name"] == "test cpu"
+    assert record["problem"] == {"M": 64}
+
+
+def test_triton_export_lists_the_best_configs_first(study):
+    text = export_text(study, "triton", top=3)
+    namespace: dict = {}
+    exec(compile(text, "configs.py", "exec"), namespace)  # noqa: S102
+    configs = namespace["configs"]
+    assert len(configs) == 3
+    assert all(c.kwargs["score"] == 1.0 for c in configs)  # the three configs that scored 1.0
+    assert {c.num_warps for c in configs} <= {4, 8}
+    assert "num_warps" not in configs[0].kwargs
+
+
+def test_triton_config_source_splits_meta_parameters_from_launch_options():
+    source = triton_config_source(
+        [{"BLOCK_M": 128, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}], ["best"]
+    )
+    assert "triton.Config({'BLOCK_M': 128, 'GROUP_M': 8}, num_warps=8, num_stages=3)" in source
+
+
+def test_nothing_to_export():
+    empty = optuna.create_study()
+    with pytest.raises(ExportError, match="no successful trial"):
+        best_record(empty)
+    with pytest.raises(ExportError, match="unknown export format"):
+        export_text(empty, "toml")
+
+
+def test_write_atomic_leaves_the_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "best.json"
+    write_atomic(path, json.dumps({"a": 1}))
+
+    with pytest.raises(TypeError):
+        write_atomic(path, 12345)  # not text: the write fails half-way
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["best.json"]
+
+
+def test_yaml_is_plain_data(study):
+    assert isinstance(yaml.safe_load(export_text(study, "yaml")), dict)

@@ -1,0 +1,72 @@
+"""The same sweep over several storages, and bad storage URLs."""
+
+import optuna
+import pytest
+
+from autotune.driver import Sweep, SweepSettings, trials_frame
+from autotune.space import load_space
+from autotune.storage import StorageError, load_study, open_storage, study_names
+
+
+def storages(tmp_path):
+    return {
+        "sqlite": f"sqlite:///{tmp_path / 's.db'}",
+        "journal": f"journal:///{tmp_path / 's.log'}",
+        "memory": "memory",
+    }
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_the_same_sweep_persists_in_each_storage(tmp_path, kind):
+    url = storages(tmp_path)[kind]
+    settings = SweepSettings(
+        workload="faults",
+        problem={},
+        space=load_space("faults"),
+        objectives={"score": "maximize"},
+        n_trials=6,
+        seed=1,
+        storage=url,
+        study_name="s",
+        isolation="inline",
+        device={"type": "cpu"},
+    )
+    first = Sweep(settings).run()
+    reopened = load_study(open_storage(url), "s")
+    assert len(reopened.trials) == first.trials_total + first.failures.get("infeasible", 0)
+    frame = trials_frame(reopened)
+    assert list(frame["trial"]) == list(range(len(frame)))
+    settings.n_trials = 9  # resume to a larger budget
+    second = Sweep(settings).run()
+    assert second.trials_run == 3
+    assert study_names(open_storage(url)) == ["s"]
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis://localhost", "unsupported scheme 'redis'"),
+        ("autotune.db", "has no scheme"),
+        ("sqlite:////nonexistent/dir/a.db", "does not exist"),
+        ("journal:////nonexistent/dir/a.log", "does not exist"),
+    ],
+)
+def test_bad_urls_say_why(url, message):
+    with pytest.raises(StorageError, match=message):
+        open_storage(url)
+
+
+def test_unreachable_postgres_is_one_line():
+    pytest.importorskip("psycopg2")
+    with pytest.raises(StorageError) as info:
+        open_storage("postgresql://nobody:x@127.0.0.1:1/none")
+    assert "\n" not in str(info.value)
+
+
+def test_load_study_defaults_to_the_latest(tmp_path):
+    url = storages(tmp_path)["sqlite"]
+    for name in ("a", "b"):
+        optuna.create_study(study_name=name, storage=url)
+    assert load_study(open_storage(url), None).study_name == "b"
+    with pytest.raises(StorageError, match="no study named 'c'"):
+        load_study(open_storage(url), "c")
