@@ -145,6 +145,7 @@ def build_settings(
     stored = _stored_info(storage, study)
     label = ""
     isolation = "process"
+    baseline = None
     if replay is not None:
         workload = "replay"
         problem, space_obj, objectives = _replay_settings(replay, params, metric, maximize, space)
@@ -166,6 +167,10 @@ def build_settings(
         workload = workload or DEFAULT_WORKLOAD
         objective_cls, space_obj, problem = resolve_workload(workload, space, problem, device)
         objectives = parse_objectives(objective, objective_cls.directions)
+        try:
+            baseline = objective_cls(problem).default_config()
+        except (ValueError, TypeError) as exc:
+            raise SetupError(f"--problem: {exc}") from None
         if trials is None and time_budget_s is None:
             cpu_job = default_job and device.get("type") == "cpu"
             trials = DEFAULT_CPU_JOB_TRIALS if cpu_job else DEFAULT_TRIALS
@@ -189,6 +194,7 @@ def build_settings(
         device=device,
         command=command,
         label=label,
+        baseline=baseline,
     )
 
 

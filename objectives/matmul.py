@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from autotune.kernels import matmul_triton as kern
-from autotune.objectives.base import Objective, Reporter, no_reporting
 
 from autotune.device import detect_device, read_telemetry
 from autotune.failures import (
@@ -39,7 +37,9 @@ from autotune.failures import (
     WrongResult,
     classify,
 )
+from autotune.kernels import matmul_triton as kern
 from autotune.measurement import Measurement
+from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.timing import Timing, interleaved
 
 #: Largest relative Frobenius error ||out - ref|| / ||ref|| a result may have. Rounding the fp32
@@ -51,10 +51,10 @@ TOLERANCE: dict[str, float] = {"bf16": 1e-2, "fp16": 2e-3}
 #: largest |ref| of 16M Gaussian entries is ~5.5 RMS: 5.5 * 2^-7 = 0.043 < 10 * 1e-2.
 ELEMENT_FACTOR = 10.0
 
-# Interleaved timing on the GPU: 3 rounds of (triton, cublas), each round a do_bench with 10 ms
-# warm-up and 30 ms of repeats, L2 flushed between runs; a candidate's time is the median of its
+# Interleaved timing on the GPU: 3 rounds of (triton, cublas), each round a do_bench with 5 ms
+# warm-up and 15 ms of repeats, L2 flushed between runs; a candidate's time is the median of its
 # round medians.
-_GPU_TIMING = {"rounds": 3, "warmup_ms": 10.0, "rep_ms": 30.0}
+_GPU_TIMING = {"rounds": 3, "warmup_ms": 5.0, "rep_ms": 15.0}
 # Under the interpreter one untimed call then one timed call each: enough to exercise the path.
 _CPU_TIMING = {"rounds": 1, "warmup_ms": 0.0, "rep_ms": 0.0}
 

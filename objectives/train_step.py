@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-from autotune.kernels.llama import Llama, LlamaConfig, flops_per_token, lm_loss, param_count
-from autotune.objectives.base import Objective, Reporter, no_reporting
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.device import detect_device, read_telemetry
 from autotune.failures import Diverged, Infeasible
+from autotune.kernels.llama import Llama, LlamaConfig, flops_per_token, lm_loss, param_count
 from autotune.measurement import Measurement
+from autotune.objectives.base import Objective, Reporter, no_reporting
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 ATTENTION_BACKENDS = {

@@ -72,6 +72,7 @@ class SweepSettings:
     device: dict[str, Any] = field(default_factory=dict)
     command: str = ""
     label: str = ""  # shown with every progress line, e.g. "REPLAY of grid.csv"
+    baseline: dict[str, Any] | None = None  # the untuned config, measured as trial 0
 
 
 @dataclass
@@ -159,6 +160,12 @@ class Sweep:
             load_if_exists=True,
         )
         info = study.user_attrs.get(STUDY_ATTR)
+        if info is None and s.baseline:
+            # the untuned default runs first: the sweep's answer is never worse than it
+            study.enqueue_trial(
+                {k: v for k, v in s.baseline.items() if k in s.space.names},
+                user_attrs={"baseline": True},
+            )
         if info is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
 from autotune.kernels.llama import (
     Llama,
     LlamaConfig,
@@ -15,7 +17,6 @@ from autotune.kernels.llama import (
     param_count,
     rotary_tables,
 )
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 TINY = LlamaConfig(vocab=50, d_model=32, n_layers=2, n_heads=4, seq_len=12)
 

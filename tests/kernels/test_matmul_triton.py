@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 import torch
+
 from autotune.kernels import matmul_triton as mt
 
 DEVICE = "cpu" if mt.INTERPRETED else "cuda"

@@ -6,15 +6,15 @@ import ast
 
 import pytest
 import torch
-from autotune.kernels import matmul_triton as mt
-from autotune.objectives import get_objective
-from autotune.objectives.matmul import MatmulObjective, check_result, compile_failure
 from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources as TritonOutOfResources
 from triton.runtime.errors import PTXASError
 
 from autotune.failures import CompileError, Crashed, Infeasible, OutOfResources, WrongResult
+from autotune.kernels import matmul_triton as mt
 from autotune.measurement import Measurement
+from autotune.objectives import get_objective
+from autotune.objectives.matmul import MatmulObjective, check_result, compile_failure
 
 DEVICE = "cpu" if mt.INTERPRETED else "cuda"
 SMALL = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2, "num_warps": 1, "num_stages": 1}

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 import torch
-from autotune.kernels.llama import param_count
-from autotune.objectives import get_objective
-from autotune.objectives.train_step import CONFIG_KEYS, TrainStepObjective
 
 from autotune.failures import Diverged, Infeasible, TrialStatus, classify
+from autotune.kernels.llama import param_count
 from autotune.measurement import Measurement
+from autotune.objectives import get_objective
+from autotune.objectives.train_step import CONFIG_KEYS, TrainStepObjective
 from autotune.space import load_space
 
 # 4 sequences x 16 tokens = 64 tokens per optimizer step

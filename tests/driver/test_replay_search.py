@@ -1,0 +1,72 @@
+"""The driver over replay of a grid recorded on an H200 (tests/data, see its README)."""
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from autotune.driver import Sweep, SweepSettings, trials_frame
+from autotune.objectives.replay import load_table, space_from_table
+
+TABLE = str(Path(__file__).parents[1] / "data" / "matmul_4096_h200.csv")
+PARAMS = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
+
+
+def fraction_of_optimum(sampler: str, seed: int, trials: int) -> float:
+    table = load_table(TABLE)
+    settings = SweepSettings(
+        workload="replay",
+        problem={"table": TABLE, "params": PARAMS, "metric": "tflops"},
+        space=space_from_table(table, PARAMS, TABLE),
+        objectives={"tflops": "maximize"},
+        sampler=sampler,
+        seed=seed,
+        n_trials=trials,
+        storage="memory",
+        isolation="inline",
+    )
+    summary = Sweep(settings).run()
+    return summary.best[0].values[0] / table["tflops"].max()
+
+
+def test_recorded_table_is_a_real_h200_grid():
+    table = load_table(TABLE)
+    assert len(table) >= 500
+    assert set(table["status"]) == {"ok"}
+    assert table["telemetry.sm_clock_mhz"].between(300, 2100).all()
+    assert 0.85 < table["ratio_to_cublas"].max() < 1.1
+    assert "interleaved" in table["timing_protocol"].iloc[0]
+
+
+def test_seeded_tpe_beats_random_search_on_the_recorded_table():
+    seeds = range(10)
+    tpe = [fraction_of_optimum("tpe", seed, 30) for seed in seeds]
+    random = [fraction_of_optimum("random", seed, 30) for seed in seeds]
+    assert statistics.mean(tpe) > statistics.mean(random) + 0.03
+    assert fraction_of_optimum("tpe", 3, 30) == tpe[3]  # the same seed, the same answer
+
+
+def test_absent_configs_are_infeasible_and_cost_no_trial():
+    table = load_table(TABLE)
+    settings = SweepSettings(
+        workload="replay",
+        problem={"table": TABLE, "params": PARAMS, "metric": "tflops"},
+        space=space_from_table(table, PARAMS, TABLE),
+        objectives={"tflops": "maximize"},
+        sampler="random",
+        seed=0,
+        n_trials=20,
+        storage="memory",
+        isolation="inline",
+    )
+    frame = trials_frame(Sweep(settings).run().study)
+    assert (frame["status"] == "ok").sum() == 20
+    absent = frame[frame["status"] == "infeasible"]
+    assert len(absent) > 0
+    assert (absent["reason"] == "config not in the recorded table (replay)").all()
+    assert frame["m.replay"].dropna().all()
+
+
+@pytest.mark.parametrize("sampler", ["gp", "cmaes"])
+def test_other_samplers_search_the_recorded_table(sampler):
+    assert fraction_of_optimum(sampler, 0, 15) > 0.5
