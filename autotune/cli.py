@@ -243,6 +243,9 @@ def trials(
     study: Annotated[str | None, typer.Option(help="Study name (default: the latest).")] = None,
     format: Annotated[str, typer.Option(help="table, csv or parquet.")] = "table",  # noqa: A002
     output: Annotated[Path | None, typer.Option(help="File for csv/parquet (csv: stdout).")] = None,
+    all_trials: Annotated[
+        bool, typer.Option("--all", help="Table: include configs rejected by constraints.")
+    ] = False,
 ) -> None:
     """List a sweep's trials: status, reason, values, parameters."""
     _quiet_libraries()
@@ -251,13 +254,21 @@ def trials(
 
     frame = trials_frame(load_study(open_storage(storage), study))
     if format == "table":
-        table = Table(show_lines=False)
-        shown = [c for c in frame.columns if not c.startswith("m.")]
-        for column in shown:
-            table.add_column(column, overflow="fold")
-        for row in frame[shown].itertuples(index=False):
+        shown = frame if all_trials else frame[frame["status"] != "infeasible"]
+        rejected = len(frame) - len(shown)
+        columns = [c for c in frame.columns if not c.startswith("m.")]
+        table = Table(
+            caption=f"{rejected} configs rejected by constraints not shown (--all)"
+            if rejected
+            else None
+        )
+        for column in columns:
+            table.add_column(
+                column, overflow="ellipsis", max_width=60 if column == "reason" else 16
+            )
+        for row in shown[columns].itertuples(index=False):
             table.add_row(*("" if _missing(v) else _cell(v) for v in row))
-        out.print(table)
+        Console(width=None if out.is_terminal else 240).print(table)
     elif format == "csv":
         text = frame.to_csv(index=False)
         if output is None:

@@ -55,17 +55,35 @@ def main() -> int:
         values = samples[name]
         median = statistics.median(values) if values else None
         spread = (max(values) - min(values)) / median if values and median else None
-        rows.append({"config": name, "median": median, "spread": spread, "runs": len(values),
-                     "note": notes.get(name, ""), "params": config})
+        rows.append(
+            {
+                "config": name,
+                "median": median,
+                "spread": spread,
+                "runs": len(values),
+                "note": notes.get(name, ""),
+                "params": config,
+            }
+        )
     default, tuned = rows[0]["median"], rows[1]["median"]
     ratio = None
     if default and tuned:
         ratio = tuned / default if direction == "maximize" else default / tuned
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"record": args.record, "metric": metric, "rows": rows, "ratio": ratio,
-                       "protocol": f"{args.rounds} rounds interleaved default/tuned, one "
-                                   "process, median per config"}, f, indent=2, default=str)
+            json.dump(
+                {
+                    "record": args.record,
+                    "metric": metric,
+                    "rows": rows,
+                    "ratio": ratio,
+                    "protocol": f"{args.rounds} rounds interleaved default/tuned, one "
+                    "process, median per config",
+                },
+                f,
+                indent=2,
+                default=str,
+            )
     print(f"\n{record['workload']} {record['problem']}")
     print(f"protocol: {args.rounds} rounds, default and tuned interleaved in one process")
     print(f"{'config':<8} {'median ' + metric:>24} {'spread':>8} {'runs':>5}  note")

@@ -150,7 +150,11 @@ class Sweep:
         name = s.study_name or f"{s.workload}-{datetime.now():%Y%m%d-%H%M%S}"
         directions = list(s.objectives.values())
         storage = open_storage(s.storage)
-        sampler = make_sampler(s.sampler, seed=s.seed, space=s.space, n_objectives=len(directions))
+        # A resumed study must not replay its first proposals: the seed moves on by the number
+        # of trials already stored (still deterministic for a given history).
+        stored = _stored_trial_count(storage, name)
+        seed = None if s.seed is None else s.seed + stored
+        sampler = make_sampler(s.sampler, seed=seed, space=s.space, n_objectives=len(directions))
         study = optuna.create_study(
             storage=storage,
             study_name=name,
@@ -329,6 +333,14 @@ class Sweep:
         return TrialRecord(
             trial.number, result.status.value, result.reason, config, values, result.duration_s
         )
+
+
+def _stored_trial_count(storage: optuna.storages.BaseStorage, name: str) -> int:
+    try:
+        study_id = storage.get_study_id_from_name(name)
+    except KeyError:
+        return 0
+    return len(storage.get_all_trials(study_id, deepcopy=False))
 
 
 def _jsonable(data: dict[str, Any]) -> dict[str, Any]:

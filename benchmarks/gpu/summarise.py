@@ -14,8 +14,10 @@ from autotune.driver import best_trials, trials_frame
 def main(out: Path) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = f"sqlite:///{out / 'gpu.db'}"
-    print(f"\n{'study':<14} {'trials':>6} {'ok':>4} {'fail':>5} {'rejected':>8} {'best':>10} "
-          f"{'metric':<13} {'vs cuBLAS':>9} {'baseline':>10} {'best/base':>9}  sm MHz, W, throttle")
+    print(
+        f"\n{'study':<14} {'trials':>6} {'ok':>4} {'fail':>5} {'rejected':>8} {'best':>10} "
+        f"{'metric':<13} {'vs cuBLAS':>9} {'baseline':>10} {'best/base':>9}  sm MHz, W, throttle"
+    )
     for summary in optuna.get_all_study_summaries(url):
         study = optuna.load_study(study_name=summary.study_name, storage=url)
         frame = trials_frame(study)
@@ -28,7 +30,9 @@ def main(out: Path) -> None:
             continue
         b = best[0]
         base = [t for t in study.trials if t.user_attrs.get("baseline")]
-        base_value = base[0].values[0] if base and base[0].user_attrs.get("status") == "ok" else None
+        base_value = (
+            base[0].values[0] if base and base[0].user_attrs.get("status") == "ok" else None
+        )
         ratio = b.user_attrs.get("metrics", {}).get("ratio_to_cublas")
         tele = b.user_attrs.get("telemetry", {})
         print(
@@ -46,7 +50,8 @@ def main(out: Path) -> None:
             continue
         table = pd.read_csv(csv)
         ok = table[table["status"] == "ok"]
-        print(f"\nrecorded {csv.name}: {len(table)} configs, {table['status'].value_counts().to_dict()}")
+        counts = table["status"].value_counts().to_dict()
+        print(f"\nrecorded {csv.name}: {len(table)} configs, {counts}")
         if len(ok):
             top = ok.sort_values("tflops", ascending=False).iloc[0]
             print(f"  best {top['tflops']:.1f} TFLOP/s, {top['ratio_to_cublas']:.3f}x cuBLAS")

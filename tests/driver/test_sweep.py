@@ -195,3 +195,17 @@ def test_resume_after_a_killed_sweep_loses_no_finished_trial(tmp_path, write_spa
     interrupted = [t for t in study.trials if t.user_attrs.get("status") == "interrupted"]
     assert len(interrupted) <= 1  # the trial in flight at the kill, marked as such
     assert best_trials(study)[0].values[0] == max(v[0] for v in after.values())
+
+
+def test_a_resumed_seeded_study_does_not_repeat_its_proposals(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("parameters:\n  score: {type: float, low: 0, high: 1}\n")
+    url = f"sqlite:///{tmp_path / 'seed.db'}"
+    first = settings(load_space(path), sampler="random", n_trials=5, storage=url, study_name="s")
+    Sweep(first).run()
+    first.n_trials = 10
+    study = Sweep(first).run().study
+    scores = [t.params["score"] for t in study.trials]
+    assert len(set(scores)) == 10  # the second run drew new configs, not the first five again
+    again = settings(load_space(path), sampler="random", n_trials=5, storage="memory")
+    assert [t.params["score"] for t in Sweep(again).run().study.trials] == scores[:5]
