@@ -22,11 +22,13 @@ from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRec
 
 
 def failures_text(counts: Counter) -> str:
-    failed = {k: v for k, v in counts.items() if k not in ("ok", "infeasible")}
+    failed = {k: v for k, v in counts.items() if k not in ("ok", "infeasible", "repeated")}
     text = "failed: " + ", ".join(f"{k} {v}" for k, v in sorted(failed.items()))
     text = text if failed else "no failures"
     if counts.get("infeasible"):
         text += f"; {counts['infeasible']} rejected by constraints (not launched)"
+    if counts.get("repeated"):
+        text += f"; {counts['repeated']} repeats answered from the study"
     return text
 
 
@@ -99,13 +101,13 @@ class ProgressDisplay(SweepObserver):
         return f" | ETA {max(0.0, (self._total - done) * per_trial):.0f} s"
 
     def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None:
-        done = counts.total() - counts["infeasible"]
+        done = counts.total() - counts["infeasible"] - counts["repeated"]
         summary = f"{self._best_text(study)} | {failures_text(counts)}"
         if self._progress is not None:
             self._progress.update(self._task, completed=done, description=summary)
             return
-        if record.status == "infeasible":
-            return  # rejected before launch; counted in the summary, not a line each
+        if not record.launched:
+            return  # rejected or repeated, not launched: counted in the summary line
         if record.values is not None:
             outcome = ", ".join(
                 f"{_fmt(v)} {n}" for n, v in zip(self._objectives, record.values, strict=True)

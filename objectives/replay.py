@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from autotune.failures import Infeasible, TrialFailure, TrialStatus
+from autotune.failures import Crashed, Infeasible, TrialFailure, TrialStatus
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.space import Param, Space, SpaceError
@@ -74,7 +74,8 @@ def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<tab
 
 
 class ReplayObjective(Objective):
-    """Problem: ``table`` (CSV path), ``params`` (parameter columns), ``metric`` (value column).
+    """Problem: ``table`` (CSV path), ``params`` (parameter columns), ``metric`` (value column),
+    optionally ``absent_costs_a_trial`` (default False).
 
     Raises the recorded failure for rows whose status is not ok, and Infeasible for configs
     the table does not hold.
@@ -89,6 +90,9 @@ class ReplayObjective(Objective):
         table = load_table(str(problem["table"]))
         self.params = list(problem["params"])
         self.metric = str(problem["metric"])
+        # A benchmark over a partly recorded grid counts a config it cannot replay as a spent,
+        # failed trial (a real sweep would have launched it), not as a free rejection.
+        self.absent_costs_a_trial = bool(problem.get("absent_costs_a_trial", False))
         if self.metric not in table.columns:
             raise SpaceError(f"{problem['table']}: --metric {self.metric!r} is not a column")
         self._rows: dict[tuple, dict[str, Any]] = {}
@@ -100,6 +104,8 @@ class ReplayObjective(Objective):
         key = tuple(_plain(config.get(p)) for p in self.params)
         row = self._rows.get(key)
         if row is None:
+            if self.absent_costs_a_trial:
+                raise Crashed("config not in the recorded table (replay; counted as a trial)")
             raise Infeasible("config not in the recorded table (replay)")
         status = str(row["status"])
         if status != TrialStatus.OK.value:

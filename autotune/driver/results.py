@@ -42,11 +42,17 @@ def trial_status(trial: optuna.trial.FrozenTrial) -> str:
     return {"RUNNING": "running", "WAITING": "waiting"}.get(trial.state.name, "interrupted")
 
 
+REPEAT_ATTR = "repeat_of"  # set on a trial whose config was measured before (not launched)
+
+
 def ok_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Successful trials, each config once (repeats answered from the study are left out)."""
     return [
         t
         for t in study.get_trials(deepcopy=False)
-        if t.state == optuna.trial.TrialState.COMPLETE and trial_status(t) == "ok"
+        if t.state == optuna.trial.TrialState.COMPLETE
+        and trial_status(t) == "ok"
+        and REPEAT_ATTR not in t.user_attrs
     ]
 
 

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import math
+import random
 import time
 import warnings
 from collections import Counter
@@ -23,8 +24,9 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.novelty import config_key, unvisited_config
 from autotune.driver.pruning import DivergencePruner
-from autotune.driver.results import STUDY_ATTR, best_trials, trial_status
+from autotune.driver.results import REPEAT_ATTR, STUDY_ATTR, best_trials, trial_status
 from autotune.driver.samplers import STATUS_ATTR, make_sampler, mark_feasibility
 from autotune.failures import TrialStatus
 from autotune.runners.base import Runner, TrialResult
@@ -35,6 +37,7 @@ from autotune.storage import DEFAULT_STORAGE, open_storage
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 INFEASIBLE = TrialStatus.INFEASIBLE.value
+REPEATED = "repeated"  # a config proposed again: answered from the study, not launched
 # Consecutive static-constraint rejections allowed per trial of budget before the sweep stops.
 MAX_REJECTIONS_PER_TRIAL = 50
 
@@ -85,6 +88,16 @@ class TrialRecord:
     config: dict[str, Any]
     values: list[float] | None
     duration_s: float
+    launched: bool = True  # False for a static-constraint rejection or a repeat
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a config measured, kept to answer repeats of it."""
+
+    number: int
+    status: str
+    values: list[float] | None
 
 
 @dataclass
@@ -214,11 +227,21 @@ class Sweep:
         study = self.open_study()
         directions = list(s.objectives.values())
         counts: Counter = Counter(
-            trial_status(t) for t in study.get_trials(deepcopy=False, states=FINISHED)
+            REPEATED if REPEAT_ATTR in t.user_attrs else trial_status(t)
+            for t in study.get_trials(deepcopy=False, states=FINISHED)
         )
         # The budget counts launched trials: a config rejected by a static constraint is told
         # to the sampler (so it learns the region) but costs no trial.
-        done = counts.total() - counts[INFEASIBLE]
+        done = counts.total() - counts[INFEASIBLE] - counts[REPEATED]
+        self._visited = {
+            config_key(t.params): Outcome(
+                t.number, trial_status(t), t.values if trial_status(t) == "ok" else None
+            )
+            for t in study.get_trials(deepcopy=False, states=FINISHED)
+            if REPEAT_ATTR not in t.user_attrs and trial_status(t) != INFEASIBLE
+        }
+        self._rng = random.Random(s.seed)
+        self._exhausted = False
         self.observer.on_start(s, study, done)
         start = time.monotonic()
         ran = rejected = 0
@@ -236,12 +259,17 @@ class Sweep:
                 if s.sampler == "grid" and study.sampler.is_exhausted(study):
                     stopped_by = "grid exhausted"
                     break
+                if self._exhausted:
+                    stopped_by = "no unvisited config left"
+                    break
                 if rejected >= max_rejected:
                     stopped_by = f"constraints rejected {rejected} configs in a row"
                     break
                 record = self._one_trial(study, runner, directions)
-                counts[record.status] += 1
-                if record.status == INFEASIBLE:
+                counts[
+                    record.status if record.launched or record.status == INFEASIBLE else REPEATED
+                ] += 1
+                if not record.launched:
                     rejected += 1
                 else:
                     done += 1
@@ -257,7 +285,7 @@ class Sweep:
             study_name=study.study_name,
             trials_run=ran,
             trials_total=done,
-            failures=Counter({k: v for k, v in counts.items() if k != "ok"}),
+            failures=Counter({k: v for k, v in counts.items() if k not in ("ok", REPEATED)}),
             best=best_trials(study),
             stopped_by=stopped_by,
             elapsed_s=time.monotonic() - start,
@@ -271,10 +299,13 @@ class Sweep:
         try:
             config = s.space.sample(trial, s.problem, s.device)
             broken = s.space.violations(config, s.problem, s.device)
+            previous = self._visited.get(config_key(config))
             if broken:
                 result = TrialResult(
                     TrialStatus.INFEASIBLE, "violates " + ", ".join(broken) + " (not launched)"
                 )
+            elif previous is not None:
+                return self._tell_repeat(study, trial, config, previous, directions)
             else:
                 result = runner.evaluate(config, self._prune_check(trial, len(directions)))
         except BaseException:
@@ -282,6 +313,40 @@ class Sweep:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             raise
         return self._tell(study, trial, config, result, directions)
+
+    def _tell_repeat(
+        self,
+        study: optuna.Study,
+        trial: optuna.Trial,
+        config: dict[str, Any],
+        previous: Outcome,
+        directions: list[str],
+    ) -> TrialRecord:
+        """Answer a repeated config from the study, then steer the next trial elsewhere."""
+        reason = f"repeat of trial {previous.number}: answered from the study, not launched"
+        trial.set_user_attr(STATUS_ATTR, previous.status)
+        trial.set_user_attr("reason", reason)
+        trial.set_user_attr(REPEAT_ATTR, previous.number)
+        trial.set_user_attr("duration_s", 0.0)
+        mark_feasibility(trial, previous.values is not None)
+        study.tell(trial, previous.values or _penalty(study, directions))
+        best = best_trials(study)
+        steer = unvisited_config(
+            self.settings.space,
+            best[0].params if best else None,
+            set(self._visited),
+            self._rng,
+            self.settings.problem,
+            self.settings.device,
+        )
+        if steer is None:
+            # in a discrete space: every config the constraints allow has been measured
+            self._exhausted = all(p.kind != "float" for p in self.settings.space.params)
+        else:
+            study.enqueue_trial(steer, skip_if_exists=True)
+        return TrialRecord(
+            trial.number, previous.status, reason, config, previous.values, 0.0, launched=False
+        )
 
     @staticmethod
     def _prune_check(trial: optuna.Trial, n_objectives: int) -> Callable[[int, float], bool]:
@@ -330,8 +395,16 @@ class Sweep:
         else:
             # complete with a penalty + violated constraint: the sampler learns the region
             study.tell(trial, _penalty(study, directions))
+        if result.status is not TrialStatus.INFEASIBLE:
+            self._visited[config_key(config)] = Outcome(trial.number, result.status.value, values)
         return TrialRecord(
-            trial.number, result.status.value, result.reason, config, values, result.duration_s
+            trial.number,
+            result.status.value,
+            result.reason,
+            config,
+            values,
+            result.duration_s,
+            launched=result.status is not TrialStatus.INFEASIBLE,
         )
 
 

@@ -47,7 +47,9 @@ class Param:
 
     def values(self) -> list[Any]:
         """Every value the parameter can take (for grids and tables); floats have none."""
-        if self.kind in ("categorical", "bool"):
+        if self.kind == "bool":
+            return list(self.choices) or [False, True]
+        if self.kind == "categorical":
             return list(self.choices)
         if self.kind == "pow2":
             lo, hi = int(math.log2(self.low)), int(math.log2(self.high))

@@ -1,0 +1,92 @@
+"""Spend every trial on a config not measured before.
+
+Samplers over discrete spaces re-propose configs they have already seen (TPE did so for about
+a third of 100 trials on a recorded tile-size landscape). A repeat is answered from the
+study without launching anything, and the next trial is steered to an unvisited config: a
+neighbour of the best one found (one parameter moved one step in its ordered values), or, when
+all neighbours are known, a random unvisited config.
+
+Example:
+    >>> from autotune.space import Param, Space
+    >>> space = Space("s", [Param("x", "pow2", low=16, high=128), Param("y", "bool")])
+    >>> visited = {config_key({"x": 32, "y": True})}
+    >>> neighbour = unvisited_config(space, {"x": 32, "y": True}, visited, random.Random(0))
+    >>> config_key(neighbour) in visited, abs(neighbour["x"] - 32) <= 32
+    (False, True)
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.space import Space
+
+_RANDOM_ATTEMPTS = 200
+
+
+def config_key(config: Mapping[str, Any]) -> tuple:
+    """A hashable identity of a config (values compared by their repr)."""
+    return tuple(sorted((k, repr(v)) for k, v in config.items()))
+
+
+def _complete(
+    space: Space,
+    partial: Mapping[str, Any],
+    rng: random.Random,
+    problem: Mapping[str, Any],
+    device: Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """Fill in the parameters ``partial`` lacks (randomly), dropping inactive ones."""
+    config: dict[str, Any] = {}
+    for param in space.params:
+        if not space.is_active(param, config, problem, device):
+            continue
+        if param.kind == "float":
+            return None  # continuous spaces rarely repeat; nothing to steer
+        config[param.name] = partial.get(param.name, rng.choice(param.values()))
+    return config
+
+
+def unvisited_config(
+    space: Space,
+    best: Mapping[str, Any] | None,
+    visited: set[tuple],
+    rng: random.Random,
+    problem: Mapping[str, Any] | None = None,
+    device: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """An unvisited config that passes the constraints: a neighbour of ``best`` if one is
+    left, else a random one; None if none was found."""
+    problem, device = problem or {}, device or {}
+
+    def fresh(config: dict[str, Any] | None) -> bool:
+        return (
+            config is not None
+            and config_key(config) not in visited
+            and not space.violations(config, problem, device)
+        )
+
+    if best:
+        moves = []
+        for param in space.params:
+            if param.name not in best or param.kind == "float":
+                continue
+            values = param.values()
+            if best[param.name] not in values:
+                continue
+            index = values.index(best[param.name])
+            moves += [
+                (param.name, values[i]) for i in (index - 1, index + 1) if 0 <= i < len(values)
+            ]
+        rng.shuffle(moves)
+        for name, value in moves:
+            candidate = _complete(space, {**best, name: value}, rng, problem, device)
+            if fresh(candidate):
+                return candidate
+    for _ in range(_RANDOM_ATTEMPTS):
+        candidate = _complete(space, {}, rng, problem, device)
+        if fresh(candidate):
+            return candidate
+    return None
