@@ -171,6 +171,10 @@ def tune(
     ] = None,
     metric: Annotated[str | None, typer.Option(help="With --replay: the metric column.")] = None,
     maximize: Annotated[bool, typer.Option("--maximize/--minimize", help="With --replay.")] = True,
+    finish_top: Annotated[
+        int, typer.Option(help="Re-measure this many best configs in a fresh process (0: off).")
+    ] = 3,
+    finish_rounds: Annotated[int, typer.Option(help="Interleaved rounds of the finish.")] = 3,
 ) -> None:
     """Run a tuning sweep and report the best config found."""
     _quiet_libraries()
@@ -197,13 +201,31 @@ def tune(
         maximize=maximize,
         command=_command_line(),
     )
-    summary = Sweep(settings, ProgressDisplay(err)).run()
+    sweep = Sweep(settings, ProgressDisplay(err))
+    summary = sweep.run()
     if not summary.best:
         err.print("no trial succeeded: nothing to report (see `autotune trials`)")
         raise typer.Exit(1)
+    finishing = settings.isolation == "process" and len(settings.objectives) == 1
+    if finish_top > 1 and finishing and summary.stopped_by != "interrupted":
+        _print_finish(sweep.finish(summary.study, top=finish_top, rounds=finish_rounds))
     _print_best(settings.storage, summary.study_name, output)
     if summary.stopped_by == "interrupted":
         raise typer.Exit(130)
+
+
+def _print_finish(rows: list) -> None:
+    err.print(
+        f"finish: the top {len(rows)} re-measured in a fresh process, interleaved "
+        f"({len(rows[0].samples) if rows else 0} rounds)"
+    )
+    for row in rows:
+        noise = " (within noise of the winner)" if row.within_noise and row is not rows[0] else ""
+        mark = "winner" if row is rows[0] else "      "
+        err.print(
+            f"  {mark} trial {row.trial}: median {row.median:.4g}, spread {row.spread:.1%}{noise}",
+            highlight=False,
+        )
 
 
 def _print_best(storage_url: str, study_name: str | None, output: Path | None) -> None:

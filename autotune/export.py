@@ -23,6 +23,7 @@ import optuna
 import yaml
 
 from autotune import __version__
+from autotune.driver.finish import FINISH_ATTR
 from autotune.driver.results import best_trials, objectives_of, ok_trials, study_info
 
 FORMATS = ("json", "yaml", "triton")
@@ -57,11 +58,20 @@ def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[s
 
 
 def best_record(study: optuna.Study) -> dict[str, Any]:
-    """The best trial's record; with several objectives, the Pareto front rides along."""
+    """The best trial's record; with several objectives, the Pareto front rides along.
+
+    When the sweep ended with the noise-aware finish, its winner is the best trial, and the
+    re-measured medians and spreads ride along under ``finish``."""
     best = best_trials(study)
     if not best:
         raise ExportError(f"study {study.study_name!r} has no successful trial to export")
-    record = trial_record(study, best[0])
+    finish = study.user_attrs.get(FINISH_ATTR)
+    chosen = best[0]
+    if finish and finish.get("rows"):
+        chosen = study.trials[finish["rows"][0]["trial"]]
+    record = trial_record(study, chosen)
+    if finish:
+        record["finish"] = finish
     if len(objectives_of(study)) > 1:
         record["pareto_front"] = [
             {

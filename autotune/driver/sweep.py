@@ -24,6 +24,7 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.finish import FinishRow, finish
 from autotune.driver.novelty import config_key, unvisited_config
 from autotune.driver.pruning import DivergencePruner
 from autotune.driver.results import REPEAT_ATTR, STUDY_ATTR, best_trials, trial_status
@@ -292,6 +293,13 @@ class Sweep:
         )
         self.observer.on_end(summary)
         return summary
+
+    def finish(self, study: optuna.Study, *, top: int = 3, rounds: int = 3) -> list[FinishRow]:
+        """The noise-aware finish (see :mod:`autotune.driver.finish`) in a fresh runner."""
+        metric, direction = next(iter(self.settings.objectives.items()))
+        return finish(
+            study, metric, direction, self.runner_factory(self.settings), top=top, rounds=rounds
+        )
 
     def _one_trial(self, study: optuna.Study, runner: Runner, directions: list[str]) -> TrialRecord:
         s = self.settings

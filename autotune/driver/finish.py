@@ -1,0 +1,105 @@
+"""The noise-aware finish: re-measure the best few configs in a fresh process, interleaved.
+
+A sweep's best trial is partly luck: on a GPU, short kernels vary 5% or more between runs and
+a card at its power cap lowers its clocks as the sweep goes on. The finish starts a fresh
+worker, measures the top configs in rounds (A B C, A B C, ...) so that drift falls on all of
+them alike, picks the winner by median, and names the configs that are within noise of it
+(their medians differ by less than the larger of the two spreads).
+
+Example:
+    >>> rows = summarise_samples({3: [10.0, 10.4, 9.8], 7: [10.1, 10.3, 9.9], 9: [8.0, 8.1, 8.0]},
+    ...                          maximize=True)
+    >>> [r.trial for r in rows], [r.within_noise for r in rows]
+    ([7, 3, 9], [True, True, False])
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import optuna
+
+from autotune.driver.results import ok_trials
+from autotune.runners.base import Runner
+
+FINISH_ATTR = "finish"
+
+
+@dataclass
+class FinishRow:
+    """One re-measured config: its median, relative spread (max - min) / median, samples."""
+
+    trial: int
+    config: dict[str, Any]
+    median: float
+    spread: float
+    samples: list[float]
+    within_noise: bool = False  # of the winner (the winner itself: True)
+
+
+def summarise_samples(samples: dict[int, list[float]], maximize: bool) -> list[FinishRow]:
+    """Rows sorted best first; ``within_noise`` marks those indistinguishable from the first."""
+    rows = []
+    for trial, values in samples.items():
+        if not values:
+            continue
+        median = statistics.median(values)
+        spread = (max(values) - min(values)) / abs(median) if median else 0.0
+        rows.append(FinishRow(trial, {}, median, spread, list(values)))
+    rows.sort(key=lambda r: -r.median if maximize else r.median)
+    if rows:
+        winner = rows[0]
+        for row in rows:
+            gap = abs(winner.median - row.median) / abs(winner.median) if winner.median else 0.0
+            row.within_noise = gap <= max(winner.spread, row.spread)
+    return rows
+
+
+def finish(
+    study: optuna.Study,
+    metric: str,
+    direction: str,
+    runner: Runner,
+    *,
+    top: int = 3,
+    rounds: int = 3,
+    on_sample: Callable[[int, int, float | None], None] | None = None,
+) -> list[FinishRow]:
+    """Re-measure the ``top`` best configs of ``study`` with ``runner`` (a fresh one), in
+    ``rounds`` interleaved rounds; store and return the rows, winner first."""
+    maximize = direction == "maximize"
+    trials = sorted(ok_trials(study), key=lambda t: -t.values[0] if maximize else t.values[0])
+    chosen = trials[:top]
+    samples: dict[int, list[float]] = {t.number: [] for t in chosen}
+    failures: dict[int, str] = {}
+    with runner:
+        for _ in range(rounds):
+            for trial in chosen:
+                result = runner.evaluate(dict(trial.params))
+                value = None
+                if result.ok and result.measurement is not None:
+                    value = float(result.measurement.values[metric])
+                    samples[trial.number].append(value)
+                else:
+                    failures[trial.number] = f"{result.status.value}: {result.reason}"
+                if on_sample is not None:
+                    on_sample(trial.number, len(samples[trial.number]), value)
+    rows = summarise_samples(samples, maximize)
+    by_number = {t.number: t for t in chosen}
+    for row in rows:
+        row.config = dict(by_number[row.trial].params)
+    study.set_user_attr(
+        FINISH_ATTR,
+        {
+            "metric": metric,
+            "rounds": rounds,
+            "protocol": f"fresh worker process; top {len(chosen)} configs re-measured in "
+            f"{rounds} interleaved rounds; winner by median",
+            "rows": [asdict(r) for r in rows],
+            "failed": {str(k): v for k, v in failures.items()},
+        },
+    )
+    return rows

@@ -1,0 +1,65 @@
+from autotune.driver import Sweep, SweepSettings
+from autotune.driver.finish import summarise_samples
+from autotune.export import best_record
+from autotune.runners.base import Runner
+from autotune.runners.worker import IsolatedRunner
+from autotune.space import Param, Space
+
+
+def test_within_noise_when_medians_differ_less_than_the_spread():
+    rows = summarise_samples(
+        {1: [100.0, 104.0, 98.0], 2: [97.0, 99.0, 101.0], 3: [90.0, 91.0]}, maximize=True
+    )
+    assert [r.trial for r in rows] == [1, 2, 3]
+    assert rows[0].median == 100.0 and rows[0].spread == 0.06
+    assert [r.within_noise for r in rows] == [True, True, False]  # 1% apart vs 6% spread; 9.5%
+    minimize = summarise_samples({1: [5.0, 5.0], 2: [4.0, 4.0]}, maximize=False)
+    assert [r.trial for r in minimize] == [2, 1]
+    assert minimize[1].within_noise is False  # no spread at all: any gap is real
+
+
+class OrderRecorder(Runner):
+    """A real isolated runner that also notes the order configs were measured in."""
+
+    def __init__(self, inner: IsolatedRunner) -> None:
+        self.inner, self.order = inner, []
+
+    def evaluate(self, config, should_prune=lambda s, v: False):
+        self.order.append(config["delay"])
+        return self.inner.evaluate(config, should_prune)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_finish_remeasures_the_top_configs_interleaved_in_a_fresh_process():
+    space = Space("d", [Param("delay", "categorical", choices=[0.0, 0.05, 0.1, 0.15, 0.2])])
+    settings = SweepSettings(
+        workload="faults",
+        problem={},
+        space=space,
+        objectives={"latency_s": "minimize"},
+        sampler="grid",
+        n_trials=5,
+        storage="memory",
+        isolation="process",
+    )
+    recorders: list[OrderRecorder] = []
+
+    def fresh_recorder(s: SweepSettings) -> Runner:
+        recorders.append(OrderRecorder(IsolatedRunner(s.workload, s.problem, timeout_s=30)))
+        return recorders[-1]
+
+    sweep = Sweep(settings, runner_factory=fresh_recorder)
+    study = sweep.run().study
+    rows = sweep.finish(study, top=3, rounds=2)
+
+    finish_runner = recorders[-1]
+    assert len(recorders) == 2 and finish_runner.inner.workers_started == 1  # a fresh process
+    assert finish_runner.order == [0.0, 0.05, 0.1, 0.0, 0.05, 0.1]  # A B C A B C
+    assert [r.config["delay"] for r in rows] == [0.0, 0.05, 0.1]
+    assert all(len(r.samples) == 2 for r in rows)
+    assert not rows[1].within_noise  # 50 ms apart: far beyond the timing noise
+    record = best_record(study)
+    assert record["config"] == {"delay": 0.0}
+    assert record["finish"]["rows"][0]["median"] == rows[0].median
