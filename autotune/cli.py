@@ -131,6 +131,24 @@ def _command_line() -> str:
     return "autotune " + shlex.join(sys.argv[1:])
 
 
+# Options shared by several commands.
+SpaceOption = Annotated[
+    str | None, typer.Option("--space", help="Search space YAML (default: the workload's).")
+]
+ProblemOption = Annotated[
+    list[str], typer.Option("--problem", help="Problem values, e.g. M=64,N=4096,K=4096.")
+]
+StorageOption = Annotated[str, typer.Option("--storage", help="Optuna storage URL.")]
+StudyOption = Annotated[
+    str | None, typer.Option("--study", help="Study name (default: the latest).")
+]
+TimeoutOption = Annotated[
+    float, typer.Option("--trial-timeout", help="Seconds one trial may take.")
+]
+DeviceOption = Annotated[str, typer.Option("--device", help="auto, cuda or cpu.")]
+DEFAULT_STORAGE = "sqlite:///autotune.db"
+
+
 # ---------------------------------------------------------------------------------------------
 @app.command()
 @one_line_errors
@@ -138,31 +156,28 @@ def tune(
     workload: Annotated[
         str | None, typer.Argument(help="matmul, train-step or faults (default: train-step).")
     ] = None,
-    space: Annotated[
-        str | None, typer.Option(help="Search space YAML (default: the workload's).")
-    ] = None,
-    problem: Annotated[
-        list[str], typer.Option(help="Problem values, e.g. M=64,N=4096,K=4096.")
-    ] = [],  # noqa: B006
+    space: SpaceOption = None,
+    problem: ProblemOption = [],  # noqa: B006
     objective: Annotated[
         str | None,
         typer.Option(help="Metric(s) to optimise, e.g. tokens_per_s,peak_memory_gb:min."),
     ] = None,
     sampler: Annotated[str, typer.Option(help="tpe, random, gp, cmaes or grid.")] = "tpe",
     trials: Annotated[
-        int | None, typer.Option(help="Total finished trials the study should reach.")
+        int | None,
+        typer.Option(help="Launched trials the study should reach (earlier runs count)."),
     ] = None,
     time_budget: Annotated[
         str | None, typer.Option(help="Wall time for this run: 90s, 10m, 1h.")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the sampler.")] = None,
-    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
+    storage: StorageOption = DEFAULT_STORAGE,
     study: Annotated[str | None, typer.Option(help="Study name; an existing one resumes.")] = None,
-    trial_timeout: Annotated[float, typer.Option(help="Seconds one trial may take.")] = 300.0,
+    trial_timeout: TimeoutOption = 300.0,
     output: Annotated[
         Path | None, typer.Option(help="Write the best config here (JSON/YAML).")
     ] = None,
-    device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
+    device: DeviceOption = "auto",
     replay: Annotated[
         Path | None, typer.Option(help="Replay a recorded CSV instead of measuring.")
     ] = None,
@@ -250,8 +265,8 @@ def _print_best(storage_url: str, study_name: str | None, output: Path | None) -
 @app.command()
 @one_line_errors
 def best(
-    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
-    study: Annotated[str | None, typer.Option(help="Study name (default: the latest).")] = None,
+    storage: StorageOption = DEFAULT_STORAGE,
+    study: StudyOption = None,
 ) -> None:
     """Print the best config of a stored sweep."""
     _quiet_libraries()
@@ -261,8 +276,8 @@ def best(
 @app.command()
 @one_line_errors
 def trials(
-    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
-    study: Annotated[str | None, typer.Option(help="Study name (default: the latest).")] = None,
+    storage: StorageOption = DEFAULT_STORAGE,
+    study: StudyOption = None,
     format: Annotated[str, typer.Option(help="table, csv or parquet.")] = "table",  # noqa: A002
     output: Annotated[Path | None, typer.Option(help="File for csv/parquet (csv: stdout).")] = None,
     all_trials: Annotated[
@@ -319,8 +334,8 @@ def _cell(value: Any) -> str:
 @one_line_errors
 def export(
     to: Annotated[str, typer.Option(help="json, yaml or triton.")] = "json",
-    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
-    study: Annotated[str | None, typer.Option(help="Study name (default: the latest).")] = None,
+    storage: StorageOption = DEFAULT_STORAGE,
+    study: StudyOption = None,
     output: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
     top: Annotated[int, typer.Option(help="With --to triton: how many configs.")] = 5,
 ) -> None:
@@ -342,19 +357,15 @@ def export(
 def record(
     workload: Annotated[str, typer.Argument(help="matmul or train-step.")],
     output: Annotated[Path, typer.Option(help="CSV to write (resumes if it exists).")],
-    space: Annotated[
-        str | None, typer.Option(help="Search space YAML (default: the workload's).")
-    ] = None,
-    problem: Annotated[
-        list[str], typer.Option(help="Problem values, e.g. M=64,N=4096,K=4096.")
-    ] = [],  # noqa: B006
+    space: SpaceOption = None,
+    problem: ProblemOption = [],  # noqa: B006
     limit: Annotated[
         int | None, typer.Option(help="Measure this many configs of the grid.")
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for --limit's choice.")] = 0,
     jobs: Annotated[int, typer.Option(help="Processes that compile kernels ahead of timing.")] = 1,
     trial_timeout: Annotated[float, typer.Option(help="Seconds one config may take.")] = 300.0,
-    device: Annotated[str, typer.Option(help="auto, cuda or cpu.")] = "auto",
+    device: DeviceOption = "auto",
 ) -> None:
     """Measure every config of a small grid on this device and write a replayable CSV."""
     _quiet_libraries()
@@ -404,7 +415,7 @@ def devices() -> None:
 @app.command()
 @one_line_errors
 def studies(
-    storage: Annotated[str, typer.Option(help="Optuna storage URL.")] = "sqlite:///autotune.db",
+    storage: StorageOption = DEFAULT_STORAGE,
 ) -> None:
     """List the studies in a storage."""
     _quiet_libraries()

@@ -28,7 +28,7 @@ class StorageError(ValueError):
 
 def _driver_hint(scheme: str) -> str:
     return {
-        "postgresql": " (install the driver: pip install psycopg2-binary)",
+        "postgresql": " (install the driver: pip install 'psycopg[binary]')",
         "mysql": " (install the driver: pip install pymysql, and use mysql+pymysql://)",
     }.get(scheme.split("+")[0], "")
 

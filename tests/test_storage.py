@@ -1,5 +1,7 @@
 """The same sweep over several storages, and bad storage URLs."""
 
+import os
+
 import optuna
 import pytest
 
@@ -16,9 +18,20 @@ def storages(tmp_path):
     }
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+# .ci/run starts a PostgreSQL server and sets this; elsewhere the PostgreSQL case is skipped.
+POSTGRES_URL = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal", "postgresql"])
 def test_the_same_sweep_persists_in_each_storage(tmp_path, kind):
-    url = storages(tmp_path)[kind]
+    if kind == "postgresql":
+        if not POSTGRES_URL:
+            pytest.skip("AUTOTUNE_TEST_POSTGRES_URL not set (no PostgreSQL server)")
+        url = POSTGRES_URL
+        for name in study_names(open_storage(url)):
+            optuna.delete_study(study_name=name, storage=url)
+    else:
+        url = storages(tmp_path)[kind]
     settings = SweepSettings(
         workload="faults",
         problem={},
@@ -57,7 +70,7 @@ def test_bad_urls_say_why(url, message):
 
 
 def test_unreachable_postgres_is_one_line():
-    pytest.importorskip("psycopg2")
+    pytest.importorskip("psycopg")
     with pytest.raises(StorageError) as info:
         open_storage("postgresql://nobody:x@127.0.0.1:1/none")
     assert "\n" not in str(info.value)
