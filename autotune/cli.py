@@ -190,6 +190,10 @@ def tune(
         int, typer.Option(help="Re-measure this many best configs in a fresh process (0: off).")
     ] = 3,
     finish_rounds: Annotated[int, typer.Option(help="Interleaved rounds of the finish.")] = 3,
+    warm_start: Annotated[
+        str,
+        typer.Option(help="Start from the best configs of a stored sweep: auto, a study, off."),
+    ] = "auto",
 ) -> None:
     """Run a tuning sweep and report the best config found."""
     _quiet_libraries()
@@ -215,6 +219,7 @@ def tune(
         metric=metric,
         maximize=maximize,
         command=_command_line(),
+        warm_start=warm_start,
     )
     sweep = Sweep(settings, ProgressDisplay(err))
     summary = sweep.run()

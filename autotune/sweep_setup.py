@@ -140,6 +140,7 @@ def build_settings(
     metric: str | None,
     maximize: bool,
     command: str,
+    warm_start: str = "auto",
 ) -> SweepSettings:
     """Settings for ``autotune tune``; a stored ``study`` supplies whatever is not given."""
     stored = _stored_info(storage, study)
@@ -195,6 +196,7 @@ def build_settings(
         command=command,
         label=label,
         baseline=baseline,
+        warm_start=warm_start,
     )
 
 

@@ -29,6 +29,12 @@ from autotune.driver.novelty import config_key, unvisited_config
 from autotune.driver.pruning import DivergencePruner
 from autotune.driver.results import REPEAT_ATTR, STUDY_ATTR, best_trials, trial_status
 from autotune.driver.samplers import STATUS_ATTR, make_sampler, mark_feasibility
+from autotune.driver.warm_start import (
+    WARM_START_ATTR,
+    most_similar_study,
+    similarity,
+    top_configs,
+)
 from autotune.failures import TrialStatus
 from autotune.runners.base import Runner, TrialResult
 from autotune.runners.inprocess import InProcessRunner
@@ -41,6 +47,8 @@ INFEASIBLE = TrialStatus.INFEASIBLE.value
 REPEATED = "repeated"  # a config proposed again: answered from the study, not launched
 # Consecutive static-constraint rejections allowed per trial of budget before the sweep stops.
 MAX_REJECTIONS_PER_TRIAL = 50
+# How many of a related sweep's best configs a warm start queues first.
+WARM_START_CONFIGS = 5
 
 
 class StudyMismatch(ValueError):
@@ -77,6 +85,7 @@ class SweepSettings:
     command: str = ""
     label: str = ""  # shown with every progress line, e.g. "REPLAY of grid.csv"
     baseline: dict[str, Any] | None = None  # the untuned config, measured as trial 0
+    warm_start: str = "auto"  # "auto" (most similar stored sweep), a study name, or "off"
 
 
 @dataclass
@@ -185,6 +194,7 @@ class Sweep:
                 user_attrs={"baseline": True},
             )
         if info is None:
+            self._warm_start(storage, study)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 study.set_metric_names(list(s.objectives))
@@ -211,6 +221,40 @@ class Sweep:
             )
         self._fail_interrupted(study)
         return study
+
+    def _warm_start(self, storage: optuna.storages.BaseStorage, study: optuna.Study) -> None:
+        """Queue the best configs of a related stored sweep as the first trials."""
+        s = self.settings
+        if s.warm_start == "off":
+            return
+        if s.warm_start == "auto":
+            found = most_similar_study(
+                storage, s.workload, s.problem, s.device.get("name"), exclude=study.study_name
+            )
+        else:
+            try:
+                source = optuna.load_study(study_name=s.warm_start, storage=storage)
+            except KeyError:
+                raise StudyMismatch(
+                    f"--warm-start: no study named {s.warm_start!r} in this storage"
+                ) from None
+            problem = source.user_attrs.get(STUDY_ATTR, {}).get("problem", {})
+            found = (source, similarity(s.problem, problem))
+        if found is None:
+            return
+        source, score = found
+        direction = next(iter(s.objectives.values()))
+        configs = top_configs(source, direction, WARM_START_CONFIGS)
+        for config in configs:
+            study.enqueue_trial(
+                {k: v for k, v in config.items() if k in s.space.names},
+                user_attrs={WARM_START_ATTR: source.study_name},
+                skip_if_exists=True,
+            )
+        study.set_user_attr(
+            WARM_START_ATTR,
+            {"source": source.study_name, "similarity": score, "configs": len(configs)},
+        )
 
     @staticmethod
     def _fail_interrupted(study: optuna.Study) -> None:

@@ -1,0 +1,82 @@
+"""Warm start: begin a sweep from the best configs of the most similar stored sweep.
+
+A related sweep is one of the same workload on the same kind of device whose problem differs
+only in sizes (another matmul shape, another batch). Similarity is exp(-sum |log(a / b)|) over
+the numeric problem values both share, so 4096^3 vs 8192x4096x4096 scores exp(-log 2) = 0.5;
+any other difference (dtype, model) rules a study out. The chosen study, its similarity and
+the configs taken are recorded in the new study.
+
+Example:
+    >>> similarity({"M": 4096, "N": 4096, "dtype": "bf16"}, {"M": 8192, "N": 4096, "dtype": "bf16"})
+    0.5
+    >>> similarity({"M": 64, "dtype": "bf16"}, {"M": 64, "dtype": "fp16"})
+    0.0
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import optuna
+
+from autotune.driver.results import STUDY_ATTR, best_trials, ok_trials
+
+WARM_START_ATTR = "warm_start"
+
+
+def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """How alike two problems are: 1.0 identical, toward 0 as sizes drift apart, 0 if unlike."""
+    if set(a) != set(b):
+        return 0.0
+    distance = 0.0
+    for key, value in a.items():
+        other = b[key]
+        numeric = all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in (value, other)
+        )
+        if numeric and value > 0 and other > 0:
+            distance += abs(math.log(value / other))
+        elif value != other:
+            return 0.0
+    return round(math.exp(-distance), 6)
+
+
+def most_similar_study(
+    storage: optuna.storages.BaseStorage,
+    workload: str,
+    problem: dict[str, Any],
+    device_name: str | None,
+    exclude: str | None = None,
+) -> tuple[optuna.Study, float] | None:
+    """The stored study of ``workload`` on the same device whose problem is most like
+    ``problem`` and which has a successful trial; None when there is none."""
+    best: tuple[optuna.Study, float] | None = None
+    for summary in optuna.study.get_all_study_summaries(storage):
+        if summary.study_name == exclude:
+            continue
+        info = summary.user_attrs.get(STUDY_ATTR, {})
+        if info.get("workload") != workload:
+            continue
+        if device_name and info.get("device", {}).get("name") not in (None, device_name):
+            continue
+        score = similarity(problem, info.get("problem", {}))
+        if score <= 0 or (best is not None and score <= best[1]):
+            continue
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        if best_trials(study):
+            best = (study, score)
+    return best
+
+
+def top_configs(study: optuna.Study, direction: str, count: int) -> list[dict[str, Any]]:
+    """The ``count`` best distinct successful configs of ``study``."""
+    sign = -1.0 if direction == "maximize" else 1.0
+    trials = sorted(ok_trials(study), key=lambda t: sign * t.values[0])
+    configs: list[dict[str, Any]] = []
+    for trial in trials:
+        if trial.params not in configs:
+            configs.append(dict(trial.params))
+        if len(configs) == count:
+            break
+    return configs

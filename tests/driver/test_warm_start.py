@@ -1,0 +1,61 @@
+from pathlib import Path
+
+import pytest
+
+from autotune.driver import Sweep, SweepSettings
+from autotune.driver.sweep import StudyMismatch
+from autotune.driver.warm_start import similarity, top_configs
+from autotune.objectives.replay import load_table, space_from_table
+
+TABLE = str(Path(__file__).parents[1] / "data" / "matmul_4096_h200.csv")
+PARAMS = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
+
+
+def replay_settings(url: str, name: str, **overrides) -> SweepSettings:
+    base = dict(
+        workload="replay",
+        problem={"table": TABLE, "params": PARAMS, "metric": "tflops"},
+        space=space_from_table(load_table(TABLE), PARAMS, TABLE),
+        objectives={"tflops": "maximize"},
+        seed=0,
+        n_trials=30,
+        storage=url,
+        study_name=name,
+        isolation="inline",
+    )
+    return SweepSettings(**(base | overrides))
+
+
+def test_similarity_of_problems():
+    assert similarity({"M": 64, "N": 4096}, {"M": 64, "N": 4096}) == 1.0
+    assert similarity({"M": 64, "N": 4096}, {"M": 128, "N": 2048}) == 0.25
+    assert similarity({"M": 64}, {"M": 64, "K": 1}) == 0.0
+
+
+def test_a_named_warm_start_begins_with_the_sources_best_configs(sqlite_url):
+    source = Sweep(replay_settings(sqlite_url, "source")).run().study
+    expected = top_configs(source, "maximize", 5)
+    target = (
+        Sweep(replay_settings(sqlite_url, "target", n_trials=5, seed=7, warm_start="source"))
+        .run()
+        .study
+    )
+    assert [t.params for t in target.trials[:5]] == expected
+    assert all(t.user_attrs["warm_start"] == "source" for t in target.trials[:5])
+    assert target.user_attrs["warm_start"] == {"source": "source", "similarity": 1.0, "configs": 5}
+    source_best = max(t.values[0] for t in source.trials if t.user_attrs["status"] == "ok")
+    target_best = max(t.values[0] for t in target.trials if t.user_attrs["status"] == "ok")
+    assert target_best == source_best  # its best config, measured again by replay
+
+
+def test_auto_picks_a_related_sweep_and_off_does_not(sqlite_url):
+    Sweep(replay_settings(sqlite_url, "first", n_trials=10)).run()
+    auto = Sweep(replay_settings(sqlite_url, "second", n_trials=3)).run().study
+    assert auto.user_attrs["warm_start"]["source"] == "first"
+    off = Sweep(replay_settings(sqlite_url, "third", n_trials=3, warm_start="off")).run().study
+    assert "warm_start" not in off.user_attrs
+
+
+def test_unknown_source_is_a_one_line_error(sqlite_url):
+    with pytest.raises(StudyMismatch, match="no study named 'nope'"):
+        Sweep(replay_settings(sqlite_url, "x", warm_start="nope")).run()
