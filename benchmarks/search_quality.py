@@ -200,6 +200,18 @@ def gpu_sweep_overhead(db: Path, max_gap_s: float = 30.0) -> list[tuple[str, int
             wall += gap if 0 < gap < max_gap_s else 0.0
         inside = sum(t.user_attrs.get("duration_s") or 0.0 for t in done)
         launched = sum(1 for t in done if t.user_attrs.get("duration_s"))
+        last_run = study.user_attrs.get("last_run")
+        if last_run:  # measured by the driver itself (sweeps from 2026-11-30 21:45 on)
+            rows.append(
+                (
+                    summary.study_name,
+                    last_run["trials"],
+                    last_run["elapsed_s"],
+                    last_run["search_overhead"],
+                )
+            )
+            continue
+        # older sweeps: the worker's start-up falls outside the trials' durations too
         rows.append((summary.study_name, launched, wall, 1 - inside / wall))
     return rows
 

@@ -120,6 +120,12 @@ class SweepSummary:
     best: list[optuna.trial.FrozenTrial]
     stopped_by: str
     elapsed_s: float
+    evaluate_s: float = 0.0  # of elapsed_s, the time spent evaluating trials
+
+    @property
+    def search_overhead(self) -> float:
+        """Share of the sweep's wall time spent outside trials (sampler, storage, display)."""
+        return 1.0 - self.evaluate_s / self.elapsed_s if self.elapsed_s else 0.0
 
 
 class SweepObserver:
@@ -286,6 +292,7 @@ class Sweep:
             if REPEAT_ATTR not in t.user_attrs and trial_status(t) != INFEASIBLE
         }
         self._rng = random.Random(s.seed)
+        self._evaluate_s = 0.0  # wall time inside runner.evaluate (worker start included)
         self._exhausted = False
         self.observer.on_start(s, study, done)
         start = time.monotonic()
@@ -334,6 +341,16 @@ class Sweep:
             best=best_trials(study),
             stopped_by=stopped_by,
             elapsed_s=time.monotonic() - start,
+            evaluate_s=self._evaluate_s,
+        )
+        study.set_user_attr(
+            "last_run",
+            {
+                "trials": ran,
+                "elapsed_s": round(summary.elapsed_s, 3),
+                "evaluate_s": round(self._evaluate_s, 3),
+                "search_overhead": round(summary.search_overhead, 4),
+            },
         )
         self.observer.on_end(summary)
         return summary
@@ -359,7 +376,9 @@ class Sweep:
             elif previous is not None:
                 return self._tell_repeat(study, trial, config, previous, directions)
             else:
+                launched_at = time.perf_counter()
                 result = runner.evaluate(config, self._prune_check(trial, len(directions)))
+                self._evaluate_s += time.perf_counter() - launched_at
         except BaseException:
             trial.set_user_attr(STATUS_ATTR, "interrupted")
             study.tell(trial, state=optuna.trial.TrialState.FAIL)

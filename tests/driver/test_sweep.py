@@ -213,3 +213,16 @@ def test_a_resumed_seeded_study_does_not_repeat_its_proposals(tmp_path):
     assert len(set(scores)) == 10  # the second run drew new configs, not the first five again
     again = settings(load_space(path), sampler="random", n_trials=5, storage="memory")
     assert [t.params["score"] for t in Sweep(again).run().study.trials] == scores[:5]
+
+
+def test_search_overhead_is_measured_and_stored(write_space):
+    path = write_space(
+        "parameters:\n  delay: {type: categorical, choices: [0.05]}\n"
+        "  score: {type: float, low: 0, high: 1}\n"
+    )
+    summary = Sweep(settings(load_space(path), n_trials=6)).run()
+    # 6 trials of 50 ms each: at least 0.3 s evaluating, and the rest is the driver's
+    assert summary.evaluate_s >= 0.3
+    assert 0.0 < summary.search_overhead < 1.0
+    stored = summary.study.user_attrs["last_run"]
+    assert stored["trials"] == 6 and stored["search_overhead"] == round(summary.search_overhead, 4)
