@@ -291,7 +291,8 @@ class Sweep:
             for t in study.get_trials(deepcopy=False, states=FINISHED)
             if REPEAT_ATTR not in t.user_attrs and trial_status(t) != INFEASIBLE
         }
-        self._rng = random.Random(s.seed)
+        # steering draws, like the sampler, move on with the trials already stored
+        self._rng = random.Random(None if s.seed is None else s.seed + len(study.trials))
         self._evaluate_s = 0.0  # wall time inside runner.evaluate (worker start included)
         self._exhausted = False
         self.observer.on_start(s, study, done)
