@@ -12,21 +12,25 @@ TABLE = str(Path(__file__).parents[1] / "data" / "matmul_4096_h200.csv")
 PARAMS = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
 
 
-def fraction_of_optimum(sampler: str, seed: int, trials: int) -> float:
-    table = load_table(TABLE)
-    settings = SweepSettings(
-        workload="replay",
-        problem={"table": TABLE, "params": PARAMS, "metric": "tflops"},
-        space=space_from_table(table, PARAMS, TABLE),
-        objectives={"tflops": "maximize"},
-        sampler=sampler,
-        seed=seed,
-        n_trials=trials,
-        storage="memory",
-        isolation="inline",
+def replay_sweep(sampler: str, seed: int, trials: int) -> Sweep:
+    return Sweep(
+        SweepSettings(
+            workload="replay",
+            problem={"table": TABLE, "params": PARAMS, "metric": "tflops"},
+            space=space_from_table(load_table(TABLE), PARAMS, TABLE),
+            objectives={"tflops": "maximize"},
+            sampler=sampler,
+            seed=seed,
+            n_trials=trials,
+            storage="memory",
+            isolation="inline",
+        )
     )
-    summary = Sweep(settings).run()
-    return summary.best[0].values[0] / table["tflops"].max()
+
+
+def fraction_of_optimum(sampler: str, seed: int, trials: int) -> float:
+    summary = replay_sweep(sampler, seed, trials).run()
+    return summary.best[0].values[0] / load_table(TABLE)["tflops"].max()
 
 
 def test_recorded_table_is_a_real_h200_grid():
@@ -47,19 +51,7 @@ def test_seeded_tpe_beats_random_search_on_the_recorded_table():
 
 
 def test_absent_configs_are_infeasible_and_cost_no_trial():
-    table = load_table(TABLE)
-    settings = SweepSettings(
-        workload="replay",
-        problem={"table": TABLE, "params": PARAMS, "metric": "tflops"},
-        space=space_from_table(table, PARAMS, TABLE),
-        objectives={"tflops": "maximize"},
-        sampler="random",
-        seed=0,
-        n_trials=20,
-        storage="memory",
-        isolation="inline",
-    )
-    frame = trials_frame(Sweep(settings).run().study)
+    frame = trials_frame(replay_sweep("random", 0, 20).run().study)
     assert (frame["status"] == "ok").sum() == 20
     absent = frame[frame["status"] == "infeasible"]
     assert len(absent) > 0
