@@ -231,6 +231,16 @@ def _upcast(dtype: torch.dtype) -> bool:
     return INTERPRETED and dtype == torch.bfloat16
 
 
+def _checked(
+    BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, GROUP_M: int, num_warps: int, num_stages: int
+) -> dict[str, int]:
+    """The six tunables, checked, as the kernel's keyword arguments."""
+    values = (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages)
+    tunables = dict(zip(CONFIG_KEYS, values, strict=True))
+    check_config(**tunables)
+    return tunables
+
+
 def launcher(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -258,14 +268,7 @@ def launcher(
         >>> run(); c[39, 7].item()  # 24 * (1 * 1)
         24.0
     """
-    check_config(
-        BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N,
-        BLOCK_K=BLOCK_K,
-        GROUP_M=GROUP_M,
-        num_warps=num_warps,
-        num_stages=num_stages,
-    )
+    tunables = _checked(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages)
     _check_operands(a, b)
     (M, K), N = a.shape, b.shape[1]
     if tuple(out.shape) != (M, N) or out.dtype != a.dtype or out.device != a.device:
@@ -286,17 +289,7 @@ def launcher(
     args = (a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride())
 
     def run() -> None:
-        kernel(
-            *args,
-            BLOCK_M=BLOCK_M,
-            BLOCK_N=BLOCK_N,
-            BLOCK_K=BLOCK_K,
-            GROUP_M=GROUP_M,
-            MASKED=masked,
-            UPCAST=upcast,
-            num_warps=num_warps,
-            num_stages=num_stages,
-        )
+        kernel(*args, **tunables, MASKED=masked, UPCAST=upcast)
 
     return run
 
@@ -383,14 +376,7 @@ def compile_only(
         >>> k is None if INTERPRETED else k.metadata.shared > 0
         True
     """
-    check_config(
-        BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N,
-        BLOCK_K=BLOCK_K,
-        GROUP_M=GROUP_M,
-        num_warps=num_warps,
-        num_stages=num_stages,
-    )
+    tunables = _checked(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages)
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     if INTERPRETED:
         return None
@@ -409,14 +395,9 @@ def compile_only(
         1,  # stride_bn
         N,  # stride_cm
         1,  # stride_cn
-        BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N,
-        BLOCK_K=BLOCK_K,
-        GROUP_M=GROUP_M,
+        **tunables,
         MASKED=_masked(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K),
         UPCAST=False,
-        num_warps=num_warps,
-        num_stages=num_stages,
         grid=(1,),
     )
     _check_shared_memory(kernel)
