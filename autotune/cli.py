@@ -162,7 +162,13 @@ def tune(
         str | None,
         typer.Option(help="Metric(s) to optimise, e.g. tokens_per_s,peak_memory_gb:min."),
     ] = None,
-    sampler: Annotated[str, typer.Option(help="tpe, random, gp, cmaes or grid.")] = "tpe",
+    sampler: Annotated[
+        str,
+        typer.Option(
+            help="auto (bo over a discrete space of one objective, else tpe), bo, tpe, "
+            "random, gp, cmaes or grid."
+        ),
+    ] = "auto",
     trials: Annotated[
         int | None,
         typer.Option(help="Launched trials the study should reach (earlier runs count)."),

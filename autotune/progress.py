@@ -128,6 +128,7 @@ class ProgressDisplay(SweepObserver):
             f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s "
             f"(stopped by {summary.stopped_by}); {summary.trials_total} stored in study "
             f"{summary.study_name}; {failures_text(summary.failures)}; "
-            f"search overhead {summary.search_overhead:.1%} of wall time",
+            f"search overhead {summary.search_overhead:.1%} of wall time "
+            f"(sampler {summary.sampler_share:.1%})",
             soft_wrap=True,
         )

@@ -157,7 +157,7 @@ def build_settings(
         problem = {**stored.get("problem", {}), **problem}
         space_obj = load_space(space or stored["space"])
         objectives = dict(stored["objectives"])
-        sampler = stored.get("sampler", sampler) if sampler == "tpe" else sampler
+        sampler = stored.get("sampler", sampler) if sampler == "auto" else sampler
         seed = stored.get("seed") if seed is None else seed
         trials = trials if trials is not None else stored.get("n_trials")
         label = stored.get("label", "")

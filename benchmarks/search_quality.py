@@ -24,10 +24,17 @@ import optuna
 
 from autotune.driver import Sweep, SweepSettings
 from autotune.objectives.replay import ReplayObjective, load_table, space_from_table
-from autotune.space import Space, load_space
+from autotune.space import load_space
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL_PARAMS = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
+TRAIN_PARAMS = [
+    "micro_batch",
+    "precision",
+    "activation_checkpointing",
+    "attention_backend",
+    "optimizer",
+]
 HOPPER = {"type": "cuda", "max_shared_memory": 232448}
 CHECKPOINTS = (10, 20, 50, 100)
 
@@ -56,24 +63,41 @@ class Landscape:
         return float(table.loc[table["status"] == "ok", self.metric].max())
 
 
+DATA = ROOT / "benchmarks/data"
+# Recorded on one H200 on 2026-11-30 (benchmarks/data/README.md says how). Every table holds
+# every config its space allows at that problem, so nothing is missing from a replay.
 LANDSCAPES = [
     Landscape(
-        "matmul 4096^3 bf16 H200, TFLOP/s",
-        ROOT / "tests/data/matmul_4096_h200.csv",
+        "matmul 4096x4096x4096 bf16, TFLOP/s",
+        DATA / "matmul_4096_h200.csv",
         MATMUL_PARAMS,
         "tflops",
         "matmul",
         {"M": 4096, "N": 4096, "K": 4096},
     ),
-    # the same grid scored by the ratio to cuBLAS timed interleaved with each config: the card
-    # throttled during the recording (SM clock 1.6-1.9 GHz), and the ratio cancels that drift
     Landscape(
-        "matmul 4096^3 bf16 H200, ratio to cuBLAS",
-        ROOT / "tests/data/matmul_4096_h200.csv",
+        "matmul MLP up-projection 8192x14336x4096 bf16, TFLOP/s",
+        DATA / "matmul_mlp_h200.csv",
         MATMUL_PARAMS,
-        "ratio_to_cublas",
+        "tflops",
         "matmul",
-        {"M": 4096, "N": 4096, "K": 4096},
+        {"M": 8192, "N": 14336, "K": 4096},
+    ),
+    Landscape(
+        "matmul decode 64x4096x4096 bf16, TFLOP/s",
+        DATA / "matmul_decode_h200.csv",
+        MATMUL_PARAMS,
+        "tflops",
+        "matmul",
+        {"M": 64, "N": 4096, "K": 4096},
+    ),
+    Landscape(
+        "training step, 46M-param Llama, 16x1024 tokens, tokens/s",
+        DATA / "train_step_h200.csv",
+        TRAIN_PARAMS,
+        "tokens_per_s",
+        str(DATA / "train_step_grid.yaml"),
+        {"global_batch": 16},
     ),
 ]
 
@@ -104,43 +128,79 @@ def plain_optuna(sampler_factory: Callable[[int], optuna.samplers.BaseSampler]):
     return run
 
 
+def replay_sweep(
+    landscape: Landscape,
+    sampler: str,
+    seed: int,
+    trials: int,
+    *,
+    storage: str = "memory",
+    study_name: str | None = None,
+    warm_start: str = "off",
+) -> list[float]:
+    """autotune's driver (Sweep) over ``landscape`` with the workload's space and its static
+    constraints; returns the best-so-far value after each launched trial."""
+    settings = SweepSettings(
+        workload="replay",
+        problem={**landscape.replay_problem, **landscape.problem},
+        space=load_space(landscape.space_file),
+        objectives={landscape.metric: "maximize"},
+        sampler=sampler,
+        seed=seed,
+        n_trials=trials,
+        storage=storage,
+        study_name=study_name,
+        isolation="inline",
+        device=landscape.device,
+        warm_start=warm_start,
+    )
+    study = Sweep(settings).run().study
+    best, curve = float("-inf"), []
+    for t in sorted(study.trials, key=lambda t: t.number):
+        status = t.user_attrs.get("status")
+        if status == "infeasible" or "repeat_of" in t.user_attrs:
+            continue  # rejected by a static constraint or answered from the study: no trial
+        if status == "ok":
+            best = max(best, t.values[0])
+        curve.append(best)
+    return curve[:trials]
+
+
 def autotune_sampler(sampler: str):
-    """autotune's driver (Sweep) with the workload's space and its static constraints."""
+    """autotune's driver with ``sampler`` (``auto`` is the default)."""
 
     def run(landscape: Landscape, seed: int, trials: int) -> list[float]:
-        space: Space = load_space(landscape.space_file)
-        settings = SweepSettings(
-            workload="replay",
-            problem=landscape.replay_problem,
-            space=space,
-            objectives={landscape.metric: "maximize"},
-            sampler=sampler,
-            seed=seed,
-            n_trials=trials,
-            storage="memory",
-            isolation="inline",
-            device=landscape.device | {"problem": landscape.problem},
-        )
-        settings.problem = {**landscape.replay_problem, **landscape.problem}
-        study = Sweep(settings).run().study
-        best, curve = float("-inf"), []
-        for t in sorted(study.trials, key=lambda t: t.number):
-            status = t.user_attrs.get("status")
-            if status == "infeasible":
-                continue  # rejected by a static constraint: not launched, no trial spent
-            if status == "ok":
-                best = max(best, t.values[0])
-            curve.append(best)
-        return curve[:trials]
+        return replay_sweep(landscape, sampler, seed, trials)
 
     return run
+
+
+def warmed(
+    source: Landscape, target: Landscape, seed: int, trials: int, source_trials: int = 50
+) -> list[float]:
+    """A default sweep of ``target`` warm-started (``--warm-start NAME``) from a default sweep
+    of ``source`` stored in the same storage."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"journal:///{tmp}/sweeps.log"
+        replay_sweep(source, "auto", seed, source_trials, storage=url, study_name="source")
+        return replay_sweep(
+            target, "auto", seed + 1000, trials, storage=url, study_name="target",
+            warm_start="source",
+        )  # fmt: skip
 
 
 STRATEGIES: dict[str, Callable[[Landscape, int, int], list[float]]] = {
     "random": plain_optuna(lambda seed: optuna.samplers.RandomSampler(seed=seed)),
     "optuna-tpe": plain_optuna(lambda seed: optuna.samplers.TPESampler(seed=seed)),
-    "autotune (default)": autotune_sampler("tpe"),
+    "autotune tpe": autotune_sampler("tpe"),
+    "autotune (default)": autotune_sampler("auto"),
 }
+
+
+def short_name(landscape: Landscape) -> str:
+    return Path(landscape.table).stem.removesuffix("_h200")
 
 
 def summarise(curves: list[list[float]], optimum: float) -> dict[str, Any]:
@@ -168,7 +228,7 @@ def driver_overhead(trials: int = 100) -> float:
             problem={**landscape.replay_problem, **landscape.problem},
             space=load_space(landscape.space_file),
             objectives={landscape.metric: "maximize"},
-            sampler="tpe",
+            sampler="auto",
             seed=0,
             n_trials=trials,
             storage=f"sqlite:///{tmp}/overhead.db",
@@ -221,6 +281,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument(
+        "--landscapes", default="", help="Only landscapes whose name contains one of these."
+    )
+    parser.add_argument("--no-overhead", action="store_true", help="Skip the overhead section.")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore")
@@ -229,7 +293,10 @@ def main() -> None:
         "REPLAY of recorded measurements: fraction of the optimum, mean / worst over "
         f"{args.seeds} seeds"
     )
+    wanted = [w.strip() for w in args.landscapes.split(",") if w.strip()]
     for landscape in LANDSCAPES:
+        if wanted and not any(w in landscape.name for w in wanted):
+            continue
         optimum = landscape.optimum()
         print(
             f"\n{landscape.name} (optimum {optimum:.4g} {landscape.metric}, {landscape.table.name})"
@@ -245,8 +312,35 @@ def main() -> None:
             to98 = "-" if row["to98"] == float("inf") else f"{row['to98']:.0f}"
             print(f"{name:<22}{cells}{to98:>15}{seconds:>9.1f}")
 
+    matmuls = [ls for ls in LANDSCAPES if ls.params == MATMUL_PARAMS]
+    if not wanted:
+        print(
+            f"\nwarm start from one related shape (default strategy, source sweep of 50 trials),"
+            f" mean / worst over {args.seeds} seeds"
+        )
+        print(f"{'source -> target':<34}{'@5':>14}{'@10':>14}{'@20':>14}{'cold @20':>14}")
+        for source in matmuls:
+            for target in matmuls:
+                if source is target:
+                    continue
+                optimum = target.optimum()
+                warm = [warmed(source, target, seed, 20) for seed in range(args.seeds)]
+                cold = [STRATEGIES["autotune (default)"](target, s, 20) for s in range(args.seeds)]
+                cells = "".join(
+                    f"{statistics.mean(c[n - 1] / optimum for c in warm):>8.3f}/"
+                    f"{min(c[n - 1] / optimum for c in warm):.3f}"
+                    for n in (5, 10, 20)
+                )
+                cold_20 = [c[19] / optimum for c in cold]
+                label = f"{short_name(source)} -> {short_name(target)}"
+                print(f"{label:<34}{cells}{statistics.mean(cold_20):>8.3f}/{min(cold_20):.3f}")
+    if args.no_overhead:
+        return
     per_trial = driver_overhead()
-    print(f"\nsearch overhead: {per_trial * 1e3:.0f} ms per trial (TPE, SQLite storage, replay)")
+    print(
+        f"\nsearch overhead: {per_trial * 1e3:.0f} ms per trial "
+        "(default sampler, SQLite storage, replay)"
+    )
     db = ROOT / "benchmarks/results/h200-2026-11-30/gpu.db"
     print(f"share of real H200 sweeps' wall time outside trials ({db.parent.name}; worker")
     print("start-up, sampler and bookkeeping):")

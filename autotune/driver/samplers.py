@@ -4,6 +4,11 @@ Failed trials are told to the study as complete with a penalty value and a viola
 constraint (``Trial.set_constraint``, see :func:`mark_feasibility`): TPE and GP then model
 where configs fail and stop proposing there, instead of ignoring them as they do FAIL trials.
 
+The default, ``auto``, is Bayesian optimisation over the enumerated configs
+(:mod:`autotune.driver.grid_sampler`) for a single objective over a discrete space of at most
+``MAX_GRID`` configs, and multivariate TPE otherwise (float parameters, huge composed spaces,
+several objectives).
+
 Example:
     >>> sampler = make_sampler("tpe", seed=0)
     >>> type(sampler).__name__
@@ -19,7 +24,7 @@ import optuna
 
 from autotune.space import Space
 
-SAMPLERS = ("tpe", "random", "gp", "cmaes", "grid")
+SAMPLERS = ("auto", "bo", "tpe", "random", "gp", "cmaes", "grid")
 STATUS_ATTR = "status"
 
 
@@ -43,6 +48,23 @@ class SamplerError(ValueError):
     """A sampler that cannot serve this space or these objectives."""
 
 
+def resolve_sampler(name: str, space: Space | None, n_objectives: int = 1) -> str:
+    """The sampler ``auto`` stands for here: ``bo`` where it applies, else ``tpe``.
+
+    Example:
+        >>> from autotune.space import load_space
+        >>> resolve_sampler("auto", load_space("matmul")), resolve_sampler("tpe", None)
+        ('bo', 'tpe')
+    """
+    if name != "auto":
+        return name
+    from autotune.driver.grid_sampler import is_enumerable
+
+    if n_objectives == 1 and space is not None and is_enumerable(space):
+        return "bo"
+    return "tpe"
+
+
 def make_sampler(
     name: str,
     *,
@@ -50,9 +72,21 @@ def make_sampler(
     space: Space | None = None,
     n_objectives: int = 1,
     n_startup_trials: int = 10,
+    problem: dict[str, Any] | None = None,
+    device: dict[str, Any] | None = None,
 ) -> optuna.samplers.BaseSampler:
-    """Return the sampler called ``name`` (one of :data:`SAMPLERS`)."""
+    """Return the sampler called ``name`` (one of :data:`SAMPLERS`); ``problem`` and
+    ``device`` are what the space's constraints read (``bo`` lists the configs they allow)."""
+    name = resolve_sampler(name, space, n_objectives)
     options: dict[str, Any] = {"seed": seed}
+    if name == "bo":
+        from autotune.driver.grid_sampler import GridBayesSampler, is_enumerable
+
+        if space is None or not is_enumerable(space):
+            raise SamplerError("bo needs a discrete space of at most 20000 configs; use tpe")
+        if n_objectives > 1:
+            raise SamplerError("bo handles one objective only; use tpe for several")
+        return GridBayesSampler(space, problem, device, seed=seed)
     if name == "tpe":
         # multivariate + group: models parameters jointly, and conditional ones per group
         with warnings.catch_warnings():

@@ -28,7 +28,12 @@ from autotune.driver.finish import FinishRow, finish
 from autotune.driver.novelty import config_key, unvisited_config
 from autotune.driver.pruning import DivergencePruner
 from autotune.driver.results import REPEAT_ATTR, STUDY_ATTR, best_trials, trial_status
-from autotune.driver.samplers import STATUS_ATTR, make_sampler, mark_feasibility
+from autotune.driver.samplers import (
+    STATUS_ATTR,
+    make_sampler,
+    mark_feasibility,
+    resolve_sampler,
+)
 from autotune.driver.warm_start import (
     WARM_START_ATTR,
     most_similar_study,
@@ -73,7 +78,7 @@ class SweepSettings:
     problem: dict[str, Any]
     space: Space
     objectives: dict[str, str]
-    sampler: str = "tpe"
+    sampler: str = "auto"
     seed: int | None = None
     n_trials: int | None = 50
     time_budget_s: float | None = None
@@ -121,11 +126,17 @@ class SweepSummary:
     stopped_by: str
     elapsed_s: float
     evaluate_s: float = 0.0  # of elapsed_s, the time spent evaluating trials
+    sampler_s: float = 0.0  # of elapsed_s, asking the sampler for configs (rejections included)
 
     @property
     def search_overhead(self) -> float:
         """Share of the sweep's wall time spent outside trials (sampler, storage, display)."""
         return 1.0 - self.evaluate_s / self.elapsed_s if self.elapsed_s else 0.0
+
+    @property
+    def sampler_share(self) -> float:
+        """Share of the sweep's wall time the sampler took to propose configs."""
+        return self.sampler_s / self.elapsed_s if self.elapsed_s else 0.0
 
 
 class SweepObserver:
@@ -183,7 +194,14 @@ class Sweep:
         # of trials already stored (still deterministic for a given history).
         stored = _stored_trial_count(storage, name)
         seed = None if s.seed is None else s.seed + stored
-        sampler = make_sampler(s.sampler, seed=seed, space=s.space, n_objectives=len(directions))
+        sampler = make_sampler(
+            s.sampler,
+            seed=seed,
+            space=s.space,
+            n_objectives=len(directions),
+            problem=s.problem,
+            device=s.device,
+        )
         study = optuna.create_study(
             storage=storage,
             study_name=name,
@@ -212,6 +230,7 @@ class Sweep:
                     "space": s.space.source,
                     "objectives": s.objectives,
                     "sampler": s.sampler,
+                    "sampler_used": resolve_sampler(s.sampler, s.space, len(directions)),
                     "seed": s.seed,
                     "n_trials": s.n_trials,
                     "device": s.device,
@@ -294,6 +313,7 @@ class Sweep:
         # steering draws, like the sampler, move on with the trials already stored
         self._rng = random.Random(None if s.seed is None else s.seed + len(study.trials))
         self._evaluate_s = 0.0  # wall time inside runner.evaluate (worker start included)
+        self._sampler_s = 0.0  # wall time in study.ask() and the space's sampling
         self._exhausted = False
         self.observer.on_start(s, study, done)
         start = time.monotonic()
@@ -343,6 +363,7 @@ class Sweep:
             stopped_by=stopped_by,
             elapsed_s=time.monotonic() - start,
             evaluate_s=self._evaluate_s,
+            sampler_s=self._sampler_s,
         )
         study.set_user_attr(
             "last_run",
@@ -350,6 +371,7 @@ class Sweep:
                 "trials": ran,
                 "elapsed_s": round(summary.elapsed_s, 3),
                 "evaluate_s": round(self._evaluate_s, 3),
+                "sampler_s": round(self._sampler_s, 3),
                 "search_overhead": round(summary.search_overhead, 4),
             },
         )
@@ -365,9 +387,11 @@ class Sweep:
 
     def _one_trial(self, study: optuna.Study, runner: Runner, directions: list[str]) -> TrialRecord:
         s = self.settings
+        asked_at = time.perf_counter()
         trial = study.ask()
         try:
             config = s.space.sample(trial, s.problem, s.device)
+            self._sampler_s += time.perf_counter() - asked_at
             broken = s.space.violations(config, s.problem, s.device)
             previous = self._visited.get(config_key(config))
             if broken:

@@ -1,4 +1,4 @@
-"""The driver over replay of a grid recorded on an H200 (tests/data, see its README)."""
+"""The driver over replay of a grid recorded on an H200 (benchmarks/data, see its README)."""
 
 import statistics
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 from autotune.driver import Sweep, SweepSettings, trials_frame
 from autotune.objectives.replay import load_table, space_from_table
 
-TABLE = str(Path(__file__).parents[1] / "data" / "matmul_4096_h200.csv")
+TABLE = str(Path(__file__).parents[2] / "benchmarks" / "data" / "matmul_4096_h200.csv")
 PARAMS = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
 
 

@@ -7,7 +7,7 @@ from autotune.driver.sweep import StudyMismatch
 from autotune.driver.warm_start import similarity, top_configs
 from autotune.objectives.replay import load_table, space_from_table
 
-TABLE = str(Path(__file__).parents[1] / "data" / "matmul_4096_h200.csv")
+TABLE = str(Path(__file__).parents[2] / "benchmarks" / "data" / "matmul_4096_h200.csv")
 PARAMS = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
 
 

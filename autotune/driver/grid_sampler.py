@@ -1,0 +1,214 @@
+"""Bayesian optimisation over the enumerated configs of a discrete space (the default sampler
+for kernel tile sizes and training-step settings).
+
+A tile-size space has a few hundred to a few thousand configs that pass its static
+constraints. This sampler lists them once, describes each by features that keep the order of
+the values (a power of two by its log2, an int by its value, another number by its rank, a
+string by one-hot, a bool as 0/1), fits a Gaussian process to the log of the measured metric
+and launches the unvisited config of highest expected improvement. So it never proposes a
+config that breaks a constraint or repeats one, and a measured region informs its neighbours
+(TPE over categoricals learns each tile size separately).
+
+Failed trials (told with a violated ``failed`` constraint) enter the model at the worst value
+measured, so the region around a crash or an OOM is left. Spaces with a float parameter, with
+more than :data:`MAX_GRID` raw configs, or with several objectives are not for this sampler:
+:func:`autotune.driver.samplers.make_sampler` gives them TPE.
+
+Example:
+    >>> import optuna
+    >>> from autotune.space import Param, Space
+    >>> space = Space("s", [Param("x", "pow2", low=1, high=64), Param("y", "bool")])
+    >>> sampler = GridBayesSampler(space, seed=0, n_startup_trials=3)
+    >>> study = optuna.create_study(direction="maximize", sampler=sampler)
+    >>> for _ in range(10):
+    ...     trial = study.ask()
+    ...     config = space.sample(trial)
+    ...     _ = study.tell(trial, -abs(config["x"] - 16) - (0 if config["y"] else 1))
+    >>> study.best_params
+    {'x': 16, 'y': True}
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from autotune.driver.gp import GaussianProcess, expected_improvement
+from autotune.driver.novelty import config_key
+from autotune.space import Param, Space
+
+MAX_GRID = 20_000  # raw configs (before constraints) this sampler enumerates
+_STATUS_ATTR = "status"  # the driver's per-trial outcome (see autotune.driver.samplers)
+_SKIPPED = ("infeasible",)  # rejected before launch: not a measurement
+_REPEAT_ATTR = "repeat_of"
+
+
+def is_enumerable(space: Space) -> bool:
+    """True when every parameter is discrete and the raw grid has at most MAX_GRID configs."""
+    if any(p.kind == "float" for p in space.params):
+        return False
+    return space.grid_size() <= MAX_GRID
+
+
+def _is_ordered_number(values: Sequence[Any]) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
+def features(space: Space, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """One row of features in [0, 1] per config (an inactive parameter reads as 0).
+
+    Example:
+        >>> space = Space("s", [Param("x", "pow2", low=16, high=256)])
+        >>> features(space, [{"x": 16}, {"x": 64}, {"x": 256}])[:, 0].tolist()
+        [0.0, 0.5, 1.0]
+    """
+    columns: list[np.ndarray] = []
+    for param in space.params:
+        values = param.values()
+        present = [c.get(param.name) for c in configs]
+        if param.kind == "bool":
+            columns.append(np.array([[float(bool(v))] for v in present]))
+        elif param.kind in ("pow2", "int") or _is_ordered_number(values):
+            position = _positions(param, values)
+            columns.append(np.array([[position.get(v, 0.0)] for v in present]))
+        else:
+            onehot = np.zeros((len(configs), len(values)))
+            for row, value in enumerate(present):
+                if value in values:
+                    onehot[row, values.index(value)] = 1.0
+            columns.append(onehot)
+    return np.concatenate(columns, axis=1)
+
+
+def _positions(param: Param, values: list[Any]) -> dict[Any, float]:
+    """Value -> place in [0, 1]: log2 for powers of two, linear for ints, rank otherwise."""
+    if len(values) == 1:
+        return {values[0]: 0.0}
+    powers_of_two = all(isinstance(v, int) and v > 0 and v & (v - 1) == 0 for v in values)
+    if param.kind == "pow2" or powers_of_two:
+        keys = [math.log2(v) for v in values]
+    elif param.kind == "int":
+        keys = [float(v) for v in values]
+    else:
+        keys = [float(i) for i in range(len(values))]
+    low, high = min(keys), max(keys)
+    return {v: (k - low) / (high - low) for v, k in zip(values, keys, strict=True)}
+
+
+class GridBayesSampler(optuna.samplers.BaseSampler):
+    """GP + expected improvement over the feasible configs of ``space`` (single objective).
+
+    Args:
+        space: a discrete space (see :func:`is_enumerable`).
+        problem, device: what the space's constraints read.
+        seed: seeds the start-up draws.
+        n_startup_trials: configs drawn at random before the model takes over. Enqueued
+            configs (the untuned default, a warm start's) come on top: a warm start from an
+            unlike problem must not leave the model with one cluster of points.
+    """
+
+    def __init__(
+        self,
+        space: Space,
+        problem: Mapping[str, Any] | None = None,
+        device: Mapping[str, Any] | None = None,
+        *,
+        seed: int | None = None,
+        n_startup_trials: int = 5,
+    ) -> None:
+        self.space = space
+        self.n_startup_trials = n_startup_trials
+        self._rng = random.Random(seed)
+        self._fallback = optuna.samplers.RandomSampler(seed=seed)
+        self._configs = list(space.grid(problem or {}, device or {}))
+        self._keys = [config_key(c) for c in self._configs]
+        self._index = {k: i for i, k in enumerate(self._keys)}
+        self._features = features(space, self._configs) if self._configs else np.zeros((0, 0))
+        self._distributions = {p.name: p.distribution() for p in space.params}
+        self._model = GaussianProcess()
+
+    @property
+    def feasible_configs(self) -> int:
+        return len(self._configs)
+
+    def reseed_rng(self) -> None:
+        self._rng.seed()
+        self._fallback.reseed_rng()
+
+    def infer_relative_search_space(
+        self, study: optuna.Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        return dict(self._distributions)
+
+    def sample_relative(
+        self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if not search_space or not self._configs or "fixed_params" in trial.system_attrs:
+            return {}  # an enqueued trial (baseline, warm start, steering) sets its own values
+        visited, targets, drawn = self._observations(study)
+        unvisited = [i for i, k in enumerate(self._keys) if k not in visited]
+        if not unvisited:
+            return {}
+        if drawn < self.n_startup_trials or len(set(targets.values())) < 2:
+            choice = self._rng.choice(unvisited)
+        else:
+            choice = self._most_promising(targets, unvisited)
+        return dict(self._configs[choice])
+
+    def _observations(self, study: optuna.Study) -> tuple[set[tuple], dict[int, float], int]:
+        """Keys of every config tried (running ones too); the model's target per measured
+        config in the grid: log of the metric (negated when minimised), failures at the worst;
+        and how many measured configs this sampler drew (not enqueued)."""
+        maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+        visited: set[tuple] = set()
+        measured: dict[int, float] = {}
+        failed: list[int] = []
+        drawn = 0
+        for t in study.get_trials(deepcopy=False):
+            status = t.user_attrs.get(_STATUS_ATTR)
+            if status in _SKIPPED or _REPEAT_ATTR in t.user_attrs:
+                continue
+            key = config_key(t.params)
+            visited.add(key)
+            index = self._index.get(key)
+            if index is None or t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+                continue
+            drawn += "fixed_params" not in t.system_attrs
+            value = t.values[0] if t.values and status == "ok" else None
+            if value is None or not math.isfinite(value):
+                failed.append(index)
+            else:
+                measured[index] = value
+        if not measured:
+            return visited, {}, drawn
+        positive = all(v > 0 for v in measured.values())
+        targets = {
+            i: (math.log(v) if positive else v) * (1.0 if maximize else -1.0)
+            for i, v in measured.items()
+        }
+        worst = min(targets.values())
+        targets.update({i: worst for i in failed if i not in targets})
+        return visited, targets, drawn
+
+    def _most_promising(self, targets: dict[int, float], unvisited: list[int]) -> int:
+        seen = list(targets)
+        self._model.fit(self._features[seen], np.array([targets[i] for i in seen]))
+        mean, std = self._model.predict(self._features[unvisited])
+        gain = expected_improvement(mean, std, self._model.best_target)
+        return unvisited[int(np.argmax(gain))]
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        return self._fallback.sample_independent(study, trial, param_name, param_distribution)
