@@ -341,9 +341,9 @@ def main() -> None:
         f"\nsearch overhead: {per_trial * 1e3:.0f} ms per trial "
         "(default sampler, SQLite storage, replay)"
     )
-    db = ROOT / "benchmarks/results/h200-2026-11-30/gpu.db"
-    print(f"share of real H200 sweeps' wall time outside trials ({db.parent.name}; worker")
-    print("start-up, sampler and bookkeeping):")
+    db = ROOT / "benchmarks/results/h200-2026-12-01-issue3/gpu.db"
+    print(f"share of real H200 sweeps' wall time outside trials ({db.parent.name}, default")
+    print("strategy, SQLite storage, empty Triton cache at the start; measured by the driver):")
     for study, launched, wall, share in gpu_sweep_overhead(db):
         print(f"  {study:<14} {launched:>3} trials in {wall:6.1f} s: {share:.1%} outside trials")
 

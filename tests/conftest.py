@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "benchmarks" / "data"
 
 
 @pytest.fixture

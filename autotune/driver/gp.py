@@ -25,6 +25,7 @@ import torch
 
 _PRIOR_LENGTH_SCALE = 0.5
 _JITTER = 1e-6
+_LEARNING_RATE, _BETA1, _BETA2 = 0.1, 0.9, 0.999
 
 
 def _matern52(x1: torch.Tensor, x2: torch.Tensor, length_scales: torch.Tensor) -> torch.Tensor:
@@ -89,23 +90,30 @@ class GaussianProcess:
             start = self._hyper.clone()
         else:
             start = torch.tensor([math.log(_PRIOR_LENGTH_SCALE)] * dims + [0.0, -3.0])
-        hyper = start.to(torch.float64).requires_grad_(True)
-        optimiser = torch.optim.Adam([hyper], lr=0.1)
+        hyper = start.to(torch.float64)
         steps = self.first_steps
         if reuse:
             steps = self.refit_steps if self._fits % self.refit_every == 0 else 0
         self._fits += 1
-        for _ in range(steps):
-            optimiser.zero_grad()
+        # Adam, written out: torch.optim imports torch._dynamo (seconds) on first use
+        first_moment = torch.zeros_like(hyper)
+        second_moment = torch.zeros_like(hyper)
+        for step in range(1, steps + 1):
+            hyper.requires_grad_(True)
             try:
                 chol = self._cholesky(hyper, xt)
             except torch.linalg.LinAlgError:
+                hyper = hyper.detach()
                 break
             alpha = torch.cholesky_solve(target, chol)
             loss = 0.5 * (target * alpha).sum() + torch.log(torch.diagonal(chol)).sum()
             loss = loss + ((hyper[:-2] - math.log(_PRIOR_LENGTH_SCALE)) ** 2).sum() / 8.0
-            loss.backward()
-            optimiser.step()
+            (gradient,) = torch.autograd.grad(loss, hyper)
+            first_moment = _BETA1 * first_moment + (1 - _BETA1) * gradient
+            second_moment = _BETA2 * second_moment + (1 - _BETA2) * gradient**2
+            corrected = first_moment / (1 - _BETA1**step)
+            spread = (second_moment / (1 - _BETA2**step)).sqrt() + 1e-8
+            hyper = (hyper - _LEARNING_RATE * corrected / spread).detach()
         self._hyper = hyper.detach()
         self._x = xt
         self._chol = self._cholesky(self._hyper, xt)

@@ -9,10 +9,11 @@ and launches the unvisited config of highest expected improvement. So it never p
 config that breaks a constraint or repeats one, and a measured region informs its neighbours
 (TPE over categoricals learns each tile size separately).
 
-Failed trials (told with a violated ``failed`` constraint) enter the model at the worst value
-measured, so the region around a crash or an OOM is left. Spaces with a float parameter, with
-more than :data:`MAX_GRID` raw configs, or with several objectives are not for this sampler:
-:func:`autotune.driver.samplers.make_sampler` gives them TPE.
+Failed trials enter the model at the worst value measured, so the region around a crash, an
+OOM or a config the objective cannot run (``infeasible``) is left; none is proposed again.
+Spaces with a float parameter, with more than :data:`MAX_GRID` raw configs, or with several
+objectives are not for this sampler: :func:`autotune.driver.samplers.make_sampler` gives them
+TPE.
 
 Example:
     >>> import optuna
@@ -46,7 +47,6 @@ from autotune.space import Param, Space
 
 MAX_GRID = 20_000  # raw configs (before constraints) this sampler enumerates
 _STATUS_ATTR = "status"  # the driver's per-trial outcome (see autotune.driver.samplers)
-_SKIPPED = ("infeasible",)  # rejected before launch: not a measurement
 _REPEAT_ATTR = "repeat_of"
 
 
@@ -172,15 +172,15 @@ class GridBayesSampler(optuna.samplers.BaseSampler):
         failed: list[int] = []
         drawn = 0
         for t in study.get_trials(deepcopy=False):
-            status = t.user_attrs.get(_STATUS_ATTR)
-            if status in _SKIPPED or _REPEAT_ATTR in t.user_attrs:
+            if _REPEAT_ATTR in t.user_attrs:
                 continue
             key = config_key(t.params)
             visited.add(key)
             index = self._index.get(key)
             if index is None or t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
                 continue
-            drawn += "fixed_params" not in t.system_attrs
+            status = t.user_attrs.get(_STATUS_ATTR)
+            drawn += "fixed_params" not in t.system_attrs and status != "infeasible"
             value = t.values[0] if t.values and status == "ok" else None
             if value is None or not math.isfinite(value):
                 failed.append(index)

@@ -18,6 +18,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -104,6 +105,23 @@ class TrialRecord:
     values: list[float] | None
     duration_s: float
     launched: bool = True  # False for a static-constraint rejection or a repeat
+
+
+@dataclass
+class Prepared:
+    """A trial asked of the sampler, with its config, not launched yet."""
+
+    trial: optuna.Trial
+    config: dict[str, Any]
+
+
+@dataclass
+class InFlight:
+    """A launched trial; ``future`` gives (result, seconds spent evaluating)."""
+
+    trial: optuna.Trial
+    config: dict[str, Any]
+    future: Future
 
 
 @dataclass(frozen=True)
@@ -315,44 +333,87 @@ class Sweep:
         self._evaluate_s = 0.0  # wall time inside runner.evaluate (worker start included)
         self._sampler_s = 0.0  # wall time in study.ask() and the space's sampling
         self._exhausted = False
+        self._in_flight_keys: set[tuple] = set()  # steering must not pick the running config
         self.observer.on_start(s, study, done)
         start = time.monotonic()
         ran = rejected = 0
         max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         stopped_by = "trials"
         runner = self.runner_factory(s)
+        # One trial runs (in a thread that waits on the runner) while the driver tells the
+        # previous one and asks the sampler for the next, so the search's own time hides
+        # behind the measurement; the sampler sees every result but the one in flight.
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-trial")
+        in_flight: InFlight | None = None
+        finished: InFlight | None = None  # measured, not told yet
+        prepared: Prepared | None = None
+
+        def launch(ready: Prepared) -> InFlight:
+            return self._launch(pool, runner, ready, len(directions))
+
+        def account(record: TrialRecord) -> None:
+            nonlocal done, ran, rejected
+            counts[
+                record.status if record.launched or record.status == INFEASIBLE else REPEATED
+            ] += 1
+            if not record.launched:
+                rejected += 1
+            else:
+                done += 1
+                ran += 1
+                rejected = 0
+            self.observer.on_trial(record, study, counts)
+
         try:
             while True:
-                if s.n_trials is not None and done >= s.n_trials:
-                    stopped_by = "trials"
+                stop = self._stop_reason(
+                    study, done + (in_flight is not None), start, rejected, max_rejected
+                )
+                if stop is not None and in_flight is not None:
+                    # decide on the result: a launched config can still turn out infeasible
+                    finished, in_flight = in_flight, None
+                    account(self._complete(study, finished, directions))
+                    finished = None
+                    continue
+                if stop is not None:
+                    stopped_by = stop
                     break
-                if s.time_budget_s is not None and time.monotonic() - start >= s.time_budget_s:
-                    stopped_by = "time"
-                    break
-                if s.sampler == "grid" and study.sampler.is_exhausted(study):
-                    stopped_by = "grid exhausted"
-                    break
-                if self._exhausted:
-                    stopped_by = "no unvisited config left"
-                    break
-                if rejected >= max_rejected:
-                    stopped_by = f"constraints rejected {rejected} configs in a row"
-                    break
-                record = self._one_trial(study, runner, directions)
-                counts[
-                    record.status if record.launched or record.status == INFEASIBLE else REPEATED
-                ] += 1
-                if not record.launched:
-                    rejected += 1
-                else:
-                    done += 1
-                    ran += 1
-                    rejected = 0
-                self.observer.on_trial(record, study, counts)
+                step = self._prepare(study, directions)
+                if isinstance(step, TrialRecord):
+                    account(step)  # rejected by a constraint or answered from the study
+                    continue
+                prepared = step
+                key = config_key(prepared.config)
+                if in_flight is not None and key in self._in_flight_keys:
+                    # the config in flight, proposed again: answered once its result is in
+                    finished, in_flight = in_flight, None
+                    account(self._complete(study, finished, directions))
+                    finished = None
+                    previous = self._visited.get(key)
+                    if previous is not None:
+                        repeat, prepared = prepared, None
+                        account(self._tell_repeat(study, repeat, previous, directions))
+                        continue
+                if in_flight is None:
+                    in_flight, prepared = launch(prepared), None
+                    continue
+                # the next config starts the moment the current one ends; the finished one
+                # is told while the next runs
+                finished = in_flight
+                outcome = finished.future.result()
+                in_flight, prepared = launch(prepared), None
+                account(self._tell_outcome(study, finished, outcome, directions))
+                finished = None
         except KeyboardInterrupt:
             stopped_by = "interrupted"
         finally:
-            runner.close()
+            runner.close()  # ends a worker still measuring: its evaluate returns at once
+            for left in (finished, in_flight, prepared):
+                if left is not None:
+                    if isinstance(left, InFlight):
+                        wait([left.future])
+                    self._mark_interrupted(study, left.trial)
+            pool.shutdown(wait=True)
         summary = SweepSummary(
             study=study,
             study_name=study.study_name,
@@ -385,7 +446,31 @@ class Sweep:
             study, metric, direction, self.runner_factory(self.settings), top=top, rounds=rounds
         )
 
-    def _one_trial(self, study: optuna.Study, runner: Runner, directions: list[str]) -> TrialRecord:
+    def _stop_reason(
+        self,
+        study: optuna.Study,
+        launched: int,
+        start: float,
+        rejected: int,
+        max_rejected: int,
+    ) -> str | None:
+        """Why the sweep stops before launching another trial, or None to go on."""
+        s = self.settings
+        if s.n_trials is not None and launched >= s.n_trials:
+            return "trials"
+        if s.time_budget_s is not None and time.monotonic() - start >= s.time_budget_s:
+            return "time"
+        if s.sampler == "grid" and study.sampler.is_exhausted(study):
+            return "grid exhausted"
+        if self._exhausted:
+            return "no unvisited config left"
+        if rejected >= max_rejected:
+            return f"constraints rejected {rejected} configs in a row"
+        return None
+
+    def _prepare(self, study: optuna.Study, directions: list[str]) -> Prepared | TrialRecord:
+        """Ask for the next config: a config to launch, or the record of one that needs no
+        launch (it breaks a static constraint, or was measured before)."""
         s = self.settings
         asked_at = time.perf_counter()
         trial = study.ask()
@@ -393,32 +478,65 @@ class Sweep:
             config = s.space.sample(trial, s.problem, s.device)
             self._sampler_s += time.perf_counter() - asked_at
             broken = s.space.violations(config, s.problem, s.device)
-            previous = self._visited.get(config_key(config))
             if broken:
-                result = TrialResult(
-                    TrialStatus.INFEASIBLE, "violates " + ", ".join(broken) + " (not launched)"
-                )
-            elif previous is not None:
-                return self._tell_repeat(study, trial, config, previous, directions)
-            else:
-                launched_at = time.perf_counter()
-                result = runner.evaluate(config, self._prune_check(trial, len(directions)))
-                self._evaluate_s += time.perf_counter() - launched_at
+                reason = "violates " + ", ".join(broken) + " (not launched)"
+                result = TrialResult(TrialStatus.INFEASIBLE, reason)
+                return self._tell(study, trial, config, result, directions)
+            previous = self._visited.get(config_key(config))
+            if previous is not None:
+                return self._tell_repeat(study, Prepared(trial, config), previous, directions)
         except BaseException:
+            self._mark_interrupted(study, trial)
+            raise
+        return Prepared(trial, config)
+
+    def _launch(
+        self, pool: ThreadPoolExecutor, runner: Runner, prepared: Prepared, n_objectives: int
+    ) -> InFlight:
+        should_prune = self._prune_check(prepared.trial, n_objectives)
+
+        def evaluate() -> tuple[TrialResult, float]:
+            launched_at = time.perf_counter()
+            result = runner.evaluate(prepared.config, should_prune)
+            return result, time.perf_counter() - launched_at
+
+        self._in_flight_keys.add(config_key(prepared.config))
+        return InFlight(prepared.trial, prepared.config, pool.submit(evaluate))
+
+    def _complete(
+        self, study: optuna.Study, in_flight: InFlight, directions: list[str]
+    ) -> TrialRecord:
+        """Wait for the trial in flight and tell its result."""
+        return self._tell_outcome(study, in_flight, in_flight.future.result(), directions)
+
+    def _tell_outcome(
+        self,
+        study: optuna.Study,
+        in_flight: InFlight,
+        outcome: tuple[TrialResult, float],
+        directions: list[str],
+    ) -> TrialRecord:
+        result, seconds = outcome
+        self._in_flight_keys.discard(config_key(in_flight.config))
+        self._evaluate_s += seconds
+        return self._tell(study, in_flight.trial, in_flight.config, result, directions)
+
+    @staticmethod
+    def _mark_interrupted(study: optuna.Study, trial: optuna.Trial) -> None:
+        frozen = study._storage.get_trial(trial._trial_id)
+        if frozen.state == optuna.trial.TrialState.RUNNING:
             trial.set_user_attr(STATUS_ATTR, "interrupted")
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            raise
-        return self._tell(study, trial, config, result, directions)
 
     def _tell_repeat(
         self,
         study: optuna.Study,
-        trial: optuna.Trial,
-        config: dict[str, Any],
+        repeat: Prepared,
         previous: Outcome,
         directions: list[str],
     ) -> TrialRecord:
         """Answer a repeated config from the study, then steer the next trial elsewhere."""
+        trial, config = repeat.trial, repeat.config
         reason = f"repeat of trial {previous.number}: answered from the study, not launched"
         trial.set_user_attr(STATUS_ATTR, previous.status)
         trial.set_user_attr("reason", reason)
@@ -430,7 +548,7 @@ class Sweep:
         steer = unvisited_config(
             self.settings.space,
             best[0].params if best else None,
-            set(self._visited),
+            set(self._visited) | self._in_flight_keys,
             self._rng,
             self.settings.problem,
             self.settings.device,

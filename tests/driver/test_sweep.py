@@ -197,7 +197,8 @@ def test_resume_after_a_killed_sweep_loses_no_finished_trial(tmp_path, write_spa
     assert all(after[n] == v for n, v in before.items())  # every finished trial kept as is
     assert len(after) == 12  # the stored budget was reached, not restarted
     interrupted = [t for t in study.trials if t.user_attrs.get("status") == "interrupted"]
-    assert len(interrupted) <= 1  # the trial in flight at the kill, marked as such
+    # the trial in flight at the kill and the next one, already proposed, marked as such
+    assert len(interrupted) <= 2
     assert best_trials(study)[0].values[0] == max(v[0] for v in after.values())
 
 

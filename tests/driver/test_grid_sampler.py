@@ -1,0 +1,82 @@
+import optuna
+import pytest
+
+from autotune.driver import Sweep, SweepSettings
+from autotune.driver.grid_sampler import GridBayesSampler, features, is_enumerable
+from autotune.driver.novelty import config_key
+from autotune.driver.samplers import SamplerError, make_sampler, resolve_sampler
+from autotune.space import Param, Space, load_space
+
+HOPPER = {"type": "cuda", "max_shared_memory": 232448}
+
+
+def test_auto_is_bo_for_discrete_spaces_of_one_objective_and_tpe_otherwise():
+    assert resolve_sampler("auto", load_space("matmul")) == "bo"
+    assert resolve_sampler("auto", load_space("train_step")) == "bo"
+    assert resolve_sampler("auto", load_space("matmul"), n_objectives=2) == "tpe"
+    assert resolve_sampler("auto", load_space("faults")) == "tpe"  # a float parameter
+    assert resolve_sampler("auto", load_space("llm_projections")) == "tpe"  # 192 parameters
+    assert not is_enumerable(load_space("llm_projections"))
+    with pytest.raises(SamplerError, match="one objective"):
+        make_sampler("bo", space=load_space("matmul"), n_objectives=2)
+
+
+def test_features_keep_the_order_of_tile_sizes_and_one_hot_strings():
+    space = load_space("train_step")
+    rows = features(space, [{"micro_batch": 1, "precision": "bf16"}, {"micro_batch": 64}])
+    assert rows[0][0] == 0.0 and rows[1][0] == 1.0  # log2 of 1 .. 64
+    assert rows[0][1:5].tolist() == [0.0, 0.0, 1.0, 0.0]  # precision one-hot: bf16
+
+
+def test_it_proposes_every_feasible_config_once_and_no_other():
+    space = load_space("matmul")
+    problem = {"M": 32, "N": 64, "K": 64}  # small tiles only: 128 configs
+    feasible = {config_key(c) for c in space.grid(problem, HOPPER)}
+    sampler = GridBayesSampler(space, problem, HOPPER, seed=0)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    seen = []
+    for _ in range(len(feasible)):
+        trial = study.ask()
+        config = space.sample(trial, problem, HOPPER)
+        trial.set_user_attr("status", "ok")
+        study.tell(trial, config["BLOCK_N"] * config["num_stages"] / config["BLOCK_M"])
+        seen.append(config_key(config))
+    assert len(set(seen)) == len(seen) == len(feasible) == sampler.feasible_configs
+    assert set(seen) == feasible
+
+
+def test_a_config_that_came_back_infeasible_is_not_proposed_again():
+    space = Space("s", [Param("x", "pow2", low=1, high=8), Param("y", "bool")])
+    sampler = GridBayesSampler(space, seed=1, n_startup_trials=2)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    seen = []
+    for _ in range(8):
+        trial = study.ask()
+        config = space.sample(trial)
+        trial.set_user_attr("status", "infeasible" if config["y"] else "ok")
+        study.tell(trial, float(config["x"]))
+        seen.append(config_key(config))
+    assert len(set(seen)) == 8
+
+
+def test_the_driver_asks_for_the_next_config_while_a_trial_runs():
+    """The pipeline: when trial n+1 is asked for, trial n is still running (not told)."""
+    running_at_ask = []
+
+    class Watching(optuna.samplers.RandomSampler):
+        def before_trial(self, study, trial):
+            running = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+            running_at_ask.append(len(running) - 1)  # the trial being asked for is running
+
+    space = Space("s", [Param("fault", "categorical", choices=["none"]),
+                        Param("score", "float", low=0.0, high=1.0)])  # fmt: skip
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+        n_trials=6, seed=0, storage="memory", isolation="inline", device={"type": "cpu"},
+    )  # fmt: skip
+    sweep = Sweep(settings)
+    sweep.open_study = lambda: optuna.create_study(direction="maximize", sampler=Watching(0))
+    summary = sweep.run()
+    assert summary.trials_run == 6
+    # the first ask finds nothing running; each later one finds the trial in flight
+    assert running_at_ask[0] == 0 and all(n == 1 for n in running_at_ask[1:])
