@@ -129,6 +129,6 @@ class ProgressDisplay(SweepObserver):
             f"(stopped by {summary.stopped_by}); {summary.trials_total} stored in study "
             f"{summary.study_name}; {failures_text(summary.failures)}; "
             f"search overhead {summary.search_overhead:.1%} of wall time "
-            f"(sampler {summary.sampler_share:.1%})",
+            f"(the sampler's {summary.sampler_share:.1%} runs while trials measure)",
             soft_wrap=True,
         )
