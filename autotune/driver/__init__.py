@@ -3,7 +3,7 @@
 Example:
     >>> from autotune.driver import SAMPLERS
     >>> SAMPLERS[0]
-    'tpe'
+    'auto'
 """
 
 from autotune.driver.results import best_trials, study_info, trials_frame

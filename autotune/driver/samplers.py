@@ -43,6 +43,17 @@ class AskTellGridSampler(optuna.samplers.GridSampler):
     def after_trial(self, study, trial, state, values) -> None:  # noqa: ANN001
         return None
 
+    def is_exhausted(self, study: optuna.Study) -> bool:
+        """True when every grid point is measured or being measured: the driver keeps one
+        trial in flight while it asks for the next."""
+        taken = {
+            t.system_attrs["grid_id"]
+            for t in study.get_trials(deepcopy=False)
+            if "grid_id" in t.system_attrs
+            and (t.state.is_finished() or t.state == optuna.trial.TrialState.RUNNING)
+        }
+        return len(taken) >= len(self._all_grids)
+
 
 class SamplerError(ValueError):
     """A sampler that cannot serve this space or these objectives."""
