@@ -23,6 +23,7 @@ from typing import Any
 import optuna
 
 from autotune.driver import Sweep, SweepSettings
+from autotune.driver.results import REPEAT_ATTR
 from autotune.objectives.replay import ReplayObjective, load_table, space_from_table
 from autotune.space import load_space
 
@@ -158,7 +159,7 @@ def replay_sweep(
     best, curve = float("-inf"), []
     for t in sorted(study.trials, key=lambda t: t.number):
         status = t.user_attrs.get("status")
-        if status == "infeasible" or "repeat_of" in t.user_attrs:
+        if status == "infeasible" or REPEAT_ATTR in t.user_attrs:
             continue  # rejected by a static constraint or answered from the study: no trial
         if status == "ok":
             best = max(best, t.values[0])

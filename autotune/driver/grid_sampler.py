@@ -43,11 +43,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.driver.gp import GaussianProcess, expected_improvement
 from autotune.driver.novelty import config_key
+from autotune.driver.results import REPEAT_ATTR
+from autotune.driver.samplers import STATUS_ATTR
 from autotune.space import Param, Space
 
 MAX_GRID = 20_000  # raw configs (before constraints) this sampler enumerates
-_STATUS_ATTR = "status"  # the driver's per-trial outcome (see autotune.driver.samplers)
-_REPEAT_ATTR = "repeat_of"
 
 
 def is_enumerable(space: Space) -> bool:
@@ -172,14 +172,14 @@ class GridBayesSampler(optuna.samplers.BaseSampler):
         failed: list[int] = []
         drawn = 0
         for t in study.get_trials(deepcopy=False):
-            if _REPEAT_ATTR in t.user_attrs:
+            if REPEAT_ATTR in t.user_attrs:
                 continue
             key = config_key(t.params)
             visited.add(key)
             index = self._index.get(key)
             if index is None or t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
                 continue
-            status = t.user_attrs.get(_STATUS_ATTR)
+            status = t.user_attrs.get(STATUS_ATTR)
             drawn += "fixed_params" not in t.system_attrs and status != "infeasible"
             value = t.values[0] if t.values and status == "ok" else None
             if value is None or not math.isfinite(value):
