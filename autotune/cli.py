@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from autotune.space import SpaceError
@@ -38,7 +39,8 @@ class UsageError(ValueError):
 
 def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.driver.samplers import SamplerError
-    from autotune.driver.sweep import StudyMismatch
+    from autotune.driver.study_setup import StudyMismatch
+    from autotune.executors.base import ExecutorError
     from autotune.export import ExportError
     from autotune.space import ExpressionError
     from autotune.storage import StorageError
@@ -53,6 +55,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
         ExportError,
         SetupError,
         StudyMismatch,
+        ExecutorError,
     )
 
 
@@ -64,7 +67,7 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except _bad_input_types() as exc:
-            err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err.print("interrupted; finished trials are stored")
@@ -99,6 +102,17 @@ def parse_problem(items: list[str]) -> dict[str, Any]:
                 raise UsageError(f"--problem: {part!r} is not KEY=VALUE")
             problem[key.strip()] = _parse_value(value.strip())
     return problem
+
+
+def _parse_rename(text: str | None) -> dict[str, str]:
+    """``"BLOCK_M=BLOCK_SIZE_M,GROUP_M=GROUP_SIZE_M"`` -> a name map."""
+    names: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        old, sep, new = part.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise UsageError(f"--rename: {part!r} is not OLD=NEW")
+        names[old.strip()] = new.strip()
+    return names
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -154,7 +168,8 @@ DEFAULT_STORAGE = "sqlite:///autotune.db"
 @one_line_errors
 def tune(
     workload: Annotated[
-        str | None, typer.Argument(help="matmul, train-step or faults (default: train-step).")
+        str | None,
+        typer.Argument(help="A workload of `autotune workloads` (default: train-step)."),
     ] = None,
     space: SpaceOption = None,
     problem: ProblemOption = [],  # noqa: B006
@@ -200,6 +215,33 @@ def tune(
         str,
         typer.Option(help="Start from the best configs of a stored sweep: auto, a study, off."),
     ] = "auto",
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="Where trials run: local (worker processes, one per GPU), ray, or inline "
+            "(in this process on a simulated clock: replay)."
+        ),
+    ] = "local",
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Trials in flight (default: one per GPU; ray: what the cluster holds)."),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option(help="With --executor ray: auto or HOST:PORT (default: start a local Ray)."),
+    ] = None,
+    gpus_per_trial: Annotated[
+        float | None,
+        typer.Option(help="With --executor ray: GPUs per trial (default 1 on a GPU, else 0)."),
+    ] = None,
+    cache: Annotated[
+        bool,
+        typer.Option(
+            "--cache/--no-cache",
+            help="Answer from a stored sweep of the same kernel source, problem, device and "
+            "toolchain, if there is one.",
+        ),
+    ] = True,
 ) -> None:
     """Run a tuning sweep and report the best config found."""
     _quiet_libraries()
@@ -226,13 +268,33 @@ def tune(
         maximize=maximize,
         command=_command_line(),
         warm_start=warm_start,
+        executor=executor,
+        workers=workers,
+        ray_address=address,
+        gpus_per_trial=gpus_per_trial,
     )
+    if cache and settings.fingerprint and settings.study_name is None:
+        from autotune.storage import open_storage
+        from autotune.tuning_cache import cached_study
+
+        hit = cached_study(open_storage(settings.storage), settings.fingerprint["key"])
+        if hit is not None:
+            err.print(
+                f"cached: study {hit.study_name} tuned this kernel source, problem, device and "
+                "toolchain already; answering from it (--no-cache sweeps again)",
+                highlight=False,
+            )
+            _print_best(settings.storage, hit.study_name, output)
+            return
     sweep = Sweep(settings, ProgressDisplay(err))
     summary = sweep.run()
     if not summary.best:
         err.print("no trial succeeded: nothing to report (see `autotune trials`)")
         raise typer.Exit(1)
-    finishing = settings.isolation == "process" and len(settings.objectives) == 1
+    from autotune.objectives import get_objective
+
+    measures = get_objective(settings.workload).measures
+    finishing = measures and len(settings.objectives) == 1
     if finish_top > 1 and finishing and summary.stopped_by != "interrupted":
         _print_finish(sweep.finish(summary.study, top=finish_top, rounds=finish_rounds))
     _print_best(settings.storage, summary.study_name, output)
@@ -298,11 +360,12 @@ def trials(
     """List a sweep's trials: status, reason, values, parameters."""
     _quiet_libraries()
     from autotune.driver import trials_frame
+    from autotune.driver.trial_attrs import INFEASIBLE
     from autotune.storage import load_study, open_storage
 
     frame = trials_frame(load_study(open_storage(storage), study))
     if format == "table":
-        shown = frame if all_trials else frame[frame["status"] != "infeasible"]
+        shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
         rejected = len(frame) - len(shown)
         columns = [c for c in frame.columns if not c.startswith("m.")]
         table = Table(
@@ -349,13 +412,18 @@ def export(
     study: StudyOption = None,
     output: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
     top: Annotated[int, typer.Option(help="With --to triton: how many configs.")] = 5,
+    rename: Annotated[
+        str | None,
+        typer.Option(help="With --to triton: rename parameters, e.g. BLOCK_M=BLOCK_SIZE_M,..."),
+    ] = None,
 ) -> None:
     """Export the best config for the stack that will run it."""
     _quiet_libraries()
     from autotune.export import export_text, write_atomic
     from autotune.storage import load_study, open_storage
 
-    text = export_text(load_study(open_storage(storage), study), to, top)
+    names = _parse_rename(rename)
+    text = export_text(load_study(open_storage(storage), study), to, top, names)
     if output is None:
         sys.stdout.write(text)
     else:
@@ -412,6 +480,16 @@ def record(
     )
     counts = table["status"].value_counts().to_dict()
     out.print(f"wrote {len(table)} rows to {output}: {counts}")
+
+
+@app.command()
+@one_line_errors
+def workloads() -> None:
+    """List the workloads a sweep can tune."""
+    from autotune.objectives import WORKLOADS
+
+    for entry in WORKLOADS.values():
+        out.print(f"{entry.name:<12} {entry.help}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -38,6 +38,7 @@ class DeviceInfo:
     driver: str = ""
     nvml: bool = False
     software: dict[str, str] = field(default_factory=dict)
+    count: int = 1  # devices of this kind visible to this process (GPUs; 1 for the CPU)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +109,7 @@ def detect_device(prefer: str = "auto", index: int = 0) -> DeviceInfo:
             compute_capability=f"{props.major}.{props.minor}",
             max_shared_memory=int(smem),
             software=software_versions(),
+            count=torch.cuda.device_count(),
         )
         try:
             pynvml, handle = _nvml_handle(index)
@@ -161,3 +163,23 @@ def read_telemetry(index: int = 0) -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - one unsupported query must not hide the others
             continue
     return readings
+
+
+def visible_gpu_ids(count: int) -> list[str]:
+    """The ids that pin a child process to each of the ``count`` GPUs this process sees
+    (values for its ``CUDA_VISIBLE_DEVICES``), honouring this process's own setting.
+
+    Example:
+        >>> import os
+        >>> os.environ["CUDA_VISIBLE_DEVICES"] = "2,3"
+        >>> visible_gpu_ids(2)
+        ['2', '3']
+        >>> del os.environ["CUDA_VISIBLE_DEVICES"]
+        >>> visible_gpu_ids(2)
+        ['0', '1']
+    """
+    inherited = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if inherited is not None:
+        ids = [part.strip() for part in inherited.split(",") if part.strip()]
+        return ids[:count]
+    return [str(i) for i in range(count)]

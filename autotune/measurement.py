@@ -20,11 +20,14 @@ class Measurement:
         values: the metrics an objective can be optimised on (e.g. ``tflops``, ``tokens_per_s``).
         metrics: further figures worth keeping (ratios, spreads, MFU, loss curve summary).
         telemetry: device state around the measurement (clocks, power, throttle reasons).
+        recorded_duration_s: replay only: how long the trial took when it was recorded (the
+            inline executor's simulated clock advances by it).
     """
 
     values: dict[str, float]
     metrics: dict[str, Any] = field(default_factory=dict)
     telemetry: dict[str, Any] = field(default_factory=dict)
+    recorded_duration_s: float | None = None
 
     def all_metrics(self) -> dict[str, Any]:
         return {**self.metrics, **self.values}

@@ -19,16 +19,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
+from autotune.driver.trial_attrs import INFEASIBLE, REPEATED
 
 
 def failures_text(counts: Counter) -> str:
-    failed = {k: v for k, v in counts.items() if k not in ("ok", "infeasible", "repeated")}
+    failed = {k: v for k, v in counts.items() if k not in ("ok", INFEASIBLE, REPEATED)}
     text = "failed: " + ", ".join(f"{k} {v}" for k, v in sorted(failed.items()))
     text = text if failed else "no failures"
-    if counts.get("infeasible"):
-        text += f"; {counts['infeasible']} rejected by constraints (not launched)"
-    if counts.get("repeated"):
-        text += f"; {counts['repeated']} repeats answered from the study"
+    if counts.get(INFEASIBLE):
+        text += f"; {counts[INFEASIBLE]} rejected by constraints (not launched)"
+    if counts.get(REPEATED):
+        text += f"; {counts[REPEATED]} repeats answered from the study"
     return text
 
 
@@ -60,8 +61,10 @@ class ProgressDisplay(SweepObserver):
         if settings.time_budget_s is not None:
             budget.append(f"{settings.time_budget_s:.0f} s")
         device = settings.device.get("name", "?")
+        workers = f" x{settings.workers}" if settings.workers else ""
         self.console.print(
             f"[bold]autotune[/bold] {settings.workload} {problem} on {device} | "
+            f"executor {settings.executor}{workers} | "
             f"sampler {settings.sampler}, seed {settings.seed} | "
             f"study {study.study_name} ({done} trials stored) | budget {' / '.join(budget)}",
             soft_wrap=True,
@@ -101,7 +104,7 @@ class ProgressDisplay(SweepObserver):
         return f" | ETA {max(0.0, (self._total - done) * per_trial):.0f} s"
 
     def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None:
-        done = counts.total() - counts["infeasible"] - counts["repeated"]
+        done = counts.total() - counts[INFEASIBLE] - counts[REPEATED]
         summary = f"{self._best_text(study)} | {failures_text(counts)}"
         if self._progress is not None:
             self._progress.update(self._task, completed=done, description=summary)
@@ -115,8 +118,9 @@ class ProgressDisplay(SweepObserver):
         else:
             outcome = f"{record.status}: {record.reason}"[:100]
         total = f"/{self._total}" if self._total is not None else ""
+        where = f" ({record.worker})" if record.worker else ""
         self.console.print(
-            f"[{done}{total}] #{record.number} {outcome} | {summary}{self._eta(done)}",
+            f"[{done}{total}] #{record.number}{where} {outcome} | {summary}{self._eta(done)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -124,11 +128,12 @@ class ProgressDisplay(SweepObserver):
     def on_end(self, summary: SweepSummary) -> None:
         if self._progress is not None:
             self._progress.stop()
+        in_flight = f", {summary.in_flight} in flight" if summary.in_flight > 1 else ""
         self.console.print(
-            f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s "
+            f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
             f"(stopped by {summary.stopped_by}); {summary.trials_total} stored in study "
             f"{summary.study_name}; {failures_text(summary.failures)}; "
-            f"search overhead {summary.search_overhead:.1%} of wall time "
+            f"search overhead {summary.search_overhead:.1%} of the slots' wall time "
             f"(the sampler's {summary.sampler_share:.1%} runs while trials measure)",
             soft_wrap=True,
         )

@@ -13,6 +13,8 @@ Example:
 
 from __future__ import annotations
 
+import time
+import warnings
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -33,8 +35,12 @@ def _driver_hint(scheme: str) -> str:
     }.get(scheme.split("+")[0], "")
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """Open the storage at ``url``, raising :class:`StorageError` with a one-line reason."""
+def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.BaseStorage:
+    """Open the storage at ``url``, raising :class:`StorageError` with a one-line reason.
+
+    ``heartbeat_s``: for database storages, record trial heartbeats at this interval so that
+    a trial whose driver died on another machine is found stale (see
+    :mod:`autotune.driver.liveness`); other storages ignore it."""
     if url in ("memory", ":memory:"):
         return optuna.storages.InMemoryStorage()
     parsed = urlparse(url)
@@ -58,16 +64,39 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         path = Path(url.split("sqlite:///", 1)[-1]) if url.startswith("sqlite:///") else None
         if path is not None and str(path) not in ("", ":memory:") and not path.parent.is_dir():
             raise StorageError(f"storage URL {url!r}: directory {path.parent} does not exist")
-    try:
-        storage = optuna.storages.RDBStorage(url, skip_compatibility_check=False)
-    except ImportError as exc:
-        raise StorageError(f"storage URL {url!r}: {exc}{_driver_hint(scheme)}") from None
-    except Exception as exc:  # noqa: BLE001 - sqlalchemy raises many kinds; one line is enough
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StorageError(f"storage URL {url!r}: cannot connect: {first}") from None
+    heartbeat: dict[str, int] = {}
+    if heartbeat_s is not None:
+        heartbeat = {"heartbeat_interval": heartbeat_s, "grace_period": 4 * heartbeat_s}
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                storage = optuna.storages.RDBStorage(
+                    url, skip_compatibility_check=False, **heartbeat
+                )
+            break
+        except ImportError as exc:
+            raise StorageError(f"storage URL {url!r}: {exc}{_driver_hint(scheme)}") from None
+        except Exception as exc:  # noqa: BLE001 - sqlalchemy raises many kinds
+            if _is_creation_race(exc) and attempt + 1 < _CREATE_ATTEMPTS:
+                time.sleep(0.2 * (attempt + 1))  # another process is creating the schema
+                continue
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(f"storage URL {url!r}: cannot connect: {first}") from None
     if scheme == "sqlite":
         _fast_sqlite(storage)
     return storage
+
+
+_CREATE_ATTEMPTS = 8
+
+
+def _is_creation_race(exc: Exception) -> bool:
+    """Two processes opening a new database at once: one loses the schema's creation (an
+    integrity error, a table that already exists) or finds it locked; it tries again."""
+    text = str(exc)
+    signs = ("alembic_version", "already exists", "database is locked", "UNIQUE constraint")
+    return any(sign in text for sign in signs)
 
 
 def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:

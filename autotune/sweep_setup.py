@@ -16,11 +16,12 @@ from typing import Any
 
 import optuna
 
-from autotune.driver import SweepSettings
-from autotune.driver.results import STUDY_ATTR
+from autotune.driver import EXECUTORS, SweepSettings
+from autotune.driver.trial_attrs import STUDY
 from autotune.objectives import Objective, get_objective
 from autotune.space import Space, SpaceError, load_space
 from autotune.storage import open_storage, study_names
+from autotune.tuning_cache import fingerprint, source_hash
 
 DEFAULT_WORKLOAD = "train-step"
 DEFAULT_TRIALS = 30
@@ -99,7 +100,7 @@ def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:
     opened = open_storage(storage)
     if study not in study_names(opened):
         return None
-    return dict(optuna.load_study(study_name=study, storage=opened).user_attrs.get(STUDY_ATTR, {}))
+    return dict(optuna.load_study(study_name=study, storage=opened).user_attrs.get(STUDY, {}))
 
 
 def _replay_settings(
@@ -141,16 +142,19 @@ def build_settings(
     maximize: bool,
     command: str,
     warm_start: str = "auto",
+    executor: str = "local",
+    workers: int | None = None,
+    ray_address: str | None = None,
+    gpus_per_trial: float | None = None,
 ) -> SweepSettings:
     """Settings for ``autotune tune``; a stored ``study`` supplies whatever is not given."""
     stored = _stored_info(storage, study)
     label = ""
-    isolation = "process"
     baseline = None
+    key = None
     if replay is not None:
         workload = "replay"
         problem, space_obj, objectives = _replay_settings(replay, params, metric, maximize, space)
-        isolation = "inline"
         label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]
@@ -161,8 +165,6 @@ def build_settings(
         seed = stored.get("seed") if seed is None else seed
         trials = trials if trials is not None else stored.get("n_trials")
         label = stored.get("label", "")
-        if workload == "replay":
-            isolation = "inline"
     else:
         default_job = workload is None
         workload = workload or DEFAULT_WORKLOAD
@@ -172,6 +174,9 @@ def build_settings(
             baseline = objective_cls(problem).default_config()
         except (ValueError, TypeError) as exc:
             raise SetupError(f"--problem: {exc}") from None
+        if objective_cls.measures:
+            source = source_hash(workload, space_obj.source if space else None)
+            key = fingerprint(workload, problem, device, source, objectives)
         if trials is None and time_budget_s is None:
             cpu_job = default_job and device.get("type") == "cpu"
             trials = DEFAULT_CPU_JOB_TRIALS if cpu_job else DEFAULT_TRIALS
@@ -179,6 +184,12 @@ def build_settings(
         trials = DEFAULT_TRIALS
     if trials is not None and trials <= 0:
         raise SetupError(f"--trials: {trials} must be positive")
+    if executor not in EXECUTORS:
+        raise SetupError(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
+    if workers is not None and workers < 1:
+        raise SetupError(f"--workers: {workers} must be at least 1")
+    if executor != "ray" and (ray_address is not None or gpus_per_trial is not None):
+        raise SetupError("--address and --gpus-per-trial apply to --executor ray only")
     return SweepSettings(
         workload=workload,
         problem=problem,
@@ -191,12 +202,16 @@ def build_settings(
         storage=storage,
         study_name=study,
         trial_timeout_s=trial_timeout_s,
-        isolation=isolation,
+        executor=executor,
+        workers=workers,
+        ray_address=ray_address,
+        gpus_per_trial=gpus_per_trial,
         device=device,
         command=command,
         label=label,
         baseline=baseline,
         warm_start=warm_start,
+        fingerprint=key,
     )
 
 

@@ -9,7 +9,7 @@ Example:
     >>> from autotune.objectives import get_objective
     >>> cls = get_objective("matmul")
     >>> cls.directions
-    {'tflops': 'maximize'}
+    {'ratio_to_cublas': 'maximize', 'tflops': 'maximize'}
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ class Objective(ABC):
     name: ClassVar[str]
     space: ClassVar[str]
     directions: ClassVar[dict[str, str]]
+    #: False for an objective that looks figures up rather than measuring them (replay):
+    #: a sweep of it has no noise to finish against.
+    measures: ClassVar[bool] = True
 
     def __init__(self, problem: dict[str, Any]) -> None:
         self.problem = dict(problem)

@@ -15,28 +15,16 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import time
 from typing import Any
 
-from autotune.failures import Diverged, WrongResult
+from autotune.correctness import check_close
+from autotune.failures import Diverged
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 
 FAULTS = ("none", "oom", "segfault", "hang", "wrong_result", "diverge", "exception")
-
-
-def relative_error(out: Any, ref: Any) -> float:
-    """||out - ref|| / ||ref|| in float64 (inf when ``out`` holds NaN)."""
-    diff = (out.double() - ref.double()).norm().item()
-    return diff / max(ref.double().norm().item(), 1e-30)
-
-
-def check_close(out: Any, ref: Any, tolerance: float) -> float:
-    """Raise WrongResult unless ``out`` matches ``ref`` within ``tolerance``; return the error."""
-    error = relative_error(out, ref)
-    if not math.isfinite(error) or error > tolerance:
-        raise WrongResult(f"relative error {error:.3g} > tolerance {tolerance:.1g}")
-    return error
 
 
 class FaultsObjective(Objective):
@@ -63,8 +51,8 @@ class FaultsObjective(Objective):
             generator = torch.Generator().manual_seed(0)
             a = torch.randn(64, 48, generator=generator)
             b = torch.randn(64, 48, generator=generator)
-            check_close(a @ b.T, a @ b.T.contiguous().T.T, 1e-5)  # the same product: passes
-            check_close(b @ a.T, a @ b.T, 1e-2)  # the transposed product: fails
+            check_close(a @ b.T, a @ b.T.contiguous().T.T, tolerance=1e-5)  # the same: passes
+            check_close(b @ a.T, a @ b.T, tolerance=1e-2)  # the transposed product: fails
         elif fault == "diverge":
             # gradient descent on f(x) = x^2 with step 1.5: x <- x - 1.5 * 2x = -2x, so |x| doubles
             x = 1.0
@@ -78,12 +66,20 @@ class FaultsObjective(Objective):
             raise ValueError("injected failure")
         elif fault != "none":
             raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        started_at = time.time()
         time.sleep(float(config.get("delay", 0.0)))  # a trial that takes time, for resume tests
         return Measurement(
             values={
                 "score": float(config.get("score", 1.0)),
                 "latency_s": time.perf_counter() - start,
-            }
+            },
+            # where and when it ran: executors' tests check pinning and overlap with these
+            metrics={
+                "pid": os.getpid(),
+                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "started_at": started_at,
+                "ended_at": time.time(),
+            },
         )
 
 

@@ -4,6 +4,13 @@ The table is a CSV with a column per parameter, metric columns and a ``status`` 
 (``ok`` or a failure state, optionally with a ``reason`` column). A config absent from the table
 is infeasible. Every figure it returns is a replayed recording, not a new measurement.
 
+Each replayed measurement carries the trial's recorded duration, which the inline executor's
+simulated clock uses to replay N trials in flight in the order they would finish. It is the
+first column of :data:`DURATION_COLUMNS` the table has: ``duration_s`` (written by
+``autotune record``), else a stand-in that grows with the trial's cost: ``warmup_s`` (a
+training step's first step, compile included) or ``ms`` (a kernel's time). Without any, every
+trial takes one simulated second (trials finish in the order they started).
+
 Example:
     >>> import pandas as pd, tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "grid.csv")
@@ -30,6 +37,8 @@ from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.space import Param, Space, SpaceError
 
 _FAILURES = {cls.status.value: cls for cls in TrialFailure.__subclasses__()}
+#: column -> seconds per unit, in order of preference, for a trial's recorded duration
+DURATION_COLUMNS = {"duration_s": 1.0, "warmup_s": 1.0, "ms": 1e-3}
 
 
 @lru_cache(maxsize=8)
@@ -84,6 +93,7 @@ class ReplayObjective(Objective):
     name = "replay"
     space = ""
     directions = {"value": "maximize"}
+    measures = False
 
     def __init__(self, problem: dict[str, Any]) -> None:
         super().__init__(problem)
@@ -95,6 +105,7 @@ class ReplayObjective(Objective):
         self.absent_costs_a_trial = bool(problem.get("absent_costs_a_trial", False))
         if self.metric not in table.columns:
             raise SpaceError(f"{problem['table']}: --metric {self.metric!r} is not a column")
+        self.duration_column = next((c for c in DURATION_COLUMNS if c in table.columns), None)
         self._rows: dict[tuple, dict[str, Any]] = {}
         for row in table.to_dict(orient="records"):
             key = tuple(_plain(row[p]) for p in self.params)
@@ -122,7 +133,19 @@ class ReplayObjective(Objective):
             and k not in ("status", "reason", self.metric)
             and not (isinstance(v, float) and math.isnan(v))
         }
-        return Measurement(values={self.metric: value}, metrics={"replay": True, **extra})
+        return Measurement(
+            values={self.metric: value},
+            metrics={"replay": True, **extra},
+            recorded_duration_s=self._recorded_duration(row),
+        )
+
+    def _recorded_duration(self, row: dict[str, Any]) -> float:
+        if self.duration_column is None:
+            return 1.0
+        value = row.get(self.duration_column)
+        if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            return 1.0
+        return float(value) * DURATION_COLUMNS[self.duration_column]
 
 
 OBJECTIVE = ReplayObjective

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+import torch
+
+# Triton's own @jit helpers (tl.sum, tl.cdiv, ...) are decorated when triton is first imported:
+# without a GPU the interpreter must be on before any test module imports triton.
+if torch.cuda.device_count() == 0:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 DATA = Path(__file__).parents[1] / "benchmarks" / "data"
 
@@ -24,3 +31,37 @@ def write_space(tmp_path: Path):
         return path
 
     return write
+
+
+TRAIN_SPACE = """
+parameters:
+  micro_batch: {type: pow2, low: 1, high: 4}
+  precision: {type: categorical, choices: [fp32, bf16]}
+  activation_checkpointing: {type: bool}
+  optimizer: {type: categorical, choices: [fused, foreach]}
+constraints:
+  divides_global_batch: "global_batch % micro_batch == 0"
+"""
+# 4 sequences x 16 tokens per optimizer step: a real training step that takes ~1 s on a CPU
+TINY_TRAIN_STEP = {"vocab": 128, "d_model": 32, "n_layers": 1, "n_heads": 2, "seq_len": 16,
+                   "global_batch": 4, "lr": 3e-3, "steps": 2, "warmup_steps": 1, "seed": 0,
+                   "device": "cpu"}  # fmt: skip
+
+
+@pytest.fixture
+def train_step_settings(tmp_path: Path):
+    """Settings of a 5-trial random-sampler sweep of a tiny CPU training step (no compile)."""
+    from autotune.driver import SweepSettings
+    from autotune.space import load_space
+
+    space_file = tmp_path / "train.yaml"
+    space_file.write_text(TRAIN_SPACE)
+
+    def build(executor: str) -> SweepSettings:
+        return SweepSettings(
+            workload="train-step", problem=TINY_TRAIN_STEP, space=load_space(str(space_file)),
+            objectives={"tokens_per_s": "maximize"}, sampler="random", n_trials=5, seed=1,
+            storage="memory", executor=executor, workers=1, device={"type": "cpu"},
+        )  # fmt: skip
+
+    return build

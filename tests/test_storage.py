@@ -41,7 +41,7 @@ def test_the_same_sweep_persists_in_each_storage(tmp_path, kind):
         seed=1,
         storage=url,
         study_name="s",
-        isolation="inline",
+        executor="inline",
         device={"type": "cpu"},
     )
     first = Sweep(settings).run()

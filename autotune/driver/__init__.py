@@ -1,4 +1,5 @@
-"""The search driver: an ask/tell loop over an Optuna study, with budgets and callbacks.
+"""The search driver: an ask/tell loop over an Optuna study, trials in flight up to an
+executor's capacity, with budgets and callbacks.
 
 Example:
     >>> from autotune.driver import SAMPLERS
@@ -8,9 +9,17 @@ Example:
 
 from autotune.driver.results import best_trials, study_info, trials_frame
 from autotune.driver.samplers import SAMPLERS, make_sampler
-from autotune.driver.sweep import Sweep, SweepObserver, SweepSettings, SweepSummary, TrialRecord
+from autotune.driver.settings import (
+    EXECUTORS,
+    SweepObserver,
+    SweepSettings,
+    SweepSummary,
+    TrialRecord,
+)
+from autotune.driver.sweep import Sweep
 
 __all__ = [
+    "EXECUTORS",
     "SAMPLERS",
     "Sweep",
     "SweepObserver",

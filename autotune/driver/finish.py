@@ -23,9 +23,8 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import ok_trials
-from autotune.runners.base import Runner
-
-FINISH_ATTR = "finish"
+from autotune.driver.trial_attrs import FINISH
+from autotune.executors.base import Executor
 
 
 @dataclass
@@ -62,23 +61,25 @@ def finish(
     study: optuna.Study,
     metric: str,
     direction: str,
-    runner: Runner,
+    executor: Executor,
     *,
     top: int = 3,
     rounds: int = 3,
     on_sample: Callable[[int, int, float | None], None] | None = None,
 ) -> list[FinishRow]:
-    """Re-measure the ``top`` best configs of ``study`` with ``runner`` (a fresh one), in
-    ``rounds`` interleaved rounds; store and return the rows, winner first."""
+    """Re-measure the ``top`` best configs of ``study`` on ``executor`` (a fresh one; trials
+    run one at a time), in ``rounds`` interleaved rounds; store and return the rows, winner
+    first."""
     maximize = direction == "maximize"
     trials = sorted(ok_trials(study), key=lambda t: -t.values[0] if maximize else t.values[0])
     chosen = trials[:top]
     samples: dict[int, list[float]] = {t.number: [] for t in chosen}
     failures: dict[int, str] = {}
-    with runner:
+    with executor:
         for _ in range(rounds):
             for trial in chosen:
-                result = runner.evaluate(dict(trial.params))
+                executor.submit(trial.number, dict(trial.params))
+                result = executor.wait_any()[0].result
                 value = None
                 if result.ok and result.measurement is not None:
                     value = float(result.measurement.values[metric])
@@ -92,7 +93,7 @@ def finish(
     for row in rows:
         row.config = dict(by_number[row.trial].params)
     study.set_user_attr(
-        FINISH_ATTR,
+        FINISH,
         {
             "metric": metric,
             "rounds": rounds,

@@ -76,9 +76,20 @@ class GaussianProcess:
     def fit(self, x: np.ndarray, y: np.ndarray) -> GaussianProcess:
         """Fit to features ``x`` (n x d, in [0, 1]) and targets ``y`` (n)."""
         with _one_thread():
-            return self._fit(x, y)
+            return self._fit(x, y, optimise=True)
 
-    def _fit(self, x: np.ndarray, y: np.ndarray) -> GaussianProcess:
+    def condition(self, x: np.ndarray, y: np.ndarray) -> GaussianProcess:
+        """Condition on ``x, y`` with the hyperparameters of the last :meth:`fit` (no
+        optimiser steps); ``best_target`` stays that of the last fit. Used to add pending
+        points at their believed value."""
+        assert self._hyper is not None, "fit() first"
+        best = self.best_target
+        with _one_thread():
+            self._fit(x, y, optimise=False)
+        self.best_target = best
+        return self
+
+    def _fit(self, x: np.ndarray, y: np.ndarray, *, optimise: bool) -> GaussianProcess:
         xt = torch.as_tensor(x, dtype=torch.float64)
         yt = torch.as_tensor(y, dtype=torch.float64)
         self._mean = yt.mean()
@@ -94,7 +105,10 @@ class GaussianProcess:
         steps = self.first_steps
         if reuse:
             steps = self.refit_steps if self._fits % self.refit_every == 0 else 0
-        self._fits += 1
+        if not optimise:
+            steps = 0
+        else:
+            self._fits += 1
         # Adam, written out: torch.optim imports torch._dynamo (seconds) on first use
         first_moment = torch.zeros_like(hyper)
         second_moment = torch.zeros_like(hyper)

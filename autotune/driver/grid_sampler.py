@@ -11,6 +11,9 @@ config that breaks a constraint or repeats one, and a measured region informs it
 
 Failed trials enter the model at the worst value measured, so the region around a crash, an
 OOM or a config the objective cannot run (``infeasible``) is left; none is proposed again.
+Configs still running (several trials in flight, or other drivers of the same study) are
+never proposed, and enter the model at their predicted mean (the kriging believer): the
+variance around them shrinks, so the next pick goes elsewhere instead of next to them.
 Spaces with a float parameter, with more than :data:`MAX_GRID` raw configs, or with several
 objectives are not for this sampler: :func:`autotune.driver.samplers.make_sampler` gives them
 TPE.
@@ -34,6 +37,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,8 +47,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from autotune.driver.gp import GaussianProcess, expected_improvement
 from autotune.driver.novelty import config_key
-from autotune.driver.results import REPEAT_ATTR
-from autotune.driver.samplers import STATUS_ATTR
+from autotune.driver.trial_attrs import INFEASIBLE, STATUS, is_repeat
 from autotune.space import Param, Space
 
 MAX_GRID = 20_000  # raw configs (before constraints) this sampler enumerates
@@ -102,6 +105,14 @@ def _positions(param: Param, values: list[Any]) -> dict[Any, float]:
     return {v: (k - low) / (high - low) for v, k in zip(values, keys, strict=True)}
 
 
+@dataclass
+class _Observations:
+    visited: set[tuple] = field(default_factory=set)
+    targets: dict[int, float] = field(default_factory=dict)
+    pending: list[int] = field(default_factory=list)
+    drawn: int = 0
+
+
 class GridBayesSampler(optuna.samplers.BaseSampler):
     """GP + expected improvement over the feasible configs of ``space`` (single objective).
 
@@ -152,54 +163,68 @@ class GridBayesSampler(optuna.samplers.BaseSampler):
     ) -> dict[str, Any]:
         if not search_space or not self._configs or "fixed_params" in trial.system_attrs:
             return {}  # an enqueued trial (baseline, warm start, steering) sets its own values
-        visited, targets, drawn = self._observations(study)
-        unvisited = [i for i, k in enumerate(self._keys) if k not in visited]
+        seen = self._observations(study)
+        unvisited = [i for i, k in enumerate(self._keys) if k not in seen.visited]
         if not unvisited:
             return {}
-        if drawn < self.n_startup_trials or len(set(targets.values())) < 2:
+        if seen.drawn < self.n_startup_trials or len(set(seen.targets.values())) < 2:
             choice = self._rng.choice(unvisited)
         else:
-            choice = self._most_promising(targets, unvisited)
+            choice = self._most_promising(seen.targets, unvisited, seen.pending)
         return dict(self._configs[choice])
 
-    def _observations(self, study: optuna.Study) -> tuple[set[tuple], dict[int, float], int]:
-        """Keys of every config tried (running ones too); the model's target per measured
-        config in the grid: log of the metric (negated when minimised), failures at the worst;
-        and how many measured configs this sampler drew (not enqueued)."""
+    def _observations(self, study: optuna.Study) -> _Observations:
+        """What the study says about the grid: the keys of every config tried (running ones
+        too); the model's target per measured config (log of the metric, negated when
+        minimised; failures at the worst); the configs still running (pending); and how many
+        measured configs this sampler drew (not enqueued)."""
         maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
-        visited: set[tuple] = set()
+        seen = _Observations()
         measured: dict[int, float] = {}
         failed: list[int] = []
-        drawn = 0
         for t in study.get_trials(deepcopy=False):
-            if REPEAT_ATTR in t.user_attrs:
+            if is_repeat(t):
                 continue
             key = config_key(t.params)
-            visited.add(key)
+            seen.visited.add(key)
             index = self._index.get(key)
-            if index is None or t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+            if index is None:
                 continue
-            status = t.user_attrs.get(STATUS_ATTR)
-            drawn += "fixed_params" not in t.system_attrs and status != "infeasible"
+            if t.state == TrialState.RUNNING:
+                seen.pending.append(index)
+                continue
+            if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+                continue
+            status = t.user_attrs.get(STATUS)
+            seen.drawn += "fixed_params" not in t.system_attrs and status != INFEASIBLE
             value = t.values[0] if t.values and status == "ok" else None
             if value is None or not math.isfinite(value):
                 failed.append(index)
             else:
                 measured[index] = value
         if not measured:
-            return visited, {}, drawn
+            return seen
         positive = all(v > 0 for v in measured.values())
-        targets = {
+        seen.targets = {
             i: (math.log(v) if positive else v) * (1.0 if maximize else -1.0)
             for i, v in measured.items()
         }
-        worst = min(targets.values())
-        targets.update({i: worst for i in failed if i not in targets})
-        return visited, targets, drawn
+        worst = min(seen.targets.values())
+        seen.targets.update({i: worst for i in failed if i not in seen.targets})
+        return seen
 
-    def _most_promising(self, targets: dict[int, float], unvisited: list[int]) -> int:
+    def _most_promising(
+        self, targets: dict[int, float], unvisited: list[int], pending: list[int]
+    ) -> int:
         seen = list(targets)
-        self._model.fit(self._features[seen], np.array([targets[i] for i in seen]))
+        y = np.array([targets[i] for i in seen])
+        self._model.fit(self._features[seen], y)
+        pending = [i for i in pending if i not in targets]
+        if pending:
+            # kriging believer: a running config counts as measured at its predicted value,
+            # so the variance around it shrinks and the next pick goes elsewhere
+            believed, _ = self._model.predict(self._features[pending])
+            self._model.condition(self._features[seen + pending], np.concatenate([y, believed]))
         mean, std = self._model.predict(self._features[unvisited])
         gain = expected_improvement(mean, std, self._model.best_target)
         return unvisited[int(np.argmax(gain))]

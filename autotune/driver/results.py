@@ -18,14 +18,20 @@ from typing import Any
 import optuna
 import pandas as pd
 
-from autotune.driver.samplers import STATUS_ATTR
-
-STUDY_ATTR = "autotune"
+from autotune.driver.trial_attrs import (
+    DURATION,
+    METRICS,
+    REASON,
+    STUDY,
+    is_ok,
+    is_repeat,
+    trial_status,
+)
 
 
 def study_info(study: optuna.Study) -> dict[str, Any]:
     """What the sweep stored about itself (workload, problem, objectives, device, command)."""
-    return dict(study.user_attrs.get(STUDY_ATTR, {}))
+    return dict(study.user_attrs.get(STUDY, {}))
 
 
 def objectives_of(study: optuna.Study) -> dict[str, str]:
@@ -36,24 +42,9 @@ def objectives_of(study: optuna.Study) -> dict[str, str]:
     return {n: d.name.lower() for n, d in zip(names, study.directions, strict=True)}
 
 
-def trial_status(trial: optuna.trial.FrozenTrial) -> str:
-    if STATUS_ATTR in trial.user_attrs:
-        return str(trial.user_attrs[STATUS_ATTR])
-    return {"RUNNING": "running", "WAITING": "waiting"}.get(trial.state.name, "interrupted")
-
-
-REPEAT_ATTR = "repeat_of"  # set on a trial whose config was measured before (not launched)
-
-
 def ok_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """Successful trials, each config once (repeats answered from the study are left out)."""
-    return [
-        t
-        for t in study.get_trials(deepcopy=False)
-        if t.state == optuna.trial.TrialState.COMPLETE
-        and trial_status(t) == "ok"
-        and REPEAT_ATTR not in t.user_attrs
-    ]
+    return [t for t in study.get_trials(deepcopy=False) if is_ok(t) and not is_repeat(t)]
 
 
 def _dominates(a: list[float], b: list[float], signs: list[float]) -> bool:
@@ -86,9 +77,9 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             row[name] = trial.values[i] if ok else None
         # a parameter named like an objective (replay tables) keeps a "param." prefix
         row.update({(f"param.{k}" if k in row else k): v for k, v in trial.params.items()})
-        metrics = trial.user_attrs.get("metrics", {})
+        metrics = trial.user_attrs.get(METRICS, {})
         row.update({f"m.{k}": v for k, v in metrics.items() if k not in objectives})
-        row["reason"] = trial.user_attrs.get("reason", "")
-        row["duration_s"] = trial.user_attrs.get("duration_s")
+        row["reason"] = trial.user_attrs.get(REASON, "")
+        row["duration_s"] = trial.user_attrs.get(DURATION)
         rows.append(row)
     return pd.DataFrame(rows)

@@ -1,8 +1,13 @@
 """Build Optuna samplers by name, each told which trials failed (so it leaves failing regions).
 
 Failed trials are told to the study as complete with a penalty value and a violated
-constraint (``Trial.set_constraint``, see :func:`mark_feasibility`): TPE and GP then model
-where configs fail and stop proposing there, instead of ignoring them as they do FAIL trials.
+constraint (``Trial.set_constraint``, see
+:func:`autotune.driver.trial_attrs.mark_feasibility`): TPE and GP then model where configs fail
+and stop proposing there, instead of ignoring them as they do FAIL trials.
+
+With several trials in flight (``in_flight > 1``), the configs still running are known to the
+sampler: ``bo`` never proposes one and conditions its model on them at their predicted value
+(the kriging believer), TPE runs with Optuna's constant liar.
 
 The default, ``auto``, is Bayesian optimisation over the enumerated configs
 (:mod:`autotune.driver.grid_sampler`) for a single objective over a discrete space of at most
@@ -22,18 +27,10 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.grid_sampler import GridBayesSampler, is_enumerable
 from autotune.space import Space
 
 SAMPLERS = ("auto", "bo", "tpe", "random", "gp", "cmaes", "grid")
-STATUS_ATTR = "status"
-
-
-def mark_feasibility(trial: optuna.Trial, ok: bool) -> None:
-    """Record the trial's outcome as an Optuna constraint: 0 when it measured, 1 when it failed.
-
-    Constraint-aware samplers (TPE, GP, NSGA-II) rank failed trials below every feasible one.
-    """
-    trial.set_constraint("failed", 0.0 if ok else 1.0)
 
 
 class AskTellGridSampler(optuna.samplers.GridSampler):
@@ -69,8 +66,6 @@ def resolve_sampler(name: str, space: Space | None, n_objectives: int = 1) -> st
     """
     if name != "auto":
         return name
-    from autotune.driver.grid_sampler import is_enumerable
-
     if n_objectives == 1 and space is not None and is_enumerable(space):
         return "bo"
     return "tpe"
@@ -85,14 +80,15 @@ def make_sampler(
     n_startup_trials: int = 10,
     problem: dict[str, Any] | None = None,
     device: dict[str, Any] | None = None,
+    in_flight: int = 1,
 ) -> optuna.samplers.BaseSampler:
     """Return the sampler called ``name`` (one of :data:`SAMPLERS`); ``problem`` and
-    ``device`` are what the space's constraints read (``bo`` lists the configs they allow)."""
+    ``device`` are what the space's constraints read (``bo`` lists the configs they allow);
+    ``in_flight`` is how many trials run at once (more than one: pending configs are lied
+    about, see the module's docstring)."""
     name = resolve_sampler(name, space, n_objectives)
     options: dict[str, Any] = {"seed": seed}
     if name == "bo":
-        from autotune.driver.grid_sampler import GridBayesSampler, is_enumerable
-
         if space is None or not is_enumerable(space):
             raise SamplerError("bo needs a discrete space of at most 20000 configs; use tpe")
         if n_objectives > 1:
@@ -103,7 +99,11 @@ def make_sampler(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             return optuna.samplers.TPESampler(
-                multivariate=True, group=True, n_startup_trials=n_startup_trials, **options
+                multivariate=True,
+                group=True,
+                n_startup_trials=n_startup_trials,
+                constant_liar=in_flight > 1,
+                **options,
             )
     if name == "random":
         return optuna.samplers.RandomSampler(**options)

@@ -20,9 +20,8 @@ from typing import Any
 
 import optuna
 
-from autotune.driver.results import STUDY_ATTR, best_trials, ok_trials
-
-WARM_START_ATTR = "warm_start"
+from autotune.driver.results import best_trials, ok_trials
+from autotune.driver.trial_attrs import STUDY
 
 
 def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
@@ -55,7 +54,7 @@ def most_similar_study(
     for summary in optuna.study.get_all_study_summaries(storage):
         if summary.study_name == exclude:
             continue
-        info = summary.user_attrs.get(STUDY_ATTR, {})
+        info = summary.user_attrs.get(STUDY, {})
         if info.get("workload") != workload:
             continue
         if device_name and info.get("device", {}).get("name") not in (None, device_name):

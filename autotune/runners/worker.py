@@ -11,7 +11,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
+import os
 import signal
 import time
 from multiprocessing.connection import Connection
@@ -26,8 +28,11 @@ _RESTART_AFTER = {TrialStatus.OOM, TrialStatus.CRASHED, TrialStatus.TIMEOUT}
 _POLL_S = 0.25
 
 
-def _worker_main(conn: Connection, workload: str, problem: dict[str, Any]) -> None:
+def _worker_main(
+    conn: Connection, workload: str, problem: dict[str, Any], env: dict[str, str]
+) -> None:
     """Body of the worker process: build the objective once, then evaluate configs on request."""
+    os.environ.update(env)  # e.g. CUDA_VISIBLE_DEVICES, before torch is imported
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     from autotune.objectives import get_objective
 
@@ -81,6 +86,8 @@ class IsolatedRunner(Runner):
         problem: the objective's problem dict (picklable).
         timeout_s: wall-time limit of one trial, from the moment the worker receives it.
         start_timeout_s: limit for a new worker to import its libraries and build the objective.
+        env: environment variables set in the worker before anything is imported
+            (``{"CUDA_VISIBLE_DEVICES": "1"}`` pins it to one GPU).
     """
 
     def __init__(
@@ -90,8 +97,10 @@ class IsolatedRunner(Runner):
         *,
         timeout_s: float = 300.0,
         start_timeout_s: float = 180.0,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.workload = workload
+        self.env = dict(env or {})
         self.problem = dict(problem)
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
@@ -99,25 +108,34 @@ class IsolatedRunner(Runner):
         self._process: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
         self.workers_started = 0
+        self._busy = False  # a trial is being evaluated (close() then kills at once)
+        self._closed = False
 
     # -- worker lifecycle ----------------------------------------------------------------
     def _start(self) -> str | None:
         """Start a worker and wait until it is ready; return a failure reason, or None."""
         parent, child = self._context.Pipe()
         process = self._context.Process(
-            target=_worker_main, args=(child, self.workload, self.problem), daemon=True
+            target=_worker_main, args=(child, self.workload, self.problem, self.env), daemon=True
         )
         process.start()
         child.close()
         self._process, self._conn = process, parent
         self.workers_started += 1
-        if not parent.poll(self.start_timeout_s):
-            self._kill()
-            return f"worker did not start within {self.start_timeout_s:.0f} s"
+        deadline = time.perf_counter() + self.start_timeout_s
         try:
+            # in short polls: close() from another thread, or a worker that dies while it
+            # imports, ends the wait at once
+            while not parent.poll(_POLL_S):
+                if self._closed or not process.is_alive():
+                    raise EOFError
+                if time.perf_counter() > deadline:
+                    self._kill()
+                    return f"worker did not start within {self.start_timeout_s:.0f} s"
             message = parent.recv()
-        except EOFError:
-            reason = _death_reason(self._wait_exit())
+        except (EOFError, OSError):
+            process.join(timeout=5)
+            reason = "runner closed" if self._closed else _death_reason(process.exitcode)
             self._kill()
             return reason
         if message[0] != "ready":
@@ -125,21 +143,27 @@ class IsolatedRunner(Runner):
             return f"workload could not be set up: {message[1]}"
         return None
 
-    def _wait_exit(self) -> int | None:
-        assert self._process is not None
-        self._process.join(timeout=5)
-        return self._process.exitcode
-
     def _kill(self) -> None:
-        if self._process is not None and self._process.is_alive():
-            self._process.kill()
-            self._process.join(timeout=10)
-        if self._conn is not None:
-            self._conn.close()
+        # may run in two threads at once (close() while a trial ends): take the handles first
+        process, conn = self._process, self._conn
         self._process, self._conn = None, None
+        if process is not None and process.is_alive():
+            process.kill()
+            process.join(timeout=10)
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.close()
 
     def close(self) -> None:
-        if self._conn is not None and self._process is not None and self._process.is_alive():
+        """Stop the worker: politely when idle, at once when a trial is still running."""
+        self._closed = True
+        busy = self._busy
+        if (
+            not busy
+            and self._conn is not None
+            and self._process is not None
+            and self._process.is_alive()
+        ):
             try:
                 self._conn.send(("stop",))
                 self._process.join(timeout=10)
@@ -157,10 +181,26 @@ class IsolatedRunner(Runner):
             if failure is not None:
                 return TrialResult(TrialStatus.CRASHED, failure)
         assert self._conn is not None and self._process is not None
+        # local references: close() from another thread (the sweep stopping) ends the worker,
+        # and this loop then sees the pipe close instead of a missing attribute
+        conn, process = self._conn, self._process
+        self._busy = True
+        try:
+            return self._exchange(conn, process, config, should_prune)
+        finally:
+            self._busy = False
+
+    def _exchange(
+        self,
+        conn: Connection,
+        process: mp.process.BaseProcess,
+        config: dict[str, Any],
+        should_prune: PruneCheck,
+    ) -> TrialResult:
         start = time.perf_counter()
         deadline = start + self.timeout_s
         try:
-            self._conn.send(("evaluate", config))
+            conn.send(("evaluate", config))
             while True:
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
@@ -170,25 +210,28 @@ class IsolatedRunner(Runner):
                         f"no result after {self.timeout_s:.1f} s; worker killed",
                         duration_s=time.perf_counter() - start,
                     )
-                if not self._conn.poll(min(remaining, _POLL_S)):
-                    if not self._process.is_alive():
+                if not conn.poll(min(remaining, _POLL_S)):
+                    if self._closed:  # closed from another thread: end the worker now
+                        self._kill()
+                    if not process.is_alive():
                         raise EOFError
                     continue
-                message = self._conn.recv()
+                message = conn.recv()
                 if message[0] == "report":
                     prune = should_prune(message[1], message[2])
-                    self._conn.send("prune" if prune else "continue")
+                    conn.send("prune" if prune else "continue")
                     continue
                 _, status, reason, measurement = message
                 result = TrialResult(
                     TrialStatus(status), reason, measurement, time.perf_counter() - start
                 )
                 if result.status in _RESTART_AFTER:
-                    self._wait_exit()
+                    process.join(timeout=5)
                     self._kill()
                 return result
-        except (EOFError, OSError, BrokenPipeError):
-            reason = _death_reason(self._wait_exit())
+        except (EOFError, OSError, BrokenPipeError, ValueError):
+            process.join(timeout=5)
+            reason = _death_reason(process.exitcode)
             self._kill()
             return TrialResult(TrialStatus.CRASHED, reason, duration_s=time.perf_counter() - start)
         except BaseException:  # Ctrl-C in the driver: leave no worker behind

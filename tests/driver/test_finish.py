@@ -1,8 +1,8 @@
 from autotune.driver import Sweep, SweepSettings
 from autotune.driver.finish import summarise_samples
+from autotune.executors.base import Executor
+from autotune.executors.local import LocalExecutor
 from autotune.export import best_record
-from autotune.runners.base import Runner
-from autotune.runners.worker import IsolatedRunner
 from autotune.space import Param, Space
 
 
@@ -18,18 +18,16 @@ def test_within_noise_when_medians_differ_less_than_the_spread():
     assert minimize[1].within_noise is False  # no spread at all: any gap is real
 
 
-class OrderRecorder(Runner):
-    """A real isolated runner that also notes the order configs were measured in."""
+class OrderRecorder(LocalExecutor):
+    """A real local executor that also notes the order configs were submitted in."""
 
-    def __init__(self, inner: IsolatedRunner) -> None:
-        self.inner, self.order = inner, []
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.order = []
 
-    def evaluate(self, config, should_prune=lambda s, v: False):
+    def submit(self, ticket, config, should_prune=lambda s, v: False):
         self.order.append(config["delay"])
-        return self.inner.evaluate(config, should_prune)
-
-    def close(self) -> None:
-        self.inner.close()
+        super().submit(ticket, config, should_prune)
 
 
 def test_finish_remeasures_the_top_configs_interleaved_in_a_fresh_process():
@@ -42,20 +40,20 @@ def test_finish_remeasures_the_top_configs_interleaved_in_a_fresh_process():
         sampler="grid",
         n_trials=5,
         storage="memory",
-        isolation="process",
+        executor="local",
     )
     recorders: list[OrderRecorder] = []
 
-    def fresh_recorder(s: SweepSettings) -> Runner:
-        recorders.append(OrderRecorder(IsolatedRunner(s.workload, s.problem, timeout_s=30)))
+    def fresh_recorder(s: SweepSettings, workers: int | None = None) -> Executor:
+        recorders.append(OrderRecorder(s.workload, s.problem, workers=workers, timeout_s=30))
         return recorders[-1]
 
-    sweep = Sweep(settings, runner_factory=fresh_recorder)
+    sweep = Sweep(settings, executor_factory=fresh_recorder)
     study = sweep.run().study
     rows = sweep.finish(study, top=3, rounds=2)
 
     finish_runner = recorders[-1]
-    assert len(recorders) == 2 and finish_runner.inner.workers_started == 1  # a fresh process
+    assert len(recorders) == 2 and finish_runner.workers_started == 1  # a fresh process
     assert finish_runner.order == [0.0, 0.05, 0.1, 0.0, 0.05, 0.1]  # A B C A B C
     assert [r.config["delay"] for r in rows] == [0.0, 0.05, 0.1]
     assert all(len(r.samples) == 2 for r in rows)

@@ -1,7 +1,7 @@
 import optuna
 import pytest
 
-from autotune.driver import Sweep, SweepSettings
+from autotune.driver import Sweep, SweepSettings, study_setup
 from autotune.driver.grid_sampler import GridBayesSampler, features, is_enumerable
 from autotune.driver.novelty import config_key
 from autotune.driver.samplers import SamplerError, make_sampler, resolve_sampler
@@ -59,8 +59,10 @@ def test_a_config_that_came_back_infeasible_is_not_proposed_again():
     assert len(set(seen)) == 8
 
 
-def test_the_driver_asks_for_the_next_config_while_a_trial_runs():
-    """The pipeline: when trial n+1 is asked for, trial n is still running (not told)."""
+@pytest.mark.parametrize("workers", [1, 3])
+def test_the_driver_asks_for_the_next_config_while_trials_run(monkeypatch, workers):
+    """The pipeline: when trial n+1 is asked for, the trials in flight are still running (not
+    told), so the sampler sees them as pending; with every slot busy it asks one ahead."""
     running_at_ask = []
 
     class Watching(optuna.samplers.RandomSampler):
@@ -68,15 +70,15 @@ def test_the_driver_asks_for_the_next_config_while_a_trial_runs():
             running = study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
             running_at_ask.append(len(running) - 1)  # the trial being asked for is running
 
+    monkeypatch.setattr(study_setup, "make_sampler", lambda *a, **k: Watching(0))
     space = Space("s", [Param("fault", "categorical", choices=["none"]),
                         Param("score", "float", low=0.0, high=1.0)])  # fmt: skip
     settings = SweepSettings(
         workload="faults", problem={}, space=space, objectives={"score": "maximize"},
-        n_trials=6, seed=0, storage="memory", isolation="inline", device={"type": "cpu"},
+        n_trials=8, seed=0, storage="memory", executor="inline", workers=workers,
+        device={"type": "cpu"},
     )  # fmt: skip
-    sweep = Sweep(settings)
-    sweep.open_study = lambda: optuna.create_study(direction="maximize", sampler=Watching(0))
-    summary = sweep.run()
-    assert summary.trials_run == 6
-    # the first ask finds nothing running; each later one finds the trial in flight
-    assert running_at_ask[0] == 0 and all(n == 1 for n in running_at_ask[1:])
+    summary = Sweep(settings).run()
+    assert summary.trials_run == 8
+    # each ask finds every slot's trial in flight, plus none ahead (one is asked ahead at most)
+    assert running_at_ask == [min(i, workers) for i in range(len(running_at_ask))]

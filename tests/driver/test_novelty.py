@@ -45,7 +45,7 @@ def test_repeats_are_answered_from_the_study_and_cost_no_trial():
         seed=0,
         n_trials=12,
         storage="memory",
-        isolation="inline",
+        executor="inline",
     )
     summary = Sweep(settings).run()
     trials = summary.study.trials

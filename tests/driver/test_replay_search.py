@@ -23,7 +23,7 @@ def replay_sweep(sampler: str, seed: int, trials: int) -> Sweep:
             seed=seed,
             n_trials=trials,
             storage="memory",
-            isolation="inline",
+            executor="inline",
         )
     )
 

@@ -20,7 +20,7 @@ def settings(space, **overrides) -> SweepSettings:
         n_trials=10,
         seed=0,
         storage="memory",
-        isolation="inline",
+        executor="inline",
         device={"type": "cpu"},
     )
     return SweepSettings(**(base | overrides))
@@ -38,7 +38,7 @@ def test_every_failure_is_recorded_and_the_sweep_goes_on(sqlite_url):
             n_trials=16,
             storage=sqlite_url,
             study_name="f",
-            isolation="process",
+            executor="local",
             trial_timeout_s=2.0,
         )
     ).run()
@@ -87,7 +87,7 @@ def test_static_constraints_are_never_launched(write_space):
         "  score: {type: float, low: 0, high: 1}\n"
         "constraints:\n  safe: fault != 'segfault'\n"
     )
-    s = settings(load_space(path), n_trials=12, sampler="random", isolation="process")
+    s = settings(load_space(path), n_trials=12, sampler="random", executor="local")
     study = Sweep(s).run().study
     statuses = {t.params["fault"]: t.user_attrs["status"] for t in study.trials}
     assert statuses.get("segfault", "infeasible") == "infeasible"

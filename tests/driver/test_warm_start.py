@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from autotune.driver import Sweep, SweepSettings
-from autotune.driver.sweep import StudyMismatch
+from autotune.driver.study_setup import StudyMismatch
 from autotune.driver.warm_start import similarity, top_configs
 from autotune.objectives.replay import load_table, space_from_table
 
@@ -21,7 +21,7 @@ def replay_settings(url: str, name: str, **overrides) -> SweepSettings:
         n_trials=30,
         storage=url,
         study_name=name,
-        isolation="inline",
+        executor="inline",
     )
     return SweepSettings(**(base | overrides))
 

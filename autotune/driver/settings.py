@@ -1,0 +1,115 @@
+"""What a sweep is told (:class:`SweepSettings`) and what it reports (records, summary,
+observer), passed explicitly: no global configuration.
+
+Example:
+    >>> from autotune.space import load_space
+    >>> settings = SweepSettings(workload="faults", problem={}, space=load_space("faults"),
+    ...     objectives={"score": "maximize"}, executor="local", workers=2)
+    >>> settings.executor, settings.workers
+    ('local', 2)
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+
+from autotune.space import Space
+from autotune.storage import DEFAULT_STORAGE
+
+EXECUTORS = ("local", "inline", "ray")
+
+
+@dataclass
+class SweepSettings:
+    """Everything one sweep needs.
+
+    Attributes:
+        objectives: metric name -> "maximize" | "minimize"; one entry, or several for a
+            multi-objective sweep with a Pareto front.
+        n_trials: launched trials the study should reach (earlier runs and other drivers of
+            the same study count; configs rejected by a static constraint do not).
+        time_budget_s: wall time this invocation may spend, None for no limit.
+        executor: where trials run: "local" (worker processes, one per GPU by default),
+            "inline" (in the driver's process on a simulated clock: replay, tests) or "ray".
+        workers: trials in flight; None for the executor's default (local: one per visible
+            GPU, one on a CPU; inline: 1; ray: as many as the cluster's resources allow).
+        ray_address: ``auto``, ``HOST:PORT`` or None (start a local Ray on demand).
+        gpus_per_trial: GPUs a Ray trial asks for; None: 1 on a GPU device, else 0.
+    """
+
+    workload: str
+    problem: dict[str, Any]
+    space: Space
+    objectives: dict[str, str]
+    sampler: str = "auto"
+    seed: int | None = None
+    n_trials: int | None = 50
+    time_budget_s: float | None = None
+    storage: str = DEFAULT_STORAGE
+    study_name: str | None = None
+    trial_timeout_s: float = 300.0
+    executor: str = "local"
+    workers: int | None = None
+    ray_address: str | None = None
+    gpus_per_trial: float | None = None
+    device: dict[str, Any] = field(default_factory=dict)
+    command: str = ""
+    label: str = ""  # shown with every progress line, e.g. "REPLAY of grid.csv"
+    baseline: dict[str, Any] | None = None  # the untuned config, measured as trial 0
+    warm_start: str = "auto"  # "auto" (most similar stored sweep), a study name, or "off"
+    fingerprint: dict[str, Any] | None = None  # the tuning cache's key (autotune.tuning_cache)
+
+
+@dataclass
+class TrialRecord:
+    """One finished trial as the progress display sees it."""
+
+    number: int
+    status: str
+    reason: str
+    config: dict[str, Any]
+    values: list[float] | None
+    duration_s: float
+    launched: bool = True  # False for a static-constraint rejection or a repeat
+    worker: str = ""
+
+
+@dataclass
+class SweepSummary:
+    study: optuna.Study
+    study_name: str
+    trials_run: int
+    trials_total: int
+    failures: Counter
+    best: list[optuna.trial.FrozenTrial]
+    stopped_by: str
+    elapsed_s: float
+    evaluate_s: float = 0.0  # slot-seconds spent in trials (summed over the slots)
+    sampler_s: float = 0.0  # of elapsed_s, asking the sampler for configs (rejections included)
+    in_flight: int = 1  # the executor's capacity at the start
+
+    @property
+    def search_overhead(self) -> float:
+        """Share of the slots' wall time (capacity x elapsed) not spent in a trial: the
+        sampler, the storage and the display when they hold a slot up, and idle slots."""
+        total = self.elapsed_s * max(1, self.in_flight)
+        return max(0.0, 1.0 - self.evaluate_s / total) if total else 0.0
+
+    @property
+    def sampler_share(self) -> float:
+        """Share of the sweep's wall time the sampler took to propose configs."""
+        return self.sampler_s / self.elapsed_s if self.elapsed_s else 0.0
+
+
+class SweepObserver:
+    """Receives progress; the CLI's display subclasses it. The default prints nothing."""
+
+    def on_start(self, settings: SweepSettings, study: optuna.Study, done: int) -> None: ...
+
+    def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None: ...
+
+    def on_end(self, summary: SweepSummary) -> None: ...

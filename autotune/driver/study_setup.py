@@ -1,0 +1,143 @@
+"""Open (or resume) the Optuna study of a sweep: sampler, pruner, the untuned default as trial
+0, a warm start from a related stored sweep, and the sweep's description.
+
+Example:
+    >>> from autotune.space import load_space
+    >>> from autotune.driver.settings import SweepSettings
+    >>> from autotune.storage import open_storage
+    >>> settings = SweepSettings(workload="faults", problem={}, space=load_space("faults"),
+    ...     objectives={"score": "maximize"}, storage="memory", study_name="s")
+    >>> study = open_study(settings, open_storage("memory"), in_flight=1)
+    >>> study.user_attrs["autotune"]["workload"]
+    'faults'
+"""
+
+from __future__ import annotations
+
+import warnings
+from datetime import UTC, datetime
+
+import optuna
+from optuna.storages import BaseStorage
+
+from autotune.driver.pruning import DivergencePruner
+from autotune.driver.samplers import make_sampler, resolve_sampler
+from autotune.driver.settings import SweepSettings
+from autotune.driver.trial_attrs import BASELINE, STUDY, WARM_START
+from autotune.driver.warm_start import most_similar_study, similarity, top_configs
+
+# How many of a related sweep's best configs a warm start queues first.
+WARM_START_CONFIGS = 5
+
+
+class StudyMismatch(ValueError):
+    """A stored study of another workload or objective was named for resuming."""
+
+
+def study_name_for(settings: SweepSettings) -> str:
+    return settings.study_name or f"{settings.workload}-{datetime.now():%Y%m%d-%H%M%S}"
+
+
+def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) -> optuna.Study:
+    """Create the study, or load a stored one of the same workload and objectives."""
+    s = settings
+    name = study_name_for(s)
+    directions = list(s.objectives.values())
+    # A resumed study must not replay its first proposals: the seed moves on by the number
+    # of trials already stored (still deterministic for a given history).
+    seed = None if s.seed is None else s.seed + _stored_trial_count(storage, name)
+    sampler = make_sampler(
+        s.sampler,
+        seed=seed,
+        space=s.space,
+        n_objectives=len(directions),
+        problem=s.problem,
+        device=s.device,
+        in_flight=in_flight,
+    )
+    study = optuna.create_study(
+        storage=storage,
+        study_name=name,
+        directions=directions,
+        sampler=sampler,
+        pruner=DivergencePruner(),
+        load_if_exists=True,
+    )
+    info = study.user_attrs.get(STUDY)
+    if info is not None:
+        if info.get("workload") != s.workload or info.get("objectives") != s.objectives:
+            raise StudyMismatch(
+                f"study {name!r} holds a {info.get('workload')} sweep of "
+                f"{info.get('objectives')}; it cannot resume as {s.workload} of {s.objectives}"
+            )
+        return study
+    if s.baseline:
+        # the untuned default runs first: the sweep's answer is never worse than it
+        study.enqueue_trial(
+            {k: v for k, v in s.baseline.items() if k in s.space.names},
+            user_attrs={BASELINE: True},
+        )
+    _warm_start(s, storage, study)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names(list(s.objectives))
+    study.set_user_attr(
+        STUDY,
+        {
+            "workload": s.workload,
+            "problem": s.problem,
+            "space": s.space.source,
+            "objectives": s.objectives,
+            "sampler": s.sampler,
+            "sampler_used": resolve_sampler(s.sampler, s.space, len(directions)),
+            "seed": s.seed,
+            "n_trials": s.n_trials,
+            "device": s.device,
+            "command": s.command,
+            "label": s.label,
+            "fingerprint": s.fingerprint or {},
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    )
+    return study
+
+
+def _warm_start(s: SweepSettings, storage: BaseStorage, study: optuna.Study) -> None:
+    """Queue the best configs of a related stored sweep as the first trials."""
+    if s.warm_start == "off":
+        return
+    if s.warm_start == "auto":
+        found = most_similar_study(
+            storage, s.workload, s.problem, s.device.get("name"), exclude=study.study_name
+        )
+    else:
+        try:
+            source = optuna.load_study(study_name=s.warm_start, storage=storage)
+        except KeyError:
+            raise StudyMismatch(
+                f"--warm-start: no study named {s.warm_start!r} in this storage"
+            ) from None
+        problem = source.user_attrs.get(STUDY, {}).get("problem", {})
+        found = (source, similarity(s.problem, problem))
+    if found is None:
+        return
+    source, score = found
+    direction = next(iter(s.objectives.values()))
+    configs = top_configs(source, direction, WARM_START_CONFIGS)
+    for config in configs:
+        study.enqueue_trial(
+            {k: v for k, v in config.items() if k in s.space.names},
+            user_attrs={WARM_START: source.study_name},
+            skip_if_exists=True,
+        )
+    study.set_user_attr(
+        WARM_START, {"source": source.study_name, "similarity": score, "configs": len(configs)}
+    )
+
+
+def _stored_trial_count(storage: BaseStorage, name: str) -> int:
+    try:
+        study_id = storage.get_study_id_from_name(name)
+    except KeyError:
+        return 0
+    return len(storage.get_all_trials(study_id, deepcopy=False))

@@ -1,0 +1,84 @@
+"""Every name the sweep writes on Optuna trials and studies, and the helpers that read them.
+
+One module owns these names, so that the driver, the samplers, the finish, export, progress
+and the benchmarks all read a trial the same way.
+
+Trial user attributes:
+    ``status`` (one :class:`~autotune.failures.TrialStatus` value), ``reason``, ``duration_s``,
+    ``metrics``, ``telemetry``, ``repeat_of`` (a repeat answered from the study, not launched),
+    ``baseline`` (the untuned default, trial 0), ``warm_start`` (queued from another sweep),
+    ``driver`` (host and pid of the driver that asked for it), ``worker`` (where it ran).
+Study user attributes:
+    ``autotune`` (workload, problem, space, objectives, device, command), ``warm_start``,
+    ``finish`` (the noise-aware finish's rows), ``last_run`` (overhead of the last run).
+The Optuna constraint ``failed`` is 0 for a measured trial and 1 for a failed one.
+
+Example:
+    >>> import optuna
+    >>> trial = optuna.trial.create_trial(value=1.0, user_attrs={STATUS: "ok"})
+    >>> trial_status(trial), is_repeat(trial), is_launched(trial)
+    ('ok', False, True)
+"""
+
+from __future__ import annotations
+
+import optuna
+
+# -- trial attributes ---------------------------------------------------------------------
+STATUS = "status"
+REASON = "reason"
+DURATION = "duration_s"
+METRICS = "metrics"
+TELEMETRY = "telemetry"
+REPEAT_OF = "repeat_of"  # a config measured before: answered from the study, not launched
+BASELINE = "baseline"
+WARM_START = "warm_start"  # on a trial: the study it came from; on the study: the source
+DRIVER = "driver"  # {"host", "pid"} of the driver process that asked for the trial
+WORKER = "worker"  # where the trial ran: an executor's slot, device or Ray node
+FAILED_CONSTRAINT = "failed"
+
+# -- study attributes ---------------------------------------------------------------------
+STUDY = "autotune"
+FINISH = "finish"
+LAST_RUN = "last_run"
+
+# -- statuses the driver itself gives -----------------------------------------------------
+INFEASIBLE = "infeasible"  # rejected by a static constraint: never launched
+INTERRUPTED = "interrupted"
+REPEATED = "repeated"  # the count of repeats in progress and summaries (not a trial status)
+
+FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+
+
+def trial_status(trial: optuna.trial.FrozenTrial) -> str:
+    """The trial's status; a trial without one is running, waiting, or was interrupted."""
+    if STATUS in trial.user_attrs:
+        return str(trial.user_attrs[STATUS])
+    return {"RUNNING": "running", "WAITING": "waiting"}.get(trial.state.name, INTERRUPTED)
+
+
+def is_repeat(trial: optuna.trial.FrozenTrial) -> bool:
+    """True for a repeat answered from the study (it ran nothing)."""
+    return REPEAT_OF in trial.user_attrs
+
+
+def is_launched(trial: optuna.trial.FrozenTrial) -> bool:
+    """True for a finished trial that ran (not a constraint rejection, not a repeat)."""
+    return (
+        trial.state in FINISHED_STATES
+        and not is_repeat(trial)
+        and trial_status(trial) != INFEASIBLE
+    )
+
+
+def is_ok(trial: optuna.trial.FrozenTrial) -> bool:
+    """True for a trial that measured (a repeat of one included)."""
+    return trial.state == optuna.trial.TrialState.COMPLETE and trial_status(trial) == "ok"
+
+
+def mark_feasibility(trial: optuna.Trial, ok: bool) -> None:
+    """Record the outcome as an Optuna constraint: 0 when it measured, 1 when it failed.
+
+    Constraint-aware samplers (TPE, GP, NSGA-II) rank failed trials below every feasible one.
+    """
+    trial.set_constraint(FAILED_CONSTRAINT, 0.0 if ok else 1.0)

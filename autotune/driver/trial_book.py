@@ -1,0 +1,243 @@
+"""Tell the study how each trial ended, and remember what each config measured.
+
+The book writes every trial's status, reason, duration, metrics and telemetry (the names are
+:mod:`autotune.driver.trial_attrs`'), tells Optuna the values (a failure: the worst value so
+far plus a violated constraint, so the sampler leaves the region), answers a config measured
+before from the study, and steers the next trial to an unvisited config after a repeat.
+
+Example:
+    >>> import optuna, random
+    >>> from autotune.space import load_space
+    >>> from autotune.driver.settings import SweepSettings
+    >>> from autotune.failures import TrialStatus
+    >>> from autotune.runners.base import TrialResult
+    >>> settings = SweepSettings(workload="faults", problem={}, space=load_space("faults"),
+    ...     objectives={"score": "maximize"})
+    >>> study = optuna.create_study(direction="maximize")
+    >>> book = TrialBook(study, settings, random.Random(0))
+    >>> trial = study.ask()
+    >>> oom = TrialResult(TrialStatus.OOM, "no room")
+    >>> record = book.tell_result(Asked(trial, {"fault": "oom"}), oom)
+    >>> record.status, study.trials[0].user_attrs["reason"]
+    ('oom', 'no room')
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from autotune.driver.novelty import config_key, unvisited_config
+from autotune.driver.results import best_trials
+from autotune.driver.settings import SweepSettings, TrialRecord
+from autotune.driver.trial_attrs import (
+    DURATION,
+    FINISHED_STATES,
+    INFEASIBLE,
+    INTERRUPTED,
+    METRICS,
+    REASON,
+    REPEAT_OF,
+    REPEATED,
+    STATUS,
+    TELEMETRY,
+    WORKER,
+    is_repeat,
+    mark_feasibility,
+    trial_status,
+)
+from autotune.failures import TrialStatus
+from autotune.runners.base import TrialResult
+
+
+@dataclass
+class Asked:
+    """A trial asked of the sampler, with its config."""
+
+    trial: optuna.Trial
+    config: dict[str, Any]
+
+    @property
+    def key(self) -> tuple:
+        return config_key(self.config)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a config measured, kept to answer repeats of it."""
+
+    number: int
+    status: str
+    values: list[float] | None
+
+
+# What Optuna raises when a trial was already finished (another driver found it stale).
+_ALREADY_FINISHED = (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError)
+
+
+class TrialBook:
+    """The study's clerk for one sweep; see the module docstring."""
+
+    def __init__(self, study: optuna.Study, settings: SweepSettings, rng: random.Random) -> None:
+        self.study = study
+        self.settings = settings
+        self.directions = list(settings.objectives.values())
+        self.rng = rng
+        self.visited: dict[tuple, Outcome] = {}
+        self._known: set[int] = set()
+        self.running: set[tuple] = set()  # configs in flight: steering must not pick them
+        self.exhausted = False  # a discrete space measured completely
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Learn the configs measured since (by this driver or another on the same study)."""
+        for t in self.study.get_trials(deepcopy=False, states=FINISHED_STATES):
+            if t.number in self._known:
+                continue
+            self._known.add(t.number)
+            status = trial_status(t)
+            if is_repeat(t) or status == INFEASIBLE:
+                continue
+            values = list(t.values) if status == "ok" and t.values else None
+            self.visited.setdefault(config_key(t.params), Outcome(t.number, status, values))
+
+    def previous(self, config: dict[str, Any]) -> Outcome | None:
+        return self.visited.get(config_key(config))
+
+    def penalty(self) -> list[float]:
+        """Value told for a failed trial: the worst successful value so far (0 if none)."""
+        complete = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        values = [t.values for t in complete if t.user_attrs.get(STATUS) == "ok" and t.values]
+        penalties = []
+        for i, direction in enumerate(self.directions):
+            column = [v[i] for v in values]
+            if not column:
+                penalties.append(0.0)
+            else:
+                penalties.append(min(column) if direction == "maximize" else max(column))
+        return penalties
+
+    # -- telling ------------------------------------------------------------------------
+    def tell_result(self, asked: Asked, result: TrialResult, worker: str = "") -> TrialRecord:
+        """Record how a trial ended (a constraint rejection included) and tell the study."""
+        trial = asked.trial
+        values: list[float] | None = None
+        if result.ok and result.measurement is not None:
+            m = result.measurement
+            missing = [k for k in self.settings.objectives if k not in m.values]
+            if missing:
+                result = TrialResult(
+                    TrialStatus.CRASHED, f"objective did not measure {', '.join(missing)}"
+                )
+            else:
+                values = [float(m.values[k]) for k in self.settings.objectives]
+        launched = result.status is not TrialStatus.INFEASIBLE
+        record = TrialRecord(
+            trial.number,
+            result.status.value,
+            result.reason,
+            asked.config,
+            values,
+            result.duration_s,
+            launched=launched,
+            worker=worker,
+        )
+        try:
+            trial.set_user_attr(STATUS, result.status.value)
+            trial.set_user_attr(REASON, result.reason)
+            trial.set_user_attr(DURATION, round(result.duration_s, 4))
+            if worker:
+                trial.set_user_attr(WORKER, worker)
+            if values is not None and result.measurement is not None:
+                trial.set_user_attr(METRICS, _jsonable(result.measurement.all_metrics()))
+                trial.set_user_attr(TELEMETRY, _jsonable(result.measurement.telemetry))
+            mark_feasibility(trial, values is not None)
+            if values is not None:
+                self.study.tell(trial, values)
+            elif result.status is TrialStatus.DIVERGED and len(self.directions) == 1:
+                self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            else:
+                # complete with a penalty + violated constraint: the sampler learns the region
+                self.study.tell(trial, self.penalty())
+        except _ALREADY_FINISHED:
+            record.status, record.reason = INTERRUPTED, "found stale and closed by another driver"
+            return record
+        self._known.add(trial.number)
+        if launched:
+            self.visited[asked.key] = Outcome(trial.number, result.status.value, values)
+        return record
+
+    def tell_repeat(self, asked: Asked, previous: Outcome) -> TrialRecord:
+        """Answer a repeated config from the study, then steer the next trial elsewhere."""
+        trial = asked.trial
+        reason = f"repeat of trial {previous.number}: answered from the study, not launched"
+        trial.set_user_attr(STATUS, previous.status)
+        trial.set_user_attr(REASON, reason)
+        trial.set_user_attr(REPEAT_OF, previous.number)
+        trial.set_user_attr(DURATION, 0.0)
+        mark_feasibility(trial, previous.values is not None)
+        self.study.tell(trial, previous.values or self.penalty())
+        self._known.add(trial.number)
+        self._steer()
+        return TrialRecord(
+            trial.number, previous.status, reason, asked.config, previous.values, 0.0, False
+        )
+
+    def tell_claimed(self, asked: Asked, twin: int) -> TrialRecord:
+        """Stand back from a config another driver's trial ``twin`` is running: recorded as
+        a repeat of it, told FAIL (samplers ignore it), never launched."""
+        trial = asked.trial
+        reason = f"trial {twin} of another driver runs this config: not launched"
+        try:
+            trial.set_user_attr(STATUS, REPEATED)
+            trial.set_user_attr(REASON, reason)
+            trial.set_user_attr(REPEAT_OF, twin)
+            trial.set_user_attr(DURATION, 0.0)
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        except _ALREADY_FINISHED:
+            pass
+        return TrialRecord(trial.number, REPEATED, reason, asked.config, None, 0.0, False)
+
+    def _steer(self) -> None:
+        s = self.settings
+        best = best_trials(self.study)
+        steer = unvisited_config(
+            s.space,
+            best[0].params if best else None,
+            set(self.visited) | self.running,
+            self.rng,
+            s.problem,
+            s.device,
+        )
+        if steer is None:
+            # in a discrete space: every config the constraints allow has been measured
+            self.exhausted = all(p.kind != "float" for p in s.space.params)
+        else:
+            self.study.enqueue_trial(steer, skip_if_exists=True)
+
+    def mark_interrupted(self, trial: optuna.Trial, reason: str) -> None:
+        """Close a trial of this driver that will not be told a result."""
+        try:
+            trial.set_user_attr(STATUS, INTERRUPTED)
+            trial.set_user_attr(REASON, reason)
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        except _ALREADY_FINISHED:
+            pass
+
+
+def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            out[key] = str(value)
+        elif isinstance(value, int | float | str | bool) or value is None:
+            out[key] = value
+        elif isinstance(value, dict):
+            out[key] = _jsonable(value)
+        else:
+            out[key] = str(value)
+    return out

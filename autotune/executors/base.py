@@ -1,0 +1,79 @@
+"""Where trials run: the one interface every executor has (capacity, submit, wait for any).
+
+An executor runs up to :attr:`Executor.capacity` trials at once. The driver submits a trial
+with an opaque ``ticket`` (the trial number) and collects finished trials with
+:meth:`Executor.wait_any`, which returns at least one :class:`Finished` (the shape of
+``concurrent.futures.wait(..., FIRST_COMPLETED)`` and of Kernel Tuner's runners). A failing
+trial is never an exception: it comes back as a :class:`~autotune.runners.base.TrialResult`
+with its status and reason.
+
+Example:
+    >>> from autotune.executors.inline import InlineExecutor
+    >>> with InlineExecutor("faults", {}) as executor:
+    ...     executor.submit(0, {"fault": "none", "score": 2.0})
+    ...     [(f.ticket, f.result.status.value) for f in executor.wait_any()]
+    [(0, 'ok')]
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.runners.base import PruneCheck, TrialResult, never_prune
+
+
+@dataclass
+class Finished:
+    """One finished trial: its ticket, its result, the seconds it ran, and where it ran."""
+
+    ticket: int
+    result: TrialResult
+    seconds: float
+    worker: str = ""
+
+
+class ExecutorError(RuntimeError):
+    """An executor that cannot start (a missing extra, no cluster); one line says why."""
+
+
+class Executor(ABC):
+    """Runs trials of one workload, up to ``capacity`` at a time."""
+
+    #: shown in progress lines and stored with each trial
+    name: str = "executor"
+
+    @property
+    @abstractmethod
+    def capacity(self) -> int:
+        """How many trials may run at once now (a cluster that lost a node has less)."""
+
+    @property
+    @abstractmethod
+    def in_flight(self) -> int:
+        """How many submitted trials have not been returned by :meth:`wait_any` yet."""
+
+    @abstractmethod
+    def submit(
+        self, ticket: int, config: dict[str, Any], should_prune: PruneCheck = never_prune
+    ) -> None:
+        """Start one trial; the caller keeps ``in_flight < capacity``."""
+
+    @abstractmethod
+    def wait_any(self) -> list[Finished]:
+        """Block until at least one trial in flight has finished; return those finished."""
+
+    @property
+    def free(self) -> int:
+        """Slots free now."""
+        return max(0, self.capacity - self.in_flight)
+
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+        """Stop every trial still running and release workers."""
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

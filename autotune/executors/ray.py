@@ -1,0 +1,228 @@
+"""Run trials as Ray actors, on an existing Ray cluster or on a local one started on demand.
+
+Each slot is an actor that holds the GPUs a trial needs (``gpus_per_trial``), builds the
+workload's objective once and evaluates configs on request; the driver's sampler, constraints
+and storage stay in the driver's process, so results land in the same Optuna storage as a
+local sweep. An actor that dies (a segfault, its node lost) turns its trial into ``crashed``
+with Ray's reason, and the slot gets a new actor; a trial past its timeout is ended by killing
+its actor. The capacity follows the cluster: a node lost takes its slots with it.
+
+Divergence is judged inside the actor by the same rule as the driver's pruner (Optuna's
+report/should_prune need the driver's study, which actors do not reach).
+
+Ray is an optional extra: ``pip install 'autotune[ray]'``.
+
+Example (a local Ray of 2 CPUs, started and stopped by the executor):
+    >>> with RayExecutor("faults", {}, workers=2, num_cpus=2) as executor:  # doctest: +SKIP
+    ...     executor.submit(0, {"fault": "none", "score": 3.0})
+    ...     executor.wait_any()[0].result.measurement.values["score"]
+    3.0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from autotune.executors.base import Executor, ExecutorError, Finished
+from autotune.failures import TrialStatus
+from autotune.runners.base import PruneCheck, TrialResult, never_prune
+
+INSTALL_HINT = "pip install 'autotune[ray]'"
+_POLL_S = 0.5
+_RESOURCES_TTL_S = 2.0
+
+PruneRule = Callable[[Sequence[float]], bool]
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or :class:`ExecutorError` naming the install command."""
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorError(f"--executor ray needs Ray: {INSTALL_HINT}") from None
+    return ray
+
+
+def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
+    """Connect to Ray at ``address`` (``auto``, ``HOST:PORT``), or start a local one when
+    ``address`` is None; True when this call started it (the caller shuts it down)."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    options: dict[str, Any] = {
+        "include_dashboard": False,
+        "logging_level": logging.WARNING,
+        "log_to_driver": False,
+    }
+    if address is None:
+        options["num_cpus"] = num_cpus
+    try:
+        ray.init(address=address, **options)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ExecutorError(f"--address {address}: cannot reach a Ray cluster: {first}") from None
+    return True
+
+
+class _TrialActor:
+    """One slot: builds the objective once, evaluates configs one at a time."""
+
+    def __init__(self, workload: str, problem: dict[str, Any], prune_rule: PruneRule | None):
+        from autotune.runners.inprocess import InProcessRunner
+
+        self.runner = InProcessRunner(workload, problem)
+        self.prune_rule = prune_rule
+
+    def evaluate(self, config: dict[str, Any]) -> tuple[TrialResult, str]:
+        import ray
+
+        history: list[float] = []
+
+        def should_prune(step: int, value: float) -> bool:
+            history.append(value)
+            return self.prune_rule(history) if self.prune_rule is not None else False
+
+        result = self.runner.evaluate(config, should_prune)
+        return result, ray.util.get_node_ip_address()
+
+
+class RayExecutor(Executor):
+    """Trials as Ray actors; see the module docstring.
+
+    Args:
+        address: ``auto``, ``HOST:PORT``, or None to start a local Ray.
+        gpus_per_trial, cpus_per_trial: resources each actor holds.
+        workers: slots; default as many as the cluster's resources allow.
+        timeout_s: wall-time limit of one trial.
+        prune_rule: the divergence rule applied to reported values inside the actor.
+        num_cpus: CPUs of a local Ray started here (default: the machine's).
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        workload: str,
+        problem: dict[str, Any],
+        *,
+        address: str | None = None,
+        gpus_per_trial: float = 0.0,
+        cpus_per_trial: float = 1.0,
+        workers: int | None = None,
+        timeout_s: float = 300.0,
+        prune_rule: PruneRule | None = None,
+        num_cpus: int | None = None,
+    ) -> None:
+        self._ray = import_ray()
+        self._started = ensure_ray(address, num_cpus)
+        self.workload, self.problem = workload, dict(problem)
+        self.gpus_per_trial, self.cpus_per_trial = gpus_per_trial, cpus_per_trial
+        self.timeout_s = timeout_s
+        self.prune_rule = prune_rule
+        self._resources: tuple[float, dict[str, float]] | None = None
+        fits = self._cluster_slots()
+        if fits < 1:
+            need = f"{gpus_per_trial:g} GPU" if gpus_per_trial else f"{cpus_per_trial:g} CPU"
+            self.close()
+            raise ExecutorError(f"the Ray cluster has no room for one trial ({need} each)")
+        self._slots = min(workers, fits) if workers is not None else fits
+        self._actor_class = self._ray.remote(_TrialActor).options(
+            num_cpus=cpus_per_trial, num_gpus=gpus_per_trial, max_restarts=0
+        )
+        self._actors: dict[int, Any] = {}  # slot -> live actor
+        self._idle = list(range(self._slots))
+        self._running: dict[Any, tuple[int, int, float]] = {}  # ref -> (slot, ticket, start)
+
+    def _cluster_slots(self) -> int:
+        """Trials the cluster's live nodes can hold at once (asked of Ray at most every
+        :data:`_RESOURCES_TTL_S`, and at once after an actor died)."""
+        now = time.monotonic()
+        if self._resources is None or now - self._resources[0] > _RESOURCES_TTL_S:
+            self._resources = (now, self._ray.cluster_resources())
+        resources = self._resources[1]
+        if self.gpus_per_trial > 0:
+            return int(resources.get("GPU", 0) // self.gpus_per_trial)
+        return int(resources.get("CPU", 0) // self.cpus_per_trial)
+
+    @property
+    def capacity(self) -> int:
+        return min(self._slots, self._cluster_slots())
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    def submit(
+        self, ticket: int, config: dict[str, Any], should_prune: PruneCheck = never_prune
+    ) -> None:
+        if not self._idle:
+            raise RuntimeError("submit() with every slot busy")
+        # a slot whose actor lives first: a dead one's new actor needs room the cluster may
+        # have lost with a node
+        slot = min(self._idle, key=lambda i: (i not in self._actors, i))
+        self._idle.remove(slot)
+        actor = self._actors.get(slot)
+        if actor is None:
+            actor = self._actor_class.remote(self.workload, self.problem, self.prune_rule)
+            self._actors[slot] = actor
+        ref = actor.evaluate.remote(config)
+        self._running[ref] = (slot, ticket, time.perf_counter())
+
+    def wait_any(self) -> list[Finished]:
+        if not self._running:
+            raise RuntimeError("wait_any() with no trial in flight")
+        while True:
+            ready, _ = self._ray.wait(list(self._running), num_returns=1, timeout=_POLL_S)
+            finished = [self._collect(ref) for ref in ready]
+            now = time.perf_counter()
+            for ref, (_, _, start) in list(self._running.items()):
+                if now - start > self.timeout_s:
+                    finished.append(self._time_out(ref))
+            if finished:
+                return finished
+
+    def _collect(self, ref: Any) -> Finished:
+        slot, ticket, start = self._running.pop(ref)
+        self._idle.append(slot)
+        try:
+            result, node = self._ray.get(ref)
+            where = f"ray actor {slot} on {node}"
+        except self._ray.exceptions.RayError as exc:
+            self._actors.pop(slot, None)  # dead: the slot's next trial gets a new actor
+            self._resources = None  # its node may be gone: ask the cluster again
+            text = str(exc).strip().splitlines()
+            reason = f"Ray worker lost: {type(exc).__name__}: {text[0] if text else ''}"[:300]
+            result, where = TrialResult(TrialStatus.CRASHED, reason), f"ray actor {slot}"
+        seconds = time.perf_counter() - start
+        if not result.duration_s:
+            result.duration_s = seconds
+        return Finished(ticket, result, seconds, worker=where)
+
+    def _time_out(self, ref: Any) -> Finished:
+        slot, ticket, start = self._running.pop(ref)
+        self._idle.append(slot)
+        actor = self._actors.pop(slot, None)
+        if actor is not None:
+            self._ray.kill(actor)
+        seconds = time.perf_counter() - start
+        reason = f"no result after {self.timeout_s:.1f} s; Ray actor killed"
+        return Finished(
+            ticket, TrialResult(TrialStatus.TIMEOUT, reason, duration_s=seconds), seconds,
+            worker=f"ray actor {slot}",
+        )  # fmt: skip
+
+    def close(self) -> None:
+        for actor in getattr(self, "_actors", {}).values():
+            with contextlib.suppress(Exception):  # already gone
+                self._ray.kill(actor)
+        self._actors = {}
+        self._running = {}
+        if self._started and self._ray.is_initialized():
+            self._ray.shutdown()
+            self._started = False

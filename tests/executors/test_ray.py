@@ -1,0 +1,124 @@
+"""A real local Ray (2 CPUs): the executor, a sweep through it, the CLI, the missing extra."""
+
+import os
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+from autotune.driver import Sweep, SweepSettings
+from autotune.driver.pruning import DivergencePruner
+from autotune.driver.trial_attrs import WORKER, is_launched, trial_status
+from autotune.executors.ray import RayExecutor
+from autotune.failures import TrialStatus
+from autotune.space import load_space
+
+ray = pytest.importorskip("ray")
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "data")
+PARAMS = "BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages"
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_trials_run_as_actors_and_a_crash_or_hang_costs_one_trial(local_ray):
+    executor = RayExecutor(
+        "faults", {}, workers=2, timeout_s=8, prune_rule=DivergencePruner.diverged
+    )
+    with executor:
+        assert executor.capacity == 2
+        executor.submit(0, {"fault": "segfault"})
+        executor.submit(1, {"fault": "hang", "seconds": 60})
+        finished = []
+        while len(finished) < 2:
+            finished += executor.wait_any()
+            for _ in range(executor.free):
+                executor.submit(2, {"fault": "diverge"})  # on the crashed slot's new actor
+        while executor.in_flight:
+            finished += executor.wait_any()
+    outcome = {f.ticket: f.result for f in finished}
+    assert outcome[0].status is TrialStatus.CRASHED and "Ray worker lost" in outcome[0].reason
+    assert outcome[1].status is TrialStatus.TIMEOUT and "Ray actor killed" in outcome[1].reason
+    # judged inside the actor by the pruner's own rule
+    assert outcome[2].status is TrialStatus.DIVERGED and "pruned at step" in outcome[2].reason
+
+
+def replay_settings(executor: str, **overrides) -> SweepSettings:
+    table = os.path.join(DATA, "matmul_decode_h200.csv")
+    base = dict(
+        workload="replay",
+        problem={"table": table, "params": PARAMS.split(","), "metric": "tflops"},
+        space=load_space("matmul"),
+        objectives={"tflops": "maximize"},
+        n_trials=12,
+        seed=0,
+        storage="memory",
+        executor=executor,
+        workers=1,
+        device={"type": "cuda", "max_shared_memory": 232448, "name": "NVIDIA H200"},
+    )
+    base["problem"].update({"M": 64, "N": 4096, "K": 4096})
+    return SweepSettings(**(base | overrides))
+
+
+def test_a_replay_sweep_through_ray_runs_the_same_trials_as_inline(local_ray):
+    def trials(executor):
+        study = Sweep(replay_settings(executor)).run().study
+        return [(t.params, t.values) for t in study.trials], study
+
+    inline, _ = trials("inline")
+    through_ray, study = trials("ray")
+    assert through_ray == inline
+    assert all(t.user_attrs[WORKER].startswith("ray actor 0 on ") for t in study.trials)
+
+
+def test_a_training_step_sweep_through_ray_runs_the_same_configs_as_inline(
+    local_ray, train_step_settings
+):
+    runs = {e: Sweep(train_step_settings(e)).run().study for e in ("inline", "ray")}
+    configs = {e: [t.params for t in s.trials] for e, s in runs.items()}
+    assert configs["ray"] == configs["inline"] and len(configs["ray"]) == 5
+    assert all(trial_status(t) == "ok" and t.values[0] > 0 for t in runs["ray"].trials)
+
+
+def test_the_cli_runs_a_sweep_through_ray(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ray.db'}"
+    table = os.path.join(DATA, "matmul_4096_h200.csv")
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "--replay", table, "--params", PARAMS,
+         "--metric", "tflops", "--trials", "16", "--seed", "0", "--storage", url,
+         "--study", "r", "--executor", "ray", "--workers", "2"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    study = optuna.load_study(study_name="r", storage=url)
+    launched = [t for t in study.trials if is_launched(t)]
+    assert len(launched) == 16
+    assert {t.user_attrs[WORKER].split(" on ")[0] for t in launched} == {
+        "ray actor 0",
+        "ray actor 1",
+    }
+    assert study.user_attrs["last_run"]["executor"] == "ray"
+
+
+def test_a_missing_ray_extra_is_one_line_naming_the_install(tmp_path):
+    code = (
+        "import sys; sys.modules['ray'] = None; sys.argv = ['autotune'] + sys.argv[1:];"
+        "from autotune.cli import main; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "tune", "faults", "--trials", "1", "--executor", "ray",
+         "--storage", f"sqlite:///{tmp_path / 'x.db'}"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --executor ray needs Ray: pip install 'autotune[ray]'"
+    ]
