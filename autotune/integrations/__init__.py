@@ -1,0 +1,1 @@
+"""Adapters that serve autotune's search to other tools (Ray Tune)."""

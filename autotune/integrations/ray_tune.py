@@ -1,0 +1,189 @@
+"""A Ray Tune searcher that serves autotune's space, constraints and default sampler.
+
+For teams whose pipelines already run on Ray Tune: put :class:`AutotuneSearcher` into an
+existing ``tune.Tuner`` (any scheduler, ASHA included, on top) and keep the trainable as it
+is. Each suggestion is a config of the autotune space that passes its static constraints (a
+config that breaks one is told to the sampler as infeasible without reaching Tune), never a
+config already measured or still running, drawn by autotune's default sampler (Bayesian
+optimisation over the feasible configs, which knows the configs Tune is still running). Every
+Tune trial lands in an Optuna study, in memory or in any storage autotune reads, so
+``autotune best``, ``trials`` and ``export`` work on it.
+
+Example (runnable: ``python examples/ray_tune_searcher.py``)::
+
+    from ray import tune
+    from autotune.integrations.ray_tune import AutotuneSearcher
+
+    searcher = AutotuneSearcher("matmul", metric="tflops", mode="max",
+                                problem={"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"},
+                                device=device)
+    tuner = tune.Tuner(my_trainable, tune_config=tune.TuneConfig(
+        search_alg=searcher, num_samples=40))
+    tuner.fit()
+
+Ray is an optional extra: ``pip install 'autotune[ray]'``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import optuna
+
+from autotune.driver.settings import SweepSettings
+from autotune.driver.study_setup import open_study
+from autotune.driver.trial_book import Asked, TrialBook
+from autotune.executors.base import ExecutorError
+from autotune.executors.ray import INSTALL_HINT
+from autotune.failures import TrialStatus
+from autotune.measurement import Measurement
+from autotune.runners.base import TrialResult
+from autotune.space import Space, load_space
+from autotune.storage import open_storage
+
+try:
+    from ray.tune.search import Searcher as _Searcher
+except ImportError:
+    raise ExecutorError(f"the Ray Tune searcher needs Ray Tune: {INSTALL_HINT}") from None
+# Rejections by constraints allowed in a row for one suggestion before giving up.
+MAX_REJECTIONS = 10_000
+
+
+class AutotuneSearcher(_Searcher):
+    """Serve configs of ``space`` to Ray Tune.
+
+    Args:
+        space: an autotune space, or the name/path of its YAML file.
+        metric, mode: what the trainable reports and its direction (``max`` or ``min``);
+            may come from ``tune.TuneConfig`` instead.
+        problem, device: what the space's constraints read (sizes; device limits).
+        sampler: ``auto`` (the default of ``autotune tune``) or any autotune sampler.
+        seed: seeds the sampler.
+        storage, study_name: where the Tune trials are recorded (default: in memory).
+        in_flight: how many trials Tune runs at once (the sampler lies about the pending ones).
+    """
+
+    def __init__(
+        self,
+        space: Space | str,
+        *,
+        metric: str | None = None,
+        mode: str | None = None,
+        problem: dict[str, Any] | None = None,
+        device: dict[str, Any] | None = None,
+        sampler: str = "auto",
+        seed: int | None = None,
+        storage: str = "memory",
+        study_name: str | None = None,
+        in_flight: int = 2,
+    ) -> None:
+        super().__init__(metric=metric, mode=mode)
+        self.autotune_space = load_space(space) if isinstance(space, str) else space
+        self.problem, self.device = dict(problem or {}), dict(device or {})
+        self.sampler_name, self.seed, self.in_flight = sampler, seed, in_flight
+        self.storage_url, self.study_name = storage, study_name
+        self._storage = open_storage(storage)
+        self._live: dict[str, Asked] = {}
+        self.study: optuna.Study | None = None
+        self._book: TrialBook | None = None
+        if metric is not None and mode is not None:
+            self._open()
+
+    def set_search_properties(
+        self, metric: str | None, mode: str | None, config: dict, **spec: Any
+    ) -> bool:
+        if self.study is not None:
+            return True
+        self._metric = self._metric or metric
+        self._mode = self._mode or mode
+        if self._metric is None or self._mode is None:
+            return False
+        self._open()
+        return True
+
+    def _open(self) -> None:
+        direction = {"max": "maximize", "min": "minimize"}.get(self._mode or "")
+        if direction is None:
+            raise ValueError(f"mode must be 'max' or 'min', not {self._mode!r}")
+        settings = SweepSettings(
+            workload="ray-tune",
+            problem=self.problem,
+            space=self.autotune_space,
+            objectives={self._metric: direction},
+            sampler=self.sampler_name,
+            seed=self.seed,
+            storage=self.storage_url,
+            study_name=self.study_name,
+            device=self.device,
+            warm_start="off",
+            label="Ray Tune trials suggested by autotune",
+        )
+        # the same study a sweep opens: sampler (told how many run at once), description
+        self.study = open_study(settings, self._storage, in_flight=self.in_flight)
+        self._book = TrialBook(self.study, settings, random.Random(self.seed))
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        """A config for Tune's trial ``trial_id``: feasible, not measured, not running."""
+        if self.study is None or self._book is None:
+            return None
+        s = self._book.settings
+        for _ in range(MAX_REJECTIONS):
+            if self._book.exhausted:
+                return _Searcher.FINISHED
+            trial = self.study.ask()
+            config = s.space.sample(trial, s.problem, s.device)
+            asked = Asked(trial, config)
+            broken = s.space.violations(config, s.problem, s.device)
+            if broken:
+                reason = "violates " + ", ".join(broken) + " (not launched)"
+                self._book.tell_result(asked, TrialResult(TrialStatus.INFEASIBLE, reason))
+                continue
+            previous = self._book.previous(config)
+            if previous is not None or asked.key in self._book.running:
+                if previous is not None:
+                    self._book.tell_repeat(asked, previous)
+                else:
+                    self._book.mark_interrupted(trial, "config already running in Ray Tune")
+                continue
+            self._book.running.add(asked.key)
+            self._live[trial_id] = asked
+            return dict(config)
+        return _Searcher.FINISHED
+
+    def on_trial_complete(
+        self, trial_id: str, result: dict | None = None, error: bool = False
+    ) -> None:
+        """Tell the study how Tune's trial ended (an error or a missing metric: crashed)."""
+        asked = self._live.pop(trial_id, None)
+        if asked is None or self._book is None:
+            return
+        self._book.running.discard(asked.key)
+        value = (result or {}).get(self._metric)
+        if error or not isinstance(value, int | float):
+            reason = "the Ray Tune trial errored" if error else f"no {self._metric!r} reported"
+            outcome = TrialResult(TrialStatus.CRASHED, reason)
+        else:
+            metrics = {
+                k: v
+                for k, v in (result or {}).items()
+                if isinstance(v, int | float | str | bool) and k != self._metric
+            }
+            measurement = Measurement(values={self._metric: float(value)}, metrics=metrics)
+            seconds = float((result or {}).get("time_total_s") or 0.0)
+            outcome = TrialResult(TrialStatus.OK, "", measurement, seconds)
+        self._book.tell_result(asked, outcome, worker=f"ray tune trial {trial_id}")
+
+    def save(self, checkpoint_path: str) -> None:
+        """The study's name (the storage keeps the trials; its URL, which may hold a
+        password, is not written)."""
+        name = self.study.study_name if self.study is not None else None
+        with open(checkpoint_path, "w") as f:
+            json.dump({"study_name": name}, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path) as f:
+            self.study_name = json.load(f)["study_name"]
+        if self._metric is not None and self._mode is not None:
+            self._open()
