@@ -1,30 +1,67 @@
-"""Objectives: what a trial measures (kernel throughput, training step, replay).
+"""Objectives: what a trial measures, one registry entry per workload.
 
-Installed as ``autotune.objectives``. Look objectives up by name:
+Installed as ``autotune.objectives``. A new workload is a kernel file in ``kernels/``, an
+objective module here (a class with ``name``, ``space``, ``directions``, ``default_problem`` and
+``evaluate``, bound to ``OBJECTIVE``), a space YAML in ``search_spaces/`` and one line in
+:data:`WORKLOADS`. The CLI reads the names and help texts from here without importing torch.
 
-    >>> from autotune.objectives import objective_names
-    >>> "replay" in objective_names()
-    True
+    >>> from autotune.objectives import WORKLOADS, objective_names
+    >>> "replay" in objective_names(), WORKLOADS["rmsnorm"].module
+    (True, 'autotune.objectives.rmsnorm')
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 
 from autotune.objectives.base import Objective, Reporter, no_reporting
 
-# name -> module that defines it; modules are imported lazily so that `autotune --help`
-# does not pay for importing torch and triton.
-_MODULES = {
-    "matmul": "autotune.objectives.matmul",
-    "train-step": "autotune.objectives.train_step",
-    "replay": "autotune.objectives.replay",
-    "faults": "autotune.objectives.faults",
+
+@dataclass(frozen=True)
+class Workload:
+    """One registry entry: the module that defines ``OBJECTIVE`` (whose class names its space
+    file, directions and default problem), and a line of help."""
+
+    name: str
+    module: str
+    help: str
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            "matmul",
+            "autotune.objectives.matmul",
+            "Triton matmul C = A @ B, against cuBLAS (TFLOP/s)",
+        ),
+        Workload(
+            "rmsnorm",
+            "autotune.objectives.rmsnorm",
+            "fused RMSNorm (+ residual add), against torch and copy bandwidth (GB/s)",
+        ),
+        Workload(
+            "train-step",
+            "autotune.objectives.train_step",
+            "one optimizer step of a Llama-style decoder (tokens/s)",
+        ),
+        Workload(
+            "replay",
+            "autotune.objectives.replay",
+            "looks configs up in a recorded table (tune --replay FILE)",
+        ),
+        Workload(
+            "faults",
+            "autotune.objectives.faults",
+            "injects real faults (OOM, segfault, hang, ...) to test the sweep itself",
+        ),
+    )  # fmt: skip
 }
 
 
 def objective_names() -> list[str]:
-    return sorted(_MODULES)
+    return sorted(WORKLOADS)
 
 
 def get_objective(name: str) -> type[Objective]:
@@ -33,10 +70,18 @@ def get_objective(name: str) -> type[Objective]:
     Raises:
         KeyError: with the known names, when ``name`` is not one of them.
     """
-    if name not in _MODULES:
+    if name not in WORKLOADS:
         raise KeyError(f"unknown workload {name!r}; known: {', '.join(objective_names())}")
-    module = importlib.import_module(_MODULES[name])
+    module = importlib.import_module(WORKLOADS[name].module)
     return module.OBJECTIVE
 
 
-__all__ = ["Objective", "Reporter", "get_objective", "no_reporting", "objective_names"]
+__all__ = [
+    "WORKLOADS",
+    "Objective",
+    "Reporter",
+    "Workload",
+    "get_objective",
+    "no_reporting",
+    "objective_names",
+]

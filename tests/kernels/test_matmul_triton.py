@@ -156,7 +156,7 @@ _SM90_SCRIPT = """
 import json, os, sys
 os.environ["TRITON_INTERPRET"] = "0"
 from autotune.kernels import matmul_triton as mt
-from autotune.objectives.matmul import compile_failure
+from autotune.triton_failures import compile_failure
 from triton.compiler.errors import CompilationError
 try:
     import triton
