@@ -23,12 +23,11 @@ import optuna
 import yaml
 
 from autotune import __version__
-from autotune.driver.finish import FINISH_ATTR
 from autotune.driver.results import best_trials, objectives_of, ok_trials, study_info
+from autotune.driver.trial_attrs import FINISH, METRICS, TELEMETRY
+from autotune.kernel_config import KernelConfig
 
 FORMATS = ("json", "yaml", "triton")
-# Arguments of triton.Config itself; every other parameter is a kernel meta-parameter.
-_TRITON_CONFIG_ARGS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
 
 class ExportError(ValueError):
@@ -49,8 +48,8 @@ def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[s
         "config": dict(trial.params),
         "objectives": objectives,
         "values": dict(zip(objectives, trial.values or [], strict=False)),
-        "metrics": trial.user_attrs.get("metrics", {}),
-        "telemetry": trial.user_attrs.get("telemetry", {}),
+        "metrics": trial.user_attrs.get(METRICS, {}),
+        "telemetry": trial.user_attrs.get(TELEMETRY, {}),
         "device": info.get("device", {}),
         "command": info.get("command", ""),
         "exported": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -65,7 +64,7 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     best = best_trials(study)
     if not best:
         raise ExportError(f"study {study.study_name!r} has no successful trial to export")
-    finish = study.user_attrs.get(FINISH_ATTR)
+    finish = study.user_attrs.get(FINISH)
     chosen = best[0]
     if finish and finish.get("rows"):
         chosen = study.trials[finish["rows"][0]["trial"]]
@@ -99,23 +98,45 @@ def write_atomic(path: str | Path, text: str) -> Path:
     return path
 
 
-def triton_config_source(configs: list[dict[str, Any]], comments: list[str]) -> str:
-    """Python source of a ``configs`` list of ``triton.Config`` for ``@triton.autotune``."""
+def triton_config_source(
+    configs: list[dict[str, Any]], comments: list[str], rename: dict[str, str] | None = None
+) -> str:
+    """Python source of a ``configs`` list of ``triton.Config`` for ``@triton.autotune``;
+    ``rename`` maps meta-parameter names for a kernel that spells them otherwise."""
     lines = []
     for config, comment in zip(configs, comments, strict=True):
-        meta = {k: v for k, v in config.items() if k not in _TRITON_CONFIG_ARGS}
-        args = "".join(f", {k}={config[k]!r}" for k in _TRITON_CONFIG_ARGS if k in config)
-        lines.append(f"    triton.Config({meta!r}{args}),  # {comment}")
+        source = KernelConfig.from_flat(config).renamed(rename or {}).triton_source()
+        lines.append(f"    {source},  # {comment}")
     return "configs = [\n" + "\n".join(lines) + "\n]\n"
 
 
-def triton_export(study: optuna.Study, top: int = 5) -> str:
-    """The ``top`` best successful configs of a single-objective study as triton.Configs."""
+def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.FrozenTrial, str]]:
+    """The ``top`` best successful trials with a comment each: the noise-aware finish's rows
+    first, by their re-measured medians (winner first, with spread), then the other trials by
+    their single sweep reading."""
     objectives = objectives_of(study)
     name, direction = next(iter(objectives.items()))
     sign = 1.0 if direction == "maximize" else -1.0
-    trials = sorted(ok_trials(study), key=lambda t: -sign * t.values[0])[:top]
-    if not trials:
+    by_number = {t.number: t for t in ok_trials(study)}
+    ranked: list[tuple[optuna.trial.FrozenTrial, str]] = []
+    finish = study.user_attrs.get(FINISH) or {}
+    for row in finish.get("rows", []):
+        trial = by_number.pop(row["trial"], None)
+        if trial is not None:
+            ranked.append(
+                (trial, f"trial {trial.number}: finish median {row['median']:.4g} {name}, "
+                        f"spread {row['spread']:.1%} over {len(row['samples'])} rounds")
+            )  # fmt: skip
+    rest = sorted(by_number.values(), key=lambda t: -sign * t.values[0])
+    ranked += [(t, f"trial {t.number}: {t.values[0]:.4g} {name} (one sweep reading)") for t in rest]
+    return ranked[:top]
+
+
+def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | None = None) -> str:
+    """The ``top`` best successful configs of a single-objective study as triton.Configs,
+    ordered as :func:`ranked_trials` says."""
+    ranked = ranked_trials(study, top)
+    if not ranked:
         raise ExportError(f"study {study.study_name!r} has no successful trial to export")
     info = study_info(study)
     header = (
@@ -126,18 +147,21 @@ def triton_export(study: optuna.Study, top: int = 5) -> str:
         "Use: @triton.autotune(configs=configs, key=[...]) above the kernel.\n"
         f'Reproduce: {info.get("command", "")}\n"""\n\nimport triton\n\n'
     )
-    comments = [f"trial {t.number}: {t.values[0]:.4g} {name}" for t in trials]
-    return header + triton_config_source([dict(t.params) for t in trials], comments)
+    configs = [dict(t.params) for t, _ in ranked]
+    return header + triton_config_source(configs, [c for _, c in ranked], rename)
 
 
-def export_text(study: optuna.Study, fmt: str, top: int = 5) -> str:
-    """Render the study's best config(s) in ``fmt`` (one of :data:`FORMATS`)."""
+def export_text(
+    study: optuna.Study, fmt: str, top: int = 5, rename: dict[str, str] | None = None
+) -> str:
+    """Render the study's best config(s) in ``fmt`` (one of :data:`FORMATS`); ``rename``
+    applies to ``triton``."""
     if fmt == "json":
         return json.dumps(best_record(study), indent=2, sort_keys=False) + "\n"
     if fmt == "yaml":
         return yaml.safe_dump(best_record(study), sort_keys=False)
     if fmt == "triton":
-        return triton_export(study, top)
+        return triton_export(study, top, rename)
     raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 

@@ -34,7 +34,7 @@ def study() -> optuna.Study:
         sampler="grid",
         n_trials=None,
         storage="memory",
-        isolation="inline",
+        executor="inline",
         device={"type": "cpu", "name": "test cpu"},
         command="autotune tune faults --demo",
     )
@@ -94,3 +94,33 @@ def test_write_atomic_leaves_the_old_file_when_writing_fails(tmp_path):
 
 def test_yaml_is_plain_data(study):
     assert isinstance(yaml.safe_load(export_text(study, "yaml")), dict)
+
+
+def test_triton_export_puts_the_finish_winner_first_then_the_rest_by_reading():
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr("autotune", {"objectives": {"tflops": "maximize"}, "workload": "matmul"})
+    distributions = {
+        "BLOCK_M": optuna.distributions.CategoricalDistribution([32, 64, 128]),
+        "num_warps": optuna.distributions.CategoricalDistribution([4, 8]),
+    }
+    readings = [(32, 4, 700.0), (64, 8, 723.7), (128, 4, 690.0), (128, 8, 600.0)]
+    for bm, warps, value in readings:
+        study.add_trial(optuna.trial.create_trial(
+            params={"BLOCK_M": bm, "num_warps": warps}, distributions=distributions,
+            value=value, user_attrs={"status": "ok"},
+        ))  # fmt: skip
+    # trial 1 read 723.7 once (lucky); the finish re-measured 0, 1, 2 and found 0 the winner
+    study.set_user_attr("finish", {"rows": [
+        {"trial": 0, "median": 705.0, "spread": 0.02, "samples": [704.0, 705.0, 709.0]},
+        {"trial": 1, "median": 698.0, "spread": 0.03, "samples": [690.0, 698.0, 701.0]},
+        {"trial": 2, "median": 689.0, "spread": 0.01, "samples": [688.0, 689.0, 690.0]},
+    ]})  # fmt: skip
+    text = export_text(study, "triton", top=4, rename={"BLOCK_M": "BLOCK_SIZE_M"})
+    namespace: dict = {}
+    exec(text, namespace)  # noqa: S102 - the exported module, as a kernel file would import it
+    configs = namespace["configs"]
+    assert [c.kwargs["BLOCK_SIZE_M"] for c in configs] == [32, 64, 128, 128]
+    assert [c.num_warps for c in configs] == [4, 8, 4, 8]
+    lines = [line for line in text.splitlines() if "triton.Config(" in line]
+    assert "finish median 705 tflops, spread 2.0% over 3 rounds" in lines[0]
+    assert "600 tflops (one sweep reading)" in lines[3]

@@ -1,0 +1,98 @@
+"""A persistent tuning cache: a finished sweep answers again for the same kernel, problem,
+device and toolchain, and nothing else.
+
+The key is a hash of the workload, its problem (shape, dtype), the source of its objective and
+of the kernel modules that objective uses, the search space file, the device (name, compute
+capability, driver) and the software that compiled and ran it (torch, Triton, CUDA). A sweep
+stores its key in the study; ``autotune tune`` finds a stored, finished sweep with the same key
+and answers from it at once. Editing the kernel, upgrading Triton or moving to another GPU
+changes the key, so the stale answer is never used.
+
+Example:
+    >>> a = fingerprint("faults", {}, {"name": "cpu", "software": {"torch": "2.13"}})
+    >>> b = fingerprint("faults", {}, {"name": "cpu", "software": {"torch": "2.14"}})
+    >>> a["key"] == b["key"], a["parts"]["software"]
+    (False, {'torch': '2.13'})
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.driver.results import best_trials
+from autotune.driver.trial_attrs import STUDY
+
+#: the device fields a compiled kernel and its timing depend on
+_DEVICE_FIELDS = ("type", "name", "compute_capability", "driver")
+
+
+def _sha(text: str | bytes) -> str:
+    data = text.encode() if isinstance(text, str) else text
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def source_modules(workload: str) -> list[types.ModuleType]:
+    """The objective module of ``workload`` and the ``autotune.kernels`` modules it uses."""
+    from autotune.objectives import get_objective
+
+    module = inspect.getmodule(get_objective(workload))
+    if module is None:
+        return []
+    modules = {module.__name__: module}
+    for value in vars(module).values():
+        used = value if isinstance(value, types.ModuleType) else inspect.getmodule(value)
+        if used is not None and used.__name__.startswith("autotune.kernels"):
+            modules[used.__name__] = used
+    return [m for _, m in sorted(modules.items())]
+
+
+def source_hash(workload: str, space_file: str | None = None) -> str:
+    """Hash of :func:`source_modules` and of the search space file (``space_file``, default
+    the workload's)."""
+    from autotune.objectives import get_objective
+    from autotune.space import load_space
+
+    parts = [inspect.getsource(m) for m in source_modules(workload)]
+    space = space_file or get_objective(workload).space
+    if space:
+        path = Path(load_space(space).source)
+        parts.append(path.read_text() if path.is_file() else space)
+    return _sha("\n".join(parts))
+
+
+def fingerprint(
+    workload: str,
+    problem: dict[str, Any],
+    device: dict[str, Any],
+    source: str = "",
+    objectives: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The cache key of a sweep and the parts it was made of."""
+    parts = {
+        "workload": workload,
+        "problem": problem,
+        "objectives": objectives or {},
+        "source": source,
+        "device": {k: device.get(k) for k in _DEVICE_FIELDS if device.get(k) is not None},
+        "software": {k: v for k, v in device.get("software", {}).items() if k != "optuna"},
+    }
+    return {"key": _sha(json.dumps(parts, sort_keys=True, default=str)), "parts": parts}
+
+
+def cached_study(storage: optuna.storages.BaseStorage, key: str) -> optuna.Study | None:
+    """The newest stored study with this key and a successful trial, if any."""
+    for summary in reversed(optuna.study.get_all_study_summaries(storage)):
+        stored = summary.user_attrs.get(STUDY, {}).get("fingerprint", {})
+        if stored.get("key") != key:
+            continue
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        if best_trials(study):
+            return study
+    return None

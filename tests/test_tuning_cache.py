@@ -1,0 +1,62 @@
+"""The tuning cache: the same sweep answers at once; any change of its key sweeps again."""
+
+import subprocess
+import sys
+
+import optuna
+
+from autotune.tuning_cache import fingerprint, source_hash, source_modules
+
+DEVICE = {"type": "cuda", "name": "NVIDIA H200", "compute_capability": "9.0",
+          "driver": "580.159.04", "software": {"torch": "2.11.0", "triton": "3.6.0"}}  # fmt: skip
+PROBLEM = {"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"}
+
+
+def key(**changes):
+    args = {"workload": "matmul", "problem": PROBLEM, "device": DEVICE, "source": "abc",
+            "objectives": {"ratio_to_cublas": "maximize"}} | changes  # fmt: skip
+    return fingerprint(**args)["key"]
+
+
+def test_the_key_changes_with_anything_the_answer_depends_on():
+    assert key() == key()
+    assert key(problem={**PROBLEM, "M": 64}) != key()
+    assert key(device={**DEVICE, "name": "NVIDIA H100 80GB HBM3"}) != key()
+    assert key(device={**DEVICE, "software": {"torch": "2.11.0", "triton": "3.7.1"}}) != key()
+    assert key(source="abd") != key()  # the kernel or the objective was edited
+    assert key(objectives={"tflops": "maximize"}) != key()
+    # telemetry and the optuna version do not change what is fastest
+    assert key(device={**DEVICE, "telemetry": {"power_w": 80}}) == key()
+
+
+def test_the_source_covers_the_objective_its_kernels_and_the_space(tmp_path):
+    names = [m.__name__ for m in source_modules("matmul")]
+    assert "autotune.objectives.matmul" in names and "autotune.kernels.matmul_triton" in names
+    assert "autotune.kernels.rmsnorm_triton" in [m.__name__ for m in source_modules("rmsnorm")]
+    space = tmp_path / "narrow.yaml"
+    space.write_text("parameters:\n  BLOCK_M: {type: pow2, low: 16, high: 64}\n")
+    assert source_hash("matmul") != source_hash("matmul", str(space))
+    assert source_hash("matmul") != source_hash("rmsnorm")
+
+
+def tune(url: str, space, *extra: str):
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "3", "--seed", "0",
+         "--finish-top", "0", "--storage", url, "--space", str(space), *extra],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+def test_a_repeated_sweep_answers_from_the_cache_at_once(tmp_path, write_space):
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+    space = write_space("parameters:\n  score: {type: float, low: 0, high: 1}\n")
+    first = tune(url, space)
+    assert first.returncode == 0, first.stderr
+    again = tune(url, space)
+    assert again.returncode == 0, again.stderr
+    assert "cached: study faults-" in again.stderr and "best config" in again.stdout
+    assert len(optuna.get_all_study_names(url)) == 1  # nothing ran
+    assert tune(url, space, "--no-cache").returncode == 0
+    other = write_space("parameters:\n  score: {type: float, low: 0, high: 2}\n", "other.yaml")
+    assert "cached" not in tune(url, other).stderr  # another space: another key
+    assert len(optuna.get_all_study_names(url)) == 3
