@@ -23,7 +23,7 @@ from typing import Any
 import optuna
 
 from autotune.driver import Sweep, SweepSettings
-from autotune.driver.results import REPEAT_ATTR
+from autotune.driver.trial_attrs import DURATION, INFEASIBLE, LAST_RUN, STATUS, is_repeat
 from autotune.objectives.replay import ReplayObjective, load_table, space_from_table
 from autotune.space import load_space
 
@@ -58,6 +58,24 @@ class Landscape:
             "metric": self.metric,
             "absent_costs_a_trial": True,
         }
+
+    def settings(self, sampler: str, seed: int, trials: int, **overrides: Any) -> SweepSettings:
+        """A replay sweep of this landscape through the inline executor, with the workload's
+        space and its static constraints."""
+        base: dict[str, Any] = dict(
+            workload="replay",
+            problem={**self.replay_problem, **self.problem},
+            space=load_space(self.space_file),
+            objectives={self.metric: "maximize"},
+            sampler=sampler,
+            seed=seed,
+            n_trials=trials,
+            storage="memory",
+            executor="inline",
+            device=self.device,
+            warm_start="off",
+        )
+        return SweepSettings(**(base | overrides))
 
     def optimum(self) -> float:
         table = load_table(str(self.table))
@@ -141,25 +159,14 @@ def replay_sweep(
 ) -> list[float]:
     """autotune's driver (Sweep) over ``landscape`` with the workload's space and its static
     constraints; returns the best-so-far value after each launched trial."""
-    settings = SweepSettings(
-        workload="replay",
-        problem={**landscape.replay_problem, **landscape.problem},
-        space=load_space(landscape.space_file),
-        objectives={landscape.metric: "maximize"},
-        sampler=sampler,
-        seed=seed,
-        n_trials=trials,
-        storage=storage,
-        study_name=study_name,
-        isolation="inline",
-        device=landscape.device,
-        warm_start=warm_start,
+    settings = landscape.settings(
+        sampler, seed, trials, storage=storage, study_name=study_name, warm_start=warm_start
     )
     study = Sweep(settings).run().study
     best, curve = float("-inf"), []
     for t in sorted(study.trials, key=lambda t: t.number):
-        status = t.user_attrs.get("status")
-        if status == "infeasible" or REPEAT_ATTR in t.user_attrs:
+        status = t.user_attrs.get(STATUS)
+        if status == INFEASIBLE or is_repeat(t):
             continue  # rejected by a static constraint or answered from the study: no trial
         if status == "ok":
             best = max(best, t.values[0])
@@ -224,17 +231,8 @@ def driver_overhead(trials: int = 100) -> float:
 
     landscape = LANDSCAPES[0]
     with tempfile.TemporaryDirectory() as tmp:
-        settings = SweepSettings(
-            workload="replay",
-            problem={**landscape.replay_problem, **landscape.problem},
-            space=load_space(landscape.space_file),
-            objectives={landscape.metric: "maximize"},
-            sampler="auto",
-            seed=0,
-            n_trials=trials,
-            storage=f"sqlite:///{tmp}/overhead.db",
-            isolation="inline",
-            device=landscape.device,
+        settings = landscape.settings(
+            "auto", 0, trials, storage=f"sqlite:///{tmp}/overhead.db", warm_start="auto"
         )
         summary = Sweep(settings).run()
     return summary.elapsed_s / trials
@@ -259,9 +257,9 @@ def gpu_sweep_overhead(db: Path, max_gap_s: float = 30.0) -> list[tuple[str, int
         for before, after in zip(done, done[1:], strict=False):
             gap = (after.datetime_start - before.datetime_complete).total_seconds()
             wall += gap if 0 < gap < max_gap_s else 0.0
-        inside = sum(t.user_attrs.get("duration_s") or 0.0 for t in done)
-        launched = sum(1 for t in done if t.user_attrs.get("duration_s"))
-        last_run = study.user_attrs.get("last_run")
+        inside = sum(t.user_attrs.get(DURATION) or 0.0 for t in done)
+        launched = sum(1 for t in done if t.user_attrs.get(DURATION))
+        last_run = study.user_attrs.get(LAST_RUN)
         if last_run:  # measured by the driver itself (sweeps from 2026-11-30 21:45 on)
             rows.append(
                 (

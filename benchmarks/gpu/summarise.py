@@ -9,6 +9,7 @@ import optuna
 import pandas as pd
 
 from autotune.driver import best_trials, trials_frame
+from autotune.driver.trial_attrs import BASELINE, METRICS, STATUS, STUDY, TELEMETRY
 
 
 def main(out: Path) -> None:
@@ -21,7 +22,7 @@ def main(out: Path) -> None:
     for summary in optuna.get_all_study_summaries(url):
         study = optuna.load_study(study_name=summary.study_name, storage=url)
         frame = trials_frame(study)
-        metric = study.user_attrs["autotune"]["objectives"]
+        metric = study.user_attrs[STUDY]["objectives"]
         name = next(iter(metric))
         launched = frame[frame["status"] != "infeasible"]
         best = best_trials(study)
@@ -29,12 +30,10 @@ def main(out: Path) -> None:
             print(f"{summary.study_name:<14} no successful trial")
             continue
         b = best[0]
-        base = [t for t in study.trials if t.user_attrs.get("baseline")]
-        base_value = (
-            base[0].values[0] if base and base[0].user_attrs.get("status") == "ok" else None
-        )
-        ratio = b.user_attrs.get("metrics", {}).get("ratio_to_cublas")
-        tele = b.user_attrs.get("telemetry", {})
+        base = [t for t in study.trials if t.user_attrs.get(BASELINE)]
+        base_value = base[0].values[0] if base and base[0].user_attrs.get(STATUS) == "ok" else None
+        ratio = b.user_attrs.get(METRICS, {}).get("ratio_to_cublas")
+        tele = b.user_attrs.get(TELEMETRY, {})
         print(
             f"{summary.study_name:<14} {len(launched):>6} {(frame['status'] == 'ok').sum():>4} "
             f"{len(launched) - (launched['status'] == 'ok').sum():>5} "
