@@ -130,6 +130,35 @@ def launcher(
     return run
 
 
+def compile_only(
+    M: int,
+    N: int,
+    dtype: torch.dtype,
+    *,
+    residual: bool,
+    eps: float = 1e-6,
+    BLOCK_N: int,
+    ROWS: int,
+    num_warps: int,
+) -> object:
+    """Compile the kernel for contiguous (M, N) rows of ``dtype`` without running it (Triton's
+    ``warmup``: it lands in the on-disk cache where the launch finds it); None under the
+    interpreter, which compiles nothing.
+
+    Example:
+        >>> k = compile_only(8, 64, torch.bfloat16, residual=True, **DEFAULT_CONFIG)
+        >>> k is None if INTERPRETED else k.metadata.shared >= 0
+        True
+    """
+    check_config(BLOCK_N, ROWS, num_warps)
+    if INTERPRETED:
+        return None
+    return _rmsnorm_kernel.warmup(
+        dtype, dtype, dtype, dtype, dtype, M, N, eps, BLOCK_N=BLOCK_N, ROWS=ROWS,
+        ONE_PASS=BLOCK_N >= N, RESIDUAL=residual, num_warps=num_warps, grid=(1,),
+    )  # fmt: skip
+
+
 def rmsnorm(
     x: torch.Tensor, weight: torch.Tensor, *, eps: float = 1e-6, **config: int
 ) -> torch.Tensor:

@@ -43,6 +43,9 @@ class Objective(ABC):
     #: False for an objective that looks figures up rather than measuring them (replay):
     #: a sweep of it has no noise to finish against.
     measures: ClassVar[bool] = True
+    #: True for an objective whose ``prepare`` compiles a config ahead of its trial (into an
+    #: on-disk cache the trial then reads), so that the driver's compile-ahead pool pays.
+    compiles: ClassVar[bool] = False
 
     def __init__(self, problem: dict[str, Any]) -> None:
         self.problem = dict(problem)
@@ -55,6 +58,13 @@ class Objective(ABC):
     @abstractmethod
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         """Run the workload with ``config`` and measure it."""
+
+    def prepare(self, config: dict[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Compile ``config`` ahead of its trial, in another process (nothing by default).
+
+        Raises:
+            TrialFailure: the config cannot compile (told to the study without a trial).
+        """
 
     def default_config(self) -> dict[str, Any] | None:
         """The config a user would run without tuning (the baseline), if there is one."""

@@ -1,10 +1,11 @@
 """The ``rmsnorm`` objective: memory throughput of the fused RMSNorm kernel, checked first.
 
-A trial draws fresh inputs, poisons the outputs, runs the config once and checks it against a
-float64 reference (the shared gate), then times three candidates interleaved in one process:
-the kernel, what a practitioner runs untuned (``torch.nn.functional.rms_norm``, after the
-residual add), and a plain device copy of the same rows, the bandwidth ceiling. The sampler
-sees ``copy_fraction``, the kernel's bandwidth over the copy's measured in the same rounds, a
+A trial (the shared steps are :class:`~autotune.objectives.kernel.KernelObjective`'s) draws
+fresh inputs, poisons the outputs, runs the config once and checks it against a float64
+reference, then times three candidates interleaved in one process: the kernel, what a
+practitioner runs untuned (``torch.nn.functional.rms_norm``, after the residual add), and a
+plain device copy of the same rows, the bandwidth ceiling. The sampler sees
+``copy_fraction``, the kernel's bandwidth over the copy's measured in the same rounds, a
 figure clock and power drift move little.
 
 Problem keys: ``M`` (rows, tokens), ``N`` (hidden size), ``dtype`` (bf16 or fp16),
@@ -21,44 +22,36 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from autotune.correctness import TOLERANCE, check_close, poison
-from autotune.device import read_telemetry
-from autotune.failures import Infeasible, classify
+from autotune.correctness import TOLERANCE, check_close
 from autotune.kernels import rmsnorm_triton as kern
-from autotune.measurement import Measurement
-from autotune.objectives.base import Objective, Reporter, no_reporting
-from autotune.timing import interleaved
-
-# 3 rounds of (kernel, torch, copy), each a do_bench of 5 ms warm-up and 15 ms of repeats, L2
-# flushed between runs; each candidate's time is the median of its round medians.
-_GPU_TIMING = {"rounds": 3, "warmup_ms": 5.0, "rep_ms": 15.0}
-_CPU_TIMING = {"rounds": 1, "warmup_ms": 0.0, "rep_ms": 0.0}  # the interpreter: a token timing
+from autotune.objectives.kernel import KernelObjective, Tensors
+from autotune.timing import Timing
 
 
-class RMSNormObjective(Objective):
+class RMSNormObjective(KernelObjective):
     """GB/s of the fused RMSNorm, its fraction of copy bandwidth and its ratio to torch."""
 
     name = "rmsnorm"
     space = "rmsnorm.yaml"
     directions = {"copy_fraction": "maximize", "gbps": "maximize"}
+    problem_keys = ("M", "N", "dtype", "residual", "eps")
+    outputs = ("y", "h")
+    baseline = "torch.nn.functional.rms_norm (eager) after the residual add"
 
     def __init__(self, problem: dict[str, Any]) -> None:
         super().__init__(problem)
-        unknown = set(self.problem) - {"M", "N", "dtype", "residual", "eps"}
-        if unknown:
-            raise ValueError(f"unknown rmsnorm problem keys {sorted(unknown)}")
         self.M, self.N = int(self.problem["M"]), int(self.problem["N"])
         self.dtype_name = str(self.problem.get("dtype", "bf16"))
         if self.dtype_name not in kern.DTYPES:
             raise ValueError(f"dtype must be one of {sorted(kern.DTYPES)}")
+        self.dtype = kern.DTYPES[self.dtype_name]
         self.residual = bool(self.problem.get("residual", True))
         self.eps = float(self.problem.get("eps", 1e-6))
-        self.device = "cpu" if kern.INTERPRETED else "cuda"
-        self._trials = 0
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
@@ -72,42 +65,34 @@ class RMSNormObjective(Objective):
         block = min(max(256, 1 << (self.N - 1).bit_length()), 16384)
         return {"BLOCK_N": block, "ROWS": 1, "num_warps": 8}
 
+    def checked_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        cfg = {k: int(v) for k, v in super().checked_config(config).items()}
+        kern.check_config(**cfg)
+        return cfg
+
+    def compile(self, cfg: dict[str, Any]) -> Any:
+        return kern.compile_only(self.M, self.N, self.dtype, residual=self.residual,
+                                 eps=self.eps, **cfg)  # fmt: skip
+
     @property
     def bytes_moved(self) -> int:
-        size = torch.empty((), dtype=kern.DTYPES[self.dtype_name]).element_size()
+        size = torch.empty((), dtype=self.dtype).element_size()
         rows = 4 if self.residual else 2  # x, y (+ residual, h)
         return (rows * self.M * self.N + self.N) * size
 
-    def _inputs(self) -> dict[str, torch.Tensor]:
-        """Fresh inputs each trial: a kernel cannot pass on what an earlier one left."""
-        self._trials += 1
-        gen = torch.Generator(device=self.device).manual_seed(self._trials)
-        dtype = kern.DTYPES[self.dtype_name]
-
+    def inputs(self, generator: torch.Generator) -> Tensors:
         def randn(*shape: int) -> torch.Tensor:
-            return torch.randn(*shape, generator=gen, device=self.device).to(dtype)
+            return torch.randn(*shape, generator=generator, device=self.device).to(self.dtype)
 
         x, res = randn(self.M, self.N), randn(self.M, self.N)
-        weight = (1.0 + 0.1 * randn(self.N).float()).to(dtype)
+        weight = (1.0 + 0.1 * randn(self.N).float()).to(self.dtype)
         return {"x": x, "res": res, "w": weight, "y": torch.empty_like(x), "h": torch.empty_like(x)}
 
-    def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
-        cfg = {k: int(config.get(k, v)) for k, v in self.default_config().items()}
-        try:
-            kern.check_config(**cfg)
-        except ValueError as exc:
-            raise Infeasible(str(exc)) from exc
-        t = self._inputs()
+    def launcher(self, cfg: dict[str, Any], t: Tensors) -> Callable[[], None]:
         extra = {"residual": t["res"], "h": t["h"]} if self.residual else {}
-        try:
-            run = kern.launcher(t["x"], t["w"], t["y"], eps=self.eps, **extra, **cfg)
-            poison(t["y"], t["h"])
-            run()
-            self._sync()
-        except Exception as exc:  # noqa: BLE001 - a compile or launch failure is data
-            from autotune.triton_failures import compile_failure
+        return kern.launcher(t["x"], t["w"], t["y"], eps=self.eps, **extra, **cfg)
 
-            raise compile_failure(exc) from exc
+    def check(self, t: Tensors) -> dict[str, float]:
         ref_h, ref_y = kern.reference_rmsnorm(
             t["x"], t["w"], t["res"] if self.residual else None, self.eps
         )
@@ -115,7 +100,9 @@ class RMSNormObjective(Objective):
         errors = check_close(t["y"], ref_y, tolerance=tolerance)
         if ref_h is not None:
             check_close(t["h"], ref_h, tolerance=tolerance)
+        return errors
 
+    def references(self, t: Tensors) -> dict[str, Callable[[], None]]:
         def torch_rmsnorm() -> None:
             h = t["x"] + t["res"] if self.residual else t["x"]
             torch.nn.functional.rms_norm(h, (self.N,), t["w"], self.eps)
@@ -123,36 +110,17 @@ class RMSNormObjective(Objective):
         def copy() -> None:
             t["y"].copy_(t["x"])
 
-        params = _GPU_TIMING if self.device == "cuda" else _CPU_TIMING
-        try:
-            ms = interleaved({"kernel": run, "torch": torch_rmsnorm, "copy": copy},
-                             device_type=self.device, **params)  # fmt: skip
-        except Exception as exc:  # noqa: BLE001
-            raise classify(exc) from exc
-        # GB/s = bytes / (ms * 1e-3) / 1e9 = bytes / ms / 1e6; the copy moves 2 M N elements
-        gbps = self.bytes_moved / ms["kernel"].median_ms / 1e6
-        copy_bytes = 2 * self.M * self.N * t["x"].element_size()
-        copy_gbps = copy_bytes / ms["copy"].median_ms / 1e6
-        return Measurement(
-            values={"copy_fraction": gbps / copy_gbps, "gbps": gbps},
-            metrics={
-                "ms": ms["kernel"].median_ms,
-                "torch_ms": ms["torch"].median_ms,
-                "ratio_to_torch": ms["torch"].median_ms / ms["kernel"].median_ms,
-                "copy_gbps": copy_gbps,
-                "spread": ms["kernel"].spread,
-                "baseline": "torch.nn.functional.rms_norm (eager) after the residual add",
-                "timing_protocol": f"interleaved kernel/torch/copy, {params['rounds']} rounds "
-                f"(warmup {params['warmup_ms']:g} ms, rep {params['rep_ms']:g} ms)"
-                + ("" if self.device == "cuda" else ": interpreter, not a GPU figure"),
-                **errors,
-            },
-            telemetry=read_telemetry(),
-        )
+        return {"torch": torch_rmsnorm, "copy": copy}
 
-    def _sync(self) -> None:
-        if self.device == "cuda":
-            torch.cuda.synchronize()
+    def figures(
+        self, times: dict[str, Timing], t: Tensors
+    ) -> tuple[dict[str, float], dict[str, Any]]:
+        # GB/s = bytes / (ms * 1e-3) / 1e9 = bytes / ms / 1e6; the copy moves 2 M N elements
+        gbps = self.bytes_moved / times["kernel"].median_ms / 1e6
+        copy_gbps = 2 * self.M * self.N * t["x"].element_size() / times["copy"].median_ms / 1e6
+        values = {"copy_fraction": gbps / copy_gbps, "gbps": gbps}
+        ratio = times["torch"].median_ms / times["kernel"].median_ms
+        return values, {"ratio_to_torch": ratio, "copy_gbps": copy_gbps}
 
 
 OBJECTIVE = RMSNormObjective

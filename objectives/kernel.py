@@ -1,0 +1,211 @@
+"""The shared shape of a kernel objective: what every Triton workload does the same way.
+
+A trial of a kernel objective: check the config (a config the kernel cannot express is
+``infeasible``), compile it (``compile``: typed failures; the compile-ahead pool calls the
+same method through :meth:`KernelObjective.prepare`), draw fresh random inputs, poison the
+outputs, run the kernel once and check it against a higher-precision reference (the
+correctness gate, :mod:`autotune.correctness`), then time the kernel and its references
+interleaved in one process (:func:`autotune.timing.interleaved`), and turn the times into
+figures. A subclass writes only what differs:
+
+========================  ==================================================================
+``problem_keys``          the problem's keys (anything else is refused)
+``default_problem``       sized to the device
+``default_config``        the untuned config (trial 0)
+``checked_config``        the config as the kernel's arguments; ``ValueError`` if inexpressible
+``compile``               compile without running (optional; Triton's ``warmup``)
+``inputs``                fresh inputs and the output buffers, from a seeded generator
+``outputs``               names of the tensors the kernel writes (poisoned first)
+``launcher``              a no-argument function that launches the kernel once
+``check``                 compare the outputs with the reference; returns the error figures
+``references``            what the kernel is timed against, e.g. ``{"cublas": fn}``
+``figures``               values (what the sampler ranks) and metrics, from the times
+========================  ==================================================================
+
+Example (the RMSNorm objective, under the interpreter on a CPU machine):
+    >>> from autotune.objectives import get_objective
+    >>> obj = get_objective("rmsnorm")({"M": 4, "N": 64, "dtype": "bf16", "residual": True})
+    >>> m = obj.evaluate({"BLOCK_N": 64, "ROWS": 2, "num_warps": 1})
+    >>> sorted(m.values), m.metrics["compile_s"] >= 0
+    (['copy_fraction', 'gbps'], True)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+
+from autotune.correctness import poison
+from autotune.device import read_telemetry
+from autotune.failures import Infeasible, TrialFailure, classify
+from autotune.kernels.interpreter import cuda_present
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective, Reporter, no_reporting
+from autotune.timing import Timing, interleaved
+from autotune.triton_failures import compile_failure
+
+#: On the GPU: 3 rounds of (kernel, references...), each a ``do_bench`` of 5 ms warm-up and
+#: 15 ms of repeats, L2 flushed between runs; a candidate's time is the median of its round
+#: medians.
+GPU_TIMING: dict[str, float] = {"rounds": 3, "warmup_ms": 5.0, "rep_ms": 15.0}
+#: Under the interpreter: one untimed and one timed call each, enough to exercise the path.
+CPU_TIMING: dict[str, float] = {"rounds": 1, "warmup_ms": 0.0, "rep_ms": 0.0}
+
+Tensors = dict[str, torch.Tensor]
+
+
+class KernelObjective(Objective):
+    """Base of the Triton kernel objectives; see the module docstring."""
+
+    problem_keys: ClassVar[tuple[str, ...]] = ()
+    #: names of the tensors (in :meth:`inputs`) that the kernel writes
+    outputs: ClassVar[tuple[str, ...]] = ()
+    #: what the first reference is, in words, for the record
+    baseline: ClassVar[str] = ""
+    compiles = True
+
+    def __init__(self, problem: dict[str, Any]) -> None:
+        super().__init__(problem)
+        unknown = set(self.problem) - set(self.problem_keys)
+        if unknown:
+            raise ValueError(f"unknown {self.name} problem keys {sorted(unknown)}")
+        #: "cuda", or "cpu" where the kernels run under Triton's interpreter
+        self.device = "cuda" if cuda_present() else "cpu"
+        self._draws = 0  # seeds each trial's fresh inputs
+
+    # -- what a subclass writes ---------------------------------------------------------
+    def checked_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        """``config`` completed from the default and checked; ValueError if the kernel
+        cannot express it."""
+        return {**(self.default_config() or {}), **config}
+
+    def compile(self, cfg: dict[str, Any]) -> Any:
+        """Compile ``cfg`` for this problem without running it; return Triton's compiled
+        kernel (or None: it compiles at its first launch)."""
+        return None
+
+    def inputs(self, generator: torch.Generator) -> Tensors:
+        raise NotImplementedError
+
+    def launcher(self, cfg: dict[str, Any], tensors: Tensors) -> Callable[[], None]:
+        raise NotImplementedError
+
+    def check(self, tensors: Tensors) -> dict[str, float]:
+        raise NotImplementedError
+
+    def references(self, tensors: Tensors) -> dict[str, Callable[[], None]]:
+        return {}
+
+    def figures(
+        self, times: dict[str, Timing], tensors: Tensors
+    ) -> tuple[dict[str, float], dict[str, Any]]:
+        raise NotImplementedError
+
+    # -- shared -------------------------------------------------------------------------
+    @property
+    def timing(self) -> dict[str, float]:
+        return GPU_TIMING if self.device == "cuda" else CPU_TIMING
+
+    def config_or_infeasible(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The checked config; Infeasible when the kernel cannot express it.
+
+        Raises:
+            ValueError: a key the kernel does not have (a mistake, not a config to learn from).
+        """
+        unknown = set(config) - set(self.default_config() or {})
+        if unknown:
+            raise ValueError(f"unknown {self.name} config keys {sorted(unknown)}")
+        try:
+            return self.checked_config(config)
+        except ValueError as exc:
+            raise Infeasible(str(exc)) from exc
+
+    def prepare(self, config: dict[str, Any]) -> None:
+        """Compile ``config`` only (the compile-ahead pool calls this): the kernel lands in
+        Triton's on-disk cache, where the trial that runs it finds it.
+
+        Raises:
+            Infeasible, CompileError, OutOfResources: as the trial itself would.
+        """
+        cfg = self.config_or_infeasible(config)
+        try:
+            self.compile(cfg)
+        except Exception as exc:  # noqa: BLE001 - every compile failure becomes a typed one
+            raise compile_failure(exc) from exc
+
+    def generator(self) -> torch.Generator:
+        """A generator seeded anew for each trial: fresh inputs, reproducible per trial."""
+        self._draws += 1
+        return torch.Generator(device=self.device).manual_seed(self._draws)
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
+        """Check, compile, run once and check the result, then time against the references.
+
+        Raises:
+            Infeasible: a config the kernel cannot express.
+            CompileError, OutOfResources: compiling or loading the kernel failed.
+            WrongResult: the result is off, before anything is timed.
+            TrialFailure: whatever else went wrong, typed by ``classify``.
+        """
+        cfg = self.config_or_infeasible(config)
+        started = time.perf_counter()
+        tensors = self.inputs(self.generator())
+        try:
+            compiled = self.compile(cfg)
+            run = self.launcher(cfg, tensors)
+            poison(*(tensors[name] for name in self.outputs))
+            run()  # compiles here when ``compile`` did not
+            self.sync()
+        except TrialFailure:
+            raise
+        except ValueError as exc:  # the launcher refused the config for this problem
+            raise Infeasible(str(exc)) from exc
+        except Exception as exc:  # noqa: BLE001 - a compile or launch failure is data
+            raise compile_failure(exc) from exc
+        compile_s = time.perf_counter() - started
+        errors = self.check(tensors)
+        try:
+            times = interleaved(
+                {"kernel": run, **self.references(tensors)},
+                device_type=self.device,
+                **self.timing,
+            )
+        except Exception as exc:  # noqa: BLE001
+            raise classify(exc) from exc
+        values, metrics = self.figures(times, tensors)
+        metrics = {
+            "ms": times["kernel"].median_ms,
+            "spread": times["kernel"].spread,
+            **{f"{name}_ms": t.median_ms for name, t in times.items() if name != "kernel"},
+            **metrics,
+            "compile_s": compile_s,
+            "baseline": self.baseline,
+            "timing_protocol": self.protocol(list(times)),
+            **errors,
+        }
+        shared = getattr(getattr(compiled, "metadata", None), "shared", None)
+        if shared is not None:
+            metrics["shared_memory_bytes"] = int(shared)
+        return Measurement(values=values, metrics=metrics, telemetry=read_telemetry())
+
+    def protocol(self, names: list[str]) -> str:
+        t = self.timing
+        text = (
+            f"interleaved {'/'.join(names)}, {t['rounds']:g} rounds of do_bench (warmup "
+            f"{t['warmup_ms']:g} ms, rep {t['rep_ms']:g} ms, L2 flushed), median of round medians"
+        )
+        if self.device != "cuda":
+            text = f"cpu interpreter wall clock, 1 timed run each of {'/'.join(names)}: "
+            text += "not a GPU figure"
+        return text
+
+    def close(self) -> None:
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
