@@ -91,7 +91,7 @@ LANDSCAPES = [
         DATA / "matmul_4096_h200.csv",
         MATMUL_PARAMS,
         "tflops",
-        "matmul",
+        str(DATA / "matmul_tiled_grid.yaml"),
         {"M": 4096, "N": 4096, "K": 4096},
     ),
     Landscape(
@@ -99,7 +99,7 @@ LANDSCAPES = [
         DATA / "matmul_mlp_h200.csv",
         MATMUL_PARAMS,
         "tflops",
-        "matmul",
+        str(DATA / "matmul_tiled_grid.yaml"),
         {"M": 8192, "N": 14336, "K": 4096},
     ),
     Landscape(
@@ -107,7 +107,7 @@ LANDSCAPES = [
         DATA / "matmul_decode_h200.csv",
         MATMUL_PARAMS,
         "tflops",
-        "matmul",
+        str(DATA / "matmul_tiled_grid.yaml"),
         {"M": 64, "N": 4096, "K": 4096},
     ),
     Landscape(

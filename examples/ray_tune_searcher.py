@@ -6,7 +6,8 @@ REPLAYS a matmul landscape recorded on an H200 (``benchmarks/data/matmul_4096_h2
 it looks the config's TFLOP/s up instead of measuring. On a GPU cluster, give the trainable its
 GPU (``tune.with_resources(trainable, {"gpu": 1})``) and measure for real.
 
-autotune's searcher brings the space (``search_spaces/matmul.yaml``), its static constraints
+autotune's searcher brings the space (the matmul space the table was recorded over,
+``benchmarks/data/matmul_tiled_grid.yaml``), its static constraints
 (shared memory, registers, tile sizes against the problem: configs that break one never reach
 Tune) and the default sampler; any Tune scheduler still applies on top.
 
@@ -50,7 +51,7 @@ def main() -> None:
 
     device = json.loads((DATA / "device_h200.json").read_text())  # the recording's device
     searcher = AutotuneSearcher(
-        "matmul",
+        str(DATA / "matmul_tiled_grid.yaml"),  # the space the table was recorded over
         metric="tflops",
         mode="max",
         problem={"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"},

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -52,21 +53,41 @@ import triton  # noqa: E402 - imported after the interpreter switch, on purpose
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-#: The tunables ``matmul`` takes, with an untuned but sensible value each.
-DEFAULT_CONFIG: dict[str, int] = {
+#: The tunables ``matmul`` takes, with an untuned but sensible value each (the tiled schedule with
+#: the tile of Triton's tutorial).
+DEFAULT_CONFIG: dict[str, int | str] = {
     "BLOCK_M": 128,
     "BLOCK_N": 128,
     "BLOCK_K": 64,
     "GROUP_M": 8,
+    "SPLIT_K": 1,
+    "SCHEDULE": "tiled",
     "num_warps": 4,
     "num_stages": 3,
 }
 CONFIG_KEYS: tuple[str, ...] = tuple(DEFAULT_CONFIG)
+#: ``tiled``: one program per output tile (and per K-split); ``persistent``: one program per
+#: SM walking the tiles, operands brought in by the tensor-memory accelerator (TMA
+#: descriptors); ``persistent_flat``: the same with the tile and K loops flattened into one
+#: software pipeline, so a tile's epilogue overlaps the next tile's first loads.
+SCHEDULES: tuple[str, ...] = ("tiled", "persistent", "persistent_flat")
 
-DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES: dict[str, torch.dtype] = {
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fp8": torch.float8_e4m3fn,  # e4m3 operands (compute capability >= 8.9), bf16 result
+}
+#: The result's dtype for each operand dtype.
+OUT_DTYPES: dict[torch.dtype, torch.dtype] = {
+    torch.bfloat16: torch.bfloat16,
+    torch.float16: torch.float16,
+    torch.float8_e4m3fn: torch.bfloat16,
+}
 
 # Offsets inside the kernel are int32: every address offset must stay below 2**31 elements.
 _INT32_LIMIT = 2**31
+# Programs of the persistent schedule under the interpreter (no SMs to count there).
+_INTERPRETER_PROGRAMS = 4
 
 
 @triton.jit
@@ -74,6 +95,8 @@ def _matmul_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
+    ws_ptr,
+    lock_ptr,
     M,
     N,
     K,
@@ -87,7 +110,8 @@ def _matmul_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
-    MASKED: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    EVEN_K: tl.constexpr,
     UPCAST: tl.constexpr,
 ):
     # --- which output tile this program owns -------------------------------------------------
@@ -99,6 +123,7 @@ def _matmul_kernel(
     # (Only builtins below: no tl.cdiv / tl.zeros, which are themselves @triton.jit functions;
     # see the module docstring.)
     pid = tl.program_id(0)
+    split = tl.program_id(1)  # which share of K this program sums (SPLIT_K of them)
     tiles_m = (M + BLOCK_M - 1) // BLOCK_M  # ceil(M / BLOCK_M)
     tiles_n = (N + BLOCK_N - 1) // BLOCK_N
     programs_per_band = GROUP_M * tiles_n
@@ -109,24 +134,31 @@ def _matmul_kernel(
     tile_m = first_row + rank % rows_here
     tile_n = rank // rows_here
 
-    # --- pointers to the first K-slab of A (BLOCK_M x BLOCK_K) and B (BLOCK_K x BLOCK_N) -----
-    rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ks = tl.arange(0, BLOCK_K)
+    # --- the K-steps of this split: [first, last) of ceil(K / BLOCK_K) ------------------------
+    # e.g. K=4096, BLOCK_K=128, SPLIT_K=4: 32 steps, 8 each; split 2 sums steps 16..23
+    steps = (K + BLOCK_K - 1) // BLOCK_K
+    per_split = (steps + SPLIT_K - 1) // SPLIT_K
+    first = tl.minimum(split * per_split, steps)
+    last = tl.minimum(first + per_split, steps)
+    if EVEN_K:  # noqa: SIM108 - a compile-time branch, kept apart from the runtime ones
+        full_last = last
+    else:
+        full_last = tl.minimum(last, steps - 1)  # the last step is partial: masked below
+
+    # --- pointers to this split's first K-slab of A (BLOCK_M x BLOCK_K) and B -----------------
+    # Rows past M and columns past N wrap around (modulo), so every load stays inside the
+    # matrices and needs no mask; only the store is masked.
+    rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    ks = first * BLOCK_K + tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak
     b_ptrs = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
 
     # --- march along K, accumulating in fp32 ---------------------------------------------------
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
-    for step in range(0, (K + BLOCK_K - 1) // BLOCK_K):
-        if MASKED:
-            # rows past M / cols past N / ks past K read as 0, which adds nothing to the sum
-            k_left = K - step * BLOCK_K
-            a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (ks[None, :] < k_left), other=0.0)
-            b = tl.load(b_ptrs, mask=(ks[:, None] < k_left) & (cols[None, :] < N), other=0.0)
-        else:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
+    for _ in range(first, full_last):
+        a = tl.load(a_ptrs)
+        b = tl.load(b_ptrs)
         if UPCAST:
             # interpreter only (see _upcast): bf16 -> fp32 is exact, so the sum is unchanged
             a = a.to(tl.float32)
@@ -134,14 +166,105 @@ def _matmul_kernel(
         acc = tl.dot(a, b, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    # runtime conditions nest: Triton lowers each `if` on a scalar to its own branch
+    if not EVEN_K:  # noqa: SIM102
+        if last == steps:  # noqa: SIM102
+            if first < last:  # this split owns the partial last step: ks past K read as 0
+                k_left = K - full_last * BLOCK_K
+                inner = tl.arange(0, BLOCK_K)
+                a = tl.load(a_ptrs, mask=inner[None, :] < k_left, other=0.0)
+                b = tl.load(b_ptrs, mask=inner[:, None] < k_left, other=0.0)
+                if UPCAST:
+                    a = a.to(tl.float32)
+                    b = b.to(tl.float32)
+                acc = tl.dot(a, b, acc)
 
     # --- write the tile back in C's dtype -------------------------------------------------------
-    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
-    c = acc.to(c_ptr.dtype.element_ty)
-    if MASKED:
-        tl.store(c_ptrs, c, mask=(rows[:, None] < M) & (cols[None, :] < N))
+    out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    inside = (out_rows[:, None] < M) & (out_cols[None, :] < N)
+    c_ptrs = c_ptr + out_rows[:, None] * stride_cm + out_cols[None, :] * stride_cn
+    if SPLIT_K == 1:
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=inside)
     else:
-        tl.store(c_ptrs, c)
+        # Each split leaves its fp32 partial tile in the workspace [SPLIT_K, M, N], then takes a
+        # ticket; the split that draws the last ticket adds the partials up, writes C and resets
+        # the tile's counter for the next launch: one launch, no memset.
+        partial = ws_ptr + out_rows[:, None] * N + out_cols[None, :]
+        tl.store(partial + split * M * N, acc, mask=inside)
+        tl.debug_barrier()  # every thread's partial is written before the ticket is taken
+        tile = tile_m * tiles_n + tile_n
+        ticket = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
+        if ticket == SPLIT_K - 1:
+            total = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
+            for s in tl.static_range(SPLIT_K):
+                # .cg: read past L1, which may hold another SM's stale view
+                total += tl.load(partial + s * M * N, mask=inside, other=0.0, cache_modifier=".cg")
+            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=inside)
+            tl.atomic_xchg(lock_ptr + tile, 0)
+
+
+@triton.jit
+def _matmul_persistent_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_b,
+    stride_cm,
+    PROGRAMS,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    B_KMAJOR: tl.constexpr,
+    FLATTEN: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    # Tensor descriptors: the TMA unit copies whole tiles, zero-filling reads past the edges and
+    # clipping writes, so nothing here is masked. Made once per program, outside the loops
+    # (Triton 3.6 cannot pipeline a loop that makes one).
+    a_desc = tl.make_tensor_descriptor(
+        a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
+    )
+    if B_KMAJOR:  # B is the transpose of an (N, K) row-major matrix, as nn.Linear keeps weights
+        b_desc = tl.make_tensor_descriptor(
+            b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K]
+        )
+    else:
+        b_desc = tl.make_tensor_descriptor(
+            b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N]
+        )
+    c_desc = tl.make_tensor_descriptor(
+        c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N]
+    )
+    tiles_m = (M + BLOCK_M - 1) // BLOCK_M
+    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
+    steps = (K + BLOCK_K - 1) // BLOCK_K
+    programs_per_band = GROUP_M * tiles_n
+    # Program p takes tiles p, p + PROGRAMS, p + 2 PROGRAMS, ... in the banded order above.
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS, flatten=FLATTEN):
+        band = tile // programs_per_band
+        first_row = band * GROUP_M
+        rows_here = tl.minimum(tiles_m - first_row, GROUP_M)
+        rank = tile - band * programs_per_band
+        off_m = (first_row + rank % rows_here) * BLOCK_M
+        off_n = (rank // rows_here) * BLOCK_N
+        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
+        for step in range(0, steps):
+            a = a_desc.load([off_m, step * BLOCK_K])
+            if B_KMAJOR:
+                b = b_desc.load([off_n, step * BLOCK_K]).T
+            else:
+                b = b_desc.load([step * BLOCK_K, off_n])
+            if UPCAST:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
 
 
 #: True when the kernel runs under Triton's interpreter (no GPU compile, CPU tensors). Read off the
@@ -154,13 +277,22 @@ def _is_pow2(x: int) -> bool:
 
 
 def check_config(
-    *, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, GROUP_M: int, num_warps: int, num_stages: int
+    *,
+    BLOCK_M: int,
+    BLOCK_N: int,
+    BLOCK_K: int,
+    GROUP_M: int,
+    num_warps: int,
+    num_stages: int,
+    SPLIT_K: int = 1,
+    SCHEDULE: str = "tiled",
 ) -> None:
     """Reject a config the kernel cannot express, before anything is compiled.
 
     Raises:
         ValueError: tile sizes not powers of two >= 16 (``tl.arange`` and ``tl.dot`` need that),
-            ``num_warps`` not a power of two in 1..32, ``GROUP_M`` or ``num_stages`` below 1.
+            ``num_warps`` not a power of two in 1..32, ``GROUP_M``, ``num_stages`` or
+            ``SPLIT_K`` below 1, an unknown ``SCHEDULE``, or a K-split of a persistent one.
 
     Example:
         >>> check_config(**DEFAULT_CONFIG)
@@ -178,6 +310,12 @@ def check_config(
         raise ValueError(f"GROUP_M={GROUP_M} must be >= 1")
     if num_stages < 1:
         raise ValueError(f"num_stages={num_stages} must be >= 1")
+    if SPLIT_K < 1:
+        raise ValueError(f"SPLIT_K={SPLIT_K} must be >= 1")
+    if SCHEDULE not in SCHEDULES:
+        raise ValueError(f"SCHEDULE={SCHEDULE!r} is not one of {', '.join(SCHEDULES)}")
+    if SPLIT_K > 1 and SCHEDULE != "tiled":
+        raise ValueError(f"SPLIT_K={SPLIT_K} needs the tiled schedule, not {SCHEDULE}")
 
 
 def shared_memory_bytes(
@@ -203,7 +341,7 @@ def _check_operands(a: torch.Tensor, b: torch.Tensor) -> None:
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"inner sizes differ: A is {tuple(a.shape)}, B is {tuple(b.shape)}")
     if a.dtype != b.dtype or a.dtype not in DTYPES.values():
-        raise ValueError(f"operands must both be bf16 or fp16, got {a.dtype} and {b.dtype}")
+        raise ValueError(f"operands must both be bf16, fp16 or fp8, got {a.dtype} and {b.dtype}")
     if a.device != b.device:
         raise ValueError(f"operands on different devices: {a.device} and {b.device}")
 
@@ -219,102 +357,188 @@ def _grid_size(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
     return triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
 
 
-def _masked(M: int, N: int, K: int, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int) -> bool:
-    # the unmasked variant is only correct when every tile is full in all three dimensions
-    return bool(M % BLOCK_M or N % BLOCK_N or K % BLOCK_K)
+def persistent_programs(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
+    """Programs of the persistent schedule: one per SM, no more than there are tiles
+    (e.g. 8192 x 4096 in 128 x 256 tiles: 1024 tiles over the H200's 132 SMs)."""
+    if INTERPRETED:
+        sms = _INTERPRETER_PROGRAMS
+    else:
+        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return max(1, min(sms, _grid_size(M, N, BLOCK_M, BLOCK_N)))
 
 
 def _upcast(dtype: torch.dtype) -> bool:
     # Triton's interpreter keeps bf16 as uint16 bit patterns and its tl.dot multiplies those
     # (triton-lang/triton#11584, "not supported yet"); widening first gives the exact products a
     # GPU's tensor cores form. Compiled kernels never take this branch.
-    return INTERPRETED and dtype == torch.bfloat16
+    return INTERPRETED and dtype in (torch.bfloat16, torch.float8_e4m3fn)
 
 
-def _checked(
-    BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, GROUP_M: int, num_warps: int, num_stages: int
-) -> dict[str, int]:
-    """The six tunables, checked, as the kernel's keyword arguments."""
-    values = (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages)
-    tunables = dict(zip(CONFIG_KEYS, values, strict=True))
+def _checked(config: dict[str, Any]) -> dict[str, Any]:
+    """The tunables, completed from the default and checked, as the kernel wrapper's keyword
+    arguments."""
+    unknown = set(config) - set(CONFIG_KEYS)
+    if unknown:
+        raise ValueError(f"unknown matmul config keys {sorted(unknown)}")
+    tunables = {**DEFAULT_CONFIG, **config}
     check_config(**tunables)
     return tunables
 
 
+def _b_layout(b: torch.Tensor) -> tuple[bool, int]:
+    """(B is K-major, B's row stride for a descriptor); ValueError when neither dim is unit."""
+    if b.stride(1) == 1:
+        return False, b.stride(0)
+    if b.stride(0) == 1:
+        return True, b.stride(1)
+    raise ValueError(f"the persistent schedule needs B with a unit stride, got {b.stride()}")
+
+
+def _check_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    # TMA descriptors need unit inner strides and 16-byte aligned row strides and bases
+    _b_layout(b)
+    for name, t, stride in (("A", a, a.stride(0)), ("C", out, out.stride(0))):
+        if t.stride(1) != 1:
+            raise ValueError(f"the persistent schedule needs {name} row-major")
+        if (stride * t.element_size()) % 16 or t.data_ptr() % 16:
+            raise ValueError(
+                f"the persistent schedule needs {name}'s rows 16-byte aligned "
+                f"({stride} elements of {t.element_size()} bytes)"
+            )
+    if (_b_layout(b)[1] * b.element_size()) % 16 or b.data_ptr() % 16:
+        raise ValueError("the persistent schedule needs B's rows 16-byte aligned")
+
+
+_ALLOCATOR_SET = False
+
+
+def _ensure_tma_allocator() -> None:
+    # Descriptors made inside a kernel live in a global scratch buffer the launch asks Triton
+    # for; Triton takes it from the process's allocator, set once here (the caching allocator
+    # of torch makes it cheap).
+    global _ALLOCATOR_SET
+    if INTERPRETED or _ALLOCATOR_SET:
+        return
+
+    def alloc(size: int, alignment: int, stream: Any) -> torch.Tensor:
+        return torch.empty(size, dtype=torch.int8, device="cuda")
+
+    triton.set_allocator(alloc)
+    _ALLOCATOR_SET = True
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One launch, worked out once: the kernel, its grid, the arguments after the pointers,
+    and the compile-time ones. The launcher and ``compile_only`` share it, so a kernel compiled
+    ahead is exactly the one the launch looks up in Triton's cache."""
+
+    kernel: Any
+    grid: tuple[int, ...]
+    args: tuple[int, ...]
+    constexprs: dict[str, Any]
+    pointers: int  # how many pointer arguments come first
+
+
+def _plan(
+    M: int, N: int, K: int, dtype: torch.dtype, strides: dict[str, tuple[int, int]],
+    cfg: dict[str, Any],
+) -> _Plan:  # fmt: skip
+    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
+    launch = {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
+    meta = {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": cfg["BLOCK_K"], "GROUP_M": cfg["GROUP_M"]}
+    upcast = _upcast(dtype)
+    (sam, sak), (sbk, sbn), (scm, scn) = strides["a"], strides["b"], strides["c"]
+    if cfg["SCHEDULE"] != "tiled":
+        b_kmajor = sbn != 1
+        programs = persistent_programs(M, N, BM, BN)
+        flatten = cfg["SCHEDULE"] == "persistent_flat"
+        constexprs = {**meta, "B_KMAJOR": b_kmajor, "FLATTEN": flatten, "UPCAST": upcast}
+        args = (M, N, K, sam, sbn if b_kmajor else sbk, scm, programs)
+        return _Plan(_matmul_persistent_kernel, (programs,), args, {**constexprs, **launch}, 3)
+    split_k = cfg["SPLIT_K"]
+    constexprs = {**meta, "SPLIT_K": split_k, "EVEN_K": K % cfg["BLOCK_K"] == 0, "UPCAST": upcast}
+    grid = (_grid_size(M, N, BM, BN), split_k)
+    args = (M, N, K, sam, sak, sbk, sbn, scm, scn)
+    return _Plan(_matmul_kernel, grid, args, {**constexprs, **launch}, 5)
+
+
 def launcher(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    out: torch.Tensor,
-    *,
-    BLOCK_M: int,
-    BLOCK_N: int,
-    BLOCK_K: int,
-    GROUP_M: int,
-    num_warps: int,
-    num_stages: int,
+    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, **config: int | str
 ) -> Callable[[], None]:
     """Return a no-argument function that computes ``out = a @ b`` with this config.
 
-    Shapes, strides and the grid are worked out once, so each call is one kernel launch: what a
-    timing loop should call. ``out`` must be an (M, N) tensor of the operands' dtype and device;
-    on CUDA the tensors must live on the current device.
+    Shapes, strides, the grid and (for a K-split) the fp32 workspace and the tile counters are
+    worked out once, so each call is one kernel launch: what a timing loop should call. ``out``
+    must be an (M, N) tensor of the result dtype (bf16 for fp8 operands) on the operands'
+    device; on CUDA the tensors must live on the current device. ``config`` holds the tunables
+    of :data:`DEFAULT_CONFIG` (missing ones take its values).
 
     Example:
         >>> dev = "cuda" if torch.cuda.is_available() else "cpu"
         >>> a = torch.ones(40, 24, dtype=torch.float16, device=dev)
         >>> c = torch.empty(40, 8, dtype=torch.float16, device=dev)
         >>> run = launcher(a, a[:8].t(), c, BLOCK_M=32, BLOCK_N=16, BLOCK_K=16, GROUP_M=4,
-        ...                num_warps=4, num_stages=2)
+        ...                num_warps=4, num_stages=2, SPLIT_K=2)
         >>> run(); c[39, 7].item()  # 24 * (1 * 1)
         24.0
     """
-    tunables = _checked(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages)
+    cfg = _checked(config)
     _check_operands(a, b)
     (M, K), N = a.shape, b.shape[1]
-    if tuple(out.shape) != (M, N) or out.dtype != a.dtype or out.device != a.device:
+    out_dtype = OUT_DTYPES[a.dtype]
+    if tuple(out.shape) != (M, N) or out.dtype != out_dtype or out.device != a.device:
         raise ValueError(
-            f"out must be ({M}, {N}) {a.dtype} on {a.device}, "
+            f"out must be ({M}, {N}) {out_dtype} on {a.device}, "
             f"got {tuple(out.shape)} {out.dtype} on {out.device}"
         )
-    pad = max(BLOCK_M, BLOCK_N, BLOCK_K)
+    pad = max(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"])
     for name, t in (("A", a), ("B", b), ("C", out)):
         if _offset_bound(t, pad) >= _INT32_LIMIT:
             raise ValueError(f"{name} {tuple(t.shape)} is too large for the kernel's int32 offsets")
     if M == 0 or N == 0:
         return lambda: None
-    grid = (_grid_size(M, N, BLOCK_M, BLOCK_N),)
-    kernel = _matmul_kernel[grid]
-    masked = _masked(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
-    upcast = _upcast(a.dtype)
-    args = (a, b, out, M, N, K, *a.stride(), *b.stride(), *out.stride())
+    if cfg["SCHEDULE"] != "tiled":
+        _check_tma(a, b, out)
+        _ensure_tma_allocator()
+    strides = {"a": a.stride(), "b": b.stride(), "c": out.stride()}
+    plan = _plan(M, N, K, a.dtype, strides, cfg)
+    pointers: tuple[torch.Tensor, ...] = (a, b, out)
+    if plan.pointers == 5:  # the tiled kernel: a K-split's workspace and tile counters
+        split_k = cfg["SPLIT_K"]
+        if split_k > 1:
+            if split_k * M * N >= _INT32_LIMIT:
+                raise ValueError(
+                    f"SPLIT_K={split_k}: a {split_k} x {M} x {N} workspace is too large"
+                )
+            workspace = torch.empty(split_k, M, N, dtype=torch.float32, device=a.device)
+            counters = torch.zeros(plan.grid[0], dtype=torch.int32, device=a.device)
+        else:  # unused without a split: any tensors do
+            workspace, counters = out, out
+        pointers += (workspace, counters)
+    kernel = plan.kernel[plan.grid]
+    args = (*pointers, *plan.args)
 
     def run() -> None:
-        kernel(*args, **tunables, MASKED=masked, UPCAST=upcast)
+        kernel(*args, **plan.constexprs)
 
     return run
 
 
 def matmul(
-    a: torch.Tensor,
-    b: torch.Tensor,
-    *,
-    BLOCK_M: int = DEFAULT_CONFIG["BLOCK_M"],
-    BLOCK_N: int = DEFAULT_CONFIG["BLOCK_N"],
-    BLOCK_K: int = DEFAULT_CONFIG["BLOCK_K"],
-    GROUP_M: int = DEFAULT_CONFIG["GROUP_M"],
-    num_warps: int = DEFAULT_CONFIG["num_warps"],
-    num_stages: int = DEFAULT_CONFIG["num_stages"],
-    out: torch.Tensor | None = None,
+    a: torch.Tensor, b: torch.Tensor, *, out: torch.Tensor | None = None, **config: int | str
 ) -> torch.Tensor:
     """Compute ``a @ b`` with the Triton kernel; returns ``out`` (allocated when None).
 
     Args:
-        a: (M, K) bf16 or fp16, any strides.
+        a: (M, K) bf16, fp16 or fp8 (e4m3), any strides.
         b: (K, N), same dtype and device as ``a``.
-        BLOCK_M, BLOCK_N, BLOCK_K: tile sizes, powers of two >= 16.
-        GROUP_M: tile-rows per band of the program ordering (1 = plain row-major order).
-        num_warps, num_stages: Triton launch options (ignored by the interpreter).
-        out: optional (M, N) result tensor of the same dtype.
+        out: optional (M, N) result tensor (bf16 for fp8 operands, else the operands' dtype).
+        config: the tunables of :data:`DEFAULT_CONFIG`: ``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``
+            (tile sizes, powers of two >= 16), ``GROUP_M`` (tile-rows per band of the program
+            order; 1 = row-major order), ``SPLIT_K`` (programs sharing one tile's K range),
+            ``SCHEDULE`` (one of :data:`SCHEDULES`), ``num_warps``, ``num_stages`` (launch
+            options, ignored by the interpreter).
 
     Example:
         >>> dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -324,42 +548,25 @@ def matmul(
     """
     _check_operands(a, b)
     if out is None:
-        out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
-    launcher(
-        a,
-        b,
-        out,
-        BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N,
-        BLOCK_K=BLOCK_K,
-        GROUP_M=GROUP_M,
-        num_warps=num_warps,
-        num_stages=num_stages,
-    )()
+        out = torch.empty(a.shape[0], b.shape[1], dtype=OUT_DTYPES[a.dtype], device=a.device)
+    launcher(a, b, out, **config)()
     return out
 
 
 def compile_only(
-    M: int,
-    N: int,
-    K: int,
-    dtype: torch.dtype | str,
-    *,
-    BLOCK_M: int,
-    BLOCK_N: int,
-    BLOCK_K: int,
-    GROUP_M: int,
-    num_warps: int,
-    num_stages: int,
-) -> Any:
-    """Compile the kernel for contiguous (M,K) @ (K,N) operands of ``dtype`` without running it.
+    M: int, N: int, K: int, dtype: torch.dtype | str, *, b_kmajor: bool = False,
+    **config: int | str,
+) -> Any:  # fmt: skip
+    """Compile the kernel for contiguous (M, K) @ (K, N) operands of ``dtype`` without running it
+    (``b_kmajor``: B is the transpose of a contiguous (N, K) matrix).
 
-    Uses ``JITFunction.warmup``: the compiled kernel lands in this process's kernel cache and in
-    Triton's on-disk cache (``TRITON_CACHE_DIR``), so worker processes can precompile many configs
-    in parallel and the process that later runs ``matmul`` with the same shapes, dtype and config
-    loads it from disk. Triton specialises on the integer arguments only by "equals 1" and
-    "divisible by 16", so any shapes of the same class hit the same entry. Warmup still asks
-    torch for the current CUDA device, so each compiling process opens a CUDA context.
+    Uses ``JITFunction.warmup`` with the launcher's own plan: the compiled kernel lands in this
+    process's kernel cache and in Triton's on-disk cache (``TRITON_CACHE_DIR``), so worker
+    processes can precompile many configs in parallel and the process that later runs
+    ``matmul`` with the same shapes, dtype and config loads it from disk. Triton specialises on
+    the integer arguments only by "equals 1" and "divisible by 16", so any shapes of the same
+    class hit the same entry. Warmup still asks torch for the current CUDA device, so each
+    compiling process opens a CUDA context.
 
     Returns:
         Triton's compiled kernel (``.metadata.shared``, ``.asm``), or None under the interpreter,
@@ -376,30 +583,16 @@ def compile_only(
         >>> k is None if INTERPRETED else k.metadata.shared > 0
         True
     """
-    tunables = _checked(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages)
+    cfg = _checked(config)
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     if INTERPRETED:
         return None
+    strides = {"a": (K, 1), "b": (1, K) if b_kmajor else (N, 1), "c": (N, 1)}
+    plan = _plan(M, N, K, dtype, strides, cfg)
     # torch dtypes in pointer positions are wrapped by warmup into MockTensors (data_ptr 0, which
-    # Triton treats as 16-byte aligned, as are real allocations); strides are the contiguous ones
-    kernel = _matmul_kernel.warmup(
-        dtype,
-        dtype,
-        dtype,
-        M,
-        N,
-        K,
-        K,  # stride_am
-        1,  # stride_ak
-        N,  # stride_bk
-        1,  # stride_bn
-        N,  # stride_cm
-        1,  # stride_cn
-        **tunables,
-        MASKED=_masked(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K),
-        UPCAST=False,
-        grid=(1,),
-    )
+    # Triton treats as 16-byte aligned, as are real allocations)
+    pointers = (dtype, dtype, OUT_DTYPES[dtype], torch.float32, torch.int32)[: plan.pointers]
+    kernel = plan.kernel.warmup(*pointers, *plan.args, **plan.constexprs, grid=(1,))
     _check_shared_memory(kernel)
     return kernel
 
@@ -434,6 +627,7 @@ def reference_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 __all__ = [
     "CONFIG_KEYS",
+    "SCHEDULES",
     "DEFAULT_CONFIG",
     "DTYPES",
     "INTERPRETED",

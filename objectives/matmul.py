@@ -1,15 +1,16 @@
-"""The ``matmul`` objective: TFLOP/s of the Triton matmul kernel for one config, checked first.
+"""The ``matmul`` objective: the Triton matmul against cuBLAS, checked first.
 
-The sampler ranks ``ratio_to_cublas`` (a drift-robust figure); ``tflops`` is kept beside it.
+The sampler ranks ``ratio_to_cublas``, the kernel's speed over ``torch.matmul``'s (cuBLAS)
+timed in the same interleaved rounds, so clock and power drift move both alike; ``tflops`` is
+kept beside it. The shared steps (fresh inputs, poisoned output, the float64 check, the timing)
+are :class:`~autotune.objectives.kernel.KernelObjective`'s.
 
-A trial compiles the config (typed failures on the way), runs it once on fresh random inputs
-(the output poisoned first) and checks the result against a float64 reference, then times the
-kernel and ``torch.matmul`` (cuBLAS) interleaved in the same process, so their ratio is read
-under the same clocks.
-
-Problem keys: ``M``, ``N``, ``K`` (ints) and ``dtype`` (``"bf16"`` or ``"fp16"``).
-Config keys: ``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M``, ``num_warps``, ``num_stages``
-(missing ones take the default config's value).
+Problem keys: ``M``, ``N``, ``K`` (ints); ``dtype`` (``bf16``, ``fp16``, or ``fp8``: e4m3
+operands with a bf16 result, against ``torch._scaled_mm``); ``layout``: ``kn`` (B stored
+(K, N) row-major) or ``nk`` (B the transpose of an (N, K) matrix, as ``nn.Linear`` keeps its
+weight; fp8 always). For skinny products (M <= 256, decode) a device copy of B is timed in the
+same rounds too, and ``roofline_fraction`` says how close the kernel's bytes per second come to
+it (weights read once, which is what bounds decode).
 
 On a machine without CUDA the kernel runs under Triton's interpreter: the trial still goes end to
 end (compile checks, result check, a token timing), but its figures say nothing about a GPU.
@@ -24,117 +25,75 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from autotune.correctness import TOLERANCE, check_close, poison
-from autotune.device import detect_device, read_telemetry
-from autotune.failures import Infeasible, OutOfResources, classify
+from autotune.correctness import TOLERANCE, check_close
+from autotune.device import detect_device
+from autotune.failures import OutOfResources
 from autotune.kernels import matmul_triton as kern
-from autotune.measurement import Measurement
-from autotune.objectives.base import Objective, Reporter, no_reporting
-from autotune.timing import Timing, interleaved
-from autotune.triton_failures import compile_failure
+from autotune.objectives.kernel import KernelObjective, Tensors
+from autotune.timing import Timing
 
-# Interleaved timing on the GPU: 3 rounds of (triton, cublas), each round a do_bench with 5 ms
-# warm-up and 15 ms of repeats, L2 flushed between runs; a candidate's time is the median of its
-# round medians.
-_GPU_TIMING = {"rounds": 3, "warmup_ms": 5.0, "rep_ms": 15.0}
-# Under the interpreter one untimed call then one timed call each: enough to exercise the path.
-_CPU_TIMING = {"rounds": 1, "warmup_ms": 0.0, "rep_ms": 0.0}
+#: Up to this M a product is bound by reading B: its roofline is a copy of B.
+SKINNY_M = 256
 
 
-def check_result(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> dict[str, float]:
-    """The shared correctness gate (:func:`autotune.correctness.check_close`) at the
-    tolerance of ``dtype``.
-
-    Example:
-        >>> ref = torch.tensor([[3.0, 4.0]])
-        >>> check_result(ref.half(), ref, "fp16")
-        {'rel_error': 0.0, 'max_error_rms': 0.0}
-    """
-    return check_close(out, ref, tolerance=TOLERANCE[dtype])
-
-
-@dataclass
-class _Buffers:
-    a: torch.Tensor
-    b: torch.Tensor
-    out: torch.Tensor  # the Triton kernel writes here
-    baseline_out: torch.Tensor  # torch.matmul writes here
-    ref: torch.Tensor  # float32, from reference_matmul
-
-
-class MatmulObjective(Objective):
+class MatmulObjective(KernelObjective):
     """Throughput of ``C = A @ B`` with the Triton kernel, checked against a float64 reference."""
 
     name = "matmul"
     space = "matmul.yaml"
-    # the sampler ranks the ratio to cuBLAS timed in the same rounds: clock and power drift
-    # move both alike; --objective tflops ranks the absolute figure instead
     directions = {"ratio_to_cublas": "maximize", "tflops": "maximize"}
+    problem_keys = ("M", "N", "K", "dtype", "layout")
+    outputs = ("c",)
 
     def __init__(self, problem: dict[str, Any]) -> None:
         super().__init__(problem)
-        unknown = set(self.problem) - {"M", "N", "K", "dtype"}
-        if unknown:
-            raise ValueError(f"unknown matmul problem keys {sorted(unknown)}")
         self.M, self.N, self.K = (int(self.problem[key]) for key in ("M", "N", "K"))
         self.dtype_name = str(self.problem.get("dtype", "bf16"))
         if self.dtype_name not in kern.DTYPES:
             raise ValueError(f"dtype must be one of {sorted(kern.DTYPES)}, got {self.dtype_name!r}")
         if min(self.M, self.N, self.K) < 1:
             raise ValueError(f"M, N, K must be >= 1, got {self.M}, {self.N}, {self.K}")
+        self.layout = "nk" if self.dtype_name == "fp8" else str(self.problem.get("layout", "kn"))
+        if self.layout not in ("kn", "nk"):
+            raise ValueError(f"layout must be kn or nk, got {self.layout!r}")
         self.dtype = kern.DTYPES[self.dtype_name]
-        self.device_type = "cuda" if not kern.INTERPRETED else "cpu"
-        self._buffers: dict[tuple[int, int, int, str], _Buffers] = {}
-        self._draws = 0  # seeds each trial's fresh inputs
+        self.out_dtype = kern.OUT_DTYPES[self.dtype]
+        on_gpu = self.device == "cuda"
+        self.baseline = "torch.matmul (cuBLAS)" if on_gpu else "torch.matmul on cpu (stand-in)"
+        if self.dtype_name == "fp8":
+            self.baseline = "torch._scaled_mm (cuBLAS fp8)" if on_gpu else self.baseline
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
         """4096^3 bf16 on a GPU; 64^3 on the CPU, where one interpreted trial takes ~0.1-1 s."""
         size = 4096 if device.get("type") == "cuda" else 64
-        return {"M": size, "N": size, "K": size, "dtype": "bf16"}
+        return {"M": size, "N": size, "K": size, "dtype": "bf16", "layout": "kn"}
 
     def default_config(self) -> dict[str, Any]:
-        """128x128 tiles, 64-deep K steps, bands of 8 tile-rows, 4 warps, 3 stages."""
+        """128x128 tiles, 64-deep K steps, bands of 8 tile-rows, 4 warps, 3 stages, no split."""
         return dict(kern.DEFAULT_CONFIG)
+
+    def checked_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        cfg = super().checked_config(config)
+        cfg = {k: v if k == "SCHEDULE" else int(v) for k, v in cfg.items()}
+        kern.check_config(**cfg)
+        return cfg
 
     @property
     def flops(self) -> int:
         """Floating-point operations of one product: a multiply and an add per (m, n, k)."""
         return 2 * self.M * self.N * self.K
 
-    def _config(self, config: dict[str, Any]) -> dict[str, int]:
-        unknown = set(config) - set(kern.CONFIG_KEYS)
-        if unknown:
-            raise ValueError(f"unknown matmul config keys {sorted(unknown)}")
-        cfg = {key: int(config.get(key, default)) for key, default in kern.DEFAULT_CONFIG.items()}
-        try:
-            kern.check_config(**cfg)
-        except ValueError as exc:
-            raise Infeasible(str(exc)) from exc
-        return cfg
-
-    def prepare(self, config: dict[str, Any]) -> None:
-        """Compile ``config`` for this problem without running it (for parallel precompile).
-
-        On CUDA the kernel lands in Triton's on-disk cache and the compiled shared memory is
-        checked against the device. Under the interpreter there is nothing to compile, so the
-        shared memory the kernel would need (``num_stages`` A and B slabs, the figure Triton 3.7
-        reports for sm_90) is checked against the emulated device limit instead, so that a CPU
-        sweep rejects what an H100/H200 would.
-
-        Raises:
-            Infeasible: a config the kernel cannot express (e.g. a tile size not a power of two).
-            OutOfResources: too much shared memory.
-            CompileError: Triton failed to compile the config.
-        """
-        self._compile(self._config(config))
-
-    def _compile(self, cfg: dict[str, int]) -> Any:
+    def compile(self, cfg: dict[str, Any]) -> Any:
+        """On CUDA: compile into Triton's cache, shared memory checked against the device.
+        Under the interpreter: check the shared memory the kernel would need (its ``num_stages``
+        A and B slabs, what Triton allocates on sm_90) against the emulated device, so a CPU
+        sweep rejects what an H100/H200 would."""
         if kern.INTERPRETED:
             need = kern.shared_memory_bytes(
                 cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_stages"], self.dtype
@@ -146,113 +105,69 @@ class MatmulObjective(Objective):
                     "the interpreter itself has none)"
                 )
             return None
-        try:
-            return kern.compile_only(self.M, self.N, self.K, self.dtype, **cfg)
-        except Exception as exc:  # noqa: BLE001 - every compile failure becomes a typed one
-            raise compile_failure(exc) from exc
+        return kern.compile_only(self.M, self.N, self.K, self.dtype, b_kmajor=self.layout == "nk",
+                                 **cfg)  # fmt: skip
 
-    def _get_buffers(self) -> _Buffers:
-        """The trial's operands, output buffers and reference: allocated once per problem,
-        refilled with fresh random values for every trial (a kernel that reads out of bounds
-        or skips work cannot pass by matching what an earlier trial left), the reference
-        recomputed for them."""
-        key = (self.M, self.N, self.K, self.dtype_name)
-        device = torch.device(self.device_type)
-        if key not in self._buffers:
-            self._buffers[key] = _Buffers(
-                a=torch.empty(self.M, self.K, dtype=self.dtype, device=device),
-                b=torch.empty(self.K, self.N, dtype=self.dtype, device=device),
-                out=torch.empty(self.M, self.N, dtype=self.dtype, device=device),
-                baseline_out=torch.empty(self.M, self.N, dtype=self.dtype, device=device),
-                ref=torch.empty(0),
-            )
-        bufs = self._buffers[key]
-        self._draws += 1
-        gen = torch.Generator(device=device).manual_seed(self._draws)
-        for tensor in (bufs.a, bufs.b):
-            tensor.copy_(torch.randn(tensor.shape, generator=gen, device=device))
-        bufs.ref = kern.reference_matmul(bufs.a, bufs.b)
-        return bufs
+    def inputs(self, generator: torch.Generator) -> Tensors:
+        def randn(*shape: int) -> torch.Tensor:
+            return torch.randn(*shape, generator=generator, device=self.device).to(self.dtype)
 
-    def _sync(self) -> None:
-        if self.device_type == "cuda":
-            torch.cuda.synchronize()
+        a = randn(self.M, self.K)
+        b = randn(self.N, self.K).t() if self.layout == "nk" else randn(self.K, self.N)
+        c = torch.empty(self.M, self.N, dtype=self.out_dtype, device=self.device)
+        return {"a": a, "b": b, "c": c, "cublas_out": torch.empty_like(c),
+                "b_copy": torch.empty_like(b)}  # fmt: skip
 
-    def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
-        """Compile, run once and check, then time the kernel against ``torch.matmul``.
+    def launcher(self, cfg: dict[str, Any], t: Tensors) -> Callable[[], None]:
+        return kern.launcher(t["a"], t["b"], t["c"], **cfg)
 
-        Raises:
-            Infeasible, OutOfResources, CompileError: see ``prepare``.
-            WrongResult: the result is off (see ``check_result``), before anything is timed.
-            TrialFailure: whatever else went wrong, typed by ``classify``.
-        """
-        cfg = self._config(config)
-        compiled = self._compile(cfg)
-        bufs = self._get_buffers()
-        try:
-            run = kern.launcher(bufs.a, bufs.b, bufs.out, **cfg)
-            poison(bufs.out)  # a kernel that writes nothing must not pass on stale data
-            run()
-            self._sync()
-        except Exception as exc:  # noqa: BLE001 - mapped to a typed failure
-            raise classify(exc) from exc
-        errors = check_result(bufs.out, bufs.ref, self.dtype_name)
+    def check(self, t: Tensors) -> dict[str, float]:
+        ref = kern.reference_matmul(t["a"], t["b"])
+        return check_close(t["c"], ref, tolerance=TOLERANCE["bf16" if self.dtype_name == "fp8"
+                                                             else self.dtype_name])  # fmt: skip
 
-        def baseline() -> None:
-            torch.matmul(bufs.a, bufs.b, out=bufs.baseline_out)
+    def references(self, t: Tensors) -> dict[str, Callable[[], None]]:
+        a, b, out = t["a"], t["b"], t["cublas_out"]
+        if self.dtype_name == "fp8" and self.device == "cuda":
+            one = torch.ones((), device=self.device)
 
-        params = _GPU_TIMING if self.device_type == "cuda" else _CPU_TIMING
-        try:
-            timings = interleaved(
-                {"triton": run, "baseline": baseline}, device_type=self.device_type, **params
-            )
-        except Exception as exc:  # noqa: BLE001
-            raise classify(exc) from exc
-        return self._measurement(timings["triton"], timings["baseline"], errors, compiled)
+            def cublas() -> None:
+                torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=out.dtype, out=out)
+        elif self.dtype_name == "fp8":  # the CPU has no fp8 product: a stand-in of the same shape
 
-    def _measurement(
-        self, ours: Timing, theirs: Timing, errors: dict[str, float], compiled: Any
-    ) -> Measurement:
+            def cublas() -> None:
+                torch.matmul(a.to(out.dtype), b.to(out.dtype), out=out)
+        else:
+
+            def cublas() -> None:
+                torch.matmul(a, b, out=out)
+
+        refs = {"cublas": cublas}
+        if self.M <= SKINNY_M:
+            refs["copy"] = lambda: t["b_copy"].copy_(b)
+        return refs
+
+    def figures(
+        self, times: dict[str, Timing], t: Tensors
+    ) -> tuple[dict[str, float], dict[str, Any]]:
         # TFLOP/s = flops / (ms * 1e-3 s) / 1e12 = flops / ms / 1e9
         # e.g. 2 * 4096^3 = 1.374e11 flops in 0.2 ms -> 687 TFLOP/s
-        tflops = self.flops / ours.median_ms / 1e9
-        base_tflops = self.flops / theirs.median_ms / 1e9
-        if self.device_type == "cuda":
-            protocol = "interleaved triton/cublas, {rounds} rounds of do_bench (warmup {w:g} ms, "
-            protocol += "rep {r:g} ms, L2 flushed), median of round medians"
-            baseline = "torch.matmul (cuBLAS)"
-        else:
-            protocol = "cpu interpreter wall clock, {rounds} round, 1 timed run each: "
-            protocol += "not a GPU figure (warmup {w:g} ms, rep {r:g} ms)"
-            baseline = "torch.matmul on cpu (stands in for cuBLAS)"
-        params = _GPU_TIMING if self.device_type == "cuda" else _CPU_TIMING
+        ms, cublas_ms = times["kernel"].median_ms, times["cublas"].median_ms
+        tflops = self.flops / ms / 1e9
         metrics: dict[str, Any] = {
-            "ms": ours.median_ms,
-            "cublas_ms": theirs.median_ms,
-            "cublas_tflops": base_tflops,
-            "ratio_to_cublas": tflops / base_tflops,
-            "spread": ours.spread,
-            "cublas_spread": theirs.spread,
-            "baseline": baseline,
-            "timing_protocol": protocol.format(
-                rounds=params["rounds"], w=params["warmup_ms"], r=params["rep_ms"]
-            ),
-            **errors,
+            "cublas_tflops": self.flops / cublas_ms / 1e9,
+            "cublas_spread": times["cublas"].spread,
         }
-        shared = getattr(getattr(compiled, "metadata", None), "shared", None)
-        if shared is not None:
-            metrics["shared_memory_bytes"] = int(shared)
-        ratio = metrics.pop("ratio_to_cublas")
-        return Measurement(
-            values={"ratio_to_cublas": ratio, "tflops": tflops},
-            metrics=metrics,
-            telemetry=read_telemetry(),
-        )
-
-    def close(self) -> None:
-        self._buffers.clear()
-        if self.device_type == "cuda":
-            torch.cuda.empty_cache()
+        if "copy" in times:
+            # bytes the product must move: A and B read once, C written once; the copy of B
+            # reads and writes B, e.g. M=1, N=K=4096 bf16: 2 * 4096^2 * 2 B = 67 MB in ~16 us
+            nbytes = (t["a"].numel() + t["b"].numel()) * t["a"].element_size()
+            nbytes += t["c"].numel() * t["c"].element_size()
+            copy_gbps = 2 * t["b"].numel() * t["b"].element_size() / times["copy"].median_ms / 1e6
+            gbps, cublas_gbps = nbytes / ms / 1e6, nbytes / cublas_ms / 1e6
+            metrics.update(gbps=gbps, copy_gbps=copy_gbps, roofline_fraction=gbps / copy_gbps,
+                           cublas_roofline_fraction=cublas_gbps / copy_gbps)  # fmt: skip
+        return {"ratio_to_cublas": cublas_ms / ms, "tflops": tflops}, metrics
 
 
 OBJECTIVE = MatmulObjective

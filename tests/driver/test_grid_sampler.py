@@ -15,7 +15,7 @@ def test_auto_is_bo_for_discrete_spaces_of_one_objective_and_tpe_otherwise():
     assert resolve_sampler("auto", load_space("train_step")) == "bo"
     assert resolve_sampler("auto", load_space("matmul"), n_objectives=2) == "tpe"
     assert resolve_sampler("auto", load_space("faults")) == "tpe"  # a float parameter
-    assert resolve_sampler("auto", load_space("llm_projections")) == "tpe"  # 192 parameters
+    assert resolve_sampler("auto", load_space("llm_projections")) == "tpe"  # 256 parameters
     assert not is_enumerable(load_space("llm_projections"))
     with pytest.raises(SamplerError, match="one objective"):
         make_sampler("bo", space=load_space("matmul"), n_objectives=2)

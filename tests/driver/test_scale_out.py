@@ -25,7 +25,7 @@ def replay(executor: str, **overrides) -> SweepSettings:
     problem = {"table": str(DATA / "matmul_4096_h200.csv"), "params": PARAMS,
                "metric": "tflops", "M": 4096, "N": 4096, "K": 4096}  # fmt: skip
     base = dict(
-        workload="replay", problem=problem, space=load_space("matmul"),
+        workload="replay", problem=problem, space=load_space(str(DATA / "matmul_tiled_grid.yaml")),
         objectives={"tflops": "maximize"}, n_trials=12, seed=0, storage="memory",
         executor=executor, workers=1, device=H200,
     )  # fmt: skip

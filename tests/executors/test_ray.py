@@ -54,7 +54,7 @@ def replay_settings(executor: str, **overrides) -> SweepSettings:
     base = dict(
         workload="replay",
         problem={"table": table, "params": PARAMS.split(","), "metric": "tflops"},
-        space=load_space("matmul"),
+        space=load_space(os.path.join(DATA, "matmul_tiled_grid.yaml")),
         objectives={"tflops": "maximize"},
         n_trials=12,
         seed=0,

@@ -34,7 +34,7 @@ def test_the_example_tuner_runs_autotunes_search_and_the_cli_reads_its_study(tmp
     assert all(t.user_attrs[WORKER].startswith("ray tune trial ") for t in launched)
     configs = [tuple(sorted(t.params.items())) for t in launched]
     assert len(set(configs)) == 12  # no config suggested twice
-    space = load_space("matmul")
+    space = load_space(str(ROOT / "benchmarks" / "data" / "matmul_tiled_grid.yaml"))
     device = json.loads((ROOT / "benchmarks" / "data" / "device_h200.json").read_text())
     problem = {"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"}
     assert all(not space.violations(t.params, problem, device) for t in launched)

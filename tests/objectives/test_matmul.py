@@ -10,14 +10,20 @@ from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources as TritonOutOfResources
 from triton.runtime.errors import PTXASError
 
+from autotune.correctness import TOLERANCE, check_close
 from autotune.failures import CompileError, Crashed, Infeasible, OutOfResources, WrongResult
 from autotune.kernels import matmul_triton as mt
 from autotune.measurement import Measurement
 from autotune.objectives import get_objective
-from autotune.objectives.matmul import MatmulObjective, check_result, compile_failure
+from autotune.objectives.matmul import MatmulObjective
+from autotune.triton_failures import compile_failure
 
 DEVICE = "cpu" if mt.INTERPRETED else "cuda"
 SMALL = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 2, "num_warps": 1, "num_stages": 1}
+
+
+def check_result(out: torch.Tensor, ref: torch.Tensor, dtype: str) -> dict[str, float]:
+    return check_close(out, ref, tolerance=TOLERANCE[dtype])
 
 
 def _rand(*shape: int, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> torch.Tensor:
@@ -38,6 +44,7 @@ def test_default_problem_and_config() -> None:
         "N": 4096,
         "K": 4096,
         "dtype": "bf16",
+        "layout": "kn",
     }
     tiny = MatmulObjective.default_problem({"type": "cpu"})
     assert max(tiny["M"], tiny["N"], tiny["K"]) <= 64
@@ -47,6 +54,8 @@ def test_default_problem_and_config() -> None:
         "BLOCK_N": 128,
         "BLOCK_K": 64,
         "GROUP_M": 8,
+        "SPLIT_K": 1,
+        "SCHEDULE": "tiled",
         "num_warps": 4,
         "num_stages": 3,
     }
@@ -75,14 +84,23 @@ def test_evaluate_ragged_problem(dtype: str) -> None:
     assert m.metrics["rel_error"] < (1e-2 if dtype == "bf16" else 2e-3)
     assert ("cpu" in m.metrics["timing_protocol"]) == mt.INTERPRETED
     assert isinstance(m.telemetry, dict)
-    # a second trial reuses the buffers but draws fresh inputs (and their reference)
-    first = obj._get_buffers()
-    a, values = first.a, first.a.clone()
-    obj.evaluate({**SMALL, "BLOCK_N": 32, "GROUP_M": 1})
-    second = obj._get_buffers()
-    assert second.a is a and not torch.equal(second.a, values)
-    assert torch.equal(second.ref, mt.reference_matmul(second.a, second.b))
+    # every trial draws fresh inputs
+    first, second = obj.inputs(obj.generator()), obj.inputs(obj.generator())
+    assert not torch.equal(first["a"], second["a"]) and not torch.equal(first["b"], second["b"])
     obj.close()
+
+
+@pytest.mark.parametrize(("problem", "config"), [
+    ({"M": 1, "N": 40, "K": 96, "dtype": "bf16"}, {**SMALL, "SPLIT_K": 4, "BLOCK_K": 16}),
+    ({"M": 48, "N": 32, "K": 64, "dtype": "fp16", "layout": "nk"},
+     {**SMALL, "SCHEDULE": "persistent_flat"}),
+    ({"M": 32, "N": 48, "K": 64, "dtype": "fp8"}, {**SMALL, "BLOCK_K": 32}),
+])  # fmt: skip
+def test_split_persistent_and_fp8_trials(problem, config) -> None:
+    m = MatmulObjective(problem).evaluate(config)
+    assert m.values["ratio_to_cublas"] > 0 and m.metrics["rel_error"] < 1e-2
+    # skinny products are also timed against a copy of B, their bandwidth ceiling
+    assert ("roofline_fraction" in m.metrics) == (problem["M"] <= 256)
 
 
 def test_missing_config_keys_take_defaults() -> None:

@@ -34,8 +34,9 @@ def test_conditional_parameter_is_suggested_only_when_active():
 def test_constraints_reject_what_cannot_run():
     space = load_space("matmul")
     device = {"max_shared_memory": 232448}
-    problem = {"M": 4096, "N": 4096, "K": 4096}
-    base = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=3)
+    problem = {"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"}
+    base = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, SCHEDULE="tiled",
+                num_warps=4, num_stages=3)  # fmt: skip
     assert space.violations(base, problem, device) == []
     # (256*128 + 128*256) * 2 bytes * 5 stages = 655360 > 232448
     too_big = base | dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=128, num_stages=5, num_warps=8)
@@ -44,8 +45,18 @@ def test_constraints_reject_what_cannot_run():
     assert "accumulator_registers" in space.violations(
         base | dict(BLOCK_M=256, BLOCK_N=256, BLOCK_K=32, num_stages=2), problem, device
     )
-    decode = {"M": 64, "N": 4096, "K": 4096}
+    decode = {"M": 64, "N": 4096, "K": 4096, "dtype": "bf16"}
     assert "tile_fits_m" in space.violations(base, decode, device)
+    # K-splits are for skinny products, and need the tiled schedule
+    assert "split_k_skinny" in space.violations(base | dict(SPLIT_K=4), problem, device)
+    assert not space.violations(base | dict(BLOCK_M=64, SPLIT_K=4), decode, device)
+    assert "split_k_tiled" in space.violations(
+        base | dict(BLOCK_M=64, SPLIT_K=4, SCHEDULE="persistent"), decode, device
+    )
+    # TMA needs 16-byte aligned rows: K = 500 fp16 values is 1000 bytes
+    odd = {"M": 1000, "N": 3000, "K": 500, "dtype": "fp16"}
+    assert "tma_alignment" in space.violations(base | dict(SCHEDULE="persistent"), odd, device)
+    assert not space.violations(base, odd, device)
 
 
 def test_grid_respects_constraints_and_conditions():

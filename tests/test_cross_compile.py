@@ -1,0 +1,97 @@
+"""The kernels compile for Hopper (sm_90) with Triton's own compiler on this CPU machine, and the
+search spaces' resource model agrees with what that compiler allocates."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.cross_compile import compile_in_subprocess
+from autotune.kernels import matmul_triton as mt
+from autotune.space import load_space
+
+H100_SHARED = 232448  # bytes of shared memory a block may use on sm_90
+HOPPER = {"type": "cuda", "max_shared_memory": H100_SHARED}
+SQUARE = {"M": 4096, "N": 4096, "K": 4096, "layout": "kn"}
+
+pytestmark = pytest.mark.skipif(
+    not mt.INTERPRETED, reason="a GPU machine compiles for its own device in the kernel tests"
+)
+
+
+def _pointer(dtype: str) -> str:
+    return {"bf16": "torch.bfloat16", "fp8": "torch.float8_e4m3fn"}[dtype]
+
+
+def _tiled(cfg: dict, dtype: str) -> dict:
+    kmajor = dtype == "fp8"
+    args = {
+        "a_ptr": _pointer(dtype), "b_ptr": _pointer(dtype), "c_ptr": "torch.bfloat16",
+        "ws_ptr": "torch.float32", "lock_ptr": "torch.int32", "M": 4096, "N": 4096, "K": 4096,
+        "stride_am": 4096, "stride_ak": 1, "stride_bk": 1 if kmajor else 4096,
+        "stride_bn": 4096 if kmajor else 1, "stride_cm": 4096, "stride_cn": 1,
+        "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
+        "GROUP_M": 8, "SPLIT_K": cfg["SPLIT_K"], "EVEN_K": True, "UPCAST": False,
+    }  # fmt: skip
+    return {"args": args, "options": {"num_warps": 8, "num_stages": cfg["num_stages"]}}
+
+
+def _persistent(cfg: dict, dtype: str) -> dict:
+    args = {
+        "a_ptr": _pointer(dtype), "b_ptr": _pointer(dtype), "c_ptr": "torch.bfloat16",
+        "M": 4096, "N": 4096, "K": 4096, "stride_am": 4096, "stride_b": 4096, "stride_cm": 4096,
+        "PROGRAMS": 132, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
+        "BLOCK_K": cfg["BLOCK_K"], "GROUP_M": 8, "B_KMAJOR": dtype == "fp8",
+        "FLATTEN": cfg["SCHEDULE"] == "persistent_flat", "UPCAST": False,
+    }  # fmt: skip
+    return {"args": args, "options": {"num_warps": 8, "num_stages": cfg["num_stages"]}}
+
+
+def _config(bm, bn, bk, stages, schedule="tiled", split=1) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "SPLIT_K": split,
+            "SCHEDULE": schedule, "num_warps": 8, "num_stages": stages}  # fmt: skip
+
+
+# fits / does not fit the 227 KiB of sm_90, for each schedule and dtype
+TILED = [
+    (_config(128, 256, 64, 4), "bf16"),  # 196608 B: fits
+    (_config(128, 128, 128, 5), "bf16"),  # 327680 B: does not
+    (_config(128, 256, 128, 3), "fp8"),  # fp8 slabs are half the bytes: 147456
+    (_config(64, 64, 128, 3, split=4), "bf16"),  # a K-split needs no more than its tile
+]
+PERSISTENT = [
+    (_config(128, 256, 64, 3, "persistent_flat"), "bf16"),  # 147456 + the C tile 65536: fits
+    (_config(128, 256, 64, 4, "persistent"), "bf16"),  # 196608 + 65536: does not
+    (_config(128, 256, 128, 3, "persistent_flat"), "fp8"),
+]
+
+
+def _model(cfg: dict, dtype: str) -> bool:
+    """True when the space's constraints admit the config (on a 4096^3 problem)."""
+    return "shared_memory" not in load_space("matmul").violations(
+        cfg, {**SQUARE, "dtype": dtype}, HOPPER
+    )
+
+
+def test_the_matmul_kernels_compile_for_sm90_and_the_resource_model_agrees() -> None:
+    module = "autotune.kernels.matmul_triton"
+    tiled = compile_in_subprocess(module, "_matmul_kernel", [_tiled(c, d) for c, d in TILED])
+    persistent = compile_in_subprocess(
+        module, "_matmul_persistent_kernel", [_persistent(c, d) for c, d in PERSISTENT]
+    )
+    for (cfg, dtype), result in zip(TILED + PERSISTENT, tiled + persistent, strict=True):
+        assert "failure" not in result, (cfg, dtype, result)
+        fits = result["shared"] <= H100_SHARED
+        assert _model(cfg, dtype) == fits, (cfg, dtype, result["shared"])
+    # the tiled estimate is Triton's figure exactly: num_stages A and B slabs
+    for (cfg, dtype), result in zip(TILED[:3], tiled[:3], strict=True):
+        estimate = mt.shared_memory_bytes(
+            cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["num_stages"], dtype
+        )
+        assert result["shared"] == estimate
+
+
+def test_a_config_the_compiler_refuses_is_a_compile_error() -> None:
+    bad = _tiled(_config(64, 64, 64, 2), "bf16")
+    bad["args"]["BLOCK_K"] = 8  # tl.dot needs K >= 16
+    (result,) = compile_in_subprocess("autotune.kernels.matmul_triton", "_matmul_kernel", [bad])
+    assert result["failure"] == "compile_error"
