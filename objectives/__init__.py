@@ -42,6 +42,16 @@ WORKLOADS: dict[str, Workload] = {
             "fused RMSNorm (+ residual add), against torch and copy bandwidth (GB/s)",
         ),
         Workload(
+            "attention",
+            "autotune.objectives.attention",
+            "fused attention forward (causal or not, grouped-query), against torch SDPA",
+        ),
+        Workload(
+            "quant-matmul",
+            "autotune.objectives.quant_matmul",
+            "weight-only int8/int4 matmul for decode, quality-gated, against bf16 cuBLAS",
+        ),
+        Workload(
             "train-step",
             "autotune.objectives.train_step",
             "one optimizer step of a Llama-style decoder (tokens/s)",

@@ -1,0 +1,588 @@
+"""Weight-only quantized matmul ``y = x @ W`` in Triton, for decode (few rows, large weights).
+
+``x`` is (M, K) bf16 or fp16; ``W`` (K, N) is stored quantized and dequantized inside the
+kernel; products accumulate in fp32 and ``y`` (M, N) comes out in x's dtype. With M of 1..64
+the kernel is bound by reading weights, so fewer weight bytes means a faster kernel. Levels:
+
+``int8``        symmetric per output channel: ``s[n] = max_k |W[k, n]| / 127``,
+                ``q = round(W / s)`` clamped to [-127, 127]; q is (K, N) int8, s is (1, N).
+``int4-gG``     symmetric per group of G rows along K: ``s[g, n] = max |W[gG:(g+1)G, n]| / 7``,
+                ``q`` in [-8, 7] stored plus 8 as a nibble 0..15, two to a byte along K:
+                ``byte[k2, n] = q[2 k2, n] | q[2 k2 + 1, n] << 4``, so q is (K/2, N) uint8 and
+                s is (K/G, N). :data:`LEVELS` lists G = 128 and 64.
+
+Scales are fp16. They are a weight read like any other: with fp32 scales int4-g64 would read
+4 bytes of scale per 64 weights (32 bytes of nibbles), 12.5% on top of the nibbles; fp16 halves
+that, and it is what int4 checkpoints (GPTQ, AWQ) ship. An fp16 scale is exact to 2^-11,
+far finer than the quantization step itself (1/7 or 1/127 of the range), and the quantizers
+compute q with the rounded scale, so ``dequantize`` is exactly what the kernel multiplies by
+(``q * s`` has at most 7 + 11 significant bits: exact in fp32). Scales are kept at or above
+fp16's smallest normal number (6.1e-5), so a column of tiny weights never gets a zero scale.
+
+The kernel: each program owns a ``BLOCK_M x BLOCK_N`` tile of y and one of ``SPLIT_K``
+contiguous shares of the K-blocks (``BLOCK_K`` deep). int8 tiles are converted to the
+activation dtype (small integers are exact in bf16/fp16), fed to ``tl.dot`` over the whole
+share, and the fp32 sum is scaled once per column. An int4 block of packed bytes
+(``BLOCK_K/2 x BLOCK_N``) is split into its low nibbles (even k) and high nibbles (odd k), each
+minus 8; x's even and odd columns are loaded apart and two ``tl.dot`` s give the block's
+product, which the block's group scale then multiplies per column (``G % BLOCK_K == 0``, so a
+block never straddles two groups). With ``SPLIT_K == 1`` the tile is written directly. Otherwise
+each program writes its fp32 partial tile to a workspace ``[SPLIT_K, M, N]``, and takes a ticket
+from the tile's counter (an ``acq_rel`` atomic add after a barrier, so its partial is visible
+first); the program that draws the last ticket sums the ``SPLIT_K`` partials in a fixed order
+(the result does not depend on which split finished last), writes y and puts the counter back
+to 0, so the next launch needs no memset: one launch, no second reduction kernel. The
+launcher allocates the workspace and the counters once. The module knows nothing about the
+tuner.
+
+Without a GPU the kernel runs under Triton's interpreter on torch CPU tensors (importing this
+module switches it on first, see ``interpreter``).
+
+Example:
+    >>> import torch
+    >>> dev = "cuda" if torch.cuda.is_available() else "cpu"
+    >>> gen = torch.Generator().manual_seed(0)
+    >>> x = torch.randn(3, 128, generator=gen).to(dev, torch.bfloat16)
+    >>> w = torch.randn(128, 32, generator=gen).to(dev, torch.bfloat16)
+    >>> q, s = quantize(w, "int4-g64")
+    >>> q.shape, q.dtype, s.shape, level_of(q, s)
+    (torch.Size([64, 32]), torch.uint8, torch.Size([2, 32]), 'int4-g64')
+    >>> y = quant_matmul(x, q, s, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, SPLIT_K=2)
+    >>> ref = reference_quant_matmul(x, q, s)
+    >>> y.shape, y.dtype, bool((y.float() - ref).norm() / ref.norm() < 1e-2)
+    (torch.Size([3, 32]), torch.bfloat16, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autotune.kernels import interpreter  # noqa: F401 - before triton, on purpose
+
+# isort: split
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+from triton.runtime.jit import JITFunction  # noqa: E402
+
+#: The quantization levels and their group size along K (0: one scale per output channel).
+LEVELS: dict[str, int] = {"int8": 0, "int4-g128": 128, "int4-g64": 64}
+
+#: The kernel's tunables with an untuned but sensible value each (one 16-row tile covers a
+#: decode batch; no split of K).
+DEFAULT_CONFIG: dict[str, int] = {
+    "BLOCK_M": 16,
+    "BLOCK_N": 64,
+    "BLOCK_K": 64,
+    "SPLIT_K": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
+CONFIG_KEYS: tuple[str, ...] = tuple(DEFAULT_CONFIG)
+DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+SCALE_DTYPE = torch.float16
+# scales stay normal fp16 numbers: never 0 (an all-zero column), never subnormal
+_SCALE_MIN = torch.finfo(torch.float16).tiny
+_SCALE_MAX = torch.finfo(torch.float16).max
+# Offsets inside the kernel are int32: every address offset must stay below 2**31 elements.
+_INT32_LIMIT = 2**31
+
+
+@triton.jit
+def _quant_matmul_kernel(
+    x_ptr, q_ptr, s_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
+    stride_xm, stride_xk, stride_qk, stride_qn, stride_sg, stride_sn, stride_ym, stride_yn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, GROUP: tl.constexpr, MASK_K: tl.constexpr, UPCAST: tl.constexpr,
+):  # fmt: skip
+    # GROUP == 0: int8 (K, N) with one scale per column; else int4 nibbles packed along K,
+    # (K/2, N) uint8, with one scale per GROUP rows of W and column.
+    # --- the output tile (axis 0) and the share of K (axis 1) this program owns -----------
+    tile = tl.program_id(0)
+    split = tl.program_id(1)
+    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
+    rows = (tile // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = (tile % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < M  # decode: M (e.g. 1) is usually below BLOCK_M (16 at least)
+    col_ok = cols < N
+    # K-blocks [first, last) are this split's, e.g. K=4096, BLOCK_K=64, SPLIT_K=8: 64 blocks,
+    # 8 each; with 5 blocks and SPLIT_K=4 the shares are 2, 2, 1, 0 (an empty share adds 0)
+    k_blocks = (K + BLOCK_K - 1) // BLOCK_K
+    per_split = (k_blocks + SPLIT_K - 1) // SPLIT_K
+    first = split * per_split
+    last = tl.minimum(first + per_split, k_blocks)
+
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
+    if GROUP == 0:
+        # --- int8: sum the whole share, then scale each column once ---------------------
+        ks = tl.arange(0, BLOCK_K)
+        for kb in range(first, last):
+            k = kb * BLOCK_K + ks
+            x_ptrs = x_ptr + rows[:, None] * stride_xm + k[None, :] * stride_xk
+            q_ptrs = q_ptr + k[:, None] * stride_qk + cols[None, :] * stride_qn
+            if MASK_K:  # K not a multiple of BLOCK_K: the last block overhangs
+                a = tl.load(x_ptrs, mask=row_ok[:, None] & (k[None, :] < K), other=0.0)
+                w = tl.load(q_ptrs, mask=(k[:, None] < K) & col_ok[None, :], other=0)
+            else:
+                a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+                w = tl.load(q_ptrs, mask=col_ok[None, :], other=0)
+            if UPCAST:  # interpreter only, see _upcast
+                acc = tl.dot(a.to(tl.float32), w.to(tl.float32), acc)
+            else:  # -127..127 are exact in bf16 and fp16
+                acc = tl.dot(a, w.to(a.dtype), acc)
+        scale = tl.load(s_ptr + cols * stride_sn, mask=col_ok, other=0.0)
+        acc = acc * scale.to(tl.float32)[None, :]
+    else:
+        # --- int4: per block, low nibbles against even k, high against odd k ------------
+        half = tl.arange(0, BLOCK_K // 2)
+        for kb in range(first, last):
+            k0 = kb * BLOCK_K  # even; the block's packed rows are k0/2 .. k0/2 + BLOCK_K/2
+            x_even = x_ptr + rows[:, None] * stride_xm + (k0 + 2 * half)[None, :] * stride_xk
+            a_even = tl.load(x_even, mask=row_ok[:, None], other=0.0)
+            a_odd = tl.load(x_even + stride_xk, mask=row_ok[:, None], other=0.0)
+            q_ptrs = q_ptr + (k0 // 2 + half)[:, None] * stride_qk + cols[None, :] * stride_qn
+            packed = tl.load(q_ptrs, mask=col_ok[None, :], other=0)
+            lo = (packed & 15).to(tl.int8) - 8  # q[k0 + 2j], in -8..7
+            hi = (packed >> 4).to(tl.int8) - 8  # q[k0 + 2j + 1]
+            if UPCAST:
+                part = tl.dot(a_even.to(tl.float32), lo.to(tl.float32))
+                part = tl.dot(a_odd.to(tl.float32), hi.to(tl.float32), part)
+            else:
+                part = tl.dot(a_even, lo.to(a_even.dtype))
+                part = tl.dot(a_odd, hi.to(a_odd.dtype), part)
+            # the whole block lies in group k0 // GROUP (GROUP % BLOCK_K == 0)
+            s_ptrs = s_ptr + (k0 // GROUP) * stride_sg + cols * stride_sn
+            scale = tl.load(s_ptrs, mask=col_ok, other=0.0)
+            acc += part * scale.to(tl.float32)[None, :]
+
+    # --- write y, directly or through the workspace ----------------------------------------
+    y_ptrs = y_ptr + rows[:, None] * stride_ym + cols[None, :] * stride_yn
+    tile_ok = row_ok[:, None] & col_ok[None, :]
+    if SPLIT_K == 1:
+        tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=tile_ok)
+    else:
+        # the workspace is contiguous [SPLIT_K, M, N] fp32; only the real rows are stored
+        offsets = rows[:, None] * N + cols[None, :]
+        tl.store(ws_ptr + split * M * N + offsets, acc, mask=tile_ok)
+        tl.debug_barrier()  # every thread's part of the partial is stored before the ticket
+        ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel")
+        if ticket == SPLIT_K - 1:  # the last split of this tile to finish
+            total = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
+            for s in range(SPLIT_K):  # in split order: the same sum whoever arrives last
+                # .cg: read L2, where the other programs' stores are, not a stale L1 line
+                part = tl.load(
+                    ws_ptr + s * M * N + offsets, mask=tile_ok, other=0.0, cache_modifier=".cg"
+                )
+                total += part
+            tl.store(y_ptrs, total.to(y_ptr.dtype.element_ty), mask=tile_ok)
+            tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch
+
+
+#: True under Triton's interpreter (no GPU compile; CPU tensors).
+INTERPRETED: bool = not isinstance(_quant_matmul_kernel, JITFunction)
+
+
+def group_size(level: str) -> int:
+    """The group size along K of a level (0 for per-channel int8).
+
+    Example:
+        >>> group_size("int4-g128"), group_size("int8")
+        (128, 0)
+    """
+    if level not in LEVELS:
+        raise ValueError(f"weights={level!r} must be one of {', '.join(LEVELS)}")
+    return LEVELS[level]
+
+
+def _is_pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def check_config(
+    *,
+    weights: str,
+    BLOCK_M: int,
+    BLOCK_N: int,
+    BLOCK_K: int,
+    SPLIT_K: int,
+    num_warps: int,
+    num_stages: int,
+    K: int | None = None,
+) -> None:
+    """Reject a config the kernel cannot express, before anything is compiled.
+
+    ``K`` (when given) is checked too: int4 weights need whole groups.
+
+    Raises:
+        ValueError: an unknown level; tile sizes not powers of two >= 16 (``tl.dot``);
+            for int4 a ``BLOCK_K`` below 32 (each half-block dot is ``BLOCK_K/2`` deep) or
+            not dividing the group; ``SPLIT_K`` or ``num_stages`` below 1; ``num_warps`` not
+            a power of two in 1..32; K not a multiple of the group.
+
+    Example:
+        >>> check_config(weights="int4-g128", **DEFAULT_CONFIG)
+        >>> check_config(weights="int4-g128", **{**DEFAULT_CONFIG, "BLOCK_K": 256})
+        Traceback (most recent call last):
+        ...
+        ValueError: BLOCK_K=256 must divide the int4-g128 group of 128 rows
+    """
+    group = group_size(weights)
+    for name, value in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N), ("BLOCK_K", BLOCK_K)):
+        if not (_is_pow2(int(value)) and value >= 16):
+            raise ValueError(f"{name}={value} must be a power of two >= 16")
+    if group:
+        if BLOCK_K < 32:
+            raise ValueError(f"BLOCK_K={BLOCK_K} must be >= 32 for int4 (two dots of BLOCK_K/2)")
+        if group % BLOCK_K:
+            raise ValueError(f"BLOCK_K={BLOCK_K} must divide the {weights} group of {group} rows")
+        if K is not None and K % group:
+            raise ValueError(f"K={K} is not a multiple of the {weights} group of {group}")
+    if SPLIT_K < 1:
+        raise ValueError(f"SPLIT_K={SPLIT_K} must be >= 1")
+    if not (_is_pow2(int(num_warps)) and num_warps <= 32):  # 32 warps x 32 threads = 1024
+        raise ValueError(f"num_warps={num_warps} must be a power of two in 1..32")
+    if num_stages < 1:
+        raise ValueError(f"num_stages={num_stages} must be >= 1")
+
+
+# -- quantizers and references (torch) ---------------------------------------------------
+def _fp16_scale(scale: torch.Tensor) -> torch.Tensor:
+    return scale.clamp(_SCALE_MIN, _SCALE_MAX).to(SCALE_DTYPE)
+
+
+def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric per-output-channel int8: ``(q, s)``, q (K, N) int8, s (1, N) fp16.
+
+    Example:
+        >>> q, s = quantize_int8(torch.tensor([[1.0, -62.0], [-127.0, 254.0]]))
+        >>> q.tolist(), s.tolist()  # s = max |column| / 127
+        ([[1, -31], [-127, 127]], [[1.0, 2.0]])
+    """
+    if w.ndim != 2:
+        raise ValueError(f"weights must be 2-D (K, N), got {tuple(w.shape)}")
+    w32 = w.float()
+    scale = _fp16_scale(w32.abs().amax(dim=0, keepdim=True) / 127)
+    q = torch.round(w32 / scale.float()).clamp(-127, 127).to(torch.int8)
+    return q, scale
+
+
+def pack_int4(q: torch.Tensor) -> torch.Tensor:
+    """Pack int4 values (K, N) in [-8, 7] two to a byte along K: (K/2, N) uint8, each nibble
+    the value plus 8, row ``2 k2`` in the low nibble and ``2 k2 + 1`` in the high one.
+
+    Example:
+        >>> pack_int4(torch.tensor([[-8], [7], [0], [-1]])).tolist()  # 0 | 15<<4, 8 | 7<<4
+        [[240], [120]]
+    """
+    if q.ndim != 2 or q.shape[0] % 2:
+        raise ValueError(f"int4 values must be (K, N) with K even, got {tuple(q.shape)}")
+    if bool(((q < -8) | (q > 7)).any()):
+        raise ValueError("int4 values must lie in [-8, 7]")
+    nibbles = (q.to(torch.int16) + 8).to(torch.uint8)
+    return nibbles[0::2] | (nibbles[1::2] << 4)
+
+
+def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of :func:`pack_int4`: (K/2, N) uint8 to (K, N) int8 in [-8, 7].
+
+    Example:
+        >>> unpack_int4(torch.tensor([[240], [120]], dtype=torch.uint8)).flatten().tolist()
+        [-8, 7, 0, -1]
+    """
+    if packed.dtype != torch.uint8 or packed.ndim != 2:
+        raise ValueError(f"packed int4 must be 2-D uint8, got {packed.dtype} {packed.ndim}-D")
+    lo = (packed & 15).to(torch.int8) - 8
+    hi = (packed >> 4).to(torch.int8) - 8
+    return torch.stack((lo, hi), dim=1).reshape(2 * packed.shape[0], packed.shape[1])
+
+
+def quantize_int4(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric group-wise int4 along K: ``(packed, s)``, packed (K/2, N) uint8 (see
+    :func:`pack_int4`), s (K/group, N) fp16 with ``s[g, n] = max |W[group rows, n]| / 7``.
+
+    Example:
+        >>> w = torch.tensor([[7.0], [-3.0], [1.5], [-3.5]])
+        >>> packed, s = quantize_int4(w, group=2)
+        >>> unpack_int4(packed).flatten().tolist(), s.flatten().tolist()
+        ([7, -3, 3, -7], [1.0, 0.5])
+    """
+    if w.ndim != 2:
+        raise ValueError(f"weights must be 2-D (K, N), got {tuple(w.shape)}")
+    K, N = w.shape
+    if group < 2 or group % 2 or K % group:
+        raise ValueError(f"group={group} must be even and divide K={K}")
+    w32 = w.float().reshape(K // group, group, N)
+    scale = _fp16_scale(w32.abs().amax(dim=1) / 7)  # (K/group, N)
+    q = torch.round(w32 / scale.float()[:, None, :]).clamp(-8, 7).to(torch.int8)
+    return pack_int4(q.reshape(K, N)), scale
+
+
+def quantize(w: torch.Tensor, level: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize (K, N) weights to ``level`` (one of :data:`LEVELS`): ``(q, s)``."""
+    group = group_size(level)
+    return quantize_int4(w, group) if group else quantize_int8(w)
+
+
+def _group_of(q: torch.Tensor, s: torch.Tensor) -> int:
+    """0 for int8; the int4 group size read off the shapes: K = 2 * packed rows."""
+    if q.dtype == torch.int8:
+        if s.shape != (1, q.shape[1]):
+            raise ValueError(f"int8 scales must be (1, {q.shape[1]}), got {tuple(s.shape)}")
+        return 0
+    if q.dtype != torch.uint8:
+        raise ValueError(f"quantized weights must be int8 or packed int4 (uint8), got {q.dtype}")
+    K = 2 * q.shape[0]
+    if s.ndim != 2 or s.shape[1] != q.shape[1] or s.shape[0] < 1 or K % s.shape[0]:
+        raise ValueError(f"int4 scales {tuple(s.shape)} do not fit packed {tuple(q.shape)}")
+    return K // s.shape[0]
+
+
+def level_of(q: torch.Tensor, s: torch.Tensor) -> str:
+    """The level name of quantized weights, read off their dtype and shapes.
+
+    Example:
+        >>> level_of(*quantize_int4(torch.ones(256, 4), 128)), level_of(*quantize_int8(torch.ones(4, 4)))
+        ('int4-g128', 'int8')
+    """  # noqa: E501
+    group = _group_of(q, s)
+    return f"int4-g{group}" if group else "int8"
+
+
+def dequantize(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """The (K, N) float32 weights the kernel multiplies by: ``q * s``, exact in fp32.
+
+    Example:
+        >>> w = torch.tensor([[1.0, -0.5], [-2.54, 0.25]])
+        >>> (dequantize(*quantize_int8(w)) - w).abs().max().item() < 0.02 / 2  # half a step
+        True
+    """
+    group = _group_of(q, s)
+    if not group:
+        return q.float() * s.float()
+    return unpack_int4(q).float() * s.float().repeat_interleave(group, dim=0)
+
+
+def weight_bytes(q: torch.Tensor, s: torch.Tensor) -> int:
+    """Bytes of quantized weights and scales, what one product reads of W.
+
+    Example:
+        >>> weight_bytes(*quantize_int4(torch.ones(4096, 4096), 128))  # 2048*4096 + 32*4096*2
+        8650752
+    """
+    return q.numel() * q.element_size() + s.numel() * s.element_size()
+
+
+def reference_quant_matmul(x: torch.Tensor, q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """``x @ dequantize(q, s)`` in float64, returned as float32: what the kernel must match.
+
+    Example:
+        >>> q, s = quantize_int8(torch.tensor([[2.0], [254.0]]))  # s = 2, q = 1 and 127
+        >>> reference_quant_matmul(torch.tensor([[1.0, 1.0]]), q, s)
+        tensor([[256.]])
+    """
+    return torch.matmul(x.double(), dequantize(q, s).double()).float()
+
+
+def reference_matmul(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``x @ w`` with the unquantized weights, in float64, returned as float32."""
+    return torch.matmul(x.double(), w.double()).float()
+
+
+# -- launching ---------------------------------------------------------------------------
+def _checked(level: str, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, SPLIT_K: int,
+             num_warps: int, num_stages: int, K: int | None = None) -> dict[str, int]:  # fmt: skip
+    """The six tunables, checked, as the kernel's keyword arguments."""
+    values = (BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages)
+    tunables = {key: int(v) for key, v in zip(CONFIG_KEYS, values, strict=True)}
+    check_config(weights=level, **tunables, K=K)
+    return tunables
+
+
+def _upcast(dtype: torch.dtype) -> bool:
+    # Triton's interpreter keeps bf16 as uint16 bit patterns and its tl.dot multiplies those
+    # (triton-lang/triton#11584); widening first gives the exact products a GPU forms.
+    # Compiled kernels never take this branch.
+    return INTERPRETED and dtype == torch.bfloat16
+
+
+def _offset_bound(t: torch.Tensor, pad: int) -> int:
+    # largest element offset the kernel forms for t, tiles overhanging the edge included
+    return sum((size - 1 + pad) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+
+
+def _tiles(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
+    # e.g. M=16, N=4096 with 16 x 64 tiles: 1 * 64 = 64 tiles, each SPLIT_K programs
+    return triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+
+
+def _constexprs(level: str, K: int, BLOCK_K: int, dtype: torch.dtype) -> dict[str, Any]:
+    group = group_size(level)
+    return {"GROUP": group, "MASK_K": bool(K % BLOCK_K), "UPCAST": _upcast(dtype)}
+
+
+def launcher(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    s: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    BLOCK_M: int,
+    BLOCK_N: int,
+    BLOCK_K: int,
+    SPLIT_K: int,
+    num_warps: int,
+    num_stages: int,
+) -> Callable[[], None]:
+    """Return a no-argument function that computes ``y = x @ dequantize(q, s)``: one launch.
+
+    The level is read off ``q`` and ``s`` (:func:`level_of`). Shapes, strides, the grid
+    ``(tiles, SPLIT_K)``, the fp32 workspace ``[SPLIT_K, M, N]`` and the per-tile counters
+    (zeros; each launch leaves them at zero again) are set up once, here.
+
+    Example:
+        >>> dev = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> x = torch.ones(2, 64, dtype=torch.float16, device=dev)
+        >>> q, s = quantize_int8(torch.full((64, 16), 0.5, device=dev))
+        >>> y = torch.empty(2, 16, dtype=torch.float16, device=dev)
+        >>> run = launcher(x, q, s, y, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, SPLIT_K=4,
+        ...                num_warps=4, num_stages=2)
+        >>> run(); run(); y[1, 15].item()  # 64 * (1 * 0.5), twice over the same counters
+        32.0
+    """
+    group = _group_of(q, s)
+    level = level_of(q, s)
+    if x.ndim != 2 or x.dtype not in DTYPES.values():
+        raise ValueError(f"x must be 2-D bf16 or fp16, got {x.dtype} {tuple(x.shape)}")
+    M, K = x.shape
+    N = q.shape[1]
+    if (2 * q.shape[0] if group else q.shape[0]) != K:
+        raise ValueError(f"{level} weights {tuple(q.shape)} do not match x {tuple(x.shape)}")
+    tunables = _checked(level, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, K=K)
+    if tuple(y.shape) != (M, N) or y.dtype != x.dtype:
+        raise ValueError(f"y must be ({M}, {N}) {x.dtype}, got {tuple(y.shape)} {y.dtype}")
+    if len({t.device for t in (x, q, s, y)}) != 1:
+        raise ValueError("x, q, s and y must be on one device")
+    pad = max(BLOCK_M, BLOCK_N, BLOCK_K)
+    for name, t in (("x", x), ("q", q), ("s", s), ("y", y)):
+        if _offset_bound(t, pad) >= _INT32_LIMIT:
+            raise ValueError(f"{name} {tuple(t.shape)} is too large for the kernel's int32 offsets")
+    if SPLIT_K * M * N >= _INT32_LIMIT:
+        raise ValueError(f"a workspace of {SPLIT_K} x {M} x {N} exceeds int32 offsets")
+    if M == 0 or N == 0:
+        return lambda: None
+    tiles = _tiles(M, N, BLOCK_M, BLOCK_N)
+    kernel = _quant_matmul_kernel[(tiles, SPLIT_K)]
+    # SPLIT_K == 1 writes y directly: a one-element workspace stands in
+    workspace = torch.empty(SPLIT_K * M * N if SPLIT_K > 1 else 1, dtype=torch.float32,
+                            device=x.device)  # fmt: skip
+    counters = torch.zeros(tiles, dtype=torch.int32, device=x.device)
+    args = (x, q, s, y, workspace, counters, M, N, K,
+            *x.stride(), *q.stride(), *s.stride(), *y.stride())  # fmt: skip
+    constexprs = _constexprs(level, K, BLOCK_K, x.dtype)
+
+    def run() -> None:
+        kernel(*args, **tunables, **constexprs)
+
+    return run
+
+
+def quant_matmul(
+    x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, *, out: torch.Tensor | None = None,
+    **config: int,
+) -> torch.Tensor:  # fmt: skip
+    """``x @ dequantize(q, s)`` with the kernel; ``config`` as :data:`DEFAULT_CONFIG` (missing
+    keys take its values); returns ``out`` (allocated when None)."""
+    if out is None:
+        out = torch.empty(x.shape[0], q.shape[1], dtype=x.dtype, device=x.device)
+    launcher(x, q, s, out, **{**DEFAULT_CONFIG, **config})()
+    return out
+
+
+def compile_only(
+    M: int,
+    N: int,
+    K: int,
+    level: str,
+    dtype: torch.dtype | str,
+    *,
+    BLOCK_M: int,
+    BLOCK_N: int,
+    BLOCK_K: int,
+    SPLIT_K: int,
+    num_warps: int,
+    num_stages: int,
+) -> Any:
+    """Compile the kernel for contiguous operands without running it (Triton's ``warmup``: the
+    kernel lands in the on-disk cache where the launch finds it); None under the interpreter,
+    which compiles nothing.
+
+    Raises:
+        ValueError: see ``check_config``.
+        triton.runtime.errors.OutOfResources: more shared memory than the device has.
+        triton.compiler.errors.CompilationError, and whatever else Triton raises compiling.
+
+    Example:
+        >>> k = compile_only(16, 256, 256, "int4-g128", "bf16", **DEFAULT_CONFIG)
+        >>> k is None if INTERPRETED else k.metadata.shared >= 0
+        True
+    """
+    tunables = _checked(level, BLOCK_M, BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages, K=K)
+    dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
+    if INTERPRETED:
+        return None
+    group = group_size(level)
+    # torch dtypes in pointer positions become MockTensors; the strides are the contiguous ones
+    kernel = _quant_matmul_kernel.warmup(
+        dtype, torch.uint8 if group else torch.int8, SCALE_DTYPE, dtype, torch.float32,
+        torch.int32, M, N, K,
+        K, 1,  # x (M, K)
+        N, 1,  # q (K, N) int8 or (K/2, N) packed
+        N, 1,  # s (groups, N)
+        N, 1,  # y (M, N)
+        **tunables, **{**_constexprs(level, K, BLOCK_K, dtype), "UPCAST": False},
+        grid=(1,),
+    )  # fmt: skip
+    _check_shared_memory(kernel)
+    return kernel
+
+
+def _check_shared_memory(kernel: Any) -> None:
+    # Same test as Triton's CompiledKernel._init_handles, made without loading the binary.
+    from triton.runtime import driver
+    from triton.runtime.errors import OutOfResources
+
+    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
+    if shared is None:
+        return
+    device = driver.active.get_current_device()
+    limit = driver.active.utils.get_device_properties(device)["max_shared_mem"]
+    if shared > limit:
+        raise OutOfResources(shared, limit, "shared memory")
+
+
+__all__ = [
+    "CONFIG_KEYS",
+    "DEFAULT_CONFIG",
+    "DTYPES",
+    "INTERPRETED",
+    "LEVELS",
+    "SCALE_DTYPE",
+    "check_config",
+    "compile_only",
+    "dequantize",
+    "group_size",
+    "launcher",
+    "level_of",
+    "pack_int4",
+    "quant_matmul",
+    "quantize",
+    "quantize_int4",
+    "quantize_int8",
+    "reference_matmul",
+    "reference_quant_matmul",
+    "unpack_int4",
+    "weight_bytes",
+]

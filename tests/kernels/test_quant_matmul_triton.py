@@ -1,0 +1,199 @@
+"""The weight-only quantized matmul: quantizers, nibble packing, and the kernel against its
+float64 dequantized reference, under Triton's interpreter on the CPU (real runs, no mocks)."""
+
+import pytest
+import torch
+
+from autotune.correctness import TOLERANCE, check_close
+from autotune.kernels import quant_matmul_triton as qm
+from autotune.space import load_space
+
+DEVICE = "cpu" if qm.INTERPRETED else "cuda"
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _randn(*shape: int, seed: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=gen).to(DEVICE, dtype)
+
+
+def _expanded_scales(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    group = qm.group_size(qm.level_of(q, s))
+    K = 2 * q.shape[0] if group else q.shape[0]
+    return s.float().repeat_interleave(group or K, dim=0)  # (K, N): each weight's step
+
+
+@pytest.mark.parametrize("level", list(qm.LEVELS))
+def test_quantizers_round_trip_within_half_a_step(level):
+    w = _randn(256, 40, seed=1, dtype=torch.bfloat16)
+    q, s = qm.quantize(w, level)
+    assert qm.level_of(q, s) == level and s.dtype == torch.float16
+    assert q.shape == ((256, 40) if level == "int8" else (128, 40))
+    step = _expanded_scales(q, s)
+    err = (qm.dequantize(q, s) - w.float()).abs()
+    # round to nearest: at most half a step (an fp16 scale rounded down may clamp the largest
+    # weight, by 127 * 2^-11 of a step at most)
+    assert bool((err <= 0.5 * step * 1.01).all())
+    # the steps are max|w| / 127 per column, or max|w| / 7 per group of rows
+    group = qm.group_size(level)
+    amax = w.float().abs().reshape(-1, group or 256, 40).amax(dim=1)
+    torch.testing.assert_close(s.float(), amax / (7 if group else 127), rtol=2**-10, atol=0)
+
+
+def test_int4_round_trip_is_exact_on_its_own_grid():
+    # weights that are already multiples of the step come back unchanged
+    s = torch.tensor([[0.5, 2.0], [0.25, 1.0]])
+    q = torch.tensor([[7, -7], [-3, 0], [1, 2], [-7, 7]])  # two groups of 2 rows
+    w = q.float() * s.repeat_interleave(2, dim=0)
+    packed, scales = qm.quantize_int4(w, group=2)
+    assert torch.equal(qm.unpack_int4(packed), q.to(torch.int8))
+    assert torch.equal(qm.dequantize(packed, scales), w)
+
+
+def test_nibbles_pack_two_rows_to_a_byte_and_unpack_back():
+    values = torch.arange(-8, 8).reshape(16, 1).repeat(1, 3)  # every int4 value, 3 columns
+    packed = qm.pack_int4(values)
+    assert packed.shape == (8, 3) and packed.dtype == torch.uint8
+    # byte[k2] = (q[2 k2] + 8) | (q[2 k2 + 1] + 8) << 4: rows (-8, -7) -> 0 | 1 << 4 = 16
+    assert packed[:, 0].tolist() == [(2 * j) | (2 * j + 1) << 4 for j in range(8)]
+    assert torch.equal(qm.unpack_int4(packed), values.to(torch.int8))
+    with pytest.raises(ValueError, match=r"\[-8, 7\]"):
+        qm.pack_int4(torch.tensor([[8], [0]]))
+    with pytest.raises(ValueError, match="K even"):
+        qm.pack_int4(torch.zeros(3, 2, dtype=torch.int8))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("M", [1, 20])  # 1: the decode case, 15 rows masked; 20: two tile-rows
+@pytest.mark.parametrize("split_k", [1, 4])
+@pytest.mark.parametrize("level", list(qm.LEVELS))
+def test_kernel_matches_the_dequantized_reference(level, split_k, M, dtype):
+    K, N = 256, 48  # N: one full and one half-masked 32-wide tile
+    x = _randn(M, K, seed=2, dtype=DTYPES[dtype])
+    q, s = qm.quantize(_randn(K, N, seed=3, dtype=DTYPES[dtype]), level)
+    y = torch.full((M, N), float("nan"), dtype=DTYPES[dtype], device=DEVICE)  # poisoned
+    config = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": split_k,
+              "num_warps": 4, "num_stages": 2}  # fmt: skip
+    run = qm.launcher(x, q, s, y, **config)
+    run()
+    ref = qm.reference_quant_matmul(x, q, s)
+    check_close(y, ref, tolerance=TOLERANCE[dtype])
+    # a second launch through the same launcher: the split-K counters were put back to 0
+    # (had they not, no program would draw the last ticket and y would keep its poison)
+    y.fill_(float("nan"))
+    run()
+    check_close(y, ref, tolerance=TOLERANCE[dtype])
+
+
+def test_int8_with_k_not_a_multiple_of_the_block_and_more_splits_than_blocks():
+    M, K, N = 3, 200, 40  # 200 = 3 * 64 + 8: the last K-block overhangs
+    x = _randn(M, K, seed=4, dtype=torch.bfloat16)
+    q, s = qm.quantize_int8(_randn(K, N, seed=5))
+    ref = qm.reference_quant_matmul(x, q, s)
+    for split_k in (1, 3, 8):  # 4 blocks: shares of 2, 2, 0 with 3; 8 leaves 4 splits empty
+        y = qm.quant_matmul(x, q, s, BLOCK_M=16, BLOCK_N=16, BLOCK_K=64, SPLIT_K=split_k)
+        check_close(y, ref, tolerance=TOLERANCE["bf16"])
+
+
+def test_split_k_sums_partials_in_a_fixed_order():
+    # the last split to arrive sums all partials in split order: repeated launches agree bit
+    # for bit (on a GPU the order in which the splits finish varies from launch to launch)
+    x = _randn(4, 512, seed=6, dtype=torch.float16)
+    q, s = qm.quantize(_randn(512, 32, seed=7), "int4-g128")
+    y = torch.empty(4, 32, dtype=torch.float16, device=DEVICE)
+    run = qm.launcher(x, q, s, y, BLOCK_M=16, BLOCK_N=32, BLOCK_K=64, SPLIT_K=8,
+                      num_warps=4, num_stages=2)  # fmt: skip
+    run()
+    first = y.clone()
+    for _ in range(2):
+        run()
+        assert torch.equal(y, first)
+
+
+def test_a_config_the_kernel_cannot_express_is_refused():
+    good = {**qm.DEFAULT_CONFIG, "weights": "int4-g64"}
+    qm.check_config(**good, K=4096)
+    for bad, match in (
+        ({"BLOCK_N": 48}, "power of two"),
+        ({"BLOCK_K": 128}, "divide the int4-g64 group"),
+        ({"BLOCK_K": 16}, ">= 32 for int4"),
+        ({"SPLIT_K": 0}, "SPLIT_K"),
+        ({"num_warps": 3}, "num_warps"),
+        ({"weights": "int3"}, "one of"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            qm.check_config(**{**good, **bad})
+    with pytest.raises(ValueError, match="not a multiple of the int4-g64 group"):
+        qm.check_config(**good, K=96)
+    qm.check_config(**{**good, "weights": "int8", "BLOCK_K": 16}, K=100)  # int8: any K
+
+
+def test_the_launcher_refuses_operands_that_do_not_fit():
+    x = _randn(2, 128, seed=8, dtype=torch.bfloat16)
+    q, s = qm.quantize_int8(_randn(64, 16, seed=9))  # K = 64, not 128
+    y = torch.empty(2, 16, dtype=torch.bfloat16, device=DEVICE)
+    with pytest.raises(ValueError, match="do not match"):
+        qm.launcher(x, q, s, y, **qm.DEFAULT_CONFIG)
+    q, s = qm.quantize_int8(_randn(128, 16, seed=9))
+    with pytest.raises(ValueError, match="int8 scales"):
+        qm.launcher(x, q, s[:, :8], y, **qm.DEFAULT_CONFIG)
+    with pytest.raises(ValueError, match="y must be"):
+        qm.launcher(x, q, s, y.half(), **qm.DEFAULT_CONFIG)
+
+
+def _sm90_case(level: str, M: int, K: int, cfg: dict) -> dict:
+    N, group = 4096, qm.group_size(level)
+    args = {
+        "x_ptr": "torch.bfloat16", "q_ptr": "torch.uint8" if group else "torch.int8",
+        "s_ptr": "torch.float16", "y_ptr": "torch.bfloat16", "ws_ptr": "torch.float32",
+        "count_ptr": "torch.int32", "M": M, "N": N, "K": K, "stride_xm": K, "stride_xk": 1,
+        "stride_qk": N, "stride_qn": 1, "stride_sg": N, "stride_sn": 1, "stride_ym": N,
+        "stride_yn": 1, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
+        "BLOCK_K": cfg["BLOCK_K"], "SPLIT_K": cfg["SPLIT_K"], "GROUP": group,
+        "MASK_K": bool(K % cfg["BLOCK_K"]), "UPCAST": False,
+    }  # fmt: skip
+    return {"args": args, "options": {k: cfg[k] for k in ("num_warps", "num_stages")}}
+
+
+@pytest.mark.skipif(not qm.INTERPRETED, reason="a GPU machine compiles for its own device")
+def test_the_kernel_compiles_for_hopper_and_the_space_bounds_its_shared_memory():
+    # Triton's own compiler and ptxas, for sm_90, on this CPU machine: every level, split-K,
+    # masked K; the space's shared-memory model must never admit what the compiler would not
+    # fit (exact for int8 with whole K-blocks; int4's strided x loads are not all buffered and
+    # a masked K buffers fewer stages, so there it over-estimates)
+    cross = pytest.importorskip("autotune.cross_compile")
+
+    def cfg(bm, bn, bk, split, warps, stages):
+        return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split,
+                "num_warps": warps, "num_stages": stages}  # fmt: skip
+
+    cases = [  # (level, M, K, config, bytes of sm_90 shared memory Triton 3.7 allocates)
+        ("int8", 16, 4096, cfg(16, 128, 256, 1, 4, 5), 163840),  # 4 buffered stages: fits
+        ("int8", 64, 4096, cfg(64, 256, 256, 4, 8, 4), 458752),  # warpgroup MMA: does not
+        ("int8", 33, 4100, cfg(64, 128, 128, 4, 8, 5), None),  # K masked: fewer buffers
+        ("int4-g128", 64, 4096, cfg(64, 256, 128, 2, 8, 5), 114688),
+        ("int4-g64", 1, 4096, cfg(16, 128, 64, 16, 4, 4), None),
+    ]
+    results = cross.compile_in_subprocess(
+        "autotune.kernels.quant_matmul_triton",
+        "_quant_matmul_kernel",
+        [_sm90_case(level, M, K, config) for level, M, K, config, _ in cases],
+    )
+    space = load_space("quant_matmul")
+    hopper = 232448  # bytes a block may use on sm_90
+
+    for (level, M, K, config, expected), result in zip(cases, results, strict=True):
+        assert "shared" in result, result
+        shared = result["shared"]
+        values, problem = {**config, "weights": level}, {"M": M, "N": 4096, "K": K}
+
+        def broken(limit, values=values, problem=problem):
+            device = {"type": "cuda", "max_shared_memory": limit}
+            return "shared_memory" in space.violations(values, problem, device)
+
+        assert broken(shared - 1), (level, config)  # the estimate is at least the real figure
+        if expected is not None:
+            assert shared == expected, (level, config)
+        if level == "int8" and K % config["BLOCK_K"] == 0:
+            assert not broken(shared), (level, config)  # and exactly it
+    assert results[0]["shared"] <= hopper < results[1]["shared"]
