@@ -234,6 +234,13 @@ def tune(
         float | None,
         typer.Option(help="With --executor ray: GPUs per trial (default 1 on a GPU, else 0)."),
     ] = None,
+    compile_ahead: Annotated[
+        int | None,
+        typer.Option(
+            help="Processes compiling upcoming configs while others measure (0: off; "
+            "default: up to 8 for a Triton workload on local GPUs, else 0)."
+        ),
+    ] = None,
     cache: Annotated[
         bool,
         typer.Option(
@@ -272,6 +279,7 @@ def tune(
         workers=workers,
         ray_address=address,
         gpus_per_trial=gpus_per_trial,
+        compile_ahead=compile_ahead,
     )
     if cache and settings.fingerprint and settings.study_name is None:
         from autotune.storage import open_storage

@@ -134,6 +134,12 @@ class ProgressDisplay(SweepObserver):
             f"(stopped by {summary.stopped_by}); {summary.trials_total} stored in study "
             f"{summary.study_name}; {failures_text(summary.failures)}; "
             f"search overhead {summary.search_overhead:.1%} of the slots' wall time "
-            f"(the sampler's {summary.sampler_share:.1%} runs while trials measure)",
+            f"(the sampler's {summary.sampler_share:.1%} runs while trials measure); "
+            f"compiling held slots {summary.compile_share:.1%} of it"
+            + (
+                f" ({summary.compile_jobs} processes compiled ahead)"
+                if summary.compile_jobs
+                else ""
+            ),
             soft_wrap=True,
         )

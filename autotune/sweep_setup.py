@@ -146,6 +146,7 @@ def build_settings(
     workers: int | None = None,
     ray_address: str | None = None,
     gpus_per_trial: float | None = None,
+    compile_ahead: int | None = None,
 ) -> SweepSettings:
     """Settings for ``autotune tune``; a stored ``study`` supplies whatever is not given."""
     stored = _stored_info(storage, study)
@@ -188,6 +189,8 @@ def build_settings(
         raise SetupError(f"--executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
     if workers is not None and workers < 1:
         raise SetupError(f"--workers: {workers} must be at least 1")
+    if compile_ahead is not None and compile_ahead < 0:
+        raise SetupError(f"--compile-ahead: {compile_ahead} must be 0 (off) or more processes")
     if executor != "ray" and (ray_address is not None or gpus_per_trial is not None):
         raise SetupError("--address and --gpus-per-trial apply to --executor ray only")
     return SweepSettings(
@@ -206,6 +209,7 @@ def build_settings(
         workers=workers,
         ray_address=ray_address,
         gpus_per_trial=gpus_per_trial,
+        compile_ahead=compile_ahead,
         device=device,
         command=command,
         label=label,

@@ -24,21 +24,60 @@ from autotune.failures import Diverged
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 
-FAULTS = ("none", "oom", "segfault", "hang", "wrong_result", "diverge", "exception")
+FAULTS = (
+    "none", "oom", "segfault", "hang", "wrong_result", "diverge", "exception", "compile_error",
+)  # fmt: skip
+
+#: Where "compiled" configs are marked, as Triton's on-disk kernel cache keeps kernels: a config
+#: compiled by ``prepare`` in one process costs no compile time in the trial that runs it.
+CACHE_DIR_ENV = "AUTOTUNE_FAULTS_CACHE"
 
 
 class FaultsObjective(Objective):
-    """Config ``{"fault": NAME, "score": x, "delay": s}``: ``score`` (default 1.0) is returned
-    after ``delay`` seconds when no fault is injected."""
+    """Config ``{"fault": NAME, "score": x, "delay": s, "compile_s": c}``: ``score`` (default
+    1.0) is returned after ``delay`` seconds when no fault is injected; a config first takes
+    ``compile_s`` seconds to "compile" unless ``prepare`` compiled it before (in any process
+    sharing the cache directory of ``$AUTOTUNE_FAULTS_CACHE``)."""
 
     name = "faults"
     space = "faults.yaml"
     directions = {"score": "maximize", "latency_s": "minimize"}
+    compiles = True
+
+    def prepare(self, config: dict[str, Any]) -> None:
+        """Compile: fail for ``fault=compile_error``, else take ``compile_s`` and mark it."""
+        self._compile(config)
+
+    def _compile(self, config: dict[str, Any]) -> float:
+        from autotune.failures import CompileError
+
+        if config.get("fault") == "compile_error":
+            raise CompileError("injected compile error")
+        seconds = float(config.get("compile_s", 0.0))
+        marker = self._marker(config)
+        if seconds and not (marker is not None and marker.exists()):
+            time.sleep(seconds)
+            if marker is not None:
+                marker.touch()
+            return seconds
+        return 0.0
+
+    @staticmethod
+    def _marker(config: dict[str, Any]) -> Any:
+        import hashlib
+        from pathlib import Path
+
+        root = os.environ.get(CACHE_DIR_ENV)
+        if not root:
+            return None
+        key = hashlib.sha256(repr(sorted(config.items())).encode()).hexdigest()[:16]
+        return Path(root) / key
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         import torch
 
         start = time.perf_counter()
+        compile_s = self._compile(config)
         fault = config.get("fault", "none")
         if fault == "oom":
             # 4 PiB: more than any machine has; the allocator refuses it for real
@@ -79,6 +118,7 @@ class FaultsObjective(Objective):
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
                 "started_at": started_at,
                 "ended_at": time.time(),
+                "compile_s": compile_s,
             },
         )
 

@@ -39,6 +39,9 @@ class SweepSettings:
             GPU, one on a CPU; inline: 1; ray: as many as the cluster's resources allow).
         ray_address: ``auto``, ``HOST:PORT`` or None (start a local Ray on demand).
         gpus_per_trial: GPUs a Ray trial asks for; None: 1 on a GPU device, else 0.
+        compile_ahead: processes compiling the configs asked for ahead while others measure
+            (0: none, each trial compiles its own); None: several for a compiling workload
+            on local GPUs, else 0.
     """
 
     workload: str
@@ -56,6 +59,7 @@ class SweepSettings:
     workers: int | None = None
     ray_address: str | None = None
     gpus_per_trial: float | None = None
+    compile_ahead: int | None = None
     device: dict[str, Any] = field(default_factory=dict)
     command: str = ""
     label: str = ""  # shown with every progress line, e.g. "REPLAY of grid.csv"
@@ -91,6 +95,9 @@ class SweepSummary:
     evaluate_s: float = 0.0  # slot-seconds spent in trials (summed over the slots)
     sampler_s: float = 0.0  # of elapsed_s, asking the sampler for configs (rejections included)
     in_flight: int = 1  # the executor's capacity at the start
+    compile_jobs: int = 0  # processes of the compile-ahead pool (0: none)
+    trial_compile_s: float = 0.0  # slot-seconds trials spent compiling (their first launch)
+    compile_wait_s: float = 0.0  # seconds a free slot waited for the compile-ahead pool
 
     @property
     def search_overhead(self) -> float:
@@ -98,6 +105,13 @@ class SweepSummary:
         sampler, the storage and the display when they hold a slot up, and idle slots."""
         total = self.elapsed_s * max(1, self.in_flight)
         return max(0.0, 1.0 - self.evaluate_s / total) if total else 0.0
+
+    @property
+    def compile_share(self) -> float:
+        """Share of the slots' wall time spent compiling where it held a slot: in the trials'
+        first launches, and waiting for the compile-ahead pool with a slot free."""
+        total = self.elapsed_s * max(1, self.in_flight)
+        return (self.trial_compile_s + self.compile_wait_s) / total if total else 0.0
 
     @property
     def sampler_share(self) -> float:

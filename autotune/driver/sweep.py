@@ -23,11 +23,12 @@ import math
 import random
 import time
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 
 import optuna
 
+from autotune.driver.compile_ahead import compile_ahead_pool
 from autotune.driver.executor_choice import make_executor
 from autotune.driver.finish import FinishRow, finish
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
@@ -115,10 +116,14 @@ class _SweepRun:
         self.heartbeat = Heartbeat(storage, study.study_name)
         self.in_flight: dict[int, Asked] = {}  # trial number -> launched trial
         self.waiting: dict[tuple, list[Asked]] = {}  # repeats of a config in flight
-        self.prepared: Asked | None = None  # asked ahead while every slot was busy
+        # asked for ahead, oldest first: compiling in the pool, or waiting for a free slot
+        self.ahead: deque[Asked] = deque()
+        self.compiler = compile_ahead_pool(s, executor.capacity)
+        # configs asked ahead: the compile pool's jobs, or one while every slot is busy
+        self.depth = max(1, self.compiler.jobs if self.compiler else 0)
         self.counts: Counter = Counter()
         self.ran = self.rejected = 0
-        self.busy_s = self.sampler_s = 0.0
+        self.busy_s = self.sampler_s = self.compile_wait_s = self.trial_compile_s = 0.0
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         self.last_reap = time.monotonic()
         for t in study.get_trials(deepcopy=False, states=(
@@ -136,24 +141,26 @@ class _SweepRun:
             while True:
                 stop = self.stop_reason()
                 # a config asked for ahead launches when a slot frees, unless time is up
-                launch_ahead = self.prepared is not None and stop != "time"
-                if self.executor.free > 0 and (stop is None or launch_ahead):
-                    asked, self.prepared = self.prepared or self.ask(), None
-                    if asked is not None:
-                        self.launch(asked)
+                can_launch = stop != "time" and self.executor.free > 0
+                ready = self.ready_ahead() if can_launch else None
+                if ready is not None:
+                    self.launch(ready)
+                    continue
+                if stop is None and self.wants_ahead():
+                    self.queue(self.ask())
+                    continue
+                if can_launch and self.ahead:
+                    self.wait_for_compile()  # a slot is free and only a compile holds it up
                     continue
                 if not self.executor.in_flight:
                     stopped_by = stop or "no capacity left"
                     break
-                if stop is None and self.prepared is None:
-                    self.prepared = self.ask()  # every slot busy: ask ahead
-                    continue
                 finished = self.executor.wait_any()
-                if launch_ahead and self.executor.free:
+                ready = self.ready_ahead() if stop != "time" and self.executor.free else None
+                if ready is not None:
                     # the next config starts the moment a slot frees; the finished are told
                     # while it runs
-                    asked, self.prepared = self.prepared, None
-                    self.launch(asked)
+                    self.launch(ready)
                 for one in finished:
                     self.tell_finished(one)
         except KeyboardInterrupt:
@@ -164,6 +171,57 @@ class _SweepRun:
             self.end = time.monotonic()
             self.close(stopped_by)
         return self.summarise(stopped_by, capacity)
+
+    def wants_ahead(self) -> bool:
+        """True while fewer configs are asked ahead than the lookahead holds and the budget
+        leaves room for them."""
+        if len(self.ahead) >= self.depth:
+            return False
+        n_trials = self.settings.n_trials
+        return n_trials is None or self.launched() + len(self.ahead) < n_trials
+
+    def queue(self, asked: Asked | None) -> None:
+        """Keep a config asked for ahead, and start compiling it."""
+        if asked is None:
+            return
+        self.ahead.append(asked)
+        if self.compiler is not None:
+            self.compiler.submit(asked.trial.number, asked.config)
+
+    def ready_ahead(self) -> Asked | None:
+        """The oldest config asked ahead that may launch now: its compile has ended, or the
+        pool has not begun it (still starting, or behind), so that a free slot never waits for
+        a compile nobody runs: the trial compiles it itself. One that failed to compile is told
+        to the study (it costs no slot) and the next is looked at."""
+        for asked in list(self.ahead):
+            number = asked.trial.number
+            if self.compiler is not None and not self.compiler.done(number):
+                if self.compiler.started(number):
+                    continue  # being compiled: wait for it rather than compile it twice
+                self.compiler.discard(number)
+            self.ahead.remove(asked)
+            failed = self.compiler.wait(number) if self.compiler is not None else None
+            if failed is None:
+                return asked
+            self.tell_unlaunched(asked, failed)
+        return None
+
+    def wait_for_compile(self) -> None:
+        """Wait for the oldest config's compile (a free slot waits on it): time counted as
+        the compile share the pool did not hide."""
+        started = time.perf_counter()
+        number = self.ahead[0].trial.number
+        failed = (
+            self.compiler.wait(number, self.settings.trial_timeout_s) if self.compiler else None
+        )
+        self.compile_wait_s += time.perf_counter() - started
+        if failed is not None:
+            self.tell_unlaunched(self.ahead.popleft(), failed)
+
+    def tell_unlaunched(self, asked: Asked, result: TrialResult) -> None:
+        """A config that failed in the compile pool: a trial result that took no slot."""
+        self.account(self.book.tell_result(asked, result, "compile-ahead pool"))
+        self.heartbeat.discard(asked.trial.number)
 
     def stop_reason(self) -> str | None:
         """Why no further trial may launch now, or None to go on."""
@@ -190,8 +248,7 @@ class _SweepRun:
         """Trials of the study that ran or run now, by any driver (not rejections, repeats,
         nor configs asked for but not launched by this one)."""
         not_launched = {a.trial.number for group in self.waiting.values() for a in group}
-        if self.prepared is not None:
-            not_launched.add(self.prepared.trial.number)
+        not_launched |= {a.trial.number for a in self.ahead}
         running = optuna.trial.TrialState.RUNNING
         return sum(
             1
@@ -244,8 +301,7 @@ class _SweepRun:
         Read after this trial's config is written, so of two drivers that pick one config at
         once, at least the later reader sees the other's and stands back."""
         mine = set(self.in_flight) | {a.trial.number for g in self.waiting.values() for a in g}
-        if self.prepared is not None:
-            mine.add(self.prepared.trial.number)
+        mine |= {a.trial.number for a in self.ahead}
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             other = t.number != asked.trial.number and t.number not in mine
             if other and t.params and config_key(t.params) == asked.key:
@@ -266,6 +322,9 @@ class _SweepRun:
         asked = self.in_flight.pop(finished.ticket)
         self.book.running.discard(asked.key)
         self.busy_s += finished.seconds
+        measurement = finished.result.measurement
+        if measurement is not None:
+            self.trial_compile_s += float(measurement.metrics.get("compile_s", 0.0) or 0.0)
         self.account(self.book.tell_result(asked, finished.result, finished.worker))
         self.heartbeat.discard(asked.trial.number)
         for twin in self.waiting.pop(asked.key, []):
@@ -294,9 +353,9 @@ class _SweepRun:
         for asked in self.in_flight.values():
             reason = f"the sweep stopped ({stopped_by}) while it ran"
             self.book.mark_interrupted(asked.trial, reason)
-        left = [a for group in self.waiting.values() for a in group]
-        if self.prepared is not None:
-            left.append(self.prepared)
+        if self.compiler is not None:
+            self.compiler.close()
+        left = [a for group in self.waiting.values() for a in group] + list(self.ahead)
         for asked in left:
             self.book.mark_interrupted(
                 asked.trial, f"asked for but never launched: the sweep stopped ({stopped_by})"
@@ -316,6 +375,9 @@ class _SweepRun:
             evaluate_s=self.busy_s,
             sampler_s=self.sampler_s,
             in_flight=capacity,
+            compile_jobs=self.compiler.jobs if self.compiler is not None else 0,
+            trial_compile_s=self.trial_compile_s,
+            compile_wait_s=self.compile_wait_s,
         )
         self.study.set_user_attr(
             LAST_RUN,
@@ -327,6 +389,10 @@ class _SweepRun:
                 "evaluate_s": round(self.busy_s, 3),
                 "sampler_s": round(self.sampler_s, 3),
                 "search_overhead": round(summary.search_overhead, 4),
+                "compile_jobs": summary.compile_jobs,
+                "trial_compile_s": round(self.trial_compile_s, 3),
+                "compile_wait_s": round(self.compile_wait_s, 3),
+                "compile_share": round(summary.compile_share, 4),
             },
         )
         self.observer.on_end(summary)

@@ -1,0 +1,166 @@
+"""Compile the configs the driver asked for ahead, in processes across the CPU's cores, while
+the device measures others.
+
+A cold Triton kernel takes a second or more to compile, longer than it takes to measure, so a
+sweep that compiles each config in the trial that runs it spends most of its wall time
+compiling. The driver asks the sampler a few configs ahead (they are RUNNING trials, pending
+for the sampler) and hands each to this pool, whose processes call the objective's
+``prepare`` (Triton's ``warmup``): the kernel lands in Triton's on-disk cache, where the worker
+that later runs the trial finds it. A config that fails to compile comes back as its typed
+failure without taking a device slot.
+
+Example:
+    >>> with CompileAhead("faults", {}, jobs=1) as pool:
+    ...     pool.submit(0, {"fault": "none"})
+    ...     pool.submit(1, {"fault": "compile_error"})
+    ...     pool.wait(0), pool.wait(1).status.value
+    (None, 'compile_error')
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing import get_context
+from typing import Any
+
+from autotune.driver.settings import SweepSettings
+from autotune.failures import TrialStatus, classify
+from autotune.runners.base import TrialResult
+
+#: the objective each pool process builds once
+_OBJECTIVE: Any = None
+
+
+def _build(workload: str, problem: dict[str, Any]) -> None:
+    global _OBJECTIVE
+    from autotune.objectives import get_objective
+
+    _OBJECTIVE = get_objective(workload)(problem)
+
+
+def _ready() -> bool:
+    """In a pool process, after its initializer built the objective: nothing more to do."""
+    return _OBJECTIVE is not None
+
+
+def _compile(config: dict[str, Any]) -> tuple[str, str, float]:
+    """In a pool process: (status, reason, seconds) of compiling one config."""
+    started = time.perf_counter()
+    try:
+        _OBJECTIVE.prepare(config)
+    except Exception as exc:  # noqa: BLE001 - a failure to compile is a result
+        failure = classify(exc)
+        return failure.status.value, str(failure), time.perf_counter() - started
+    return TrialStatus.OK.value, "", time.perf_counter() - started
+
+
+def default_jobs(capacity: int) -> int:
+    """Processes for a GPU sweep: the cores the executor's workers and the driver leave,
+    at most 8 (e.g. 16 cores, 1 worker: 8; 4 cores, 2 workers: 1)."""
+    return max(1, min(8, (os.cpu_count() or 1) - capacity - 1))
+
+
+class CompileAhead:
+    """A pool of ``jobs`` spawned processes compiling configs of one workload."""
+
+    def __init__(self, workload: str, problem: dict[str, Any], jobs: int) -> None:
+        if jobs < 1:
+            raise ValueError(f"jobs must be at least 1, not {jobs}")
+        self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
+            max_workers=jobs,
+            mp_context=get_context("spawn"),
+            initializer=_build,
+            initargs=(workload, dict(problem)),
+        )
+        self._futures: dict[int, Future] = {}
+        # start every process now (importing torch and Triton takes seconds), while the
+        # executor starts its workers; until they are up, trials compile their own configs
+        self._warming = [self._pool.submit(_ready) for _ in range(jobs)]
+        self.compile_s = 0.0  # pool-seconds spent compiling
+        self.broken = ""  # why the pool stopped, if it did (trials then compile themselves)
+
+    def submit(self, ticket: int, config: dict[str, Any]) -> None:
+        """Start compiling ``config``; a broken pool leaves it to the trial."""
+        if self._pool is None:
+            return
+        try:
+            self._futures[ticket] = self._pool.submit(_compile, dict(config))
+        except (BrokenProcessPool, RuntimeError) as exc:
+            self._stop(f"compile-ahead pool stopped: {exc}")
+
+    @property
+    def warm(self) -> bool:
+        """True once every process of the pool is up."""
+        return all(f.done() for f in self._warming)
+
+    def started(self, ticket: int) -> bool:
+        """True when a process of the pool is compiling ``ticket`` (or has done so): waiting
+        for it beats compiling it again in the trial."""
+        future = self._futures.get(ticket)
+        return future is not None and self.warm and (future.running() or future.done())
+
+    def done(self, ticket: int) -> bool:
+        """True when ``ticket``'s compile has ended (or was never started)."""
+        future = self._futures.get(ticket)
+        return future is None or future.done()
+
+    def wait(self, ticket: int, timeout_s: float | None = None) -> TrialResult | None:
+        """Wait for ``ticket``'s compile: None when it compiled (or the trial should compile it
+        itself: the pool broke, the compile ran past ``timeout_s``), else its failure."""
+        future = self._futures.pop(ticket, None)
+        if future is None:
+            return None
+        try:
+            status, reason, seconds = future.result(timeout=timeout_s)
+        except TimeoutError:
+            future.cancel()
+            return None
+        except BrokenProcessPool as exc:  # a compile crashed its process
+            self._stop(f"compile-ahead pool stopped: {exc}")
+            return None
+        self.compile_s += seconds
+        if status == TrialStatus.OK.value:
+            return None
+        return TrialResult(TrialStatus(status), f"{reason} (compiled ahead)", duration_s=seconds)
+
+    def discard(self, ticket: int) -> None:
+        future = self._futures.pop(ticket, None)
+        if future is not None:
+            future.cancel()
+
+    def _stop(self, why: str) -> None:
+        self.broken = self.broken or why
+        self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        self._futures.clear()
+
+    def __enter__(self) -> CompileAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def compile_ahead_pool(settings: SweepSettings, capacity: int) -> CompileAhead | None:
+    """The pool ``settings.compile_ahead`` asks for; by default (None) one of
+    :func:`default_jobs` processes for a compiling objective on a local GPU, else none (the
+    interpreter compiles nothing; a Ray cluster's nodes keep their own kernel caches)."""
+    jobs = settings.compile_ahead
+    if jobs is None:
+        from autotune.objectives import get_objective
+
+        local_gpu = settings.device.get("type") == "cuda" and settings.executor == "local"
+        jobs = (
+            default_jobs(capacity) if local_gpu and get_objective(settings.workload).compiles else 0
+        )
+    if jobs < 1:
+        return None
+    return CompileAhead(settings.workload, settings.problem, jobs)
