@@ -45,6 +45,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.space import ExpressionError
     from autotune.storage import StorageError
     from autotune.sweep_setup import SetupError
+    from autotune.triton_export import TritonExportError
 
     return (
         UsageError,
@@ -53,6 +54,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
         StorageError,
         SamplerError,
         ExportError,
+        TritonExportError,
         SetupError,
         StudyMismatch,
         ExecutorError,
@@ -109,8 +111,8 @@ def _parse_rename(text: str | None) -> dict[str, str]:
     names: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         old, sep, new = part.partition("=")
-        if not sep or not old.strip() or not new.strip():
-            raise UsageError(f"--rename: {part!r} is not OLD=NEW")
+        if not sep or not old.strip():
+            raise UsageError(f"--rename: {part!r} is not OLD=NEW (or OLD= to drop it)")
         names[old.strip()] = new.strip()
     return names
 
@@ -422,8 +424,25 @@ def export(
     top: Annotated[int, typer.Option(help="With --to triton: how many configs.")] = 5,
     rename: Annotated[
         str | None,
-        typer.Option(help="With --to triton: rename parameters, e.g. BLOCK_M=BLOCK_SIZE_M,..."),
+        typer.Option(
+            help="With --to triton: rename parameters, e.g. BLOCK_M=BLOCK_SIZE_M,...; "
+            "NAME= drops one the kernel does not have."
+        ),
     ] = None,
+    table: Annotated[
+        bool,
+        typer.Option(
+            "--table",
+            help="With --to triton: a module with a per-shape table of every stored sweep of "
+            "the workload (or of --studies), for @triton.autotune or @triton.heuristics.",
+        ),
+    ] = False,
+    studies: Annotated[
+        str | None, typer.Option(help="With --table: the studies to tabulate, A,B,...")
+    ] = None,
+    key: Annotated[
+        str, typer.Option(help="With --table: the problem values a shape is made of.")
+    ] = "M,N,K",
 ) -> None:
     """Export the best config for the stack that will run it."""
     _quiet_libraries()
@@ -431,7 +450,16 @@ def export(
     from autotune.storage import load_study, open_storage
 
     names = _parse_rename(rename)
-    text = export_text(load_study(open_storage(storage), study), to, top, names)
+    if table:
+        if to != "triton":
+            raise UsageError("--table needs --to triton")
+        from autotune.triton_export import table_studies, triton_table_export
+
+        chosen = table_studies(open_storage(storage), studies.split(",") if studies else None)
+        keys = [k.strip() for k in key.split(",") if k.strip()]
+        text = triton_table_export(chosen, keys, top, names)
+    else:
+        text = export_text(load_study(open_storage(storage), study), to, top, names)
     if output is None:
         sys.stdout.write(text)
     else:

@@ -2,12 +2,15 @@
 
 Formats: canonical JSON and YAML (config, metrics, device and software fingerprint, the
 command that reproduces the sweep) and ``triton``: a Python file of ``triton.Config`` entries
-for ``@triton.autotune(configs=...)``.
+for ``@triton.autotune(configs=...)`` (:mod:`autotune.triton_export`, which also writes
+per-shape tables).
 
 Example:
-    >>> text = triton_config_source([{"BLOCK_M": 64, "num_warps": 4}], ["trial 3"])
-    >>> "triton.Config({'BLOCK_M': 64}, num_warps=4)" in text
-    True
+    >>> import optuna
+    >>> export_text(optuna.create_study(), "toml")
+    Traceback (most recent call last):
+    ...
+    autotune.export.ExportError: unknown export format 'toml'; choose one of json, yaml, triton
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ import optuna
 import yaml
 
 from autotune import __version__
-from autotune.driver.results import best_trials, objectives_of, ok_trials, study_info
+from autotune.driver.results import best_trials, objectives_of, study_info
 from autotune.driver.trial_attrs import FINISH, METRICS, TELEMETRY
-from autotune.kernel_config import KernelConfig
+from autotune.triton_export import triton_export
 
 FORMATS = ("json", "yaml", "triton")
 
@@ -96,59 +99,6 @@ def write_atomic(path: str | Path, text: str) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
-
-
-def triton_config_source(
-    configs: list[dict[str, Any]], comments: list[str], rename: dict[str, str] | None = None
-) -> str:
-    """Python source of a ``configs`` list of ``triton.Config`` for ``@triton.autotune``;
-    ``rename`` maps meta-parameter names for a kernel that spells them otherwise."""
-    lines = []
-    for config, comment in zip(configs, comments, strict=True):
-        source = KernelConfig.from_flat(config).renamed(rename or {}).triton_source()
-        lines.append(f"    {source},  # {comment}")
-    return "configs = [\n" + "\n".join(lines) + "\n]\n"
-
-
-def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.FrozenTrial, str]]:
-    """The ``top`` best successful trials with a comment each: the noise-aware finish's rows
-    first, by their re-measured medians (winner first, with spread), then the other trials by
-    their single sweep reading."""
-    objectives = objectives_of(study)
-    name, direction = next(iter(objectives.items()))
-    sign = 1.0 if direction == "maximize" else -1.0
-    by_number = {t.number: t for t in ok_trials(study)}
-    ranked: list[tuple[optuna.trial.FrozenTrial, str]] = []
-    finish = study.user_attrs.get(FINISH) or {}
-    for row in finish.get("rows", []):
-        trial = by_number.pop(row["trial"], None)
-        if trial is not None:
-            ranked.append(
-                (trial, f"trial {trial.number}: finish median {row['median']:.4g} {name}, "
-                        f"spread {row['spread']:.1%} over {len(row['samples'])} rounds")
-            )  # fmt: skip
-    rest = sorted(by_number.values(), key=lambda t: -sign * t.values[0])
-    ranked += [(t, f"trial {t.number}: {t.values[0]:.4g} {name} (one sweep reading)") for t in rest]
-    return ranked[:top]
-
-
-def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | None = None) -> str:
-    """The ``top`` best successful configs of a single-objective study as triton.Configs,
-    ordered as :func:`ranked_trials` says."""
-    ranked = ranked_trials(study, top)
-    if not ranked:
-        raise ExportError(f"study {study.study_name!r} has no successful trial to export")
-    info = study_info(study)
-    header = (
-        f'"""Tuned by autotune {__version__}: {info.get("workload")} '
-        f"{json.dumps(info.get('problem', {}))}\n"
-        f"on {info.get('device', {}).get('name', 'unknown device')}, study "
-        f"{study.study_name!r}. {info.get('label', '')}\n\n"
-        "Use: @triton.autotune(configs=configs, key=[...]) above the kernel.\n"
-        f'Reproduce: {info.get("command", "")}\n"""\n\nimport triton\n\n'
-    )
-    configs = [dict(t.params) for t, _ in ranked]
-    return header + triton_config_source(configs, [c for _, c in ranked], rename)
 
 
 def export_text(

@@ -184,5 +184,20 @@ def test_export_triton_configs_are_loadable(tmp_path):
     configs = namespace["configs"]
     assert 1 <= len(configs) <= 3
     first = configs[0]
-    assert set(first.kwargs) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"}
+    assert set(first.kwargs) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "SCHEDULE"}
     assert first.num_warps in (4, 8) and 2 <= first.num_stages <= 5
+    # a per-shape table for a kernel with the tutorial's names and neither schedule nor split
+    table = tmp_path / "table.py"
+    rename = "BLOCK_M=BLOCK_SIZE_M,BLOCK_N=BLOCK_SIZE_N,SPLIT_K=,SCHEDULE="
+    exported = autotune("export", "--to", "triton", "--table", "--storage", url,
+                        "--rename", rename, "--output", str(table))  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    namespace = {}
+    exec(compile(table.read_text(), str(table), "exec"), namespace)  # noqa: S102
+    assert list(namespace["TABLE"]) == [(32, 32, 32)]
+    assert "BLOCK_SIZE_M" in namespace["configs"][0].kwargs
+    assert "SPLIT_K" not in namespace["configs"][0].kwargs and "SPLIT_K (values: 1)" in (
+        table.read_text()
+    )
+    refused = autotune("export", "--to", "json", "--table", "--storage", url)
+    assert refused.returncode == 2 and "--table needs --to triton" in refused.stderr

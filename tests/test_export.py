@@ -10,10 +10,10 @@ from autotune.export import (
     best_record,
     export_text,
     load_record,
-    triton_config_source,
     write_atomic,
 )
 from autotune.space import Param, Space
+from autotune.triton_export import triton_config_source
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,244 @@
+"""Best configs as Python source for Triton: a ``configs`` list of ``triton.Config`` for one
+sweep, or a module with a per-shape table for a kernel that runs at many shapes.
+
+The table module holds ``TABLE`` (shape -> configs, the noise-aware finish's winner first),
+``configs`` (every config of the table once, for ``@triton.autotune(configs=...)``), ``prune``
+(an ``early_config_prune`` hook that keeps the configs tuned for the nearest shape, so that
+``@triton.autotune`` times only those) and ``heuristics()`` (for ``@triton.heuristics``: the
+winner at the nearest shape, no timing at all). A rename map (``BLOCK_M=BLOCK_SIZE_M``) serves a
+kernel that spells the parameters otherwise; ``NAME=`` (empty) drops a parameter the kernel
+does not have, and the module's docstring says which values it had.
+
+Example:
+    >>> text = triton_config_source([{"BLOCK_M": 64, "num_warps": 4}], ["trial 3"])
+    >>> "triton.Config({'BLOCK_M': 64}, num_warps=4)" in text
+    True
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+import optuna
+
+from autotune import __version__
+from autotune.driver.results import objectives_of, ok_trials, study_info
+from autotune.driver.trial_attrs import FINISH
+from autotune.kernel_config import KernelConfig
+
+
+class TritonExportError(ValueError):
+    """Nothing to export, or studies that cannot share one table."""
+
+
+def _renamed(config: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
+    """Meta-parameters renamed; a name mapped to "" is dropped."""
+    out = {}
+    for name, value in config.items():
+        new = rename.get(name, name)
+        if new:
+            out[new] = value
+    return out
+
+
+def triton_config_source(
+    configs: list[dict[str, Any]], comments: list[str], rename: dict[str, str] | None = None
+) -> str:
+    """Python source of a ``configs`` list of ``triton.Config`` for ``@triton.autotune``;
+    ``rename`` maps meta-parameter names for a kernel that spells them otherwise."""
+    lines = []
+    for config, comment in zip(configs, comments, strict=True):
+        source = KernelConfig.from_flat(_renamed(config, rename or {})).triton_source()
+        lines.append(f"    {source},  # {comment}")
+    return "configs = [\n" + "\n".join(lines) + "\n]\n"
+
+
+def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.FrozenTrial, str]]:
+    """The ``top`` best successful trials with a comment each: the noise-aware finish's rows
+    first, by their re-measured medians (winner first, with spread), then the other trials by
+    their single sweep reading."""
+    objectives = objectives_of(study)
+    name, direction = next(iter(objectives.items()))
+    sign = 1.0 if direction == "maximize" else -1.0
+    by_number = {t.number: t for t in ok_trials(study)}
+    ranked: list[tuple[optuna.trial.FrozenTrial, str]] = []
+    finish = study.user_attrs.get(FINISH) or {}
+    for row in finish.get("rows", []):
+        trial = by_number.pop(row["trial"], None)
+        if trial is not None:
+            ranked.append(
+                (trial, f"trial {trial.number}: finish median {row['median']:.4g} {name}, "
+                        f"spread {row['spread']:.1%} over {len(row['samples'])} rounds")
+            )  # fmt: skip
+    rest = sorted(by_number.values(), key=lambda t: -sign * t.values[0])
+    ranked += [(t, f"trial {t.number}: {t.values[0]:.4g} {name} (one sweep reading)") for t in rest]
+    return ranked[:top]
+
+
+def _dropped_note(configs: list[dict[str, Any]], rename: dict[str, str]) -> str:
+    dropped = sorted(name for name, new in rename.items() if not new)
+    if not dropped:
+        return ""
+    values = {n: sorted({str(c[n]) for c in configs if n in c}) for n in dropped}
+    listed = "; ".join(f"{n} (values: {', '.join(v) or 'none'})" for n, v in values.items())
+    return f"Dropped for a kernel without them: {listed}.\n"
+
+
+def _header(title: str, info: dict[str, Any], body: str) -> str:
+    device = info.get("device", {}).get("name", "unknown device")
+    return (
+        f'"""Tuned by autotune {__version__}: {title} on {device}.\n\n{body}"""\n\n'
+        "import triton\n\n"
+    )
+
+
+def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | None = None) -> str:
+    """The ``top`` best successful configs of a single-objective study as triton.Configs,
+    ordered as :func:`ranked_trials` says."""
+    ranked = ranked_trials(study, top)
+    if not ranked:
+        raise TritonExportError(f"study {study.study_name!r} has no successful trial to export")
+    info = study_info(study)
+    configs = [dict(t.params) for t, _ in ranked]
+    body = (
+        f"Study {study.study_name!r}, problem {json.dumps(info.get('problem', {}))}. "
+        f"{info.get('label', '')}\n{_dropped_note(configs, rename or {})}\n"
+        "Use: @triton.autotune(configs=configs, key=[...]) above the kernel.\n"
+        f"Reproduce: {info.get('command', '')}\n"
+    )
+    header = _header(str(info.get("workload")), info, body)
+    return header + triton_config_source(configs, [c for _, c in ranked], rename)
+
+
+_TABLE_HELPERS = '''
+
+def _shape(named_args, kwargs):
+    return tuple(named_args[k] if k in named_args else kwargs[k] for k in KEY)
+
+
+def nearest(shape):
+    """The tuned shape closest to ``shape`` (summed |log ratio| over the key)."""
+    import math
+
+    def distance(tuned):
+        return sum(abs(math.log(max(a, 1) / max(b, 1))) for a, b in zip(shape, tuned))
+
+    return min(TABLE, key=distance)
+
+
+def prune(configs, named_args, **kwargs):
+    """``early_config_prune`` for ``@triton.autotune``: keep the configs tuned for the nearest
+    shape (the autotuner then times only those)."""
+    wanted = TABLE[nearest(_shape(named_args, kwargs))]
+    keep = [c for c in configs if any(c is w for w in wanted)]
+    return keep or list(wanted)
+
+
+def heuristics():
+    """For ``@triton.heuristics``: every meta-parameter and launch option of the winner at the
+    nearest shape (the table's first config), read from the launch's arguments."""
+
+    def pick(name):
+        def value(args):
+            winner = TABLE[nearest(tuple(args[k] for k in KEY))][0]
+            return {**winner.kwargs, "num_warps": winner.num_warps,
+                    "num_stages": winner.num_stages}[name]
+
+        return value
+
+    names = {n for c in configs for n in c.kwargs} | {"num_warps", "num_stages"}
+    return {name: pick(name) for name in sorted(names)}
+'''
+
+
+def table_studies(
+    storage: optuna.storages.BaseStorage, names: list[str] | None = None
+) -> list[optuna.Study]:
+    """The studies a table is made of: ``names``, or every stored study of the newest study's
+    workload.
+
+    Raises:
+        TritonExportError: an unknown study name, or an empty storage.
+    """
+    from autotune.driver.trial_attrs import STUDY
+
+    summaries = optuna.study.get_all_study_summaries(storage)
+    known = {s.study_name for s in summaries}
+    if names:
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise TritonExportError(f"--studies: no study named {unknown[0]!r} in the storage")
+        return [optuna.load_study(study_name=n, storage=storage) for n in names]
+    if not summaries:
+        raise TritonExportError("the storage holds no study to export")
+    workload = summaries[-1].user_attrs.get(STUDY, {}).get("workload")
+    chosen = [s.study_name for s in summaries
+              if s.user_attrs.get(STUDY, {}).get("workload") == workload]  # fmt: skip
+    return [optuna.load_study(study_name=n, storage=storage) for n in chosen]
+
+
+def triton_table_export(
+    studies: list[optuna.Study],
+    key: list[str],
+    top: int = 3,
+    rename: dict[str, str] | None = None,
+) -> str:
+    """A module with a per-shape table of the studies' best configs (see the module
+    docstring); ``key`` names the problem values a shape is (``["M", "N", "K"]``).
+
+    Raises:
+        TritonExportError: no study with a successful trial, studies of different workloads,
+            dtypes or devices, or a problem without a key value.
+    """
+    rename = rename or {}
+    rows: dict[tuple, list[tuple[dict[str, Any], str]]] = {}
+    seen: defaultdict[str, set[str]] = defaultdict(set)
+    for study in studies:
+        ranked = ranked_trials(study, top)
+        if not ranked:
+            continue
+        info = study_info(study)
+        problem = info.get("problem", {})
+        missing = [k for k in key if k not in problem]
+        if missing:
+            raise TritonExportError(f"study {study.study_name!r}: its problem has no {missing[0]}")
+        for what, value in (("workload", info.get("workload")), ("dtype", problem.get("dtype")),
+                            ("device", info.get("device", {}).get("name"))):  # fmt: skip
+            seen[what].add(str(value))
+        shape = tuple(int(problem[k]) for k in key)
+        comments = [f"{study.study_name}, {comment}" for _, comment in ranked]
+        rows[shape] = list(zip([dict(t.params) for t, _ in ranked], comments, strict=True))
+    if not rows:
+        raise TritonExportError("no study with a successful trial to export")
+    mixed = [what for what, values in seen.items() if len(values) > 1]
+    if mixed:
+        raise TritonExportError(
+            f"one table holds one {mixed[0]}; the studies have {sorted(seen[mixed[0]])}"
+        )
+    info = study_info(studies[0])
+    every = [config for entries in rows.values() for config, _ in entries]
+    body = (
+        f"A per-shape table over {', '.join(key)} ({len(rows)} shapes, dtype "
+        f"{next(iter(seen['dtype']))}), the noise-aware finish's winner first.\n"
+        f"{_dropped_note(every, rename)}\n"
+        f"Use: @triton.autotune(configs=configs, key={list(key)!r},\n"
+        '                       prune_configs_by={"early_config_prune": prune})\n'
+        "  or @triton.heuristics(heuristics()) for the nearest shape's winner, untimed.\n"
+    )
+    lines = [f"KEY = {tuple(key)!r}", "# shape -> configs, the finish's winner first", "TABLE = {"]
+    for shape, entries in sorted(rows.items()):
+        lines.append(f"    {shape!r}: [")
+        for config, comment in entries:
+            source = KernelConfig.from_flat(_renamed(config, rename)).triton_source()
+            lines.append(f"        {source},  # {comment}")
+        lines.append("    ],")
+    lines.append("}")
+    lines.append("# every config of the table")
+    lines.append("configs = [c for entries in TABLE.values() for c in entries]")
+    return (
+        _header(f"{info.get('workload')} per-shape table", info, body)
+        + "\n".join(lines)
+        + ("\n" + _TABLE_HELPERS)
+    )

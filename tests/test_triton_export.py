@@ -1,0 +1,153 @@
+"""The per-shape table module, used by a kernel the project did not write (one with the Triton
+tutorial's parameter names) under a real ``@triton.autotune`` and ``@triton.heuristics``."""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from autotune.driver.trial_attrs import FINISH, STUDY
+from autotune.triton_export import TritonExportError, table_studies, triton_table_export
+
+RENAME = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K",
+          "GROUP_M": "GROUP_SIZE_M", "SPLIT_K": "", "SCHEDULE": ""}  # fmt: skip
+DEVICE = "cpu" if torch.cuda.device_count() == 0 else "cuda"
+
+
+@triton.jit
+def tutorial_style_matmul(
+    a_ptr, b_ptr, c_ptr, M, N, K,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+):  # fmt: skip
+    # a plain row-major kernel written apart from autotune's, with the tutorial's names
+    pid = tl.program_id(0)
+    tiles_n = (N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N
+    rows = (pid // tiles_n) * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    cols = (pid % tiles_n) * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    acc = tl.full((BLOCK_SIZE_M, BLOCK_SIZE_N), 0.0, dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_SIZE_K):
+        ks = k0 + tl.arange(0, BLOCK_SIZE_K)
+        a = tl.load(a_ptr + rows[:, None] * K + ks[None, :],
+                    mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)  # fmt: skip
+        b = tl.load(b_ptr + ks[:, None] * N + cols[None, :],
+                    mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)  # fmt: skip
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rows[:, None] * N + cols[None, :], acc,
+             mask=(rows[:, None] < M) & (cols[None, :] < N))  # fmt: skip
+
+
+def _study(name: str, shape: tuple[int, int, int], winner: dict, other: dict, storage):
+    """A stored matmul sweep of ``shape`` whose finish picked ``winner`` over ``other``."""
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize")
+    M, N, K = shape
+    study.set_user_attr(STUDY, {
+        "workload": "matmul", "problem": {"M": M, "N": N, "K": K, "dtype": "fp16"},
+        "objectives": {"ratio_to_cublas": "maximize"}, "device": {"name": "test gpu"},
+    })  # fmt: skip
+    distributions = {
+        k: optuna.distributions.CategoricalDistribution(sorted({other[k], winner[k]}, key=str))
+        for k in winner
+    }
+    for config, value in ((other, 0.97), (winner, 0.95)):
+        study.add_trial(optuna.trial.create_trial(
+            params=config, value=value, user_attrs={"status": "ok"}, distributions=distributions,
+        ))  # fmt: skip
+    study.set_user_attr(FINISH, {"rows": [  # re-measured: trial 1 is the winner
+        {"trial": 1, "median": 0.96, "spread": 0.01, "samples": [0.96, 0.96, 0.97]},
+        {"trial": 0, "median": 0.93, "spread": 0.02, "samples": [0.92, 0.93, 0.94]},
+    ]})  # fmt: skip
+    return study
+
+
+def _cfg(bm: int, bn: int, bk: int, warps: int) -> dict:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "SPLIT_K": 1,
+            "SCHEDULE": "tiled", "num_warps": warps, "num_stages": 3}  # fmt: skip
+
+
+@pytest.fixture
+def table_module(tmp_path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    _study("small", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    _study("large", (256, 256, 256), _cfg(32, 16, 32, 4), _cfg(16, 32, 16, 8), storage)
+    text = triton_table_export(table_studies(storage), ["M", "N", "K"], top=2, rename=RENAME)
+    namespace: dict = {}
+    exec(compile(text, "table.py", "exec"), namespace)  # noqa: S102 - as a kernel imports it
+    return text, namespace
+
+
+def test_the_table_lists_each_shapes_finish_winner_first(table_module):
+    text, mod = table_module
+    assert set(mod["TABLE"]) == {(32, 32, 32), (256, 256, 256)}
+    first = mod["TABLE"][(32, 32, 32)][0]
+    assert first.kwargs == {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16,
+                            "GROUP_SIZE_M": 8} and first.num_warps == 1  # fmt: skip
+    assert len(mod["configs"]) == 4
+    # what the kernel cannot take is dropped, and said
+    assert "Dropped for a kernel without them: SCHEDULE (values: tiled); SPLIT_K (values: 1)" in (
+        text
+    )
+    assert mod["nearest"]((48, 30, 20)) == (32, 32, 32)
+    assert mod["nearest"]((8192, 2048, 4096)) == (256, 256, 256)
+
+
+def test_a_real_autotune_times_only_the_nearest_shapes_configs(table_module):
+    _, mod = table_module
+    timed: list[int] = []
+
+    def wall_clock(kernel_call, quantiles):
+        # the interpreter has no device timer: time the call on the host (do_bench's shape)
+        timed.append(1)
+        started = time.perf_counter()
+        kernel_call()
+        return [time.perf_counter() - started] * len(quantiles)
+
+    bench = {"do_bench": wall_clock} if DEVICE == "cpu" else {}
+    kernel = triton.autotune(
+        configs=mod["configs"], key=["M", "N", "K"],
+        prune_configs_by={"early_config_prune": mod["prune"]}, **bench,
+    )(tutorial_style_matmul)  # fmt: skip
+    for (M, N, K), expected in (((30, 20, 40), (32, 32, 32)), ((200, 100, 64), (256,) * 3)):
+        timed.clear()
+        a, b = torch.randn(M, K, device=DEVICE), torch.randn(K, N, device=DEVICE)
+        c = torch.empty(M, N, device=DEVICE)
+
+        def grid(meta, M=M, N=N):
+            return (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
+
+        kernel[grid](a, b, c, M, N, K)
+        # of the table's 4 configs, the autotuner timed the nearest shape's 2 and took one
+        assert any(kernel.best_config is c for c in mod["TABLE"][expected])
+        if DEVICE == "cpu":
+            assert len(timed) == 2
+        assert torch.allclose(c, a @ b, atol=1e-3, rtol=1e-3)
+
+
+def test_heuristics_pick_the_winner_without_timing(table_module):
+    _, mod = table_module
+    picks = mod["heuristics"]()
+    args = {"M": 250, "N": 260, "K": 256}
+    assert picks["BLOCK_SIZE_M"](args) == 32 and picks["num_warps"](args) == 4
+    kernel = triton.heuristics(picks)(tutorial_style_matmul)
+    M = N = K = 40
+    a, b = torch.randn(M, K, device=DEVICE), torch.randn(K, N, device=DEVICE)
+    c = torch.empty(M, N, device=DEVICE)
+    kernel[(triton.cdiv(M, 16) * triton.cdiv(N, 16),)](a, b, c, M, N, K)  # (32,)^3's winner
+    assert torch.allclose(c, a @ b, atol=1e-3, rtol=1e-3)
+
+
+def test_one_table_one_dtype(tmp_path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    _study("a", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    b = _study("b", (64, 64, 64), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    info = b.user_attrs[STUDY]
+    b.set_user_attr(STUDY, {**info, "problem": {**info["problem"], "dtype": "bf16"}})
+    with pytest.raises(TritonExportError, match="one table holds one dtype"):
+        triton_table_export(table_studies(storage), ["M", "N", "K"])
+    with pytest.raises(TritonExportError, match="no study named 'c'"):
+        table_studies(storage, ["a", "c"])
