@@ -314,11 +314,14 @@ def tune(
 
 def _print_finish(rows: list) -> None:
     err.print(
-        f"finish: the top {len(rows)} re-measured in a fresh process, interleaved "
-        f"({len(rows[0].samples) if rows else 0} rounds)"
+        f"finish: the top configs and the untuned default re-measured in a fresh process, "
+        f"interleaved ({len(rows[0].samples) if rows else 0} rounds)"
     )
+    if rows and rows[0].baseline and len(rows) > 1:
+        err.print("  the untuned default stays: no config beat it by more than the noise")
     for row in rows:
         noise = " (within noise of the winner)" if row.within_noise and row is not rows[0] else ""
+        noise += " (the untuned default)" if row.baseline else ""
         mark = "winner" if row is rows[0] else "      "
         err.print(
             f"  {mark} trial {row.trial}: median {row.median:.4g}, spread {row.spread:.1%}{noise}",

@@ -4,7 +4,12 @@ A sweep's best trial is partly luck: on a GPU, short kernels vary 5% or more bet
 a card at its power cap lowers its clocks as the sweep goes on. The finish starts a fresh
 worker, measures the top configs in rounds (A B C, A B C, ...) so that drift falls on all of
 them alike, picks the winner by median, and names the configs that are within noise of it
-(their medians differ by less than the larger of the two spreads).
+(their medians differ by less than the larger of the two spreads). Each measurement times the
+workload's reference in the same round (the ratio to cuBLAS is a figure of one round).
+
+The untuned default (the sweep's trial 0) is re-measured with them, and stays the answer unless
+the best beats it by more than the noise: a tuned config that is not measurably faster is not
+worth shipping.
 
 Example:
     >>> rows = summarise_samples({3: [10.0, 10.4, 9.8], 7: [10.1, 10.3, 9.9], 9: [8.0, 8.1, 8.0]},
@@ -23,7 +28,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import ok_trials
-from autotune.driver.trial_attrs import FINISH
+from autotune.driver.trial_attrs import BASELINE, FINISH
 from autotune.executors.base import Executor
 
 
@@ -37,6 +42,22 @@ class FinishRow:
     spread: float
     samples: list[float]
     within_noise: bool = False  # of the winner (the winner itself: True)
+    baseline: bool = False  # the untuned default
+
+
+def keep_default(rows: list[FinishRow]) -> list[FinishRow]:
+    """Put the untuned default first when the best row beats it by no more than the noise.
+
+    Example:
+        >>> rows = [FinishRow(4, {}, 10.2, 0.05, []), FinishRow(0, {}, 10.0, 0.04, [], True,
+        ...         baseline=True)]
+        >>> [r.trial for r in keep_default(rows)]
+        [0, 4]
+    """
+    default = next((r for r in rows if r.baseline), None)
+    if default is None or default is rows[0] or not default.within_noise:
+        return rows
+    return [default] + [r for r in rows if r is not default]
 
 
 def summarise_samples(samples: dict[int, list[float]], maximize: bool) -> list[FinishRow]:
@@ -73,6 +94,9 @@ def finish(
     maximize = direction == "maximize"
     trials = sorted(ok_trials(study), key=lambda t: -t.values[0] if maximize else t.values[0])
     chosen = trials[:top]
+    default = next((t for t in trials if t.user_attrs.get(BASELINE)), None)
+    if default is not None and default not in chosen:
+        chosen.append(default)  # re-measured beside them: the answer unless they beat it
     samples: dict[int, list[float]] = {t.number: [] for t in chosen}
     failures: dict[int, str] = {}
     with executor:
@@ -92,13 +116,17 @@ def finish(
     by_number = {t.number: t for t in chosen}
     for row in rows:
         row.config = dict(by_number[row.trial].params)
+        row.baseline = default is not None and row.trial == default.number
+    rows = keep_default(rows)
     study.set_user_attr(
         FINISH,
         {
             "metric": metric,
             "rounds": rounds,
-            "protocol": f"fresh worker process; top {len(chosen)} configs re-measured in "
-            f"{rounds} interleaved rounds; winner by median",
+            "protocol": f"fresh worker process; top {min(top, len(trials))} configs and the "
+            f"untuned default re-measured in {rounds} interleaved rounds; winner by median, the "
+            "default kept unless beaten by more than the noise",
+            "default_kept": bool(rows) and rows[0].baseline and len(rows) > 1,
             "rows": [asdict(r) for r in rows],
             "failed": {str(k): v for k, v in failures.items()},
         },

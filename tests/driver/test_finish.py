@@ -61,3 +61,28 @@ def test_finish_remeasures_the_top_configs_interleaved_in_a_fresh_process():
     record = best_record(study)
     assert record["config"] == {"delay": 0.0}
     assert record["finish"]["rows"][0]["median"] == rows[0].median
+
+
+def _sweep_with_default(objective: str, choices: list, default: dict, top: int) -> tuple:
+    space = Space("d", [Param("delay", "categorical", choices=choices)])
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={objective: "maximize"
+        if objective == "score" else "minimize"}, sampler="grid", n_trials=len(choices),
+        storage="memory", executor="local", baseline=default, warm_start="off",
+    )  # fmt: skip
+    sweep = Sweep(settings)
+    study = sweep.run().study
+    return study, sweep.finish(study, top=top, rounds=2)
+
+
+def test_the_untuned_default_is_remeasured_and_stays_unless_beaten_beyond_the_noise():
+    # every config scores the same: the "best" is no better than the default, which stays
+    study, rows = _sweep_with_default("score", [0.0, 0.02], {"delay": 0.02}, top=2)
+    assert rows[0].baseline and rows[0].config == {"delay": 0.02}
+    assert study.user_attrs["finish"]["default_kept"] is True
+    assert best_record(study)["config"] == {"delay": 0.02}
+    # 100 ms slower than the best, far beyond the noise: the tuned config wins
+    study, rows = _sweep_with_default("latency_s", [0.0, 0.1], {"delay": 0.1}, top=1)
+    assert rows[0].config == {"delay": 0.0} and not rows[0].baseline
+    assert [r.baseline for r in rows] == [False, True]  # re-measured beside it
+    assert study.user_attrs["finish"]["default_kept"] is False
