@@ -48,7 +48,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from autotune.kernels.matmul_triton import _check_shared_memory  # noqa: E402
+from autotune.kernels.interpreter import check_shared_memory  # noqa: E402
 
 #: The tunables with an untuned but sensible value each (for D <= 128 on a Hopper GPU).
 DEFAULT_CONFIG: dict[str, int] = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
@@ -340,7 +340,7 @@ def compile_only(
         CAUSAL=bool(causal), MASKED=_masked(S, BLOCK_M, BLOCK_N), UPCAST=False,
         num_warps=num_warps, num_stages=num_stages, grid=(1,),
     )  # fmt: skip
-    _check_shared_memory(kernel)
+    check_shared_memory(kernel)
     return kernel
 
 

@@ -1,4 +1,5 @@
-"""Switch Triton to its interpreter on a machine without CUDA: import this before ``triton``.
+"""Switch Triton to its interpreter on a machine without CUDA: import this before ``triton``;
+and the checks every kernel module shares.
 
 Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` runs, so a kernel module imports this
 first (see ``matmul_triton``'s docstring for why the order matters); an explicit
@@ -24,3 +25,19 @@ def cuda_present() -> bool:
 
 if not cuda_present():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def check_shared_memory(kernel: object) -> None:
+    """Raise Triton's ``OutOfResources`` when a compiled kernel needs more shared memory than the
+    current device has: the test Triton makes when it first loads a kernel, made without
+    loading it (so that compiling ahead finds it)."""
+    from triton.runtime import driver
+    from triton.runtime.errors import OutOfResources
+
+    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
+    if shared is None:
+        return
+    device = driver.active.get_current_device()
+    limit = driver.active.utils.get_device_properties(device)["max_shared_mem"]
+    if shared > limit:
+        raise OutOfResources(shared, limit, "shared memory")

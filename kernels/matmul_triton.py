@@ -53,6 +53,8 @@ import triton  # noqa: E402 - imported after the interpreter switch, on purpose
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
+from autotune.kernels.interpreter import check_shared_memory  # noqa: E402
+
 #: The tunables ``matmul`` takes, with an untuned but sensible value each (the tiled schedule with
 #: the tile of Triton's tutorial).
 DEFAULT_CONFIG: dict[str, int | str] = {
@@ -593,22 +595,8 @@ def compile_only(
     # Triton treats as 16-byte aligned, as are real allocations)
     pointers = (dtype, dtype, OUT_DTYPES[dtype], torch.float32, torch.int32)[: plan.pointers]
     kernel = plan.kernel.warmup(*pointers, *plan.args, **plan.constexprs, grid=(1,))
-    _check_shared_memory(kernel)
+    check_shared_memory(kernel)
     return kernel
-
-
-def _check_shared_memory(kernel: Any) -> None:
-    # Same test as Triton's CompiledKernel._init_handles, made without loading the binary.
-    from triton.runtime import driver
-    from triton.runtime.errors import OutOfResources
-
-    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
-    if shared is None:
-        return
-    device = driver.active.get_current_device()
-    limit = driver.active.utils.get_device_properties(device)["max_shared_mem"]
-    if shared > limit:
-        raise OutOfResources(shared, limit, "shared memory")
 
 
 def reference_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -67,6 +67,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
+from autotune.kernels.interpreter import check_shared_memory  # noqa: E402
+
 #: The quantization levels and their group size along K (0: one scale per output channel).
 LEVELS: dict[str, int] = {"int8": 0, "int4-g128": 128, "int4-g64": 64}
 
@@ -545,22 +547,8 @@ def compile_only(
         **tunables, **{**_constexprs(level, K, BLOCK_K, dtype), "UPCAST": False},
         grid=(1,),
     )  # fmt: skip
-    _check_shared_memory(kernel)
+    check_shared_memory(kernel)
     return kernel
-
-
-def _check_shared_memory(kernel: Any) -> None:
-    # Same test as Triton's CompiledKernel._init_handles, made without loading the binary.
-    from triton.runtime import driver
-    from triton.runtime.errors import OutOfResources
-
-    shared = getattr(getattr(kernel, "metadata", None), "shared", None)
-    if shared is None:
-        return
-    device = driver.active.get_current_device()
-    limit = driver.active.utils.get_device_properties(device)["max_shared_mem"]
-    if shared > limit:
-        raise OutOfResources(shared, limit, "shared memory")
 
 
 __all__ = [
