@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -300,6 +301,9 @@ def main() -> None:
                 results["tutorial"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             _record(args.out, "tutorial", results["tutorial"])
     print_table(results)
+    # fold SQLite's write-ahead log into the database file: the one file that travels back
+    with sqlite3.connect(args.out / "kernels.db") as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _record(out: Path, name: str, result: dict[str, Any]) -> None:
