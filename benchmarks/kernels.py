@@ -121,9 +121,10 @@ def run_sweep(row: Row, storage: str, out: Path, timeout_s: float) -> dict[str, 
         "--trial-timeout",
         "60",
         "--output",
-        str(out / f"best_{row.name}.json"),
+        str(out / "best" / f"{row.name}.json"),  # a folder: a GPU call returns 8 files at most
         *row.args,
     ]
+    (out / "best").mkdir(exist_ok=True)
     started = time.perf_counter()
     with open(out / "sweeps.log", "a") as log:
         log.write(f"\n$ {' '.join(cmd)}\n")
@@ -252,7 +253,7 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
         ratio = f"{_fmt(r.get('ratio'))} ({_fmt(r.get('spread'), '.1%')})"
         met = ""
         if row.threshold is not None and r.get("ratio") is not None:
-            met = "met" if r["ratio"] >= row.threshold else "NOT met"
+            met = "(ratio met)" if r["ratio"] >= row.threshold else "(ratio NOT met)"
         print(
             f"{row.name:<28} {ratio:<20} {_fmt(r.get('default_ratio')):<12} "
             f"{_fmt(r.get('metric')):<10} {_fmt(r.get('compile_share'), '.1%'):<8} "

@@ -229,8 +229,12 @@ def _check_operands(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torc
 
 
 def _offset_bound(t: torch.Tensor, pad: int) -> int:
-    # largest element offset the kernel forms for t, blocks overhanging the sequence included
-    return sum((size - 1 + pad) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    # largest element offset the kernel forms for t (B, H, S, D): every index at its last value,
+    # the sequence's by a block overhanging its end, e.g. (1, 32, 4096, 128) contiguous in
+    # 128-blocks: 31 * 4096*128 + (4095 + 128) * 128 + 127 = 16.8M, far below 2^31
+    last = [size - 1 for size in t.shape]
+    last[2] += pad
+    return sum(i * stride for i, stride in zip(last, t.stride(), strict=True))
 
 
 def _masked(S: int, BLOCK_M: int, BLOCK_N: int) -> bool:

@@ -97,6 +97,84 @@ def _matmul_kernel(
     a_ptr,
     b_ptr,
     c_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    MASKED: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    # --- which output tile this program owns -------------------------------------------------
+    # Programs are handed out band by band; a band is GROUP_M tile-rows of C. Inside a band the
+    # tile-row index moves fastest, so consecutive programs reuse the same tile-column of B (and
+    # the band's GROUP_M tile-rows of A) while those are still in L2.
+    # e.g. tiles_m=5, tiles_n=3, GROUP_M=2: pid 0..5 -> band 0 (rows 0-1), (m,n) = (0,0) (1,0)
+    # (0,1) (1,1) (0,2) (1,2); pid 12..14 -> band 2, which holds only row 4.
+    # (Only builtins below: no tl.cdiv / tl.zeros, which are themselves @triton.jit functions;
+    # see the module docstring.)
+    pid = tl.program_id(0)
+    tiles_m = (M + BLOCK_M - 1) // BLOCK_M  # ceil(M / BLOCK_M)
+    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
+    programs_per_band = GROUP_M * tiles_n
+    band = pid // programs_per_band
+    first_row = band * GROUP_M
+    rows_here = tl.minimum(tiles_m - first_row, GROUP_M)  # the last band may be shorter
+    rank = pid - band * programs_per_band  # position inside the band
+    tile_m = first_row + rank % rows_here
+    tile_n = rank // rows_here
+
+    # --- pointers to the first K-slab of A (BLOCK_M x BLOCK_K) and B (BLOCK_K x BLOCK_N) -----
+    rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak
+    b_ptrs = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
+
+    # --- march along K, accumulating in fp32 ---------------------------------------------------
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
+    for step in range(0, (K + BLOCK_K - 1) // BLOCK_K):
+        if MASKED:
+            # rows past M / cols past N / ks past K read as 0, which adds nothing to the sum
+            k_left = K - step * BLOCK_K
+            a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (ks[None, :] < k_left), other=0.0)
+            b = tl.load(b_ptrs, mask=(ks[:, None] < k_left) & (cols[None, :] < N), other=0.0)
+        else:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        if UPCAST:
+            # interpreter only (see _upcast): bf16 -> fp32 is exact, so the sum is unchanged
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    # --- write the tile back in C's dtype -------------------------------------------------------
+    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+    c = acc.to(c_ptr.dtype.element_ty)
+    if MASKED:
+        tl.store(c_ptrs, c, mask=(rows[:, None] < M) & (cols[None, :] < N))
+    else:
+        tl.store(c_ptrs, c)
+
+
+# The same product with one tile's K range shared by SPLIT_K programs (decode shapes: few tiles,
+# long K). Its loads wrap around the edges instead of masking, and only a partial last K-step
+# is masked.
+@triton.jit
+def _matmul_split_k_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
     ws_ptr,
     lock_ptr,
     M,
@@ -369,6 +447,11 @@ def persistent_programs(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
     return max(1, min(sms, _grid_size(M, N, BLOCK_M, BLOCK_N)))
 
 
+def _masked(M: int, N: int, K: int, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int) -> bool:
+    # the unmasked variant is only correct when every tile is full in all three dimensions
+    return bool(M % BLOCK_M or N % BLOCK_N or K % BLOCK_K)
+
+
 def _upcast(dtype: torch.dtype) -> bool:
     # Triton's interpreter keeps bf16 as uint16 bit patterns and its tl.dot multiplies those
     # (triton-lang/triton#11584, "not supported yet"); widening first gives the exact products a
@@ -459,10 +542,14 @@ def _plan(
         args = (M, N, K, sam, sbn if b_kmajor else sbk, scm, programs)
         return _Plan(_matmul_persistent_kernel, (programs,), args, {**constexprs, **launch}, 3)
     split_k = cfg["SPLIT_K"]
+    args = (M, N, K, sam, sak, sbk, sbn, scm, scn)
+    if split_k == 1:  # one program per tile: masks only when a tile overhangs an edge
+        masked = _masked(M, N, K, BM, BN, cfg["BLOCK_K"])
+        constexprs = {**meta, "MASKED": masked, "UPCAST": upcast}
+        return _Plan(_matmul_kernel, (_grid_size(M, N, BM, BN),), args, {**constexprs, **launch}, 3)
     constexprs = {**meta, "SPLIT_K": split_k, "EVEN_K": K % cfg["BLOCK_K"] == 0, "UPCAST": upcast}
     grid = (_grid_size(M, N, BM, BN), split_k)
-    args = (M, N, K, sam, sak, sbk, sbn, scm, scn)
-    return _Plan(_matmul_kernel, grid, args, {**constexprs, **launch}, 5)
+    return _Plan(_matmul_split_k_kernel, grid, args, {**constexprs, **launch}, 5)
 
 
 def launcher(

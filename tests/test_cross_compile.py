@@ -23,15 +23,21 @@ def _pointer(dtype: str) -> str:
 
 
 def _tiled(cfg: dict, dtype: str) -> dict:
+    """The tiled kernel's arguments (the split-K kernel's with a K-split)."""
     kmajor = dtype == "fp8"
     args = {
         "a_ptr": _pointer(dtype), "b_ptr": _pointer(dtype), "c_ptr": "torch.bfloat16",
-        "ws_ptr": "torch.float32", "lock_ptr": "torch.int32", "M": 4096, "N": 4096, "K": 4096,
+        "M": 4096, "N": 4096, "K": 4096,
         "stride_am": 4096, "stride_ak": 1, "stride_bk": 1 if kmajor else 4096,
         "stride_bn": 4096 if kmajor else 1, "stride_cm": 4096, "stride_cn": 1,
         "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
-        "GROUP_M": 8, "SPLIT_K": cfg["SPLIT_K"], "EVEN_K": True, "UPCAST": False,
+        "GROUP_M": 8, "UPCAST": False,
     }  # fmt: skip
+    if cfg["SPLIT_K"] > 1:
+        args.update(ws_ptr="torch.float32", lock_ptr="torch.int32", SPLIT_K=cfg["SPLIT_K"],
+                    EVEN_K=True)  # fmt: skip
+    else:
+        args["MASKED"] = False
     return {"args": args, "options": {"num_warps": 8, "num_stages": cfg["num_stages"]}}
 
 
@@ -56,8 +62,8 @@ TILED = [
     (_config(128, 256, 64, 4), "bf16"),  # 196608 B: fits
     (_config(128, 128, 128, 5), "bf16"),  # 327680 B: does not
     (_config(128, 256, 128, 3), "fp8"),  # fp8 slabs are half the bytes: 147456
-    (_config(64, 64, 128, 3, split=4), "bf16"),  # a K-split needs no more than its tile
 ]
+SPLIT = [(_config(64, 64, 128, 3, split=4), "bf16")]  # a K-split needs no more than its tile
 PERSISTENT = [
     (_config(128, 256, 64, 3, "persistent_flat"), "bf16"),  # 147456 + the C tile 65536: fits
     (_config(128, 256, 64, 4, "persistent"), "bf16"),  # 196608 + 65536: does not
@@ -75,10 +81,14 @@ def _model(cfg: dict, dtype: str) -> bool:
 def test_the_matmul_kernels_compile_for_sm90_and_the_resource_model_agrees() -> None:
     module = "autotune.kernels.matmul_triton"
     tiled = compile_in_subprocess(module, "_matmul_kernel", [_tiled(c, d) for c, d in TILED])
+    split = compile_in_subprocess(
+        module, "_matmul_split_k_kernel", [_tiled(c, d) for c, d in SPLIT]
+    )
     persistent = compile_in_subprocess(
         module, "_matmul_persistent_kernel", [_persistent(c, d) for c, d in PERSISTENT]
     )
-    for (cfg, dtype), result in zip(TILED + PERSISTENT, tiled + persistent, strict=True):
+    cases = TILED + SPLIT + PERSISTENT
+    for (cfg, dtype), result in zip(cases, tiled + split + persistent, strict=True):
         assert "failure" not in result, (cfg, dtype, result)
         fits = result["shared"] <= H100_SHARED
         assert _model(cfg, dtype) == fits, (cfg, dtype, result["shared"])
