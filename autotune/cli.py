@@ -296,17 +296,19 @@ def tune(
             )
             _print_best(settings.storage, hit.study_name, output)
             return
+    from autotune.objectives import get_objective
+
+    finishing = get_objective(settings.workload).measures and len(settings.objectives) == 1
+    # the time budget holds the finish's estimated time back: it bounds the whole run
+    settings.finish_top = finish_top if finishing and finish_top > 1 else 0
+    settings.finish_rounds = finish_rounds
     sweep = Sweep(settings, ProgressDisplay(err))
     summary = sweep.run()
     if not summary.best:
         err.print("no trial succeeded: nothing to report (see `autotune trials`)")
         raise typer.Exit(1)
-    from autotune.objectives import get_objective
-
-    measures = get_objective(settings.workload).measures
-    finishing = measures and len(settings.objectives) == 1
-    if finish_top > 1 and finishing and summary.stopped_by != "interrupted":
-        _print_finish(sweep.finish(summary.study, top=finish_top, rounds=finish_rounds))
+    if settings.finish_top and summary.stopped_by != "interrupted":
+        _print_finish(sweep.finish(summary.study))
     _print_best(settings.storage, summary.study_name, output)
     if summary.stopped_by == "interrupted":
         raise typer.Exit(130)

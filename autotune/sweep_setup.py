@@ -67,6 +67,10 @@ def resolve_workload(
             f"--problem: unknown key {unknown[0]!r} for {workload}; known: {', '.join(problem)}"
         )
     problem.update(overrides)
+    try:
+        problem = objective_cls.resolve_problem(problem)
+    except ValueError as exc:
+        raise SetupError(f"--problem: {exc}") from None
     space = load_space(space_path or objective_cls.space)
     space.validate_names(problem)
     check_satisfiable(space, problem, device)

@@ -1,8 +1,9 @@
 """Re-measure a tuned config against the workload's untuned default, side by side.
 
-Both configs run in one fresh process, interleaved (default, tuned, default, tuned, ...), so
-clock and power drift falls on both alike; the table gives each one's median and spread of the
-primary metric and the ratio tuned / default.
+The configs (the default, the workload's further reference rows such as the training step's
+plain fp32, and the tuned one) run in one fresh process, interleaved (default, references,
+tuned, default, ...), so clock and power drift falls on all alike; the table gives each one's
+median and spread of the primary metric and the ratio tuned / default.
 
     python benchmarks/versus_default.py best.json --rounds 3 [--json out.json]
 """
@@ -38,7 +39,9 @@ def main() -> int:
     record = load_record(args.record)
     objective = get_objective(record["workload"])(record["problem"])
     metric, direction = next(iter(record["objectives"].items()))
-    configs = {"default": objective.default_config(), "tuned": record["config"]}
+    configs = {"default": objective.default_config()}
+    configs |= {f"reference {n}": c for n, c in objective.reference_configs().items()}
+    configs["tuned"] = record["config"]
     samples: dict[str, list[float]] = {name: [] for name in configs}
     notes: dict[str, str] = {}
     for _ in range(args.rounds):
@@ -65,7 +68,7 @@ def main() -> int:
                 "params": config,
             }
         )
-    default, tuned = rows[0]["median"], rows[1]["median"]
+    default, tuned = rows[0]["median"], rows[-1]["median"]
     ratio = None
     if default and tuned:
         ratio = tuned / default if direction == "maximize" else default / tuned
@@ -77,20 +80,20 @@ def main() -> int:
                     "metric": metric,
                     "rows": rows,
                     "ratio": ratio,
-                    "protocol": f"{args.rounds} rounds interleaved default/tuned, one "
-                    "process, median per config",
+                    "protocol": f"{args.rounds} rounds interleaved default/references/tuned, "
+                    "one process, median per config",
                 },
                 f,
                 indent=2,
                 default=str,
             )
     print(f"\n{record['workload']} {record['problem']}")
-    print(f"protocol: {args.rounds} rounds, default and tuned interleaved in one process")
-    print(f"{'config':<8} {'median ' + metric:>24} {'spread':>8} {'runs':>5}  note")
+    print(f"protocol: {args.rounds} rounds, every config interleaved in one process")
+    print(f"{'config':<16} {'median ' + metric:>24} {'spread':>8} {'runs':>5}  note")
     for row in rows:
         median = f"{row['median']:.4g}" if row["median"] is not None else "-"
         spread = f"{row['spread']:.1%}" if row["spread"] is not None else "-"
-        print(f"{row['config']:<8} {median:>24} {spread:>8} {row['runs']:>5}  {row['note']}")
+        print(f"{row['config']:<16} {median:>24} {spread:>8} {row['runs']:>5}  {row['note']}")
     if ratio is not None:
         print(f"tuned / default: {ratio:.2f}x")
     return 0

@@ -115,7 +115,7 @@ def matmul_param_count(cfg: LlamaConfig) -> int:
     return param_count(cfg) - cfg.vocab * d - (2 * cfg.n_layers + 1) * d
 
 
-def flops_per_token(cfg: LlamaConfig, seq_len: int | None = None) -> float:
+def flops_per_token(cfg: LlamaConfig, seq_len: int | None = None, causal: bool = True) -> float:
     """Model FLOPs of one training token (forward + backward), the numerator of MFU.
 
     Arithmetic (the usual estimate, as in the PaLM paper's appendix B):
@@ -125,18 +125,19 @@ def flops_per_token(cfg: LlamaConfig, seq_len: int | None = None) -> float:
       2N + 4N = 6N, with N = :func:`matmul_param_count`.
     * Attention scores and the weighted sum: per layer and token, QK^T costs 2 * seq * d forward
       and softmax(QK^T) V another 2 * seq * d, so 4 * seq * d forward and 3x that with backward:
-      12 * seq * d per layer, 12 * L * seq * d in all. The causal mask is not subtracted (the
-      convention MFU figures use), and recomputation from activation checkpointing is not added:
-      these are model FLOPs, not hardware FLOPs.
+      12 * seq * d per layer. The mask is causal, so a token attends to seq / 2 keys on average:
+      6 * seq * d per layer, 6 * L * seq * d in all (``causal=False`` counts the full square).
+      Recomputation from activation checkpointing is not added: these are model FLOPs, not
+      hardware FLOPs.
 
     Example:
         >>> cfg = LlamaConfig(vocab=32000, d_model=768, n_layers=12, n_heads=12, seq_len=1024)
-        >>> round(flops_per_token(cfg) / 1e6)  # 6 * 109.5M + 12 * 12 * 1024 * 768
-        770
+        >>> round(flops_per_token(cfg) / 1e6)  # 6 * 109.5M + 6 * 12 * 1024 * 768
+        714
     """
     seq = cfg.seq_len if seq_len is None else seq_len
     dense = 6 * matmul_param_count(cfg)
-    attention = 12 * cfg.n_layers * seq * cfg.d_model
+    attention = (6 if causal else 12) * cfg.n_layers * seq * cfg.d_model
     return float(dense + attention)
 
 

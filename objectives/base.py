@@ -55,6 +55,16 @@ class Objective(ABC):
         """Problem values to use when the user gives none, sized to ``device``."""
         return {}
 
+    @classmethod
+    def resolve_problem(cls, problem: dict[str, Any]) -> dict[str, Any]:
+        """The problem a sweep stores, from the defaults merged with the user's values (a
+        preset expanded into the values it stands for); the same problem by default.
+
+        Raises:
+            ValueError: a value the objective cannot take, e.g. an unknown preset.
+        """
+        return problem
+
     @abstractmethod
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         """Run the workload with ``config`` and measure it."""
@@ -69,6 +79,10 @@ class Objective(ABC):
     def default_config(self) -> dict[str, Any] | None:
         """The config a user would run without tuning (the baseline), if there is one."""
         return None
+
+    def reference_configs(self) -> dict[str, dict[str, Any]]:
+        """Further untuned configs a report shows beside the default, by name (none here)."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release what the objective holds (buffers, models) before the worker exits."""

@@ -38,13 +38,16 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.device import detect_device, read_telemetry
+from autotune.device_peaks import bf16_peak_flops
 from autotune.failures import Diverged, Infeasible
 from autotune.kernels.llama import Llama, LlamaConfig, flops_per_token, lm_loss, param_count
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-ATTENTION_BACKENDS = {
+#: "default" is torch's own dispatch (what an untuned run gets); the others force one backend.
+ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
+    "default": None,
     "math": SDPBackend.MATH,
     "flash": SDPBackend.FLASH_ATTENTION,
     "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -62,9 +65,6 @@ CONFIG_KEYS = (
     "loss_scale_init",
 )
 
-# Dense peak throughput of an H100/H200 SXM by precision, FLOP/s (no 2:4 sparsity).
-# fp16 and bf16 run on the same tensor cores; plain fp32 runs on the CUDA cores.
-_HOPPER_PEAK_FLOPS = {"bf16": 989e12, "fp16": 989e12, "tf32": 494e12, "fp32": 67e12}
 
 # A loss this many times above ln(vocab) (the loss of a uniform guess) only comes from a run
 # that has blown up: it means the target gets probability e^-(10 ln V) = V^-10.
@@ -72,6 +72,17 @@ _BLOWUP_FACTOR = 10.0
 
 # Problem keys with a default; the model sizes and global_batch have none.
 _PROBLEM_DEFAULTS: dict[str, Any] = {"lr": 3e-4, "steps": 10, "warmup_steps": 3, "seed": 0}
+
+#: ``--problem model=NAME``: Llama-style shapes (a 32000-token vocabulary, embedding and head
+#: untied, SwiGLU); the parameters each one has, counted by ``param_count``: 125m 134M,
+#: 350m 369M, 760m 778M, 1.3b 1.35B, 7b 6.7B.
+MODEL_PRESETS: dict[str, dict[str, int]] = {
+    "125m": {"vocab": 32000, "d_model": 768, "n_layers": 12, "n_heads": 12},
+    "350m": {"vocab": 32000, "d_model": 1024, "n_layers": 24, "n_heads": 16},
+    "760m": {"vocab": 32000, "d_model": 1536, "n_layers": 24, "n_heads": 16},
+    "1.3b": {"vocab": 32000, "d_model": 2048, "n_layers": 24, "n_heads": 16},
+    "7b": {"vocab": 32000, "d_model": 4096, "n_layers": 32, "n_heads": 32},
+}
 _PROBLEM_REQUIRED = ("vocab", "d_model", "n_layers", "n_heads", "seq_len", "global_batch")
 
 
@@ -86,20 +97,6 @@ class TrainConfig:
     optimizer: str
     compile: bool
     loss_scale_init: float = 2.0**16  # GradScaler's first loss scale; used with fp16 only
-
-
-def peak_flops(device_name: str, precision: str) -> float | None:
-    """Dense peak FLOP/s of the GPU for ``precision``, or None where it is not known.
-
-    Example:
-        >>> peak_flops("NVIDIA H200", "bf16")
-        989000000000000.0
-        >>> peak_flops("cpu", "bf16") is None
-        True
-    """
-    if "H100" in device_name or "H200" in device_name:
-        return _HOPPER_PEAK_FLOPS[precision]
-    return None
 
 
 def _reset_peak_rss() -> bool:
@@ -134,8 +131,23 @@ class TrainStepObjective(Objective):
         "peak_memory_gb": "minimize",
     }
 
+    @classmethod
+    def resolve_problem(cls, problem: dict[str, Any]) -> dict[str, Any]:
+        """Expand ``model=NAME`` (one of :data:`MODEL_PRESETS`) into the sizes it stands for.
+
+        Example:
+            >>> TrainStepObjective.resolve_problem({"model": "350m", "d_model": 128})["d_model"]
+            1024
+        """
+        name = problem.get("model") or ""
+        if not name:
+            return problem
+        if name not in MODEL_PRESETS:
+            raise ValueError(f"model={name!r} is not one of {', '.join(MODEL_PRESETS)}")
+        return {**problem, **MODEL_PRESETS[name]}
+
     def __init__(self, problem: dict[str, Any]) -> None:
-        super().__init__(problem)
+        super().__init__(self.resolve_problem(problem))
         missing = [key for key in _PROBLEM_REQUIRED if key not in self.problem]
         if missing:
             raise ValueError(f"train-step problem lacks {', '.join(missing)}")
@@ -172,24 +184,50 @@ class TrainStepObjective(Objective):
         if device.get("type") == "cuda":
             # 32 sequences x 1024 tokens = 32768 tokens per optimizer step
             return {
-                "vocab": 32000, "d_model": 768, "n_layers": 12, "n_heads": 12, "seq_len": 1024,
-                "global_batch": 32, "lr": 3e-4, "steps": 10, "warmup_steps": 3, "seed": 0,
+                "model": "", "vocab": 32000, "d_model": 768, "n_layers": 12, "n_heads": 12,
+                "seq_len": 1024, "global_batch": 32, "lr": 3e-4, "steps": 10, "warmup_steps": 3,
+                "seed": 0,
             }  # fmt: skip
         # 8 sequences x 64 tokens = 512 tokens per optimizer step
         return {
-            "vocab": 512, "d_model": 128, "n_layers": 2, "n_heads": 4, "seq_len": 64,
-            "global_batch": 8, "lr": 1e-3, "steps": 10, "warmup_steps": 3, "seed": 0,
+            "model": "", "vocab": 512, "d_model": 128, "n_layers": 2, "n_heads": 4,
+            "seq_len": 64, "global_batch": 8, "lr": 1e-3, "steps": 10, "warmup_steps": 3,
+            "seed": 0,
         }  # fmt: skip
 
     def default_config(self) -> dict[str, Any]:
-        """What a user runs untuned: fp32, math attention, foreach AdamW, no compile."""
+        """What a practitioner runs untuned: bf16 autocast where the device has it (a CUDA GPU
+        with bf16; fp32 on a CPU, where autocast only slows a step), PyTorch's default SDPA
+        dispatch, fused AdamW, no checkpointing, no compile, and the largest micro-batch up to
+        8 that divides the global batch.
+
+        Example:
+            >>> TrainStepObjective({"vocab": 64, "d_model": 32, "n_layers": 1, "n_heads": 2,
+            ...     "seq_len": 16, "global_batch": 12, "device": "cpu"}).default_config()
+            ... # doctest: +NORMALIZE_WHITESPACE
+            {'micro_batch': 6, 'precision': 'fp32', 'activation_checkpointing': False,
+             'attention_backend': 'default', 'optimizer': 'fused', 'compile': False}
+        """
+        bf16 = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
         return {
-            "micro_batch": min(self.global_batch, 8),
-            "precision": "fp32",
+            "micro_batch": max(d for d in range(1, 9) if self.global_batch % d == 0),
+            "precision": "bf16" if bf16 else "fp32",
             "activation_checkpointing": False,
-            "attention_backend": "math",
-            "optimizer": "foreach",
+            "attention_backend": "default",
+            "optimizer": "fused",
             "compile": False,
+        }
+
+    def reference_configs(self) -> dict[str, dict[str, Any]]:
+        """Further untuned rows a report shows beside the default: the plain fp32 run (math
+        attention, foreach AdamW), which the default must not be judged against alone."""
+        return {
+            "fp32": {
+                **self.default_config(),
+                "precision": "fp32",
+                "attention_backend": "math",
+                "optimizer": "foreach",
+            },  # fmt: skip
         }
 
     def parse_config(self, config: dict[str, Any]) -> TrainConfig:
@@ -325,7 +363,8 @@ class TrainStepObjective(Objective):
                 peak_gb = rss / 1e9 if rss is not None else None
             tokens_per_s = tokens_per_step * self.steps / timed_s
             model_flops = flops_per_token(cfg) * tokens_per_s
-            peak = peak_flops(self.device_name, tc.precision) if cuda else None
+            # MFU over the device's dense bf16 peak, whatever the precision ran
+            peak = bf16_peak_flops(self.device_name) if cuda else None
             values = {"tokens_per_s": tokens_per_s}
             if peak_gb is not None:  # absent where the CPU's peak RSS cannot be reset and read
                 values["peak_memory_gb"] = peak_gb
@@ -335,6 +374,8 @@ class TrainStepObjective(Objective):
                     "step_ms": timed_s / self.steps * 1e3,
                     "warmup_s": warmup_s,  # includes torch.compile's compilation
                     "mfu": model_flops / peak if peak else None,
+                    "mfu_peak_tflops": peak / 1e12 if peak else None,
+                    "mfu_note": "" if peak else f"no dense bf16 peak known for {self.device_name}",
                     "model_tflops": model_flops / 1e12,
                     "first_loss": losses[0],
                     "final_loss": losses[-1],
@@ -369,13 +410,16 @@ class TrainStepObjective(Objective):
             self.device.type, init_scale=tc.loss_scale_init, enabled=tc.precision == "fp16"
         )
         backend = ATTENTION_BACKENDS[tc.attention_backend]
+        attention = (
+            (lambda: sdpa_kernel(backend)) if backend is not None else contextlib.nullcontext
+        )
         device_type = self.device.type
 
         def step() -> float:
             optimizer.zero_grad(set_to_none=True)
             total = torch.zeros((), device=self.device)
             # the backward pass (and checkpointing's recompute) runs inside sdpa_kernel too
-            with sdpa_kernel(backend):
+            with attention():
                 for inputs, targets in batches:
                     autocast = (
                         torch.autocast(device_type, dtype=dtype)

@@ -99,6 +99,8 @@ BAD_INPUT = [
     (["tune", "matmul", "--objective", "speed"], "unknown metric 'speed'"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
     (["tune", "matmul", "--trials", "0"], "must be positive"),
+    (["tune", "train-step", "--problem", "model=9b"], "--problem: model='9b' is not one of"),
+    (["tune", "matmul", "--compile-ahead", "-1"], "--compile-ahead: -1 must be 0"),
     (["tune", "--replay", "missing.csv", "--params", "a", "--metric", "m"], "not found"),
     (["trials", "--format", "xml"], "no study"),
     (["export", "--to", "toml"], "no study"),

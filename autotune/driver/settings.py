@@ -39,6 +39,8 @@ class SweepSettings:
             GPU, one on a CPU; inline: 1; ray: as many as the cluster's resources allow).
         ray_address: ``auto``, ``HOST:PORT`` or None (start a local Ray on demand).
         gpus_per_trial: GPUs a Ray trial asks for; None: 1 on a GPU device, else 0.
+        finish_top, finish_rounds: the noise-aware finish that follows the sweep; a time
+            budget holds back the time it is estimated to take, so that it bounds both.
         compile_ahead: processes compiling the configs asked for ahead while others measure
             (0: none, each trial compiles its own); None: several for a compiling workload
             on local GPUs, else 0.
@@ -60,6 +62,8 @@ class SweepSettings:
     ray_address: str | None = None
     gpus_per_trial: float | None = None
     compile_ahead: int | None = None
+    finish_top: int = 0  # configs the noise-aware finish re-measures after the sweep (0: none)
+    finish_rounds: int = 3
     device: dict[str, Any] = field(default_factory=dict)
     command: str = ""
     label: str = ""  # shown with every progress line, e.g. "REPLAY of grid.csv"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 import warnings
 from collections import Counter, deque
@@ -88,11 +89,16 @@ class Sweep:
             raise
         return _SweepRun(self, study, storage, executor).run()
 
-    def finish(self, study: optuna.Study, *, top: int = 3, rounds: int = 3) -> list[FinishRow]:
+    def finish(
+        self, study: optuna.Study, *, top: int | None = None, rounds: int | None = None
+    ) -> list[FinishRow]:
         """The noise-aware finish (see :mod:`autotune.driver.finish`) on a fresh executor of
-        one slot."""
-        metric, direction = next(iter(self.settings.objectives.items()))
-        executor = self.executor_factory(self.settings, workers=1)
+        one slot; ``top`` and ``rounds`` default to the settings' (or 3 and 3)."""
+        s = self.settings
+        metric, direction = next(iter(s.objectives.items()))
+        executor = self.executor_factory(s, workers=1)
+        top = top if top is not None else (s.finish_top or 3)
+        rounds = rounds if rounds is not None else s.finish_rounds
         return finish(study, metric, direction, executor, top=top, rounds=rounds)
 
 
@@ -124,6 +130,7 @@ class _SweepRun:
         self.counts: Counter = Counter()
         self.ran = self.rejected = 0
         self.busy_s = self.sampler_s = self.compile_wait_s = self.trial_compile_s = 0.0
+        self.durations: list[float] = []  # seconds each launched trial held its slot
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         self.last_reap = time.monotonic()
         for t in study.get_trials(deepcopy=False, states=(
@@ -232,7 +239,8 @@ class _SweepRun:
             reap_stale_trials(self.study, self.storage)
         if s.n_trials is not None and self.launched() >= s.n_trials:
             return "trials"
-        if s.time_budget_s is not None and time.monotonic() - self.start >= s.time_budget_s:
+        budget = s.time_budget_s
+        if budget is not None and time.monotonic() - self.start >= budget - self.finish_reserve():
             return "time"
         if s.sampler == "grid" and self.study.sampler.is_exhausted(self.study):
             return "grid exhausted"
@@ -243,6 +251,17 @@ class _SweepRun:
         if self.executor.capacity < 1:
             return "no capacity left: every worker was lost"
         return None
+
+    def finish_reserve(self) -> float:
+        """Seconds to hold back of a time budget for the finish: its (top + the default) x
+        rounds measurements at the sweep's median trial time, plus starting a fresh worker
+        (what the first trial took beyond the median), e.g. 4 x 3 x 0.4 s + 3 s = 7.8 s."""
+        s = self.settings
+        if not s.finish_top or not self.durations:
+            return 0.0
+        median = statistics.median(self.durations)
+        start_worker = max(0.0, self.durations[0] - median)
+        return start_worker + (s.finish_top + 1) * s.finish_rounds * median
 
     def launched(self) -> int:
         """Trials of the study that ran or run now, by any driver (not rejections, repeats,
@@ -322,6 +341,7 @@ class _SweepRun:
         asked = self.in_flight.pop(finished.ticket)
         self.book.running.discard(asked.key)
         self.busy_s += finished.seconds
+        self.durations.append(finished.seconds)
         measurement = finished.result.measurement
         if measurement is not None:
             self.trial_compile_s += float(measurement.metrics.get("compile_s", 0.0) or 0.0)

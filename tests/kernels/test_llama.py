@@ -117,8 +117,10 @@ def test_flops_per_token_arithmetic() -> None:
     f = default_ffn_hidden(64)  # 8/3 * 64 = 170.7 -> 192
     assert f == 192
     matmul_params = 3 * (4 * 64 * 64 + 3 * 64 * f) + 64 * 1000  # blocks + LM head
-    assert flops_per_token(cfg) == 6 * matmul_params + 12 * 3 * 128 * 64
-    assert flops_per_token(cfg, seq_len=256) == 6 * matmul_params + 12 * 3 * 256 * 64
+    # the attention term counts the causal half of the square: 6 * L * seq * d
+    assert flops_per_token(cfg) == 6 * matmul_params + 6 * 3 * 128 * 64
+    assert flops_per_token(cfg, seq_len=256) == 6 * matmul_params + 6 * 3 * 256 * 64
+    assert flops_per_token(cfg, causal=False) == 6 * matmul_params + 12 * 3 * 128 * 64
 
 
 def test_default_size_is_about_134m_parameters() -> None:

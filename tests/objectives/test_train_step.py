@@ -183,3 +183,33 @@ def test_compiled_model_trains() -> None:
     assert m.values["tokens_per_s"] > 0
     assert m.metrics["final_loss"] < m.metrics["first_loss"]
     obj.close()
+
+
+def test_the_default_is_what_a_practitioner_runs_untuned_and_fp32_is_a_reference_row() -> None:
+    obj = _objective(global_batch=12)
+    default = obj.default_config()
+    # on a CPU: fp32 (bf16 autocast needs a GPU to pay), torch's own SDPA dispatch, fused AdamW,
+    # the largest micro-batch up to 8 that divides 12
+    assert default == {
+        "micro_batch": 6,
+        "precision": "fp32",
+        "activation_checkpointing": False,
+        "attention_backend": "default",
+        "optimizer": "fused",
+        "compile": False,
+    }
+    fp32 = obj.reference_configs()["fp32"]
+    assert fp32["attention_backend"] == "math" and fp32["optimizer"] == "foreach"
+    for config in (default, fp32):
+        m = obj.evaluate(config)
+        assert m.values["tokens_per_s"] > 0
+        assert m.metrics["mfu"] is None and "no dense bf16 peak" in m.metrics["mfu_note"]
+    obj.close()
+
+
+def test_model_presets_expand_into_their_sizes() -> None:
+    problem = TrainStepObjective.resolve_problem({**TINY, "model": "760m"})
+    assert (problem["d_model"], problem["n_layers"], problem["n_heads"]) == (1536, 24, 16)
+    assert TrainStepObjective.resolve_problem({**TINY, "model": ""}) == {**TINY, "model": ""}
+    with pytest.raises(ValueError, match="model='9b' is not one of 125m, 350m"):
+        TrainStepObjective.resolve_problem({**TINY, "model": "9b"})
