@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shlex
 import sys
@@ -22,6 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from autotune.space import SpaceError
+from autotune.train_export import TARGETS as TRAIN_TARGETS
 
 app = typer.Typer(
     add_completion=False,
@@ -45,6 +47,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.space import ExpressionError
     from autotune.storage import StorageError
     from autotune.sweep_setup import SetupError
+    from autotune.train_export import TrainExportError
     from autotune.triton_export import TritonExportError
 
     return (
@@ -55,6 +58,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
         SamplerError,
         ExportError,
         TritonExportError,
+        TrainExportError,
         SetupError,
         StudyMismatch,
         ExecutorError,
@@ -422,7 +426,13 @@ def _cell(value: Any) -> str:
 @app.command()
 @one_line_errors
 def export(
-    to: Annotated[str, typer.Option(help="json, yaml or triton.")] = "json",
+    to: Annotated[
+        str,
+        typer.Option(
+            help="json, yaml, triton, or a training stack: hf (TrainingArguments), accelerate, "
+            "deepspeed."
+        ),
+    ] = "json",
     storage: StorageOption = DEFAULT_STORAGE,
     study: StudyOption = None,
     output: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
@@ -463,6 +473,17 @@ def export(
         chosen = table_studies(open_storage(storage), studies.split(",") if studies else None)
         keys = [k.strip() for k in key.split(",") if k.strip()]
         text = triton_table_export(chosen, keys, top, names)
+    elif to in TRAIN_TARGETS:  # a training stack
+        from autotune.export import best_record
+        from autotune.train_export import training_export
+
+        exported = training_export(best_record(load_study(open_storage(storage), study)), to)
+        text = exported.text
+        for knob, note in exported.not_expressed.items():
+            err.print(f"not expressed in {to}: {knob}: {note}", highlight=False, soft_wrap=True)
+        if output is not None and exported.not_expressed and to != "accelerate":
+            write_atomic(f"{output}.not_expressed.json", json.dumps(exported.not_expressed,
+                                                                    indent=2) + "\n")  # fmt: skip
     else:
         text = export_text(load_study(open_storage(storage), study), to, top, names)
     if output is None:

@@ -1,0 +1,101 @@
+"""Training-stack exports, each constructed by the real library that reads it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+from autotune.driver.trial_attrs import STUDY
+from autotune.export import best_record
+from autotune.train_export import TrainExportError, training_export
+
+PROBLEM = {"global_batch": 16, "lr": 3e-4, "seq_len": 64}
+TUNED = {"micro_batch": 4, "precision": "fp16", "loss_scale_init": 1024,
+         "activation_checkpointing": True, "attention_backend": "flash",
+         "optimizer": "foreach", "compile": True}  # fmt: skip
+
+
+def _record(**config) -> dict:
+    return {"config": {**TUNED, **config}, "problem": PROBLEM}
+
+
+def test_hf_training_arguments_construct_from_the_export(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    out = training_export(_record(precision="bf16"), "hf")
+    # use_cpu: on a machine without a GPU TrainingArguments refuses bf16 otherwise
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True,
+                                          **json.loads(out.text))  # fmt: skip
+    assert args.per_device_train_batch_size == 4 and args.gradient_accumulation_steps == 4
+    assert args.bf16 and not args.fp16 and args.torch_compile
+    assert getattr(args, "activation_checkpointing", None) or args.gradient_checkpointing
+    assert str(args.optim.value) == "adamw_torch" and args.learning_rate == 3e-4
+    assert "attention_backend" in out.not_expressed  # no SDPA backend argument exists
+    assert "loss_scale_init" not in out.not_expressed  # bf16: no loss scale to set
+
+
+def test_hf_export_says_what_it_cannot_express():
+    out = training_export(_record(), "hf")
+    assert out.settings["fp16"] is True
+    assert set(out.not_expressed) == {"attention_backend", "loss_scale_init"}
+    assert "FLASH_ATTENTION" in out.not_expressed["attention_backend"]
+
+
+def test_accelerate_config_loads_with_accelerates_own_reader(tmp_path):
+    pytest.importorskip("accelerate")
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    out = training_export(_record(), "accelerate")
+    path = tmp_path / "accelerate.yaml"
+    path.write_text(out.text)
+    config = ClusterConfig.from_yaml_file(str(path))
+    assert str(config.mixed_precision) == "fp16" and config.num_processes == 1
+    assert config.dynamo_config["dynamo_backend"] == "INDUCTOR"
+    # what the file cannot hold is written into it as comments
+    assert "# not expressed: gradient_accumulation_steps: 4" in out.text
+    assert "# not expressed: activation_checkpointing" in out.text
+
+
+def test_deepspeed_config_passes_deepspeeds_own_checks():
+    pytest.importorskip("deepspeed")
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    out = training_export(_record(), "deepspeed")
+    config = DeepSpeedConfig(json.loads(out.text), mpu=None)  # checks the batch arithmetic
+    assert config.train_batch_size == 16 and config.gradient_accumulation_steps == 4
+    assert config.train_micro_batch_size_per_gpu == 4
+    assert config.float16_config.enabled and config.float16_config.initial_scale_power == 10
+    assert config.float16_config.loss_scale == 0  # dynamic, starting at 2^10 = 1024
+    assert config.optimizer_name == "adamw" and config.optimizer_params["torch_adam"] is True
+    with pytest.raises(AssertionError):  # a wrong product is refused by DeepSpeed itself
+        DeepSpeedConfig({**json.loads(out.text), "train_batch_size": 15}, mpu=None)
+
+
+def test_a_record_that_is_no_training_step_is_refused():
+    with pytest.raises(TrainExportError, match="needs a train-step sweep"):
+        training_export({"config": {"BLOCK_M": 64}, "problem": {"M": 64}}, "hf")
+
+
+def test_the_cli_writes_the_export_and_what_it_could_not_express(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study = optuna.create_study(study_name="t", storage=url, direction="maximize")
+    study.set_user_attr(STUDY, {"workload": "train-step", "problem": PROBLEM,
+                                "objectives": {"tokens_per_s": "maximize"}})  # fmt: skip
+    study.add_trial(optuna.trial.create_trial(
+        params=TUNED, value=1000.0, user_attrs={"status": "ok"},
+        distributions={k: optuna.distributions.CategoricalDistribution([v])
+                       for k, v in TUNED.items()},
+    ))  # fmt: skip
+    assert best_record(study)["config"]["micro_batch"] == 4
+    target = tmp_path / "ds.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "export", "--to", "deepspeed", "--storage", url,
+         "--output", str(target)], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(target.read_text())["gradient_accumulation_steps"] == 4
+    notes = json.loads((tmp_path / "ds.json.not_expressed.json").read_text())
+    assert "attention_backend" in notes and "not expressed in deepspeed" in done.stderr
