@@ -8,8 +8,15 @@ batch is fixed by the problem; the config only changes how it is computed:
     accumulation = global_batch // micro_batch
     tokens per optimizer step = micro_batch * seq_len * accumulation = global_batch * seq_len
 
+Each config's loss trajectory must match the untuned default's on the same model, data and
+steps (one reference run per process): a config whose loss falls by more than
+:data:`NUMERICS_TOLERANCE` less (or more) than the reference's is ``wrong_result``, with the
+optimizer steps its loss scaler skipped counted (``skipped_steps``); NaN/inf and blow-ups
+still prune at once. ``--problem check_numerics=false`` turns the gate off, ``model=760m``
+takes a preset size (:data:`MODEL_PRESETS`). MFU is over the device's dense bf16 peak.
+
 Tunables (``config``): ``micro_batch``, ``precision`` (fp32 | tf32 | bf16 | fp16),
-``activation_checkpointing``, ``attention_backend`` (math | flash | efficient | cudnn),
+``activation_checkpointing``, ``attention_backend`` (default | math | flash | efficient | cudnn),
 ``optimizer`` (fused | foreach AdamW), ``compile``, and ``loss_scale_init`` (fp16's first
 dynamic loss scale, 2^16 when absent; ignored by the other precisions). Keys left out take
 :meth:`TrainStepObjective.default_config`'s values.
@@ -39,7 +46,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.device import detect_device, read_telemetry
 from autotune.device_peaks import bf16_peak_flops
-from autotune.failures import Diverged, Infeasible
+from autotune.failures import Diverged, Infeasible, WrongResult
 from autotune.kernels.llama import Llama, LlamaConfig, flops_per_token, lm_loss, param_count
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
@@ -69,6 +76,14 @@ CONFIG_KEYS = (
 # A loss this many times above ln(vocab) (the loss of a uniform guess) only comes from a run
 # that has blown up: it means the target gets probability e^-(10 ln V) = V^-10.
 _BLOWUP_FACTOR = 10.0
+
+# The numerics gate: a config trains the same model when its loss falls by the reference run's
+# descent D (first loss - last loss, same model, data and steps, the untuned default config)
+# within this share of D. Configs that train the same model land within a few percent of D
+# (bf16 against fp32 on the CPU's default problem: 0.02% of D); each skipped optimizer step
+# costs about D / steps, so 25% admits the first steps fp16's dynamic loss scaler skips (2 of
+# 13) and fails a run that skips a quarter of its steps or trains something else.
+NUMERICS_TOLERANCE = 0.25
 
 # Problem keys with a default; the model sizes and global_batch have none.
 _PROBLEM_DEFAULTS: dict[str, Any] = {"lr": 3e-4, "steps": 10, "warmup_steps": 3, "seed": 0}
@@ -168,6 +183,11 @@ class TrainStepObjective(Objective):
             seq_len=int(p["seq_len"]),
         )
         self.global_batch = int(p["global_batch"])
+        #: check every trial's loss trajectory against the default config's (numerics gate)
+        self.check_numerics = bool(p.get("check_numerics", True))
+        self._reference: list[float] | None = None
+        self._reference_running = False
+        self._reference_error = ""
         self.steps = int(p["steps"])
         self.warmup_steps = int(p["warmup_steps"])
         if self.global_batch <= 0 or self.steps <= 0 or self.warmup_steps < 0:
@@ -186,13 +206,13 @@ class TrainStepObjective(Objective):
             return {
                 "model": "", "vocab": 32000, "d_model": 768, "n_layers": 12, "n_heads": 12,
                 "seq_len": 1024, "global_batch": 32, "lr": 3e-4, "steps": 10, "warmup_steps": 3,
-                "seed": 0,
+                "seed": 0, "check_numerics": True,
             }  # fmt: skip
         # 8 sequences x 64 tokens = 512 tokens per optimizer step
         return {
             "model": "", "vocab": 512, "d_model": 128, "n_layers": 2, "n_heads": 4,
             "seq_len": 64, "global_batch": 8, "lr": 1e-3, "steps": 10, "warmup_steps": 3,
-            "seed": 0,
+            "seed": 0, "check_numerics": True,
         }  # fmt: skip
 
     def default_config(self) -> dict[str, Any]:
@@ -315,6 +335,12 @@ class TrainStepObjective(Objective):
             RuntimeError: e.g. an attention backend that cannot run these inputs.
         """
         tc = self.parse_config(config)
+        if self.check_numerics and not self._reference_running and self._reference is None:
+            try:  # before this trial's model exists: the two never share the device's memory
+                self.reference_losses()
+            except Exception as exc:  # noqa: BLE001 - the trial runs on, its numerics unchecked
+                self._reference = []
+                self._reference_error = f"the reference run failed: {type(exc).__name__}"
         cfg = self.model_config
         cuda = self.device.type == "cuda"
         accum = self.global_batch // tc.micro_batch
@@ -340,11 +366,13 @@ class TrainStepObjective(Objective):
 
             limit = _BLOWUP_FACTOR * math.log(cfg.vocab)
             losses: list[float] = []
+            skipped = 0
             timed_s = warmup_s = 0.0
             for index in range(self.warmup_steps + self.steps):
                 self._sync()
                 start = time.perf_counter()
-                loss = step()  # .item() inside waits for the step's work to finish
+                loss, was_skipped = step()  # .item() inside waits for the step's work to finish
+                skipped += was_skipped
                 self._sync()
                 elapsed = time.perf_counter() - start
                 if index < self.warmup_steps:
@@ -356,6 +384,7 @@ class TrainStepObjective(Objective):
                     raise Diverged(f"loss {loss:.4g} at step {index} (limit {limit:.3g})")
                 report(index, loss)
 
+            numerics = self._numerics_gate(config, losses, skipped)
             if cuda:
                 peak_gb: float | None = torch.cuda.max_memory_allocated(self.device) / 1e9
             else:
@@ -382,6 +411,8 @@ class TrainStepObjective(Objective):
                     "params_m": param_count(cfg) / 1e6,
                     "accumulation": accum,
                     "tokens_per_step": tokens_per_step,
+                    "skipped_steps": skipped,
+                    **numerics,
                 },
                 telemetry=read_telemetry(self.device.index or 0),
             )
@@ -395,21 +426,69 @@ class TrainStepObjective(Objective):
             del model, compiled, optimizer, batches, step
             self._release(dynamo=tc.compile)
 
+    def reference_losses(self) -> list[float]:
+        """The loss after every step of the untuned default config on this model and data
+        (run once per process): what every config's trajectory is checked against."""
+        if self._reference is None:
+            self._reference = []
+            self._reference_running = True
+            try:
+                self.evaluate(
+                    self.default_config(), lambda step, loss: self._reference.append(loss)
+                )
+            finally:
+                self._reference_running = False
+        return self._reference
+
+    def _numerics_gate(
+        self, config: dict[str, Any], losses: list[float], skipped: int
+    ) -> dict[str, Any]:
+        """Check that ``losses`` fell as the reference's did (see :data:`NUMERICS_TOLERANCE`).
+
+        Raises:
+            WrongResult: the loss fell by more than 25% less (or more) than the reference's.
+        """
+        if self._reference_running or not self.check_numerics:
+            return {}
+        ref = self._reference or []
+        if len(ref) != len(losses):
+            return {"numerics": f"unchecked: {self._reference_error or 'no reference run'}"}
+        ref_descent = ref[0] - ref[-1]
+        descent = losses[0] - losses[-1]
+        if ref_descent <= 0:  # a reference that did not learn cannot judge anything
+            return {"numerics": "unchecked: the reference run's loss did not fall"}
+        gap = abs(descent - ref_descent) / ref_descent
+        if gap > NUMERICS_TOLERANCE:
+            raise WrongResult(
+                f"does not train the same model: its loss fell by {descent:.4g} over "
+                f"{len(losses)} steps, the reference's by {ref_descent:.4g} ({gap:.0%} apart, "
+                f"limit {NUMERICS_TOLERANCE:.0%}); {skipped} optimizer steps skipped"
+            )
+        return {"numerics_gap": gap, "reference_final_loss": ref[-1]}
+
     def _step_fn(
         self,
         model: Callable[[torch.Tensor], torch.Tensor],
         optimizer: torch.optim.Optimizer,
         batches: list[tuple[torch.Tensor, torch.Tensor]],
         tc: TrainConfig,
-    ) -> Callable[[], float]:
-        """One optimizer step over all micro-batches; returns the global batch's mean loss."""
+    ) -> Callable[[], tuple[float, bool]]:
+        """One optimizer step over all micro-batches; returns the global batch's mean loss and
+        whether the loss scaler skipped the step (fp16 gradients that overflowed)."""
         accum = len(batches)
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(tc.precision)
         # fp16 needs dynamic loss scaling: small gradients would underflow to zero otherwise
         scaler = torch.amp.GradScaler(
             self.device.type, init_scale=tc.loss_scale_init, enabled=tc.precision == "fp16"
         )
+        first = optimizer.param_groups[0]["params"][0]
+
+        def steps_taken() -> float:
+            # AdamW counts the updates it made in each parameter's state
+            return float(optimizer.state.get(first, {}).get("step", 0))
+
         backend = ATTENTION_BACKENDS[tc.attention_backend]
+        # torch's own dispatch for "default", else the one backend, backward included
         attention = (
             (lambda: sdpa_kernel(backend)) if backend is not None else contextlib.nullcontext
         )
@@ -431,9 +510,10 @@ class TrainStepObjective(Objective):
                         loss = lm_loss(model(inputs), targets) / accum
                     scaler.scale(loss).backward()
                     total += loss.detach()
-            scaler.step(optimizer)
+            before = steps_taken()
+            scaler.step(optimizer)  # skips the update when fp16 gradients overflowed
             scaler.update()
-            return total.item()
+            return total.item(), steps_taken() == before
 
         return step
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from autotune.failures import Diverged, Infeasible, TrialStatus, classify
+from autotune.failures import Diverged, Infeasible, TrialStatus, WrongResult, classify
 from autotune.kernels.llama import param_count
 from autotune.measurement import Measurement
 from autotune.objectives import get_objective
@@ -213,3 +213,29 @@ def test_model_presets_expand_into_their_sizes() -> None:
     assert TrainStepObjective.resolve_problem({**TINY, "model": ""}) == {**TINY, "model": ""}
     with pytest.raises(ValueError, match="model='9b' is not one of 125m, 350m"):
         TrainStepObjective.resolve_problem({**TINY, "model": "9b"})
+
+
+def test_a_config_whose_scaler_skips_its_steps_fails_the_numerics_gate() -> None:
+    obj = _objective(steps=6)
+    # a first loss scale of inf: every fp16 step overflows and GradScaler skips every update
+    # (inf halved stays inf), a real failure mode the NaN/blow-up check does not see
+    with pytest.raises(WrongResult, match=r"does not train the same model.* 7 optimizer steps "
+                                          r"skipped"):  # fmt: skip
+        obj.evaluate({"precision": "fp16", "loss_scale_init": float("inf")})
+    # a config that trains the same model passes, its gap to the reference recorded
+    m = obj.evaluate({"precision": "bf16", "micro_batch": 2})
+    assert m.metrics["skipped_steps"] == 0 and m.metrics["numerics_gap"] < 0.05
+    assert m.metrics["reference_final_loss"] == obj.reference_losses()[-1]
+    obj.close()
+
+
+def test_the_reference_run_is_made_once_and_the_gate_can_be_switched_off() -> None:
+    obj = _objective()
+    obj.evaluate({"micro_batch": 1})
+    reference = obj.reference_losses()
+    assert len(reference) == TINY["steps"] + TINY["warmup_steps"]
+    obj.evaluate({"micro_batch": 2})
+    assert obj.reference_losses() is reference  # not run again
+    unchecked = _objective(check_numerics=False)
+    m = unchecked.evaluate({"precision": "fp16", "loss_scale_init": float("inf")})
+    assert "numerics_gap" not in m.metrics and m.metrics["skipped_steps"] == 4
