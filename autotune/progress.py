@@ -143,3 +143,12 @@ class ProgressDisplay(SweepObserver):
             ),
             soft_wrap=True,
         )
+
+
+def _memory_text(memory: dict) -> str:
+    """The memory model's line: what it saved and how far off it was."""
+    if not memory:
+        return ""
+    error = memory.get("memory_model_error")
+    off = f", {error:.0%} off the measured peaks" if error is not None else ""
+    return f"; the memory model rejected {memory['memory_rejected']} configs before launch{off}"

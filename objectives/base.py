@@ -80,6 +80,13 @@ class Objective(ABC):
         """The config a user would run without tuning (the baseline), if there is one."""
         return None
 
+    @classmethod
+    def predict_memory(cls, problem: dict[str, Any], config: dict[str, Any]) -> float | None:
+        """Predicted peak memory of a trial in bytes, before it runs; None without a model.
+        The driver rejects configs predicted over the device's memory without launching them
+        (:mod:`autotune.driver.memory_guard`), the model corrected by the peaks it sees."""
+        return None
+
     def reference_configs(self) -> dict[str, dict[str, Any]]:
         """Further untuned configs a report shows beside the default, by name (none here)."""
         return {}

@@ -49,6 +49,7 @@ from autotune.device_peaks import bf16_peak_flops
 from autotune.failures import Diverged, Infeasible, WrongResult
 from autotune.kernels.llama import Llama, LlamaConfig, flops_per_token, lm_loss, param_count
 from autotune.measurement import Measurement
+from autotune.objectives import train_memory
 from autotune.objectives.base import Objective, Reporter, no_reporting
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
@@ -160,6 +161,25 @@ class TrainStepObjective(Objective):
         if name not in MODEL_PRESETS:
             raise ValueError(f"model={name!r} is not one of {', '.join(MODEL_PRESETS)}")
         return {**problem, **MODEL_PRESETS[name]}
+
+    @classmethod
+    def predict_memory(cls, problem: dict[str, Any], config: dict[str, Any]) -> float | None:
+        """The memory model's peak for this config (:mod:`autotune.objectives.train_memory`);
+        None for a config it cannot read."""
+        p = cls.resolve_problem(problem)
+        try:
+            cfg = LlamaConfig(vocab=int(p["vocab"]), d_model=int(p["d_model"]),
+                              n_layers=int(p["n_layers"]), n_heads=int(p["n_heads"]),
+                              seq_len=int(p["seq_len"]))  # fmt: skip
+            return train_memory.estimate(
+                cfg,
+                micro_batch=int(config.get("micro_batch", 1)),
+                precision=str(config.get("precision", "fp32")),
+                attention_backend=str(config.get("attention_backend", "default")),
+                checkpointing=bool(config.get("activation_checkpointing", False)),
+            ).total
+        except (KeyError, ValueError, TypeError):
+            return None
 
     def __init__(self, problem: dict[str, Any]) -> None:
         super().__init__(self.resolve_problem(problem))
@@ -387,9 +407,14 @@ class TrainStepObjective(Objective):
             numerics = self._numerics_gate(config, losses, skipped)
             if cuda:
                 peak_gb: float | None = torch.cuda.max_memory_allocated(self.device) / 1e9
+                measured_gb = peak_gb  # what the memory model predicts: tensors allocated
             else:
                 rss = _peak_rss_bytes() if rss_reset else None
                 peak_gb = rss / 1e9 if rss is not None else None
+                # the resident set holds the process's own footprint and the allocator's
+                # caches: no measure of the step's tensors to correct the memory model by
+                measured_gb = None
+            predicted = self.predict_memory(self.problem, config) or 0.0
             tokens_per_s = tokens_per_step * self.steps / timed_s
             model_flops = flops_per_token(cfg) * tokens_per_s
             # MFU over the device's dense bf16 peak, whatever the precision ran
@@ -412,6 +437,8 @@ class TrainStepObjective(Objective):
                     "accumulation": accum,
                     "tokens_per_step": tokens_per_step,
                     "skipped_steps": skipped,
+                    "predicted_memory_gb": predicted / 1e9,
+                    "measured_memory_gb": measured_gb,
                     **numerics,
                 },
                 telemetry=read_telemetry(self.device.index or 0),

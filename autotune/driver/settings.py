@@ -102,6 +102,7 @@ class SweepSummary:
     compile_jobs: int = 0  # processes of the compile-ahead pool (0: none)
     trial_compile_s: float = 0.0  # slot-seconds trials spent compiling (their first launch)
     compile_wait_s: float = 0.0  # seconds a free slot waited for the compile-ahead pool
+    memory: dict[str, Any] = field(default_factory=dict)  # the memory model's record, if any
 
     @property
     def search_overhead(self) -> float:

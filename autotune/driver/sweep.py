@@ -33,6 +33,7 @@ from autotune.driver.compile_ahead import compile_ahead_pool
 from autotune.driver.executor_choice import make_executor
 from autotune.driver.finish import FinishRow, finish
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
+from autotune.driver.memory_guard import MemoryGuard
 from autotune.driver.novelty import config_key
 from autotune.driver.pruning import DivergencePruner
 from autotune.driver.results import best_trials
@@ -125,6 +126,7 @@ class _SweepRun:
         # asked for ahead, oldest first: compiling in the pool, or waiting for a free slot
         self.ahead: deque[Asked] = deque()
         self.compiler = compile_ahead_pool(s, executor.capacity)
+        self.memory_guard = MemoryGuard.for_settings(s)
         # configs asked ahead: the compile pool's jobs, or one while every slot is busy
         self.depth = max(1, self.compiler.jobs if self.compiler else 0)
         self.counts: Counter = Counter()
@@ -290,7 +292,7 @@ class _SweepRun:
             config = s.space.sample(trial, s.problem, s.device)
             self.sampler_s += time.perf_counter() - asked_at
             asked = Asked(trial, config)
-            broken = s.space.violations(config, s.problem, s.device)
+            broken = self.broken_constraints(config)
             # Read after this config is written, running trials first and finished ones
             # second (a trial only goes from running to finished): a twin of another driver
             # is seen in one of the two reads, whenever it finishes.
@@ -298,8 +300,7 @@ class _SweepRun:
             self.book.refresh()
             previous = None if broken or twin is not None else self.book.previous(config)
             if broken:
-                reason = "violates " + ", ".join(broken) + " (not launched)"
-                result = TrialResult(TrialStatus.INFEASIBLE, reason)
+                result = TrialResult(TrialStatus.INFEASIBLE, broken)
                 self.account(self.book.tell_result(asked, result))
             elif twin is not None:
                 self.account(self.book.tell_claimed(asked, twin))
@@ -313,6 +314,17 @@ class _SweepRun:
             self.heartbeat.discard(trial.number)
             return None
         return asked
+
+    def broken_constraints(self, config: dict) -> str:
+        """Why ``config`` must not launch (the space's static constraints, then the workload's
+        memory model), or "" when it may."""
+        s = self.settings
+        broken = s.space.violations(config, s.problem, s.device)
+        if broken:
+            return "violates " + ", ".join(broken) + " (not launched)"
+        if self.memory_guard is not None:
+            return self.memory_guard.check(config, self.study) or ""
+        return ""
 
     def running_elsewhere(self, asked: Asked) -> int | None:
         """The number of a trial of another driver running the same config, if any.
@@ -382,6 +394,15 @@ class _SweepRun:
             )
         self.heartbeat.close()
 
+    def memory_report(self) -> dict:
+        """The memory model's record: configs it rejected, its error on the trials that ran."""
+        guard = self.memory_guard
+        if guard is None:
+            return {}
+        error = guard.error(self.study)
+        return {"memory_rejected": guard.rejected,
+                "memory_model_error": None if error is None else round(error, 4)}  # fmt: skip
+
     def summarise(self, stopped_by: str, capacity: int) -> SweepSummary:
         summary = SweepSummary(
             study=self.study,
@@ -398,6 +419,7 @@ class _SweepRun:
             compile_jobs=self.compiler.jobs if self.compiler is not None else 0,
             trial_compile_s=self.trial_compile_s,
             compile_wait_s=self.compile_wait_s,
+            memory=self.memory_report(),
         )
         self.study.set_user_attr(
             LAST_RUN,
@@ -413,6 +435,7 @@ class _SweepRun:
                 "trial_compile_s": round(self.trial_compile_s, 3),
                 "compile_wait_s": round(self.compile_wait_s, 3),
                 "compile_share": round(summary.compile_share, 4),
+                **summary.memory,
             },
         )
         self.observer.on_end(summary)

@@ -227,3 +227,54 @@ def test_search_overhead_is_measured_and_stored(write_space):
     assert 0.0 < summary.search_overhead < 1.0
     stored = summary.study.user_attrs["last_run"]
     assert stored["trials"] == 6 and stored["search_overhead"] == round(summary.search_overhead, 4)
+
+
+def test_the_memory_model_rejects_what_would_not_fit_before_launching_it(write_space):
+    import optuna
+
+    from autotune.driver.memory_guard import MemoryGuard
+    from autotune.driver.trial_attrs import LAST_RUN
+    from autotune.objectives.train_step import TrainStepObjective
+
+    from ..conftest import TINY_TRAIN_STEP, TRAIN_SPACE  # noqa: TID252
+
+    problem = {**TINY_TRAIN_STEP, "model": "", "check_numerics": False}
+    predict = TrainStepObjective.predict_memory
+    small = predict(problem, {"micro_batch": 1, "precision": "fp32"})
+    large = predict(problem, {"micro_batch": 4, "precision": "fp32"})
+    # a device whose memory holds a micro-batch of 1 or 2 but not of 4
+    budget = (small + large) / 2 / 0.95
+    settings = SweepSettings(
+        workload="train-step", problem=problem, space=load_space(write_space(TRAIN_SPACE)),
+        objectives={"tokens_per_s": "maximize"}, sampler="grid", n_trials=None, seed=0,
+        storage="memory", executor="inline",
+        device={"type": "cuda", "total_memory": budget, "max_shared_memory": 232448},
+    )  # fmt: skip
+    summary = Sweep(settings).run()
+    trials = summary.study.trials
+    rejected = [t for t in trials if "predicted peak memory" in t.user_attrs.get("reason", "")]
+    ran = [t for t in trials if t.user_attrs.get("status") == "ok"]
+    # exactly the configs predicted over the budget were held back, and never launched
+    assert rejected and ran
+    assert all(predict(problem, t.params) > budget * 0.95 for t in rejected)
+    assert all(predict(problem, t.params) <= budget * 0.95 for t in ran)
+    assert {t.params["micro_batch"] for t in rejected} >= {4}
+    assert {t.params["micro_batch"] for t in ran} >= {1}
+    assert summary.memory["memory_rejected"] == len(rejected)
+    assert summary.study.user_attrs[LAST_RUN]["memory_rejected"] == len(rejected)
+    # the correction follows the measured peaks, and a config that ran out of memory caps it
+    guard = MemoryGuard(lambda c: c["gb"] * 1e9, budget_bytes=100e9)
+    study = optuna.create_study()
+    dist = {"gb": optuna.distributions.FloatDistribution(0, 100)}
+    for gb, measured in ((10, 12.0), (20, 24.0)):
+        study.add_trial(optuna.trial.create_trial(
+            params={"gb": gb}, distributions=dist, value=1.0, user_attrs={"status": "ok",
+            "metrics": {"predicted_memory_gb": gb, "measured_memory_gb": measured}},
+        ))  # fmt: skip
+    assert guard.correction(study) == (1.2, 2)
+    assert guard.check({"gb": 85}, study).startswith("predicted peak memory 102.0 GB")
+    study.add_trial(optuna.trial.create_trial(
+        params={"gb": 50}, distributions=dist, value=0.0, user_attrs={"status": "oom"},
+    ))  # fmt: skip
+    assert "ran out of memory" in guard.check({"gb": 60}, study)
+    assert guard.check({"gb": 40}, study) is None

@@ -1,0 +1,105 @@
+"""The memory model of a training step: its peak memory, predicted from the model's shape and
+the config before anything runs.
+
+Peak = the state that lives through the step + what one micro-batch's forward keeps for its
+backward + the logits' gradient the backward starts from:
+
+* state: fp32 weights, fp32 gradients and AdamW's two fp32 moments: 16 bytes a parameter.
+* activations, per layer and token of a micro-batch (``T = micro_batch * seq_len`` tokens),
+  counted on this model with autograd's saved-tensor hooks (``tests/objectives/
+  test_train_memory.py`` measures them again): fp32 keeps ``48 d + 16 f`` bytes (12 values of the
+  width ``d``: norms, projections' inputs, q, k, v, rotary; 4 of the SwiGLU width ``f``), bf16
+  and fp16 autocast ``35 d + 8 f`` (the norms stay fp32) plus a bf16 cast of every weight of the
+  layer (2 bytes a parameter). Attention adds the probabilities under the math backend
+  (``4 h s`` bytes: fp32, ``h`` heads by ``s`` keys) and only its output and log-sum-exp under
+  the fused ones (``4 (d + h + 2)`` in fp32, ``4 h + 8`` under autocast).
+  With activation checkpointing only each layer's input stays (``4 d``), and one layer at a time
+  is recomputed in the backward (``recompute``).
+* outside the layers: the logits and the loss's fp32 log-softmax (``4 V + 12 d`` bytes a token;
+  under autocast also the LM head's bf16 cast, ``2 V d``), and the logits' gradient (``4 V``
+  a token) when the backward starts.
+
+Example (the CPU's default problem, fp32, micro-batch 8):
+    >>> from autotune.kernels.llama import LlamaConfig
+    >>> cfg = LlamaConfig(vocab=512, d_model=128, n_layers=2, n_heads=4, seq_len=64)
+    >>> est = estimate(cfg, micro_batch=8, precision="fp32", attention_backend="math",
+    ...                checkpointing=False)
+    >>> sorted(est.parts), round(est.total / 2**20, 1)  # MiB
+    (['activations', 'logits_grad', 'state'], 24.3)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.kernels.llama import LlamaConfig, param_count
+
+_MIXED = ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """The predicted peak, in bytes, and its parts."""
+
+    parts: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+
+def layer_params(cfg: LlamaConfig) -> int:
+    """Weights of one decoder block: q, k, v, out (4 d^2), gate, up, down (3 d f), 2 norms."""
+    d, f = cfg.d_model, cfg.ffn_hidden
+    return 4 * d * d + 3 * d * f + 2 * d
+
+
+def layer_activation_bytes(cfg: LlamaConfig, tokens: int, precision: str, math: bool) -> float:
+    """What one layer keeps for its backward over ``tokens`` tokens (see the module docstring)."""
+    d, f, h, s = cfg.d_model, cfg.ffn_hidden, cfg.n_heads, cfg.seq_len
+    mixed = precision in _MIXED
+    per_token = (35 * d + 8 * f) if mixed else (48 * d + 16 * f)
+    if math:
+        per_token += 4 * h * s + 8
+    else:
+        per_token += (4 * h + 8) if mixed else 4 * (d + h + 2)
+    casts = 2 * layer_params(cfg) if mixed else 0
+    return tokens * per_token + casts
+
+
+def activation_bytes(
+    cfg: LlamaConfig, micro_batch: int, precision: str, attention_backend: str, checkpointing: bool
+) -> float:
+    """Bytes autograd keeps for the backward of one micro-batch (layers and logits)."""
+    tokens = micro_batch * cfg.seq_len
+    math = attention_backend == "math"
+    if checkpointing:  # each layer's input only: the fp32 residual stream
+        layers = cfg.n_layers * tokens * 4.0 * cfg.d_model
+    else:
+        layers = cfg.n_layers * layer_activation_bytes(cfg, tokens, precision, math)
+    logits = tokens * (4.0 * cfg.vocab + 12 * cfg.d_model)
+    head_cast = 2.0 * cfg.vocab * cfg.d_model if precision in _MIXED else 0.0
+    return layers + logits + head_cast
+
+
+def estimate(
+    cfg: LlamaConfig,
+    *,
+    micro_batch: int,
+    precision: str,
+    attention_backend: str,
+    checkpointing: bool,
+) -> MemoryEstimate:
+    """The predicted peak memory of one training step with this config."""
+    tokens = micro_batch * cfg.seq_len
+    parts = {
+        "state": 16.0 * param_count(cfg),  # fp32 weights, gradients, AdamW's 2 moments
+        "activations": activation_bytes(
+            cfg, micro_batch, precision, attention_backend, checkpointing
+        ),
+        "logits_grad": 4.0 * tokens * cfg.vocab,
+    }
+    if checkpointing:
+        math = attention_backend == "math"
+        parts["recompute"] = layer_activation_bytes(cfg, tokens, precision, math)
+    return MemoryEstimate(parts)
