@@ -63,6 +63,6 @@ def test_grid_respects_constraints_and_conditions():
     space = load_space("train_step")
     grid = list(space.grid({"global_batch": 8}, {"type": "cpu"}))
     assert grid and all(8 % c["micro_batch"] == 0 for c in grid)
-    assert all(c["attention_backend"] in ("math", "flash") for c in grid)
+    assert all(c["attention_backend"] in ("default", "math", "flash") for c in grid)
     assert all(("loss_scale_init" in c) == (c["precision"] == "fp16") for c in grid)
     assert len({tuple(sorted(c.items())) for c in grid}) == len(grid)
