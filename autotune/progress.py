@@ -54,7 +54,8 @@ class ProgressDisplay(SweepObserver):
         self._total = settings.n_trials
         self._done_at_start = done
         self._start = time.monotonic()
-        problem = ",".join(f"{k}={v}" for k, v in settings.problem.items() if k != "table")
+        shown = {k: v for k, v in settings.problem.items() if k != "table" and v != ""}
+        problem = ",".join(f"{k}={v}" for k, v in shown.items())
         budget = []
         if settings.n_trials is not None:
             budget.append(f"{settings.n_trials} trials")
