@@ -59,8 +59,9 @@ def _compile(config: dict[str, Any]) -> tuple[str, str, float]:
 
 def default_jobs(capacity: int) -> int:
     """Processes for a GPU sweep: the cores the executor's workers and the driver leave,
-    at most 8 (e.g. 16 cores, 1 worker: 8; 4 cores, 2 workers: 1)."""
-    return max(1, min(8, (os.cpu_count() or 1) - capacity - 1))
+    at most 16 (e.g. 16 cores, 1 worker: 14; 4 cores, 2 workers: 1). A cold Triton compile
+    takes several times a trial's measurement, so the pool needs many processes to keep ahead."""
+    return max(1, min(16, (os.cpu_count() or 1) - capacity - 1))
 
 
 class CompileAhead:
