@@ -12,6 +12,7 @@ import json
 import os
 import shlex
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -307,12 +308,15 @@ def tune(
     settings.finish_top = finish_top if finishing and finish_top > 1 else 0
     settings.finish_rounds = finish_rounds
     sweep = Sweep(settings, ProgressDisplay(err))
+    budget_ends = (
+        time.monotonic() + settings.time_budget_s if settings.time_budget_s is not None else None
+    )
     summary = sweep.run()
     if not summary.best:
         err.print("no trial succeeded: nothing to report (see `autotune trials`)")
         raise typer.Exit(1)
     if settings.finish_top and summary.stopped_by != "interrupted":
-        _print_finish(sweep.finish(summary.study))
+        _print_finish(sweep.finish(summary.study, deadline=budget_ends))
     _print_best(settings.storage, summary.study_name, output)
     if summary.stopped_by == "interrupted":
         raise typer.Exit(130)

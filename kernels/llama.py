@@ -184,25 +184,39 @@ class Attention(nn.Module):
         self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        # (b, t, 3d) -> 3 x (b, heads, t, head_dim)
-        q, k, v = self.qkv(x).view(b, t, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        b, t, _ = x.shape
+        # (b, t, 3d) -> 3 x (b, heads, t, head_dim). The fused weight's rows are grouped by head
+        # (q, k, v of head 0, then of head 1, ...), so a tensor-parallel shard of contiguous rows
+        # holds whole heads and the same view works on it (heads counted from the shape).
+        qkv = self.qkv(x).view(b, t, -1, 3, self.head_dim).permute(3, 0, 2, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
         q, k = apply_rotary(q, cos[:t], sin[:t]), apply_rotary(k, cos[:t], sin[:t])
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out(y.transpose(1, 2).reshape(b, t, d))
+        return self.out(y.transpose(1, 2).reshape(b, t, -1))
+
+
+#: SwiGLU's fused gate/up weight alternates blocks of this many gate rows and up rows.
+SWIGLU_BLOCK = 64
 
 
 class SwiGLU(nn.Module):
-    """``down(silu(gate(x)) * up(x))``; gate and up share one matmul."""
+    """``down(silu(gate(x)) * up(x))``; gate and up share one matmul.
+
+    The fused weight's rows alternate :data:`SWIGLU_BLOCK` gate rows and as many up rows (one
+    block of each when ``ffn_hidden`` is not a multiple of it), so a tensor-parallel shard of
+    contiguous rows holds matching gate and up units.
+    """
 
     def __init__(self, cfg: LlamaConfig) -> None:
         super().__init__()
+        self.block = SWIGLU_BLOCK if cfg.ffn_hidden % SWIGLU_BLOCK == 0 else cfg.ffn_hidden
         self.gate_up = nn.Linear(cfg.d_model, 2 * cfg.ffn_hidden, bias=False)
         self.down = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up(x).chunk(2, dim=-1)
-        return self.down(F.silu(gate) * up)
+        *lead, _ = x.shape
+        h = self.gate_up(x).view(*lead, -1, 2, self.block)
+        return self.down((F.silu(h[..., 0, :]) * h[..., 1, :]).reshape(*lead, -1))
 
 
 class Block(nn.Module):

@@ -82,6 +82,25 @@ def activation_bytes(
     return layers + logits + head_cast
 
 
+def local_params(cfg: LlamaConfig, layout: str = "single", world_size: int = 1) -> float:
+    """Parameters one process holds: all of them under ``single`` and ``ddp``, a 1/world_size
+    shard under ``fsdp2``, and under ``tp`` a 1/world_size share of the blocks' projections
+    (the norms, the embedding and the LM head stay whole).
+
+    Example:
+        >>> cfg = LlamaConfig(vocab=512, d_model=128, n_layers=2, n_heads=4, seq_len=64)
+        >>> local_params(cfg, "fsdp2", 2) == param_count(cfg) / 2
+        True
+    """
+    total = float(param_count(cfg))
+    if layout == "fsdp2":
+        return total / world_size
+    if layout == "tp":
+        sharded = cfg.n_layers * (layer_params(cfg) - 2 * cfg.d_model)
+        return total - sharded * (1 - 1 / world_size)
+    return total
+
+
 def estimate(
     cfg: LlamaConfig,
     *,
@@ -89,17 +108,44 @@ def estimate(
     precision: str,
     attention_backend: str,
     checkpointing: bool,
+    layout: str = "single",
+    world_size: int = 1,
+    reshard_after_forward: bool = True,
 ) -> MemoryEstimate:
-    """The predicted peak memory of one training step with this config."""
+    """The predicted peak memory of one process's training step with this config.
+
+    Parallel layouts (``micro_batch`` is each process's): the state counts the process's
+    :func:`local_params`; DDP adds its gradient buckets (4 bytes a parameter); FSDP2 adds the
+    weights it gathers (the root's, and two blocks' at a time when it reshards after forward,
+    else every block's, in the compute precision) and one block's unsharded fp32 gradient, and
+    its activations have no autocast casts (the policy casts the gathered weights); tensor
+    parallel divides the layers' activations by the processes but the residual stream's
+    (16 bytes of the width a token). The single-device parts are checked against autograd's
+    saved tensors; the parallel terms follow the libraries' documented behaviour and are not
+    yet checked against GPU peaks.
+    """
     tokens = micro_batch * cfg.seq_len
+    mixed = precision in _MIXED
+    activations = activation_bytes(cfg, micro_batch, precision, attention_backend, checkpointing)
     parts = {
-        "state": 16.0 * param_count(cfg),  # fp32 weights, gradients, AdamW's 2 moments
-        "activations": activation_bytes(
-            cfg, micro_batch, precision, attention_backend, checkpointing
-        ),
+        "state": 16.0 * local_params(cfg, layout, world_size),  # fp32 weights, grads, 2 moments
+        "activations": activations,
         "logits_grad": 4.0 * tokens * cfg.vocab,
     }
+    math = attention_backend == "math"
     if checkpointing:
-        math = attention_backend == "math"
         parts["recompute"] = layer_activation_bytes(cfg, tokens, precision, math)
+    if layout == "ddp":
+        parts["ddp_buckets"] = 4.0 * param_count(cfg)
+    elif layout == "fsdp2":
+        weight = 2.0 if mixed else 4.0
+        root = param_count(cfg) - cfg.n_layers * layer_params(cfg)
+        blocks = min(2, cfg.n_layers) if reshard_after_forward else cfg.n_layers
+        parts["gathered"] = weight * (root + blocks * layer_params(cfg)) + 4.0 * layer_params(cfg)
+        if mixed and not checkpointing:
+            parts["activations"] -= cfg.n_layers * 2.0 * layer_params(cfg)
+    elif layout == "tp" and not checkpointing:  # checkpointing keeps the replicated inputs
+        layers = cfg.n_layers * layer_activation_bytes(cfg, tokens, precision, math)
+        stream = cfg.n_layers * tokens * 16.0 * cfg.d_model
+        parts["activations"] = activations - layers * (1 - 1 / world_size) + stream
     return MemoryEstimate(parts)

@@ -2,11 +2,16 @@
 
 Each trial builds a fresh :class:`~autotune.kernels.llama.Llama` with random weights and AdamW,
 runs ``warmup_steps`` untimed then ``steps`` timed optimizer steps on one fixed random batch
-(so the loss falls as the model memorises it), and frees everything afterwards. The global
-batch is fixed by the problem; the config only changes how it is computed:
+(so the loss falls as the model memorises it), and frees everything afterwards
+(:mod:`autotune.objectives.train_loop`). The global batch is fixed by the problem; the config
+only changes how it is computed:
 
-    accumulation = global_batch // micro_batch
-    tokens per optimizer step = micro_batch * seq_len * accumulation = global_batch * seq_len
+    accumulation = global_batch // (micro_batch * data-parallel processes)
+    tokens per optimizer step = global_batch * seq_len
+
+``--problem world_size=N`` trains each trial on N spawned processes of the node (N GPUs over
+NCCL; on a CPU, gloo), in the config's ``layout`` (ddp | fsdp2 | tp,
+:mod:`autotune.objectives.train_layouts`); tokens/s counts all of them.
 
 Each config's loss trajectory must match the untuned default's on the same model, data and
 steps (one reference run per process): a config whose loss falls by more than
@@ -17,9 +22,12 @@ takes a preset size (:data:`MODEL_PRESETS`). MFU is over the device's dense bf16
 
 Tunables (``config``): ``micro_batch``, ``precision`` (fp32 | tf32 | bf16 | fp16),
 ``activation_checkpointing``, ``attention_backend`` (default | math | flash | efficient | cudnn),
-``optimizer`` (fused | foreach AdamW), ``compile``, and ``loss_scale_init`` (fp16's first
-dynamic loss scale, 2^16 when absent; ignored by the other precisions). Keys left out take
-:meth:`TrainStepObjective.default_config`'s values.
+``optimizer`` (fused | foreach AdamW), ``compile`` and ``compile_mode`` (default |
+max-autotune-no-cudagraphs | reduce-overhead, which adds CUDA graphs), ``layout`` and
+``reshard_after_forward`` (FSDP2). ``loss_scale_init`` (fp16's first dynamic loss scale) is
+not searched: the problem fixes it (2^16 by default). Keys left out take
+:meth:`TrainStepObjective.default_config`'s values. Compile time is reported (``compile_s``)
+and spent inside the trial's time, but not counted in tokens/s.
 
 Example:
     >>> obj = TrainStepObjective({"vocab": 64, "d_model": 32, "n_layers": 1, "n_heads": 2,
@@ -32,37 +40,31 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import math
-import time
-import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.device import detect_device, read_telemetry
 from autotune.device_peaks import bf16_peak_flops
-from autotune.failures import Diverged, Infeasible, WrongResult
-from autotune.kernels.llama import Llama, LlamaConfig, flops_per_token, lm_loss, param_count
+from autotune.failures import Infeasible, WrongResult
+from autotune.kernels.llama import LlamaConfig, flops_per_token, param_count
 from autotune.measurement import Measurement
-from autotune.objectives import train_memory
+from autotune.objectives import train_layouts, train_memory
 from autotune.objectives.base import Objective, Reporter, no_reporting
+from autotune.objectives.train_loop import (
+    ATTENTION_BACKENDS,
+    COMPILE_MODES,
+    LoopResult,
+    Placement,
+    TrainConfig,
+    TrainJob,
+    release,
+    run_steps,
+)
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
-#: "default" is torch's own dispatch (what an untuned run gets); the others force one backend.
-ATTENTION_BACKENDS: dict[str, SDPBackend | None] = {
-    "default": None,
-    "math": SDPBackend.MATH,
-    "flash": SDPBackend.FLASH_ATTENTION,
-    "efficient": SDPBackend.EFFICIENT_ATTENTION,
-    "cudnn": SDPBackend.CUDNN_ATTENTION,
-}
 OPTIMIZERS = ("fused", "foreach")
-#: Every key a config may hold; all but loss_scale_init are in the default config.
+#: Every key a config may hold (a config from an older study may hold loss_scale_init).
 CONFIG_KEYS = (
     "micro_batch",
     "precision",
@@ -70,13 +72,12 @@ CONFIG_KEYS = (
     "attention_backend",
     "optimizer",
     "compile",
+    "compile_mode",
+    "layout",
+    "reshard_after_forward",
     "loss_scale_init",
 )
 
-
-# A loss this many times above ln(vocab) (the loss of a uniform guess) only comes from a run
-# that has blown up: it means the target gets probability e^-(10 ln V) = V^-10.
-_BLOWUP_FACTOR = 10.0
 
 # The numerics gate: a config trains the same model when its loss falls by the reference run's
 # descent D (first loss - last loss, same model, data and steps, the untuned default config)
@@ -87,7 +88,9 @@ _BLOWUP_FACTOR = 10.0
 NUMERICS_TOLERANCE = 0.25
 
 # Problem keys with a default; the model sizes and global_batch have none.
-_PROBLEM_DEFAULTS: dict[str, Any] = {"lr": 3e-4, "steps": 10, "warmup_steps": 3, "seed": 0}
+_PROBLEM_DEFAULTS: dict[str, Any] = {
+    "lr": 3e-4, "steps": 10, "warmup_steps": 3, "seed": 0, "world_size": 1,
+}  # fmt: skip
 
 #: ``--problem model=NAME``: Llama-style shapes (a 32000-token vocabulary, embedding and head
 #: untied, SwiGLU); the parameters each one has, counted by ``param_count``: 125m 134M,
@@ -100,41 +103,6 @@ MODEL_PRESETS: dict[str, dict[str, int]] = {
     "7b": {"vocab": 32000, "d_model": 4096, "n_layers": 32, "n_heads": 32},
 }
 _PROBLEM_REQUIRED = ("vocab", "d_model", "n_layers", "n_heads", "seq_len", "global_batch")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """One trial's tunables, checked."""
-
-    micro_batch: int
-    precision: str
-    activation_checkpointing: bool
-    attention_backend: str
-    optimizer: str
-    compile: bool
-    loss_scale_init: float = 2.0**16  # GradScaler's first loss scale; used with fp16 only
-
-
-def _reset_peak_rss() -> bool:
-    """Reset this process's peak resident set size (VmHWM); False where Linux refuses."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss_bytes() -> int | None:
-    """This process's peak resident set size since the last reset, in bytes."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024  # reported in kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 class TrainStepObjective(Objective):
@@ -177,6 +145,9 @@ class TrainStepObjective(Objective):
                 precision=str(config.get("precision", "fp32")),
                 attention_backend=str(config.get("attention_backend", "default")),
                 checkpointing=bool(config.get("activation_checkpointing", False)),
+                layout=str(config.get("layout", "single")),
+                world_size=int(p.get("world_size", 1)),
+                reshard_after_forward=bool(config.get("reshard_after_forward", True)),
             ).total
         except (KeyError, ValueError, TypeError):
             return None
@@ -208,10 +179,17 @@ class TrainStepObjective(Objective):
         self._reference: list[float] | None = None
         self._reference_running = False
         self._reference_error = ""
+        #: processes (GPUs) each trial trains on; over 1, the config's layout shares them out
+        self.world_size = int(p["world_size"])
+        #: fp16's first dynamic loss scale: fixed, not searched (GradScaler adapts it within a
+        #: few steps; the numerics gate counts the steps it skips)
+        self.loss_scale_init = float(p.get("loss_scale_init", 2.0**16))
         self.steps = int(p["steps"])
         self.warmup_steps = int(p["warmup_steps"])
         if self.global_batch <= 0 or self.steps <= 0 or self.warmup_steps < 0:
             raise ValueError("need global_batch > 0, steps > 0 and warmup_steps >= 0")
+        if self.world_size < 1:
+            raise ValueError(f"world_size must be at least 1, not {self.world_size}")
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
@@ -226,13 +204,13 @@ class TrainStepObjective(Objective):
             return {
                 "model": "", "vocab": 32000, "d_model": 768, "n_layers": 12, "n_heads": 12,
                 "seq_len": 1024, "global_batch": 32, "lr": 3e-4, "steps": 10, "warmup_steps": 3,
-                "seed": 0, "check_numerics": True,
+                "seed": 0, "check_numerics": True, "world_size": 1,
             }  # fmt: skip
         # 8 sequences x 64 tokens = 512 tokens per optimizer step
         return {
             "model": "", "vocab": 512, "d_model": 128, "n_layers": 2, "n_heads": 4,
             "seq_len": 64, "global_batch": 8, "lr": 1e-3, "steps": 10, "warmup_steps": 3,
-            "seed": 0, "check_numerics": True,
+            "seed": 0, "check_numerics": True, "world_size": 1,
         }  # fmt: skip
 
     def default_config(self) -> dict[str, Any]:
@@ -249,14 +227,19 @@ class TrainStepObjective(Objective):
              'attention_backend': 'default', 'optimizer': 'fused', 'compile': False}
         """
         bf16 = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
-        return {
-            "micro_batch": max(d for d in range(1, 9) if self.global_batch % d == 0),
+        layout = "single" if self.world_size == 1 else "ddp"
+        share = self.global_batch // self.world_size if layout == "ddp" else self.global_batch
+        config = {
+            "micro_batch": max(d for d in range(1, 9) if share % d == 0),
             "precision": "bf16" if bf16 else "fp32",
             "activation_checkpointing": False,
             "attention_backend": "default",
             "optimizer": "fused",
             "compile": False,
         }
+        if self.world_size > 1:  # DDP: what an untuned multi-GPU run uses
+            config["layout"] = layout
+        return config
 
     def reference_configs(self) -> dict[str, dict[str, Any]]:
         """Further untuned rows a report shows beside the default: the plain fp32 run (math
@@ -274,33 +257,44 @@ class TrainStepObjective(Objective):
         """Fill ``config`` from the defaults and check it.
 
         Raises:
-            Infeasible: unknown keys, values outside their choices, or a micro_batch that does
-                not divide global_batch.
+            Infeasible: unknown keys, values outside their choices, a micro_batch that does
+                not divide each process's share of global_batch, or a layout that cannot run
+                this model on ``world_size`` processes.
         """
         merged = {**self.default_config(), **config}
         unknown = sorted(set(merged) - set(CONFIG_KEYS))
         if unknown:
             raise Infeasible(f"unknown train-step config keys: {', '.join(unknown)}")
-        micro_batch = int(merged["micro_batch"])
-        if micro_batch <= 0 or self.global_batch % micro_batch:
-            raise Infeasible(
-                f"micro_batch={micro_batch} does not divide global_batch={self.global_batch}"
-            )
         choices = {
             "precision": PRECISIONS,
             "attention_backend": tuple(ATTENTION_BACKENDS),
             "optimizer": OPTIMIZERS,
+            "compile_mode": COMPILE_MODES,
+            "layout": train_layouts.LAYOUTS,
         }
+        merged.setdefault("compile_mode", "default")
+        merged.setdefault("layout", "single" if self.world_size == 1 else "ddp")
         for key, allowed in choices.items():
             if merged[key] not in allowed:
                 raise Infeasible(f"{key}={merged[key]!r} is not one of {', '.join(allowed)}")
+        layout = merged["layout"]
+        train_layouts.check_layout(layout, self.world_size, self.model_config, merged["precision"])
+        shards = train_layouts.data_parallel(layout, self.world_size)
+        micro_batch = int(merged["micro_batch"])
+        if micro_batch <= 0 or self.global_batch % (micro_batch * shards):
+            where = f" over {shards} data-parallel processes" if shards > 1 else ""
+            raise Infeasible(
+                f"micro_batch={micro_batch} does not divide global_batch={self.global_batch}{where}"
+            )
         if (
             merged["precision"] == "bf16"
             and self.device.type == "cuda"
             and not torch.cuda.is_bf16_supported()
         ):
             raise Infeasible(f"bf16 is not supported on {self.device_name}")
-        loss_scale_init = float(merged.get("loss_scale_init", TrainConfig.loss_scale_init))
+        if merged["compile_mode"] == "reduce-overhead" and self.device.type != "cuda":
+            raise Infeasible("compile_mode='reduce-overhead' captures CUDA graphs: CUDA only")
+        loss_scale_init = float(merged.get("loss_scale_init", self.loss_scale_init))
         if not loss_scale_init > 0:
             raise Infeasible(f"loss_scale_init={loss_scale_init} must be positive")
         return TrainConfig(
@@ -310,40 +304,34 @@ class TrainStepObjective(Objective):
             attention_backend=merged["attention_backend"],
             optimizer=merged["optimizer"],
             compile=bool(merged["compile"]),
+            compile_mode=str(merged["compile_mode"]),
+            layout=layout,
+            reshard_after_forward=bool(merged.get("reshard_after_forward", True)),
             loss_scale_init=loss_scale_init,
         )
 
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+    def job(self, tc: TrainConfig) -> TrainJob:
+        """What each process trains for config ``tc``."""
+        p = self.problem
+        return TrainJob(
+            model=self.model_config, global_batch=self.global_batch, lr=float(p["lr"]),
+            seed=int(p["seed"]), steps=self.steps, warmup_steps=self.warmup_steps, config=tc,
+        )  # fmt: skip
 
-    def _make_optimizer(self, model: torch.nn.Module, kind: str) -> torch.optim.Optimizer:
-        lr = float(self.problem["lr"])
-        params = list(model.parameters())
-        try:
-            return torch.optim.AdamW(
-                params,
-                lr=lr,
-                betas=(0.9, 0.95),
-                weight_decay=0.1,
-                fused=kind == "fused",
-                foreach=kind == "foreach",
-            )
-        except RuntimeError as exc:  # fused AdamW refuses devices it has no kernel for
-            raise Infeasible(f"{kind} AdamW is unavailable on {self.device.type}: {exc}") from exc
+    def run(self, tc: TrainConfig, report: Reporter) -> LoopResult:
+        """Train ``tc`` here (one device) or on ``world_size`` spawned processes."""
+        if self.world_size == 1:
+            return run_steps(self.job(tc), Placement(self.device), report)
+        from autotune.objectives.train_parallel import launch
 
-    def _batches(self, micro_batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The fixed random global batch, cut into (inputs, targets) micro-batches."""
-        cfg = self.model_config
-        gen = torch.Generator().manual_seed(int(self.problem["seed"]) + 1)
-        tokens = torch.randint(0, cfg.vocab, (self.global_batch, cfg.seq_len + 1), generator=gen)
-        tokens = tokens.to(self.device)
-        return [
-            (chunk[:, :-1], chunk[:, 1:]) for chunk in tokens.split(micro_batch)
-        ]  # global_batch / micro_batch chunks of (micro_batch, seq_len)
+        result = launch(self.job(tc), self.world_size, self.device.type)
+        for index, loss in enumerate(result.losses):  # after the fact: the ranks check blow-ups
+            report(index, loss)
+        return result
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
-        """Build the model, train ``warmup_steps + steps`` steps, measure the timed ones.
+        """Train ``warmup_steps + steps`` steps (see :func:`~autotune.objectives.train_loop.
+        run_steps`), measure the timed ones, check the numerics.
 
         ``report(step, loss)`` is called after every optimizer step, warm-up included, with
         ``step`` counted from 0 over all of them; the time it takes is not measured.
@@ -351,6 +339,7 @@ class TrainStepObjective(Objective):
         Raises:
             Infeasible: see :meth:`parse_config`; fused AdamW on a device without its kernel.
             Diverged: the loss is NaN/inf or above 10 * ln(vocab), or ``report`` said to stop.
+            WrongResult: the loss trajectory is not the reference's (the numerics gate).
             torch.cuda.OutOfMemoryError: on CUDA, left for the worker to classify.
             RuntimeError: e.g. an attention backend that cannot run these inputs.
         """
@@ -362,96 +351,48 @@ class TrainStepObjective(Objective):
                 self._reference = []
                 self._reference_error = f"the reference run failed: {type(exc).__name__}"
         cfg = self.model_config
+        result = self.run(tc, report)
+        numerics = self._numerics_gate(config, result.losses, result.skipped)
+        peak_gb = result.peak_bytes / 1e9 if result.peak_bytes is not None else None
+        # the CPU's resident set holds the process's own footprint and the allocator's
+        # caches: no measure of the step's tensors to correct the memory model by
+        measured_gb = peak_gb if result.peak_is_tensors else None
+        predicted = self.predict_memory(self.problem, config) or 0.0
+        tokens_per_step = self.global_batch * cfg.seq_len
+        tokens_per_s = tokens_per_step * self.steps / result.timed_s
+        model_flops = flops_per_token(cfg) * tokens_per_s
+        # MFU over the dense bf16 peak of all the devices used, whatever the precision ran
         cuda = self.device.type == "cuda"
-        accum = self.global_batch // tc.micro_batch
-        tokens_per_step = tc.micro_batch * cfg.seq_len * accum  # = global_batch * seq_len
-        saved_matmul_precision = torch.get_float32_matmul_precision()
-        model = compiled = optimizer = batches = step = None
-        try:
-            gc.collect()
-            if cuda:
-                torch.cuda.empty_cache()
-                torch.cuda.reset_peak_memory_stats(self.device)
-            rss_reset = cuda or _reset_peak_rss()
-
-            # tf32 only changes how fp32 matmuls run on CUDA; on the CPU it is plain fp32
-            torch.set_float32_matmul_precision("high" if tc.precision == "tf32" else "highest")
-            torch.manual_seed(int(self.problem["seed"]))
-            with torch.device(self.device):
-                model = Llama(cfg, activation_checkpointing=tc.activation_checkpointing)
-            optimizer = self._make_optimizer(model, tc.optimizer)
-            compiled = torch.compile(model) if tc.compile else model
-            batches = self._batches(tc.micro_batch)
-            step = self._step_fn(compiled, optimizer, batches, tc)
-
-            limit = _BLOWUP_FACTOR * math.log(cfg.vocab)
-            losses: list[float] = []
-            skipped = 0
-            timed_s = warmup_s = 0.0
-            for index in range(self.warmup_steps + self.steps):
-                self._sync()
-                start = time.perf_counter()
-                loss, was_skipped = step()  # .item() inside waits for the step's work to finish
-                skipped += was_skipped
-                self._sync()
-                elapsed = time.perf_counter() - start
-                if index < self.warmup_steps:
-                    warmup_s += elapsed
-                else:
-                    timed_s += elapsed
-                losses.append(loss)
-                if not math.isfinite(loss) or loss > limit:
-                    raise Diverged(f"loss {loss:.4g} at step {index} (limit {limit:.3g})")
-                report(index, loss)
-
-            numerics = self._numerics_gate(config, losses, skipped)
-            if cuda:
-                peak_gb: float | None = torch.cuda.max_memory_allocated(self.device) / 1e9
-                measured_gb = peak_gb  # what the memory model predicts: tensors allocated
-            else:
-                rss = _peak_rss_bytes() if rss_reset else None
-                peak_gb = rss / 1e9 if rss is not None else None
-                # the resident set holds the process's own footprint and the allocator's
-                # caches: no measure of the step's tensors to correct the memory model by
-                measured_gb = None
-            predicted = self.predict_memory(self.problem, config) or 0.0
-            tokens_per_s = tokens_per_step * self.steps / timed_s
-            model_flops = flops_per_token(cfg) * tokens_per_s
-            # MFU over the device's dense bf16 peak, whatever the precision ran
-            peak = bf16_peak_flops(self.device_name) if cuda else None
-            values = {"tokens_per_s": tokens_per_s}
-            if peak_gb is not None:  # absent where the CPU's peak RSS cannot be reset and read
-                values["peak_memory_gb"] = peak_gb
-            return Measurement(
-                values=values,
-                metrics={
-                    "step_ms": timed_s / self.steps * 1e3,
-                    "warmup_s": warmup_s,  # includes torch.compile's compilation
-                    "mfu": model_flops / peak if peak else None,
-                    "mfu_peak_tflops": peak / 1e12 if peak else None,
-                    "mfu_note": "" if peak else f"no dense bf16 peak known for {self.device_name}",
-                    "model_tflops": model_flops / 1e12,
-                    "first_loss": losses[0],
-                    "final_loss": losses[-1],
-                    "params_m": param_count(cfg) / 1e6,
-                    "accumulation": accum,
-                    "tokens_per_step": tokens_per_step,
-                    "skipped_steps": skipped,
-                    "predicted_memory_gb": predicted / 1e9,
-                    "measured_memory_gb": measured_gb,
-                    **numerics,
-                },
-                telemetry=read_telemetry(self.device.index or 0),
-            )
-        except BaseException as exc:
-            # The traceback keeps every frame's locals (activations, logits) alive for as long as
-            # the worker holds the exception; drop them so that an OOM really frees the memory.
-            traceback.clear_frames(exc.__traceback__)
-            raise
-        finally:
-            torch.set_float32_matmul_precision(saved_matmul_precision)
-            del model, compiled, optimizer, batches, step
-            self._release(dynamo=tc.compile)
+        peak = bf16_peak_flops(self.device_name) if cuda else None
+        peak = peak * self.world_size if peak else None
+        values = {"tokens_per_s": tokens_per_s}
+        if peak_gb is not None:  # absent where the CPU's peak RSS cannot be reset and read
+            values["peak_memory_gb"] = peak_gb
+        return Measurement(
+            values=values,
+            metrics={
+                "step_ms": result.timed_s / self.steps * 1e3,
+                "warmup_s": result.warmup_s,  # includes torch.compile's compilation
+                "compile_s": result.compile_s,  # the warm-up's time beyond steady steps
+                "tokens_per_s_per_device": tokens_per_s / self.world_size,
+                "world_size": self.world_size,
+                "mfu": model_flops / peak if peak else None,
+                "mfu_peak_tflops": peak / 1e12 if peak else None,
+                "mfu_note": "" if peak else f"no dense bf16 peak known for {self.device_name}",
+                "model_tflops": model_flops / 1e12,
+                "first_loss": result.losses[0],
+                "final_loss": result.losses[-1],
+                "params_m": param_count(cfg) / 1e6,
+                "accumulation": result.accumulation,
+                "tokens_per_step": tokens_per_step,
+                "skipped_steps": result.skipped,
+                "local_params_m": result.extra["local_params"] / 1e6,
+                "predicted_memory_gb": predicted / 1e9,
+                "measured_memory_gb": measured_gb,
+                **numerics,
+            },
+            telemetry=read_telemetry(self.device.index or 0),
+        )
 
     def reference_losses(self) -> list[float]:
         """The loss after every step of the untuned default config on this model and data
@@ -493,70 +434,9 @@ class TrainStepObjective(Objective):
             )
         return {"numerics_gap": gap, "reference_final_loss": ref[-1]}
 
-    def _step_fn(
-        self,
-        model: Callable[[torch.Tensor], torch.Tensor],
-        optimizer: torch.optim.Optimizer,
-        batches: list[tuple[torch.Tensor, torch.Tensor]],
-        tc: TrainConfig,
-    ) -> Callable[[], tuple[float, bool]]:
-        """One optimizer step over all micro-batches; returns the global batch's mean loss and
-        whether the loss scaler skipped the step (fp16 gradients that overflowed)."""
-        accum = len(batches)
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(tc.precision)
-        # fp16 needs dynamic loss scaling: small gradients would underflow to zero otherwise
-        scaler = torch.amp.GradScaler(
-            self.device.type, init_scale=tc.loss_scale_init, enabled=tc.precision == "fp16"
-        )
-        first = optimizer.param_groups[0]["params"][0]
-
-        def steps_taken() -> float:
-            # AdamW counts the updates it made in each parameter's state
-            return float(optimizer.state.get(first, {}).get("step", 0))
-
-        backend = ATTENTION_BACKENDS[tc.attention_backend]
-        # torch's own dispatch for "default", else the one backend, backward included
-        attention = (
-            (lambda: sdpa_kernel(backend)) if backend is not None else contextlib.nullcontext
-        )
-        device_type = self.device.type
-
-        def step() -> float:
-            optimizer.zero_grad(set_to_none=True)
-            total = torch.zeros((), device=self.device)
-            # the backward pass (and checkpointing's recompute) runs inside sdpa_kernel too
-            with attention():
-                for inputs, targets in batches:
-                    autocast = (
-                        torch.autocast(device_type, dtype=dtype)
-                        if dtype is not None
-                        else contextlib.nullcontext()
-                    )
-                    with autocast:
-                        # each micro-batch's mean loss / accum: the gradients sum to the mean
-                        loss = lm_loss(model(inputs), targets) / accum
-                    scaler.scale(loss).backward()
-                    total += loss.detach()
-            before = steps_taken()
-            scaler.step(optimizer)  # skips the update when fp16 gradients overflowed
-            scaler.update()
-            return total.item(), steps_taken() == before
-
-        return step
-
-    def _release(self, dynamo: bool = False) -> None:
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
-        if dynamo:
-            # Compiled code is cached per code object (Block.forward is shared by every model
-            # built in this process): without a reset, later trials hit the recompile limit and
-            # silently run eagerly.
-            torch._dynamo.reset()
-
     def close(self) -> None:
         """Free cached memory and compiled code before the worker exits."""
-        self._release(dynamo=True)
+        release(self.device, dynamo=True)
 
 
 OBJECTIVE = TrainStepObjective

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -87,10 +88,12 @@ def finish(
     top: int = 3,
     rounds: int = 3,
     on_sample: Callable[[int, int, float | None], None] | None = None,
+    deadline: float | None = None,
 ) -> list[FinishRow]:
     """Re-measure the ``top`` best configs of ``study`` on ``executor`` (a fresh one; trials
     run one at a time), in ``rounds`` interleaved rounds; store and return the rows, winner
-    first."""
+    first. Past ``deadline`` (a ``time.monotonic()`` reading: the end of the run's time
+    budget) no further round starts, though the first always runs."""
     maximize = direction == "maximize"
     trials = sorted(ok_trials(study), key=lambda t: -t.values[0] if maximize else t.values[0])
     chosen = trials[:top]
@@ -99,8 +102,12 @@ def finish(
         chosen.append(default)  # re-measured beside them: the answer unless they beat it
     samples: dict[int, list[float]] = {t.number: [] for t in chosen}
     failures: dict[int, str] = {}
+    done_rounds = 0
     with executor:
         for _ in range(rounds):
+            if done_rounds and deadline is not None and time.monotonic() >= deadline:
+                break
+            done_rounds += 1
             for trial in chosen:
                 executor.submit(trial.number, dict(trial.params))
                 result = executor.wait_any()[0].result
@@ -122,10 +129,10 @@ def finish(
         FINISH,
         {
             "metric": metric,
-            "rounds": rounds,
+            "rounds": done_rounds,
             "protocol": f"fresh worker process; top {min(top, len(trials))} configs and the "
-            f"untuned default re-measured in {rounds} interleaved rounds; winner by median, the "
-            "default kept unless beaten by more than the noise",
+            f"untuned default re-measured in {done_rounds} interleaved rounds; winner by median, "
+            "the default kept unless beaten by more than the noise",
             "default_kept": bool(rows) and rows[0].baseline and len(rows) > 1,
             "rows": [asdict(r) for r in rows],
             "failed": {str(k): v for k, v in failures.items()},

@@ -91,16 +91,23 @@ class Sweep:
         return _SweepRun(self, study, storage, executor).run()
 
     def finish(
-        self, study: optuna.Study, *, top: int | None = None, rounds: int | None = None
+        self,
+        study: optuna.Study,
+        *,
+        top: int | None = None,
+        rounds: int | None = None,
+        deadline: float | None = None,
     ) -> list[FinishRow]:
         """The noise-aware finish (see :mod:`autotune.driver.finish`) on a fresh executor of
-        one slot; ``top`` and ``rounds`` default to the settings' (or 3 and 3)."""
+        one slot; ``top`` and ``rounds`` default to the settings' (or 3 and 3); no round
+        starts after ``deadline`` but the first."""
         s = self.settings
         metric, direction = next(iter(s.objectives.items()))
         executor = self.executor_factory(s, workers=1)
         top = top if top is not None else (s.finish_top or 3)
         rounds = rounds if rounds is not None else s.finish_rounds
-        return finish(study, metric, direction, executor, top=top, rounds=rounds)
+        return finish(study, metric, direction, executor, top=top, rounds=rounds,
+                      deadline=deadline)  # fmt: skip
 
 
 class _SweepRun:
@@ -256,14 +263,17 @@ class _SweepRun:
 
     def finish_reserve(self) -> float:
         """Seconds to hold back of a time budget for the finish: its (top + the default) x
-        rounds measurements at the sweep's median trial time, plus starting a fresh worker
-        (what the first trial took beyond the median), e.g. 4 x 3 x 0.4 s + 3 s = 7.8 s."""
+        rounds measurements at the sweep's median trial time (compiles left out), plus starting
+        a fresh worker (what the first trial took beyond the median), e.g. 4 x 3 x 0.4 s + 3 s
+        = 7.8 s; at most a third of the budget, so that a slow first trial or two (a cold
+        worker, compiles while the pool starts) cannot end the search before it has begun."""
         s = self.settings
         if not s.finish_top or not self.durations:
             return 0.0
         median = statistics.median(self.durations)
         start_worker = max(0.0, self.durations[0] - median)
-        return start_worker + (s.finish_top + 1) * s.finish_rounds * median
+        reserve = start_worker + (s.finish_top + 1) * s.finish_rounds * median
+        return min(reserve, (s.time_budget_s or 0.0) / 3)
 
     def launched(self) -> int:
         """Trials of the study that ran or run now, by any driver (not rejections, repeats,
@@ -353,10 +363,13 @@ class _SweepRun:
         asked = self.in_flight.pop(finished.ticket)
         self.book.running.discard(asked.key)
         self.busy_s += finished.seconds
-        self.durations.append(finished.seconds)
         measurement = finished.result.measurement
+        compile_s = 0.0
         if measurement is not None:
-            self.trial_compile_s += float(measurement.metrics.get("compile_s", 0.0) or 0.0)
+            compile_s = float(measurement.metrics.get("compile_s", 0.0) or 0.0)
+            self.trial_compile_s += compile_s
+        # the finish re-measures compiled configs: their compile (cached by then) is not its cost
+        self.durations.append(max(0.0, finished.seconds - compile_s))
         self.account(self.book.tell_result(asked, finished.result, finished.worker))
         self.heartbeat.discard(asked.trial.number)
         for twin in self.waiting.pop(asked.key, []):

@@ -109,3 +109,32 @@ def test_a_time_budget_bounds_the_sweep_and_its_finish_together():
     # the sweep's clock, hence the slack)
     assert summary.elapsed_s < 8.0 - 2.0
     assert total < 8.0 + 4.0
+
+
+def test_no_round_starts_after_the_deadline_but_the_first():
+    import time
+
+    space = Space("d", [Param("delay", "categorical", choices=[0.0, 0.05])])
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"latency_s": "minimize"},
+        sampler="grid", n_trials=2, storage="memory", executor="inline", warm_start="off",
+    )  # fmt: skip
+    sweep = Sweep(settings)
+    study = sweep.run().study
+    rows = sweep.finish(study, top=2, rounds=3, deadline=time.monotonic())  # already past
+    assert all(len(r.samples) == 1 for r in rows)
+    assert study.user_attrs["finish"]["rounds"] == 1
+
+
+def test_the_time_budget_holds_back_at_most_a_third_for_the_finish():
+    # trials of 0.5 s with a finish of (3 + 1) x 3 rounds: 6 s of reserve in a 3 s budget would
+    # stop the search after its first trial; a third of it leaves room for more
+    space = Space("d", [Param("delay", "categorical", choices=[0.5, 0.51, 0.52, 0.53, 0.54])])
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"latency_s": "minimize"},
+        sampler="grid", time_budget_s=3.0, storage="memory", executor="inline",
+        warm_start="off", finish_top=3, finish_rounds=3,
+    )  # fmt: skip
+    summary = Sweep(settings).run()
+    assert summary.stopped_by == "time"
+    assert summary.trials_run >= 3

@@ -1,0 +1,102 @@
+"""Parallel layouts of the training step, run for real: two gloo processes on the CPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from autotune.failures import Diverged, Infeasible
+from autotune.objectives.train_step import TrainStepObjective
+
+# 4 sequences x 16 tokens; the SwiGLU width (128) splits into 2 blocks of 64 for tensor parallel
+TINY: dict[str, Any] = {
+    "vocab": 128, "d_model": 48, "n_layers": 2, "n_heads": 2, "seq_len": 16,
+    "global_batch": 4, "lr": 3e-3, "steps": 3, "warmup_steps": 1, "seed": 0, "device": "cpu",
+    "check_numerics": False,
+}  # fmt: skip
+
+
+def _losses(world_size: int, **config: Any) -> tuple[list[float], dict[str, Any]]:
+    obj = TrainStepObjective({**TINY, "world_size": world_size})
+    seen: list[float] = []
+    m = obj.evaluate(config, lambda step, loss: seen.append(loss))
+    obj.close()
+    return seen, m.metrics
+
+
+@pytest.fixture(scope="module")
+def single() -> list[float]:
+    return _losses(1, micro_batch=2, precision="fp32")[0]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"layout": "ddp", "micro_batch": 1},  # 2 sequences a process, accumulated over 2
+        {"layout": "fsdp2", "micro_batch": 2, "reshard_after_forward": True},
+        {"layout": "fsdp2", "micro_batch": 1, "reshard_after_forward": False},
+        {"layout": "tp", "micro_batch": 2},
+    ],
+    ids=lambda c: "-".join(str(v) for v in c.values()),
+)
+def test_every_layout_trains_the_same_model_as_one_process(
+    single: list[float], config: dict[str, Any]
+) -> None:
+    losses, metrics = _losses(2, precision="fp32", optimizer="foreach", **config)
+    assert losses == pytest.approx(single, rel=2e-3)  # same model, same global batch
+    assert metrics["world_size"] == 2
+    shards = 1 if config["layout"] == "tp" else 2
+    assert metrics["accumulation"] == TINY["global_batch"] // (shards * config["micro_batch"])
+    assert metrics["tokens_per_s_per_device"] * 2 == pytest.approx(
+        TINY["global_batch"] * TINY["seq_len"] * 1e3 / metrics["step_ms"]
+    )
+
+
+def test_fsdp2_runs_mixed_precision_through_its_policy() -> None:
+    losses, _ = _losses(2, layout="fsdp2", micro_batch=2, precision="bf16", optimizer="fused")
+    assert losses[-1] < losses[0]
+
+
+def test_the_default_of_several_processes_is_ddp_and_the_numerics_gate_checks_it() -> None:
+    obj = TrainStepObjective({**TINY, "world_size": 2, "check_numerics": True})
+    assert obj.default_config()["layout"] == "ddp"
+    m = obj.evaluate({"layout": "tp", "micro_batch": 4})
+    assert m.metrics["numerics_gap"] < 0.01  # against the DDP reference run
+    obj.close()
+
+
+def test_a_rank_that_diverges_fails_the_trial_as_diverged() -> None:
+    obj = TrainStepObjective({**TINY, "world_size": 2, "lr": 1e3})
+    with pytest.raises(Diverged, match="rank 0 of 2"):
+        obj.evaluate({"layout": "ddp", "micro_batch": 2, "precision": "fp32"})
+
+
+@pytest.mark.parametrize(
+    ("problem", "config", "match"),
+    [
+        ({"n_heads": 3, "d_model": 48}, {"layout": "tp"}, "n_heads=3"),
+        ({}, {"layout": "fsdp2", "precision": "fp16"}, "fp16"),
+        ({}, {"layout": "single"}, "world_size=2"),
+        ({}, {"layout": "ddp", "micro_batch": 4}, "over 2 data-parallel"),
+    ],
+)
+def test_layouts_that_cannot_run_are_infeasible_before_launch(
+    problem: dict[str, Any], config: dict[str, Any], match: str
+) -> None:
+    obj = TrainStepObjective({**TINY, **problem, "world_size": 2})
+    with pytest.raises(Infeasible, match=match):
+        obj.parse_config(config)
+
+
+@pytest.mark.parametrize("layout", ["ddp", "fsdp2", "tp"])
+def test_the_memory_model_counts_the_weights_each_process_holds(layout: str) -> None:
+    from autotune.kernels.llama import LlamaConfig
+    from autotune.objectives.train_memory import estimate, local_params
+
+    _, metrics = _losses(2, layout=layout, micro_batch=2, precision="fp32")
+    cfg = LlamaConfig(vocab=128, d_model=48, n_layers=2, n_heads=2, seq_len=16)
+    assert local_params(cfg, layout, 2) == pytest.approx(metrics["local_params_m"] * 1e6, rel=0.01)
+    est = estimate(cfg, micro_batch=2, precision="fp32", attention_backend="default",
+                   checkpointing=False, layout=layout, world_size=2)  # fmt: skip
+    assert est.parts["state"] == 16 * local_params(cfg, layout, 2)
