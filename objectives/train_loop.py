@@ -159,6 +159,43 @@ def batches(job: TrainJob, placement: Placement) -> list[tuple[torch.Tensor, tor
     return [(chunk[:, :-1], chunk[:, 1:]) for chunk in tokens.split(job.config.micro_batch)]
 
 
+def _wrap(model: Llama, tc: TrainConfig, placement: Placement) -> torch.nn.Module:
+    return train_layouts.wrap(model, tc.layout, placement.mesh, tc.precision,
+                              tc.reshard_after_forward, placement.device)  # fmt: skip
+
+
+def compile_blocks(model: Llama, mode: str) -> None:
+    """torch.compile each decoder block in place (regional compilation, as torchtitan does):
+    the blocks share one code object, so one compile serves them all, in a fraction of the
+    time a whole-model compile of the unrolled layers takes; embedding and head stay eager."""
+    for index, block in enumerate(model.blocks):
+        model.blocks[index] = torch.compile(block, mode=mode)
+
+
+def to_float8(model: torch.nn.Module) -> None:
+    """Swap the decoder blocks' linears for torchao's float8 training linears (dynamic
+    per-tensor scales: e4m3 weights and inputs, e5m2 gradients), as torchtitan does; the LM head
+    stays in bf16. torchao is the ``fp8`` extra.
+
+    Raises:
+        Infeasible: torchao is not installed.
+    """
+    from autotune.failures import Infeasible
+
+    try:
+        from torchao.float8 import convert_to_float8_training
+    except ImportError as exc:
+        raise Infeasible("precision fp8 needs torchao: pip install 'autotune[fp8]'") from exc
+
+    def in_blocks(module: torch.nn.Module, fqn: str) -> bool:
+        linear = isinstance(module, torch.nn.Linear)
+        # float8 matmuls need both dimensions to be multiples of 16
+        return not linear or (fqn.startswith("blocks.") and module.in_features % 16 == 0
+                              and module.out_features % 16 == 0)  # fmt: skip
+
+    convert_to_float8_training(model, module_filter_fn=in_blocks)
+
+
 def _local(param: torch.Tensor) -> torch.Tensor:
     """A parameter's part on this process (a DTensor's local shard)."""
     to_local = getattr(param, "to_local", None)
@@ -187,7 +224,7 @@ def run_steps(
     tc, cfg, device = job.config, job.model, placement.device
     cuda = device.type == "cuda"
     saved_matmul_precision = torch.get_float32_matmul_precision()
-    model = compiled = optimizer = data = step = None
+    model = optimizer = data = step = None
     try:
         gc.collect()
         if cuda:
@@ -199,14 +236,19 @@ def run_steps(
         torch.manual_seed(job.seed)  # every process builds the same weights
         with torch.device(device):
             model = Llama(cfg, activation_checkpointing=tc.activation_checkpointing)
-        model = train_layouts.wrap(model, tc.layout, placement.mesh, tc.precision,
-                                   tc.reshard_after_forward, device)  # fmt: skip
+        if tc.precision == "fp8":
+            to_float8(model)
+        if tc.layout == "tp":  # torchtitan's order: tensor parallel, compile, data parallel
+            model = _wrap(model, tc, placement)
+        if tc.compile:
+            compile_blocks(model, tc.compile_mode)
+        if tc.layout != "tp":
+            model = _wrap(model, tc, placement)
         optimizer = make_optimizer(model, tc.optimizer, job.lr, device)
-        compiled = torch.compile(model, mode=tc.compile_mode) if tc.compile else model
         # what this process holds of the weights (a shard's local part under fsdp2 and tp)
         held = sum(_local(p).numel() for p in model.parameters())
         data = batches(job, placement)
-        step = _step_fn(compiled, model, optimizer, data, tc, placement)
+        step = _step_fn(model, optimizer, data, tc, placement)
 
         limit = BLOWUP_FACTOR * math.log(cfg.vocab)
         losses: list[float] = []
@@ -245,12 +287,11 @@ def run_steps(
         raise
     finally:
         torch.set_float32_matmul_precision(saved_matmul_precision)
-        del model, compiled, optimizer, data, step
+        del model, optimizer, data, step
         release(device, dynamo=tc.compile)
 
 
 def _step_fn(
-    compiled: Callable[[torch.Tensor], torch.Tensor],
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     data: list[tuple[torch.Tensor, torch.Tensor]],
@@ -261,7 +302,10 @@ def _step_fn(
     whether the loss scaler skipped the step (fp16 gradients that overflowed)."""
     device = placement.device
     accum = len(data)
-    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(tc.precision)
+    # fp8: the converted linears run in float8, everything else under bf16 autocast
+    autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}.get(
+        tc.precision
+    )
     if not train_layouts.uses_autocast(tc.layout):
         autocast_dtype = None  # FSDP2's mixed-precision policy casts instead
     # fp16 needs dynamic loss scaling: small gradients would underflow to zero otherwise
@@ -297,7 +341,7 @@ def _step_fn(
                 with sync(index == accum - 1):
                     with autocast:
                         # each micro-batch's mean loss / accum: the gradients sum to the mean
-                        loss = lm_loss(compiled(inputs), targets) / accum
+                        loss = lm_loss(model(inputs), targets) / accum
                     scaler.scale(loss).backward()
                 total += loss.detach()
         if shards > 1:  # the global batch's mean over the data-parallel processes

@@ -166,6 +166,13 @@ def _collect(
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+    if failure is not None and failure[1] not in _KINDS:
+        # the first word may be a rank's lost connection to one that failed for a reason
+        for rank in range(len(procs)):
+            path = folder / f"rank{rank}.pkl"
+            message = pickle.loads(path.read_bytes()) if path.exists() else ("ok",)
+            if message[0] == "error" and message[1] in _KINDS:
+                return done, (rank, message[1], message[2])
     return done, failure
 
 

@@ -20,7 +20,8 @@ optimizer steps its loss scaler skipped counted (``skipped_steps``); NaN/inf and
 still prune at once. ``--problem check_numerics=false`` turns the gate off, ``model=760m``
 takes a preset size (:data:`MODEL_PRESETS`). MFU is over the device's dense bf16 peak.
 
-Tunables (``config``): ``micro_batch``, ``precision`` (fp32 | tf32 | bf16 | fp16),
+Tunables (``config``): ``micro_batch``, ``precision`` (fp32 | tf32 | bf16 | fp16 | fp8: torchao's
+float8 linears in the blocks, the rest under bf16 autocast),
 ``activation_checkpointing``, ``attention_backend`` (default | math | flash | efficient | cudnn),
 ``optimizer`` (fused | foreach AdamW), ``compile`` and ``compile_mode`` (default |
 max-autotune-no-cudagraphs | reduce-overhead, which adds CUDA graphs), ``layout`` and
@@ -62,7 +63,9 @@ from autotune.objectives.train_loop import (
     run_steps,
 )
 
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+#: float8 tensor cores: compute capability 8.9 (Ada) and later
+FP8_MIN_CAPABILITY = (8, 9)
 OPTIMIZERS = ("fused", "foreach")
 #: Every key a config may hold (a config from an older study may hold loss_scale_init).
 CONFIG_KEYS = (
@@ -292,6 +295,12 @@ class TrainStepObjective(Objective):
             and not torch.cuda.is_bf16_supported()
         ):
             raise Infeasible(f"bf16 is not supported on {self.device_name}")
+        fp8 = merged["precision"] == "fp8"
+        cuda = self.device.type == "cuda"
+        if fp8 and cuda and torch.cuda.get_device_capability(self.device) < FP8_MIN_CAPABILITY:
+            raise Infeasible(f"fp8 matmuls need compute capability 8.9+: {self.device_name}")
+        if merged["precision"] == "fp8" and layout in ("fsdp2", "tp"):
+            raise Infeasible(f"fp8 training is not wired for {layout}: use ddp")
         if merged["compile_mode"] == "reduce-overhead" and self.device.type != "cuda":
             raise Infeasible("compile_mode='reduce-overhead' captures CUDA graphs: CUDA only")
         loss_scale_init = float(merged.get("loss_scale_init", self.loss_scale_init))
