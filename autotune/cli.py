@@ -434,7 +434,7 @@ def export(
         str,
         typer.Option(
             help="json, yaml, triton, or a training stack: hf (TrainingArguments), accelerate, "
-            "deepspeed."
+            "deepspeed, torchtitan (TOML sections)."
         ),
     ] = "json",
     storage: StorageOption = DEFAULT_STORAGE,
@@ -485,7 +485,7 @@ def export(
         text = exported.text
         for knob, note in exported.not_expressed.items():
             err.print(f"not expressed in {to}: {knob}: {note}", highlight=False, soft_wrap=True)
-        if output is not None and exported.not_expressed and to != "accelerate":
+        if output is not None and exported.not_expressed and not exported.notes_inline:
             write_atomic(f"{output}.not_expressed.json", json.dumps(exported.not_expressed,
                                                                     indent=2) + "\n")  # fmt: skip
     else:

@@ -1,14 +1,15 @@
 """A tuned training step, written for the stacks that train: Hugging Face ``TrainingArguments``,
-an ``accelerate`` config file, a DeepSpeed config.
+an ``accelerate`` config file, a DeepSpeed config, torchtitan TOML sections
+(:mod:`autotune.torchtitan_export`).
 
 Each target takes what it can express; every knob it cannot (an SDPA backend in
 ``TrainingArguments``, fp16's first loss scale in Hugging Face's scaler, a micro-batch in an
 accelerate config) is listed in ``not_expressed`` with what to do instead, never dropped
-silently: in the file itself where the format allows comments (YAML), else beside it.
+silently: in the file itself where the format allows comments (YAML, TOML), else beside it.
 
 The batch arithmetic every target states the same way:
-    gradient_accumulation = global_batch // micro_batch
-    tokens per optimizer step = micro_batch * gradient_accumulation * seq_len * world size
+    gradient_accumulation = global_batch // (micro_batch * data-parallel processes)
+    tokens per optimizer step = global_batch * seq_len
 
 Example:
     >>> record = {"config": {"micro_batch": 4, "precision": "bf16", "optimizer": "fused",
@@ -30,7 +31,7 @@ from typing import Any
 
 import yaml
 
-TARGETS = ("hf", "accelerate", "deepspeed")
+TARGETS = ("hf", "accelerate", "deepspeed", "torchtitan")
 
 # What the training-step objective's AdamW runs with (objectives/train_step.py).
 ADAMW = {"betas": (0.9, 0.95), "weight_decay": 0.1}
@@ -50,24 +51,59 @@ class TrainExport:
 
     @property
     def text(self) -> str:
+        notes = "".join(f"# not expressed: {k}: {v}\n" for k, v in self.not_expressed.items())
         if self.target == "accelerate":
-            notes = "".join(f"# not expressed: {k}: {v}\n" for k, v in self.not_expressed.items())
             return notes + yaml.safe_dump(self.settings, sort_keys=False)
+        if self.target == "torchtitan":
+            from autotune.torchtitan_export import toml_text
+
+            return notes + toml_text(self.settings)
         return json.dumps(self.settings, indent=2) + "\n"
+
+    @property
+    def notes_inline(self) -> bool:
+        """Whether the file itself carries ``not_expressed`` (as comments)."""
+        return self.target in ("accelerate", "torchtitan")
 
 
 def _tuned(record: dict[str, Any]) -> tuple[dict[str, Any], int, int, float]:
+    """The config, its micro-batch (per process), the gradient accumulation and the lr."""
     config, problem = record.get("config", {}), record.get("problem", {})
     if "micro_batch" not in config or "global_batch" not in problem:
         raise TrainExportError(
             "a training-stack export needs a train-step sweep (micro_batch, global_batch)"
         )
     micro = int(config["micro_batch"])
-    return config, micro, int(problem["global_batch"]) // micro, float(problem.get("lr", 3e-4))
+    shards = data_parallel(record)
+    return (
+        config,
+        micro,
+        int(problem["global_batch"]) // (micro * shards),
+        float(problem.get("lr", 3e-4)),
+    )
+
+
+def world_size(record: dict[str, Any]) -> int:
+    """The processes (GPUs) the tuned step ran on."""
+    return int(record.get("problem", {}).get("world_size", 1) or 1)
+
+
+def data_parallel(record: dict[str, Any]) -> int:
+    """How many processes shared out the global batch (all but under tensor parallel)."""
+    layout = record.get("config", {}).get("layout", "single")
+    return 1 if layout in ("single", "tp") else world_size(record)
 
 
 def _common_notes(config: dict[str, Any]) -> dict[str, str]:
     notes = {}
+    if config.get("compile") and config.get("compile_mode", "default") != "default":
+        notes.setdefault("compile_mode", f"{config['compile_mode']}: torch.compile(block, mode="
+                         f"{config['compile_mode']!r}) on each decoder block")  # fmt: skip
+    if config.get("precision") == "fp8":
+        notes["precision"] = (
+            "fp8: torchao.float8.convert_to_float8_training(model) on the decoder blocks' "
+            "linears (the LM head left out), the rest under bf16 autocast"
+        )
     backend = config.get("attention_backend", "default")
     if backend != "default":
         notes["attention_backend"] = (
@@ -113,12 +149,28 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
         "optim": "adamw_torch_fused" if config.get("optimizer") == "fused" else "adamw_torch",
         _hf_checkpointing_name(): bool(config.get("activation_checkpointing", False)),
         "torch_compile": bool(config.get("compile", False)),
-        "bf16": precision == "bf16",
+        "bf16": precision in ("bf16", "fp8"),
         "fp16": precision == "fp16",
     }
     if precision == "tf32":
         settings["tf32"] = True
     notes = _common_notes(config)
+    if config.get("compile") and config.get("compile_mode", "default") != "default":
+        settings["torch_compile_mode"] = config["compile_mode"]
+        notes.pop("compile_mode")
+    layout = config.get("layout", "single")
+    if layout == "fsdp2":
+        settings["fsdp"] = "full_shard"
+        settings["fsdp_config"] = {
+            "fsdp_version": 2,
+            "reshard_after_forward": bool(config.get("reshard_after_forward", True)),
+        }
+    if layout != "single":
+        notes["layout"] = (
+            f"{layout} over {world_size(record)} GPUs: launch with torchrun --nproc-per-node "
+            f"{world_size(record)}" + ("; tensor parallel is the model's own tp_plan, not a "
+                                        "TrainingArguments field" if layout == "tp" else "")
+        )  # fmt: skip
     if precision == "fp16" and "loss_scale_init" in config:
         notes["loss_scale_init"] = (
             f"{config['loss_scale_init']:g}: Hugging Face's GradScaler starts at 2^16; set "
@@ -131,13 +183,15 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
     """An ``accelerate launch --config_file`` YAML for one machine and one process."""
     config, micro, accum, lr = _tuned(record)
     precision = config.get("precision", "fp32")
-    mixed = {"bf16": "bf16", "fp16": "fp16"}.get(precision, "no")
+    mixed = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}.get(precision, "no")
+    layout = config.get("layout", "single")
+    distributed = {"single": "NO", "ddp": "MULTI_GPU", "fsdp2": "FSDP", "tp": "MULTI_GPU"}
     settings: dict[str, Any] = {
         "compute_environment": "LOCAL_MACHINE",
-        "distributed_type": "NO",
+        "distributed_type": distributed.get(layout, "NO"),
         "mixed_precision": mixed,
         "num_machines": 1,
-        "num_processes": 1,
+        "num_processes": world_size(record),
         "machine_rank": 0,
         "gpu_ids": "all",
         "use_cpu": False,
@@ -146,7 +200,18 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
         "debug": False,
     }
     if config.get("compile"):
-        settings["dynamo_config"] = {"dynamo_backend": "INDUCTOR"}
+        settings["dynamo_config"] = {
+            "dynamo_backend": "INDUCTOR",
+            "dynamo_mode": config.get("compile_mode", "default"),
+        }
+    if precision == "fp8":
+        settings["fp8_config"] = {"backend": "AO"}  # torchao's float8 training
+    if layout == "fsdp2":
+        settings["fsdp_config"] = {
+            "fsdp_version": 2,
+            "fsdp_reshard_after_forward": bool(config.get("reshard_after_forward", True)),
+            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
+        }
     notes = {
         "micro_batch": f"{micro}: the DataLoader's batch_size",
         "gradient_accumulation_steps": f"{accum}: Accelerator(gradient_accumulation_steps={accum})",
@@ -158,16 +223,25 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
         notes["activation_checkpointing"] = "model.gradient_checkpointing_enable()"
     if precision == "tf32":
         notes["precision"] = "tf32: torch.backends.cuda.matmul.allow_tf32 = True"
+    notes.pop("compile_mode", None)  # dynamo_mode holds it
+    if precision == "fp8":
+        notes.pop("precision")  # mixed_precision fp8 with the AO backend holds it
+    if layout == "tp":
+        notes["layout"] = (
+            f"tp over {world_size(record)} GPUs: apply torch.distributed.tensor.parallel."
+            "parallelize_module (q/k/v and gate/up column-wise, output and down row-wise)"
+        )
     return TrainExport("accelerate", settings, notes)
 
 
-def deepspeed_export(record: dict[str, Any], world_size: int = 1) -> TrainExport:
-    """A DeepSpeed config (``deepspeed.initialize(config=...)``) for ``world_size`` GPUs."""
+def deepspeed_export(record: dict[str, Any]) -> TrainExport:
+    """A DeepSpeed config (``deepspeed.initialize(config=...)``) for the sweep's GPUs."""
     config, micro, accum, lr = _tuned(record)
     precision = config.get("precision", "fp32")
+    layout = config.get("layout", "single")
     settings: dict[str, Any] = {
-        # train_batch_size = micro * accumulation * world size, as DeepSpeed checks
-        "train_batch_size": micro * accum * world_size,
+        # train_batch_size = micro * accumulation * data-parallel size, as DeepSpeed checks
+        "train_batch_size": micro * accum * data_parallel(record),
         "train_micro_batch_size_per_gpu": micro,
         "gradient_accumulation_steps": accum,
         "optimizer": {
@@ -197,12 +271,26 @@ def deepspeed_export(record: dict[str, Any], world_size: int = 1) -> TrainExport
         notes["activation_checkpointing"] = "model.gradient_checkpointing_enable()"
     if config.get("compile"):
         notes["compile"] = "engine.compile() after deepspeed.initialize"
+    if precision == "fp8":
+        settings["bf16"] = {"enabled": True}
+    if layout == "fsdp2":
+        # ZeRO-3 shards weights, gradients and optimizer state as FSDP2 does
+        settings["zero_optimization"] = {"stage": 3}
+        notes["layout"] = "fsdp2: as ZeRO stage 3 (DeepSpeed's own sharding, not fully_shard)"
+    elif layout == "tp":
+        notes["layout"] = (
+            f"tp over {world_size(record)} GPUs: DeepSpeed's AutoTP or the model's own "
+            "tensor-parallel plan; this config keeps data parallel at 1"
+        )
     return TrainExport("deepspeed", settings, notes)
 
 
 def training_export(record: dict[str, Any], target: str) -> TrainExport:
     """The export of a best-config record (``autotune.export.best_record``) for ``target``."""
-    makers = {"hf": hf_export, "accelerate": accelerate_export, "deepspeed": deepspeed_export}
+    from autotune.torchtitan_export import torchtitan_export
+
+    makers = {"hf": hf_export, "accelerate": accelerate_export, "deepspeed": deepspeed_export,
+              "torchtitan": torchtitan_export}  # fmt: skip
     if target not in makers:
         raise TrainExportError(f"unknown training target {target!r}; choose {', '.join(TARGETS)}")
     return makers[target](record)

@@ -99,3 +99,85 @@ def test_the_cli_writes_the_export_and_what_it_could_not_express(tmp_path):
     assert json.loads(target.read_text())["gradient_accumulation_steps"] == 4
     notes = json.loads((tmp_path / "ds.json.not_expressed.json").read_text())
     assert "attention_backend" in notes and "not expressed in deepspeed" in done.stderr
+
+
+PARALLEL = {"global_batch": 16, "lr": 3e-4, "seq_len": 64, "world_size": 4}
+
+
+def _parallel(**config) -> dict:
+    base = {"micro_batch": 2, "precision": "bf16", "activation_checkpointing": False,
+            "attention_backend": "default", "optimizer": "fused", "compile": False}  # fmt: skip
+    return {"config": {**base, **config}, "problem": PARALLEL}
+
+
+def test_torchtitan_sections_parse_as_toml_with_torchtitans_own_keys():
+    import tomllib
+
+    from autotune.torchtitan_export import JOB_CONFIG_KEYS
+
+    out = training_export(_parallel(layout="fsdp2", reshard_after_forward=False,
+                                    precision="fp8", compile=True), "torchtitan")  # fmt: skip
+    parsed = tomllib.loads(out.text)
+    for section, values in parsed.items():
+        assert set(values) <= JOB_CONFIG_KEYS[section], section
+    assert parsed["parallelism"] == {"data_parallel_replicate_degree": 1,
+                                     "data_parallel_shard_degree": 4, "tensor_parallel_degree": 1,
+                                     "fsdp_reshard_after_forward": "never"}  # fmt: skip
+    # 16 sequences over 4 shards of micro-batches of 2: torchtitan derives accumulation 2
+    assert parsed["training"]["local_batch_size"] == 2
+    assert parsed["training"]["global_batch_size"] == 16
+    assert parsed["model"]["converters"] == ["float8"] and parsed["training"]["compile"]
+    assert parsed["activation_checkpoint"]["mode"] == "none"
+
+
+def test_torchtitan_says_in_the_file_what_it_cannot_express(tmp_path):
+    import tomllib
+
+    out = training_export(_record(), "torchtitan")  # fp16, flash attention, one GPU
+    assert set(out.not_expressed) == {"attention_backend", "precision"}
+    assert out.text.startswith("# not expressed: ")
+    assert tomllib.loads(out.text)["training"]["mixed_precision_param"] == "float32"
+    with pytest.raises(ValueError, match="no key 'batch_size'"):
+        from autotune.torchtitan_export import check_keys
+
+        check_keys({"training": {"batch_size": 8}})
+
+
+def test_parallel_layouts_reach_every_target():
+    ddp = training_export(_parallel(layout="ddp"), "deepspeed")
+    # DeepSpeed checks train_batch_size = micro x accumulation x its world: 16 = 2 x 2 x 4 GPUs
+    assert ddp.settings["train_batch_size"] == 16
+    assert ddp.settings["gradient_accumulation_steps"] == 2
+    fsdp = training_export(_parallel(layout="fsdp2"), "deepspeed")
+    assert fsdp.settings["zero_optimization"] == {"stage": 3} and "layout" in fsdp.not_expressed
+    tp = training_export(_parallel(layout="tp"), "hf")
+    assert tp.settings["gradient_accumulation_steps"] == 8  # every GPU trains the whole batch
+    assert "tp_plan" in tp.not_expressed["layout"]
+    acc = training_export(_parallel(layout="fsdp2", reshard_after_forward=False), "accelerate")
+    assert acc.settings["distributed_type"] == "FSDP" and acc.settings["num_processes"] == 4
+    assert acc.settings["fsdp_config"]["fsdp_reshard_after_forward"] is False
+
+
+def test_accelerate_reads_a_multi_gpu_fsdp2_config(tmp_path):
+    pytest.importorskip("accelerate")
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    mode = "max-autotune-no-cudagraphs"
+    out = training_export(_parallel(layout="fsdp2", compile=True, compile_mode=mode), "accelerate")
+    path = tmp_path / "accelerate.yaml"
+    path.write_text(out.text)
+    config = ClusterConfig.from_yaml_file(str(path))
+    assert config.distributed_type == "FSDP" and config.num_processes == 4
+    assert config.fsdp_config["fsdp_version"] == 2
+    assert config.dynamo_config["dynamo_mode"] == "max-autotune-no-cudagraphs"
+
+
+def test_hf_takes_fsdp2_and_the_compile_mode(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    out = training_export(_parallel(layout="fsdp2", compile=True, compile_mode="reduce-overhead"),
+                          "hf")  # fmt: skip
+    assert out.settings["torch_compile_mode"] == "reduce-overhead"
+    assert out.settings["fsdp_config"]["fsdp_version"] == 2
+    kwargs = {k: v for k, v in json.loads(out.text).items()}
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, **kwargs)
+    assert args.torch_compile_mode == "reduce-overhead" and args.fsdp

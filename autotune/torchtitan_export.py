@@ -1,0 +1,133 @@
+"""A tuned training step as torchtitan TOML sections (its ``JobConfig``: ``[training]``,
+``[parallelism]``, ``[activation_checkpoint]``, ``[optimizer]``, ``[model]``, ``[float8]``), to
+merge into a torchtitan train config (``--job.config_file``).
+
+torchtitan is not a dependency: the keys written are checked against :data:`JOB_CONFIG_KEYS`,
+the fields of torchtitan's ``torchtitan/config/job_config.py`` (the dataclass-config releases)
+that this export uses. What torchtitan cannot express (fp16, TF32, a forced SDPA backend, a
+compile mode) is listed as comments at the top of the file.
+
+Example:
+    >>> record = {"config": {"micro_batch": 2, "precision": "bf16", "optimizer": "fused",
+    ...           "activation_checkpointing": True, "attention_backend": "default",
+    ...           "compile": True, "layout": "fsdp2", "reshard_after_forward": False},
+    ...           "problem": {"global_batch": 16, "seq_len": 2048, "lr": 3e-4, "world_size": 4}}
+    >>> out = torchtitan_export(record)
+    >>> out.settings["parallelism"]["data_parallel_shard_degree"]
+    4
+    >>> out.settings["training"]["local_batch_size"], out.settings["activation_checkpoint"]
+    (2, {'mode': 'full'})
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune import train_export
+
+#: torchtitan JobConfig sections and the fields of each that this export may write.
+JOB_CONFIG_KEYS: dict[str, set[str]] = {
+    "training": {"local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
+                 "mixed_precision_reduce", "compile", "seed"},
+    "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree",
+                    "fsdp_reshard_after_forward", "tensor_parallel_degree"},
+    "activation_checkpoint": {"mode"},
+    "optimizer": {"name", "lr", "beta1", "beta2", "weight_decay", "implementation"},
+    "model": {"converters"},
+    "float8": {"filter_fqns"},
+}  # fmt: skip
+
+
+def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
+    """torchtitan sections for the record's tuned config (see the module docstring)."""
+    config, micro, _, lr = train_export._tuned(record)
+    problem = record.get("problem", {})
+    precision = config.get("precision", "fp32")
+    layout = config.get("layout", "single")
+    world = train_export.world_size(record)
+    training: dict[str, Any] = {
+        "local_batch_size": micro,  # per device; torchtitan accumulates up to the global batch
+        "global_batch_size": int(problem["global_batch"]),
+        "mixed_precision_param": "bfloat16" if precision in ("bf16", "fp8") else "float32",
+        "mixed_precision_reduce": "float32",
+        "compile": bool(config.get("compile", False)),
+    }
+    if "seq_len" in problem:
+        training["seq_len"] = int(problem["seq_len"])
+    settings: dict[str, Any] = {
+        "training": training,
+        "parallelism": {
+            "data_parallel_replicate_degree": world if layout == "ddp" else 1,
+            "data_parallel_shard_degree": world if layout == "fsdp2" else 1,
+            "tensor_parallel_degree": world if layout == "tp" else 1,
+        },
+        "activation_checkpoint": {
+            "mode": "full" if config.get("activation_checkpointing") else "none"
+        },
+        "optimizer": {
+            "name": "AdamW",
+            "lr": lr,
+            "beta1": train_export.ADAMW["betas"][0],
+            "beta2": train_export.ADAMW["betas"][1],
+            "weight_decay": train_export.ADAMW["weight_decay"],
+            "implementation": "fused" if config.get("optimizer") == "fused" else "foreach",
+        },  # fmt: skip
+    }
+    if layout == "fsdp2":
+        reshard = config.get("reshard_after_forward", True)
+        settings["parallelism"]["fsdp_reshard_after_forward"] = "always" if reshard else "never"
+    notes = {k: v for k, v in train_export._common_notes(config).items() if k != "precision"}
+    if precision == "fp8":
+        settings["model"] = {"converters": ["float8"]}
+        settings["float8"] = {"filter_fqns": ["output"]}  # the LM head stays in bf16
+    elif precision in ("fp16", "tf32"):
+        notes["precision"] = (
+            f"{precision}: torchtitan trains in bf16 or fp32 only; fp32 is written"
+            if precision == "fp16"
+            else "tf32: torch.backends.cuda.matmul.allow_tf32 = True before training"
+        )
+    check_keys(settings)
+    return train_export.TrainExport("torchtitan", settings, notes)
+
+
+def check_keys(settings: dict[str, dict[str, Any]]) -> None:
+    """Refuse a section or key torchtitan's JobConfig does not have.
+
+    Raises:
+        ValueError: naming the first unknown ``section.key``.
+    """
+    for section, values in settings.items():
+        known = JOB_CONFIG_KEYS.get(section)
+        if known is None:
+            raise ValueError(f"torchtitan has no [{section}] section")
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"torchtitan's [{section}] has no key {unknown[0]!r}")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def toml_text(settings: dict[str, dict[str, Any]]) -> str:
+    """TOML sections of scalars and lists (what the export writes).
+
+    Example:
+        >>> print(toml_text({"training": {"compile": True, "seq_len": 2048}}), end="")
+        [training]
+        compile = true
+        seq_len = 2048
+    """
+    blocks = []
+    for section, values in settings.items():
+        lines = [f"[{section}]"] + [f"{key} = {_toml_value(v)}" for key, v in values.items()]
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
