@@ -207,13 +207,13 @@ class TrainStepObjective(Objective):
             return {
                 "model": "", "vocab": 32000, "d_model": 768, "n_layers": 12, "n_heads": 12,
                 "seq_len": 1024, "global_batch": 32, "lr": 3e-4, "steps": 10, "warmup_steps": 3,
-                "seed": 0, "check_numerics": True, "world_size": 1,
+                "seed": 0, "check_numerics": True, "world_size": 1, "loss_scale_init": 65536.0,
             }  # fmt: skip
         # 8 sequences x 64 tokens = 512 tokens per optimizer step
         return {
             "model": "", "vocab": 512, "d_model": 128, "n_layers": 2, "n_heads": 4,
             "seq_len": 64, "global_batch": 8, "lr": 1e-3, "steps": 10, "warmup_steps": 3,
-            "seed": 0, "check_numerics": True, "world_size": 1,
+            "seed": 0, "check_numerics": True, "world_size": 1, "loss_scale_init": 65536.0,
         }  # fmt: skip
 
     def default_config(self) -> dict[str, Any]:
