@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autotune.redact import STORAGE_ENV, redact
 from autotune.space import SpaceError
 from autotune.train_export import TARGETS as TRAIN_TARGETS
 
@@ -74,7 +75,8 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except _bad_input_types() as exc:
-            err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            message = escape(redact(str(exc)))  # a storage URL's password never reaches a log
+            err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err.print("interrupted; finished trials are stored")
@@ -149,7 +151,9 @@ def _select_device(device: str) -> dict[str, Any]:
 
 
 def _command_line() -> str:
-    return "autotune " + shlex.join(sys.argv[1:])
+    """The command that reproduces this run, as stored in the study and its exports: with a
+    storage URL's password as ``***``."""
+    return redact("autotune " + shlex.join(sys.argv[1:]))
 
 
 # Options shared by several commands.
@@ -159,7 +163,16 @@ SpaceOption = Annotated[
 ProblemOption = Annotated[
     list[str], typer.Option("--problem", help="Problem values, e.g. M=64,N=4096,K=4096.")
 ]
-StorageOption = Annotated[str, typer.Option("--storage", help="Optuna storage URL.")]
+StorageOption = Annotated[
+    str,
+    typer.Option(
+        "--storage",
+        envvar=STORAGE_ENV,
+        show_envvar=True,
+        help="Optuna storage URL (or from $AUTOTUNE_STORAGE, so that a database password "
+        "need not be on the command line).",
+    ),
+]
 StudyOption = Annotated[
     str | None, typer.Option("--study", help="Study name (default: the latest).")
 ]

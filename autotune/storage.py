@@ -20,6 +20,8 @@ from urllib.parse import urlparse
 
 import optuna
 
+from autotune.redact import redact, redact_url
+
 DEFAULT_STORAGE = "sqlite:///autotune.db"
 _RDB_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql")
 
@@ -43,27 +45,28 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.Ba
     :mod:`autotune.driver.liveness`); other storages ignore it."""
     if url in ("memory", ":memory:"):
         return optuna.storages.InMemoryStorage()
+    shown = redact_url(url)  # what messages show: never the password
     parsed = urlparse(url)
     scheme = parsed.scheme.lower()
     if not scheme:
         raise StorageError(
-            f"storage URL {url!r} has no scheme; try sqlite:///{url} or journal:///{url}"
+            f"storage URL {shown!r} has no scheme; try sqlite:///{shown} or journal:///{shown}"
         )
     if scheme == "journal":
         path = Path(parsed.netloc + parsed.path)
         if not path.parent.is_dir():
-            raise StorageError(f"storage URL {url!r}: directory {path.parent} does not exist")
+            raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
         backend = optuna.storages.journal.JournalFileBackend(str(path))
         return optuna.storages.JournalStorage(backend)
     if scheme.split("+")[0] not in _RDB_SCHEMES:
         raise StorageError(
-            f"storage URL {url!r}: unsupported scheme {scheme!r} "
+            f"storage URL {shown!r}: unsupported scheme {scheme!r} "
             "(use sqlite://, postgresql://, mysql://, journal:// or memory)"
         )
     if scheme == "sqlite":
         path = Path(url.split("sqlite:///", 1)[-1]) if url.startswith("sqlite:///") else None
         if path is not None and str(path) not in ("", ":memory:") and not path.parent.is_dir():
-            raise StorageError(f"storage URL {url!r}: directory {path.parent} does not exist")
+            raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
     heartbeat: dict[str, int] = {}
     if heartbeat_s is not None:
         heartbeat = {"heartbeat_interval": heartbeat_s, "grace_period": 4 * heartbeat_s}
@@ -76,13 +79,13 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.Ba
                 )
             break
         except ImportError as exc:
-            raise StorageError(f"storage URL {url!r}: {exc}{_driver_hint(scheme)}") from None
+            raise StorageError(f"storage URL {shown!r}: {exc}{_driver_hint(scheme)}") from None
         except Exception as exc:  # noqa: BLE001 - sqlalchemy raises many kinds
             if _is_creation_race(exc) and attempt + 1 < _CREATE_ATTEMPTS:
                 time.sleep(0.2 * (attempt + 1))  # another process is creating the schema
                 continue
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StorageError(f"storage URL {url!r}: cannot connect: {first}") from None
+            raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
     if scheme == "sqlite":
         _fast_sqlite(storage)
     return storage

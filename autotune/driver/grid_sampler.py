@@ -50,7 +50,7 @@ from autotune.driver.novelty import config_key
 from autotune.driver.trial_attrs import INFEASIBLE, STATUS, is_repeat
 from autotune.space import Param, Space
 
-MAX_GRID = 20_000  # raw configs (before constraints) this sampler enumerates
+MAX_GRID = 50_000  # raw configs (before constraints) this sampler enumerates
 
 
 def is_enumerable(space: Space) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 
 import optuna
 
-from autotune.driver.grid_sampler import GridBayesSampler, is_enumerable
+from autotune.driver.grid_sampler import MAX_GRID, GridBayesSampler, is_enumerable
 from autotune.space import Space
 
 SAMPLERS = ("auto", "bo", "tpe", "random", "gp", "cmaes", "grid")
@@ -90,7 +90,7 @@ def make_sampler(
     options: dict[str, Any] = {"seed": seed}
     if name == "bo":
         if space is None or not is_enumerable(space):
-            raise SamplerError("bo needs a discrete space of at most 20000 configs; use tpe")
+            raise SamplerError(f"bo needs a discrete space of at most {MAX_GRID} configs; use tpe")
         if n_objectives > 1:
             raise SamplerError("bo handles one objective only; use tpe for several")
         return GridBayesSampler(space, problem, device, seed=seed)

@@ -25,6 +25,7 @@ from autotune.driver.samplers import make_sampler, resolve_sampler
 from autotune.driver.settings import SweepSettings
 from autotune.driver.trial_attrs import BASELINE, STUDY, WARM_START
 from autotune.driver.warm_start import most_similar_study, similarity, top_configs
+from autotune.redact import redact
 
 # How many of a related sweep's best configs a warm start queues first.
 WARM_START_CONFIGS = 5
@@ -93,7 +94,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             "seed": s.seed,
             "n_trials": s.n_trials,
             "device": s.device,
-            "command": s.command,
+            "command": redact(s.command),  # a password on the command line stays out
             "label": s.label,
             "fingerprint": s.fingerprint or {},
             "created": datetime.now(UTC).isoformat(timespec="seconds"),

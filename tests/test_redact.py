@@ -1,0 +1,83 @@
+"""Credentials stay out of what autotune stores, writes and prints."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from autotune.redact import redact, redact_url
+from autotune.storage import StorageError, open_storage
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://tuner:s3cret@db:5432/sweeps", "postgresql://tuner:***@db:5432/sweeps"),
+        ("postgresql+psycopg://u:p@ss:w@h/db?sslmode=require",
+         "postgresql+psycopg://u:***@h/db?sslmode=require"),
+        ("mysql://u:p%40ss@h/db", "mysql://u:***@h/db"),
+        ("postgresql://only-user@h/db", "postgresql://only-user@h/db"),
+        ("sqlite:///autotune.db", "sqlite:///autotune.db"),
+    ],
+)  # fmt: skip
+def test_a_urls_password_is_shown_as_stars(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+def test_every_url_in_a_command_line_is_redacted() -> None:
+    line = "autotune tune --storage postgresql://a:b@h/d --study s --note mysql://c:d@e/f"
+    assert redact(line) == (
+        "autotune tune --storage postgresql://a:***@h/d --study s --note mysql://c:***@e/f"
+    )
+
+
+def test_a_storage_error_never_shows_the_password() -> None:
+    pytest.importorskip("psycopg")
+    with pytest.raises(StorageError) as info:
+        open_storage("postgresql://nobody:s3cret-pw@127.0.0.1:1/none")
+    assert "s3cret-pw" not in str(info.value) and "nobody:***@" in str(info.value)
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
+                          text=True, timeout=240, env={**os.environ, **(env or {})})  # fmt: skip
+
+
+def test_the_cli_error_for_a_bad_database_keeps_the_password_out() -> None:
+    pytest.importorskip("psycopg")
+    done = _cli("trials", "--storage", "postgresql://nobody:s3cret-pw@127.0.0.1:1/none")
+    assert done.returncode == 2
+    assert "s3cret-pw" not in done.stderr + done.stdout and "nobody:***@" in done.stderr
+
+
+@pytest.fixture
+def grid(tmp_path: Path) -> Path:
+    rows = [{"BM": bm, "tflops": 100.0 + bm, "status": "ok"} for bm in (16, 32, 64)]
+    pd.DataFrame(rows).to_csv(tmp_path / "grid.csv", index=False)
+    return tmp_path / "grid.csv"
+
+
+@pytest.mark.skipif(not os.environ.get("AUTOTUNE_TEST_POSTGRES_URL"), reason="needs PostgreSQL")
+def test_a_sweep_on_a_password_database_stores_and_exports_no_password(grid, tmp_path) -> None:
+    url = os.environ["AUTOTUNE_TEST_POSTGRES_URL"]  # postgresql://autotune:autotune@...
+    secret = url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+    study = f"redact-{os.getpid()}"
+    tune = ["tune", "--replay", str(grid), "--params", "BM", "--metric", "tflops",
+            "--maximize", "--sampler", "grid", "--study", study]  # fmt: skip
+    done = _cli(*tune, "--storage", url, "--output", str(tmp_path / "best.json"))
+    assert done.returncode == 0, done.stderr
+    # the same storage from the environment: nothing on the command line at all
+    exported = _cli("export", "--to", "yaml", "--study", study,
+                    env={"AUTOTUNE_STORAGE": url})  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    record = json.loads((tmp_path / "best.json").read_text())
+    assert ":***@" in record["command"]
+    for text in (done.stdout, done.stderr, exported.stdout, exported.stderr,
+                 (tmp_path / "best.json").read_text()):  # fmt: skip
+        assert f":{secret}@" not in text
