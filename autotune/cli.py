@@ -92,6 +92,27 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
+def parse_slo(text: str | None) -> dict[str, float]:
+    """``--slo ttft_p99_ms=500,tpot_p99_ms=50`` as ``{metric: limit}``.
+
+    Example:
+        >>> parse_slo("ttft_p99_ms=500,tpot_p99_ms=50")
+        {'ttft_p99_ms': 500.0, 'tpot_p99_ms': 50.0}
+    """
+    limits: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        try:
+            limits[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise UsageError(f"--slo: {item.strip()!r} is not METRIC=LIMIT (e.g. ttft_p99_ms=500)")
+    return limits
+
+
 def _parse_value(text: str) -> Any:
     for cast in (int, float):
         try:
@@ -258,7 +279,14 @@ def tune(
         int | None,
         typer.Option(
             help="Processes compiling upcoming configs while others measure (0: off; "
-            "default: up to 8 for a Triton workload on local GPUs, else 0)."
+            "default: up to 16 for a Triton workload on local GPUs, else 0)."
+        ),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            help="Limits on measured metrics, e.g. ttft_p99_ms=500,tpot_p99_ms=50: a trial "
+            "over one is slo_violated and told to the sampler as infeasible."
         ),
     ] = None,
     cache: Annotated[
@@ -319,6 +347,7 @@ def tune(
     finishing = get_objective(settings.workload).measures and len(settings.objectives) == 1
     # the time budget holds the finish's estimated time back: it bounds the whole run
     settings.finish_top = finish_top if finishing and finish_top > 1 else 0
+    settings.slo = parse_slo(slo)
     settings.finish_rounds = finish_rounds
     sweep = Sweep(settings, ProgressDisplay(err))
     budget_ends = (

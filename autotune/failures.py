@@ -30,6 +30,7 @@ class TrialStatus(StrEnum):
     TIMEOUT = "timeout"
     CRASHED = "crashed"
     INTERRUPTED = "interrupted"  # the sweep itself was stopped while the trial ran
+    SLO_VIOLATED = "slo_violated"  # measured, but over a limit of --slo (e.g. ttft_p99_ms)
 
     @property
     def is_failure(self) -> bool:

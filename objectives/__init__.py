@@ -52,6 +52,12 @@ WORKLOADS: dict[str, Workload] = {
             "weight-only int8/int4 matmul for decode, quality-gated, against bf16 cuBLAS",
         ),
         Workload(
+            "serving",
+            "autotune.objectives.serving",
+            "LLM serving: continuous batching over a paged KV cache under a request trace "
+            "(goodput within the SLO)",
+        ),
+        Workload(
             "train-step",
             "autotune.objectives.train_step",
             "one optimizer step of a Llama-style decoder (tokens/s)",

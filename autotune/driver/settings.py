@@ -70,6 +70,9 @@ class SweepSettings:
     baseline: dict[str, Any] | None = None  # the untuned config, measured as trial 0
     warm_start: str = "auto"  # "auto" (most similar stored sweep), a study name, or "off"
     fingerprint: dict[str, Any] | None = None  # the tuning cache's key (autotune.tuning_cache)
+    #: limits on measured metrics (``--slo ttft_p99_ms=500``): a trial over one is
+    #: ``slo_violated``, told to the sampler as infeasible, its measurement kept
+    slo: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

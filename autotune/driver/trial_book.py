@@ -126,6 +126,7 @@ class TrialBook:
         """Record how a trial ended (a constraint rejection included) and tell the study."""
         trial = asked.trial
         values: list[float] | None = None
+        over: list[str] = []
         if result.ok and result.measurement is not None:
             m = result.measurement
             missing = [k for k in self.settings.objectives if k not in m.values]
@@ -135,6 +136,11 @@ class TrialBook:
                 )
             else:
                 values = [float(m.values[k]) for k in self.settings.objectives]
+                over = slo_violations(self.settings.slo, {**m.all_metrics(), **m.values})
+                if over:
+                    reason = "over the SLO: " + "; ".join(over)
+                    result = TrialResult(TrialStatus.SLO_VIOLATED, reason, m, result.duration_s)
+                    values = None
         launched = result.status is not TrialStatus.INFEASIBLE
         record = TrialRecord(
             trial.number,
@@ -152,7 +158,7 @@ class TrialBook:
             trial.set_user_attr(DURATION, round(result.duration_s, 4))
             if worker:
                 trial.set_user_attr(WORKER, worker)
-            if values is not None and result.measurement is not None:
+            if result.measurement is not None and (values is not None or over):
                 trial.set_user_attr(METRICS, _jsonable(result.measurement.all_metrics()))
                 trial.set_user_attr(TELEMETRY, _jsonable(result.measurement.telemetry))
             mark_feasibility(trial, values is not None)
@@ -241,3 +247,23 @@ def _jsonable(data: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = str(value)
     return out
+
+
+def slo_violations(slo: dict[str, float], measured: dict[str, Any]) -> list[str]:
+    """The limits of ``slo`` that ``measured`` breaks, as ``"name value > limit"`` (a metric
+    the trial did not measure breaks its limit too).
+
+    Example:
+        >>> slo_violations({"ttft_p99_ms": 500.0}, {"ttft_p99_ms": 612.4})
+        ['ttft_p99_ms 612.4 > 500']
+        >>> slo_violations({"ttft_p99_ms": 500.0}, {"ttft_p99_ms": 80.0})
+        []
+    """
+    over = []
+    for name, limit in slo.items():
+        value = measured.get(name)
+        if value is None:
+            over.append(f"{name} not measured (limit {limit:g})")
+        elif float(value) > limit:
+            over.append(f"{name} {float(value):.4g} > {limit:g}")
+    return over

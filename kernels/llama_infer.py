@@ -1,0 +1,170 @@
+"""The Llama-style decoder of :mod:`autotune.kernels.llama` in inference form: the same weights
+(optionally quantized weight-only; the model is converted in place to the compute dtype), a
+paged KV cache, and one forward for any mix of prefill chunks and decode steps of several
+sequences (what a continuous-batching scheduler hands it).
+
+A step is a list of :class:`Chunk` s: ``tokens`` of sequence ``seq`` at positions
+``start .. start + len(tokens)``. Their keys and values are written to the cache, then every
+query attends to its sequence's cached keys up to its own position (causal), through SDPA on
+the gathered blocks. The logits of each chunk's last token come back.
+
+Weights: ``bf16`` (the compute dtype on a GPU, fp32 on a CPU), or weight-only ``int8`` (per
+output channel) and ``int4`` (groups of 128 along K) stored as the kernel suite's quantized
+matmul takes them (:mod:`autotune.kernels.quant_matmul_triton`): on a GPU its Triton kernel runs
+steps of up to 64 rows, larger ones (prefill) dequantize the weight first; on a CPU the
+dequantized weights multiply in fp32.
+
+Example:
+    >>> import torch
+    >>> from autotune.kernels.llama import Llama, LlamaConfig
+    >>> cfg = LlamaConfig(vocab=64, d_model=32, n_layers=1, n_heads=2, seq_len=32)
+    >>> _ = torch.manual_seed(0)
+    >>> model = InferenceModel(Llama(cfg), weights="bf16")
+    >>> cache = model.new_cache(num_blocks=8, block_size=4, kv_dtype="fp32")
+    >>> cache.allocate(0, 5)
+    True
+    >>> model.forward([Chunk(0, 0, [1, 2, 3, 4, 5])], cache).shape  # one chunk: its last logits
+    torch.Size([1, 64])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from autotune.kernels.llama import Llama, LlamaConfig, apply_rotary
+from autotune.kernels.paged_kv import KV_DTYPES, PagedKVCache
+
+WEIGHTS = ("bf16", "int8", "int4")
+_LEVEL = {"int8": "int8", "int4": "int4-g128"}
+# rows up to which the quantized Triton kernel runs (decode); larger steps dequantize first
+_KERNEL_ROWS = 64
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """``tokens`` of sequence ``seq`` at positions ``start ..``: a prefill chunk or one decode
+    token."""
+
+    seq: int
+    start: int
+    tokens: list[int]
+
+
+class QuantLinear:
+    """A weight-only quantized ``y = x @ W.T`` (``W``: an nn.Linear's (out, in) weight)."""
+
+    def __init__(self, weight: torch.Tensor, level: str) -> None:
+        from autotune.kernels import quant_matmul_triton as qm
+
+        self.qm = qm
+        self.q, self.s = qm.quantize(weight.detach().t().contiguous(), _LEVEL[level])
+        self.out_features = weight.shape[0]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        if flat.is_cuda and flat.shape[0] <= _KERNEL_ROWS:
+            rows = max(16, 1 << (flat.shape[0] - 1).bit_length())
+            y = self.qm.quant_matmul(flat.contiguous(), self.q, self.s, BLOCK_M=rows)
+        else:
+            y = flat @ self.qm.dequantize(self.q, self.s).to(flat.dtype)
+        return y.reshape(*x.shape[:-1], self.out_features)
+
+    def bytes(self) -> int:
+        return self.qm.weight_bytes(self.q, self.s)
+
+
+class InferenceModel:
+    """Weights of a :class:`~autotune.kernels.llama.Llama` for serving (see the module)."""
+
+    def __init__(self, model: Llama, weights: str = "bf16") -> None:
+        if weights not in WEIGHTS:
+            raise ValueError(f"weights={weights!r} is not one of {', '.join(WEIGHTS)}")
+        self.cfg: LlamaConfig = model.cfg
+        device = model.head.weight.device
+        self.device = device
+        self.dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        self.weights = weights
+        model = model.to(self.dtype).eval()
+        self.embed = model.embed.weight.detach()
+        self.head = model.head.weight.detach()
+        self.norm = model.norm
+        # the norms and SwiGLU's block width; the linears' weights are held below, so that a
+        # quantized model keeps no bf16 copy of them (once the caller drops ``model``)
+        self.blocks = [(b.attn_norm, b.mlp_norm, b.mlp.block) for b in model.blocks]
+        self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
+        self.linears: list[dict[str, object]] = []
+        for block in model.blocks:
+            layer = {}
+            linears = {"qkv": block.attn.qkv, "out": block.attn.out,
+                       "gate_up": block.mlp.gate_up, "down": block.mlp.down}  # fmt: skip
+            for name, linear in linears.items():
+                w = linear.weight.detach()
+                layer[name] = QuantLinear(w, weights) if weights != "bf16" else w
+            self.linears.append(layer)
+
+    def weight_bytes(self) -> int:
+        """Bytes of weights one decode step reads (all the layers' and the LM head's)."""
+        total = self.head.numel() * self.head.element_size()
+        for layer in self.linears:
+            for w in layer.values():
+                total += w.bytes() if isinstance(w, QuantLinear) else w.numel() * w.element_size()
+        return total
+
+    def new_cache(self, num_blocks: int, block_size: int, kv_dtype: str) -> PagedKVCache:
+        cfg = self.cfg
+        return PagedKVCache(cfg.n_layers, num_blocks, block_size, cfg.n_heads, cfg.head_dim,
+                            KV_DTYPES[kv_dtype], self.device)  # fmt: skip
+
+    @staticmethod
+    def _linear(w: object, x: torch.Tensor) -> torch.Tensor:
+        return w(x) if isinstance(w, QuantLinear) else F.linear(x, w)  # type: ignore[arg-type]
+
+    @torch.inference_mode()
+    def forward(self, chunks: list[Chunk], cache: PagedKVCache) -> torch.Tensor:
+        """Run one step; the logits (len(chunks), vocab) of each chunk's last token, in fp32.
+        Every chunk's sequence must already hold cache blocks up to its last position."""
+        cfg, dev = self.cfg, self.device
+        tokens = torch.tensor([t for c in chunks for t in c.tokens], device=dev)
+        positions = torch.tensor([c.start + i for c in chunks for i in range(len(c.tokens))],
+                                 device=dev)  # fmt: skip
+        slots = torch.cat([cache.slots(c.seq, c.start, len(c.tokens), dev) for c in chunks])
+        lengths = [len(c.tokens) for c in chunks]
+        q_max = max(lengths)
+        ctx = [c.start + len(c.tokens) for c in chunks]
+        blocks = max(cache.blocks_needed(n) for n in ctx)
+        tables = torch.tensor(
+            [(cache.blocks_of(c.seq) + [0] * blocks)[:blocks] for c in chunks], device=dev
+        )
+        # (batch, q_max) index of each padded query row into the flat token list
+        offsets = torch.tensor([0] + lengths[:-1], device=dev).cumsum(0)
+        rows = torch.arange(q_max, device=dev)
+        real = rows[None, :] < torch.tensor(lengths, device=dev)[:, None]
+        gather_rows = torch.where(real, offsets[:, None] + rows[None, :], 0)
+        q_pos = torch.where(real, positions[gather_rows], -1)
+        keys = torch.arange(blocks * cache.block_size, device=dev)
+        mask = keys[None, None, :] <= q_pos[:, :, None]  # causal, and padding sees nothing
+        mask = mask | ~real[:, :, None]  # padded rows attend somewhere, to stay finite
+        cos, sin = self.rope_cos[positions][:, None, :], self.rope_sin[positions][:, None, :]
+
+        x = self.embed[tokens]
+        h, hd = cfg.n_heads, cfg.head_dim
+        for index, (attn_norm, mlp_norm, swiglu_block) in enumerate(self.blocks):
+            w = self.linears[index]
+            a = self._linear(w["qkv"], attn_norm(x)).view(-1, h, 3, hd)
+            q, k, v = a[:, :, 0], a[:, :, 1], a[:, :, 2]
+            q = apply_rotary(q, cos, sin)
+            k = apply_rotary(k, cos, sin)
+            cache.write(index, slots, k, v)
+            keys_, values = cache.gather(index, tables, x.dtype)
+            qb = q[gather_rows].transpose(1, 2)  # (batch, heads, q_max, hd)
+            y = F.scaled_dot_product_attention(qb, keys_, values, attn_mask=mask[:, None])
+            y = y.transpose(1, 2)[real].reshape(-1, h * hd)
+            x = x + self._linear(w["out"], y)
+            g = self._linear(w["gate_up"], mlp_norm(x))
+            g = g.view(*g.shape[:-1], -1, 2, swiglu_block)
+            x = x + self._linear(w["down"], (F.silu(g[..., 0, :]) * g[..., 1, :]).flatten(-2))
+        last = offsets + torch.tensor(lengths, device=dev) - 1
+        return F.linear(self.norm(x[last]), self.head).float()

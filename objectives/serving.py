@@ -1,0 +1,294 @@
+"""Serving objective: goodput of the Llama-style decoder served by the project's continuous-
+batching engine (:mod:`autotune.objectives.serving_engine`) under a request trace.
+
+Each trial builds the model (random weights, nothing downloaded) in the config's weight format,
+a paged KV cache of the problem's size (``kv_cache_mb``: fp8 holds twice the tokens of bf16),
+warms up on two requests, then replays the trace in real time: Poisson arrivals at ``rate``
+requests a second (or ``trace=FILE.jsonl``), lengths around ``prompt_len`` / ``output_len``.
+Per request it times TTFT (arrival to first token) and TPOT (the mean gap between the later
+tokens); a request meets the SLO when TTFT <= ``slo_ttft_ms`` and TPOT <= ``slo_tpot_ms``, and
+goodput counts the output tokens of those requests a second. ``--slo ttft_p99_ms=500,...``
+turns measured percentiles into constraints the sampler is told about.
+
+A quality gate guards quantized weights and fp8 caches: the next-token distributions of fixed
+prompts must stay within ``max_kl`` (mean KL divergence, nats) of the bf16 model with a bf16
+cache, else ``wrong_result``; top-1 agreement is reported too.
+
+Tunables: ``max_num_seqs``, ``max_num_batched_tokens`` (the step's token budget, chunked
+prefill), ``block_size``, ``kv_dtype`` (bf16 | fp8), ``weights`` (bf16 | int8 | int4),
+``policy`` (fcfs | prefill-first), ``attention_backend`` (default | math | efficient).
+
+Example:
+    >>> obj = ServingObjective({**ServingObjective.default_problem({"type": "cpu"}),
+    ...                         "num_requests": 4, "device": "cpu"})
+    >>> m = obj.evaluate(obj.default_config())
+    >>> m.metrics["finished"], m.values["goodput_tok_s"] > 0
+    (4, True)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import statistics
+import time
+from typing import Any, ClassVar
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from autotune.device import detect_device, read_telemetry
+from autotune.failures import Infeasible, WrongResult
+from autotune.kernels.llama import Llama, LlamaConfig
+from autotune.kernels.llama_infer import WEIGHTS, Chunk, InferenceModel
+from autotune.kernels.paged_kv import KV_DTYPES
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective, Reporter, no_reporting
+from autotune.objectives.serving_engine import POLICIES, Request, Scheduler, run_trace
+from autotune.objectives.serving_trace import load_trace, poisson_trace
+
+ATTENTION = {"default": None, "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION}
+CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_dtype", "weights",
+               "policy", "attention_backend")  # fmt: skip
+_QUALITY_PROMPTS = 8
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The ``q``-th percentile (0..100) by linear interpolation; None for no values.
+
+    Example:
+        >>> percentile([1.0, 2.0, 3.0, 4.0], 50), percentile([5.0], 99)
+        (2.5, 5.0)
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+class ServingObjective(Objective):
+    """Goodput (output tokens/s of requests within the SLO) of the engine under a trace."""
+
+    name: ClassVar[str] = "serving"
+    space: ClassVar[str] = "serving.yaml"
+    directions: ClassVar[dict[str, str]] = {
+        "goodput_tok_s": "maximize",
+        "ttft_p99_ms": "minimize",
+    }
+
+    @classmethod
+    def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
+        """A 0.78B model (the 760m preset) at 20 requests/s on a GPU; a 1M one on a CPU.
+
+        Example:
+            >>> ServingObjective.default_problem({"type": "cpu"})["d_model"]
+            128
+        """
+        common = {"seed": 0, "max_kl": 0.05, "trace": "", "model": ""}
+        if device.get("type") == "cuda":
+            return {**common, "vocab": 32000, "d_model": 1536, "n_layers": 24, "n_heads": 16,
+                    "max_context": 2048, "rate": 20.0, "num_requests": 200, "prompt_len": 512,
+                    "output_len": 128, "kv_cache_mb": 16384, "slo_ttft_ms": 500.0,
+                    "slo_tpot_ms": 50.0}  # fmt: skip
+        return {**common, "vocab": 512, "d_model": 128, "n_layers": 2, "n_heads": 4,
+                "max_context": 256, "rate": 40.0, "num_requests": 24, "prompt_len": 48,
+                "output_len": 16, "kv_cache_mb": 4, "slo_ttft_ms": 250.0,
+                "slo_tpot_ms": 25.0}  # fmt: skip
+
+    @classmethod
+    def resolve_problem(cls, problem: dict[str, Any]) -> dict[str, Any]:
+        """``model=NAME`` takes the training step's preset sizes (``--problem model=760m``)."""
+        from autotune.objectives.train_step import TrainStepObjective
+
+        return TrainStepObjective.resolve_problem(problem)
+
+    def __init__(self, problem: dict[str, Any]) -> None:
+        super().__init__(self.resolve_problem(problem))
+        p = self.problem
+        info = detect_device(p.get("device", "auto"))
+        self.device = (
+            torch.device("cuda", info.index) if info.type == "cuda" else torch.device("cpu")
+        )
+        self.model_config = LlamaConfig(vocab=int(p["vocab"]), d_model=int(p["d_model"]),
+                                        n_layers=int(p["n_layers"]), n_heads=int(p["n_heads"]),
+                                        seq_len=int(p["max_context"]))  # fmt: skip
+        if p.get("trace"):
+            entries = load_trace(p["trace"])
+        else:
+            entries = poisson_trace(
+                float(p["rate"]), int(p["num_requests"]), int(p["prompt_len"]),
+                int(p["output_len"]), int(p["seed"]),
+            )  # fmt: skip
+        longest = max(e.prompt_len + e.output_len for e in entries)
+        if longest > self.model_config.seq_len:
+            raise ValueError(f"a trace request of {longest} tokens is longer than max_context="
+                             f"{self.model_config.seq_len}")  # fmt: skip
+        self.entries = entries
+        self._reference: torch.Tensor | None = None
+
+    def default_config(self) -> dict[str, Any]:
+        """vLLM's defaults for online serving: 256 sequences, a 2048-token step budget with
+        chunked prefill, 16-token blocks, a bf16 cache and weights, FCFS."""
+        return {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,
+                "kv_dtype": "bf16", "weights": "bf16", "policy": "fcfs",
+                "attention_backend": "default"}  # fmt: skip
+
+    def _checked(self, config: dict[str, Any]) -> dict[str, Any]:
+        merged = {**self.default_config(), **config}
+        unknown = sorted(set(merged) - set(CONFIG_KEYS))
+        if unknown:
+            raise Infeasible(f"unknown serving config keys: {', '.join(unknown)}")
+        choices = {"kv_dtype": ("bf16", "fp8"), "weights": WEIGHTS, "policy": POLICIES,
+                   "attention_backend": tuple(ATTENTION)}  # fmt: skip
+        for key, allowed in choices.items():
+            if merged[key] not in allowed:
+                raise Infeasible(f"{key}={merged[key]!r} is not one of {', '.join(allowed)}")
+        if merged["weights"] == "int4" and self.model_config.d_model % 128:
+            raise Infeasible("int4 weights need d_model to be a multiple of its 128-row groups")
+        return merged
+
+    def _model(self, weights: str) -> InferenceModel:
+        torch.manual_seed(int(self.problem["seed"]))
+        with torch.device(self.device):
+            return InferenceModel(Llama(self.model_config), weights)
+
+    def _prompts(self) -> list[list[int]]:
+        gen = torch.Generator().manual_seed(int(self.problem["seed"]) + 7)
+        length = min(64, self.model_config.seq_len)
+        return [torch.randint(0, self.model_config.vocab, (length,), generator=gen).tolist()
+                for _ in range(_QUALITY_PROMPTS)]  # fmt: skip
+
+    def _logits(self, model: InferenceModel, kv_dtype: str) -> torch.Tensor:
+        prompts = self._prompts()
+        cache = model.new_cache(len(prompts) * (-(-len(prompts[0]) // 16)), 16, kv_dtype)
+        for seq, prompt in enumerate(prompts):
+            cache.allocate(seq, len(prompt))
+        return model.forward([Chunk(s, 0, p) for s, p in enumerate(prompts)], cache)
+
+    def quality(self, model: InferenceModel, kv_dtype: str) -> dict[str, float]:
+        """Mean KL divergence and top-1 agreement of the next-token distributions against the
+        bf16 model with a bf16 cache (computed once per process)."""
+        if self._reference is None:
+            self._reference = self._logits(self._model("bf16"), "bf16")
+            gc.collect()
+        ref = torch.log_softmax(self._reference, -1)
+        got = torch.log_softmax(self._logits(model, kv_dtype), -1)
+        kl = float((ref.exp() * (ref - got)).sum(-1).mean())
+        agree = float((ref.argmax(-1) == got.argmax(-1)).float().mean())
+        return {"kl": kl, "top1_agreement": agree}
+
+    def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
+        """Serve the trace with ``config``; see the module docstring for what is measured.
+
+        Raises:
+            Infeasible: unknown keys or values; a cache too small for one request.
+            WrongResult: quantized weights or an fp8 cache beyond ``max_kl``.
+        """
+        c = self._checked(config)
+        p, cuda = self.problem, self.device.type == "cuda"
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats(self.device)
+        model = self._model(c["weights"])
+        quality: dict[str, float] = {}
+        if c["weights"] != "bf16" or c["kv_dtype"] == "fp8":
+            quality = self.quality(model, c["kv_dtype"])
+            if quality["kl"] > float(p["max_kl"]):
+                raise WrongResult(f"next-token KL {quality['kl']:.4f} against the bf16 model "
+                                  f"exceeds max_kl={p['max_kl']}")  # fmt: skip
+        kv = KV_DTYPES[c["kv_dtype"]]
+        element = torch.empty((), dtype=kv).element_size()
+        cfg = self.model_config
+        per_token = 2 * cfg.n_layers * cfg.d_model * element
+        num_blocks = int(float(p["kv_cache_mb"]) * 2**20 // (per_token * int(c["block_size"])))
+        longest = max(e.prompt_len + e.output_len for e in self.entries)
+        if num_blocks * int(c["block_size"]) < longest:
+            raise Infeasible(f"a KV cache of {num_blocks} blocks holds less than one request")
+        sync = (lambda: torch.cuda.synchronize(self.device)) if cuda else (lambda: None)
+        backend = ATTENTION[c["attention_backend"]]
+        attention = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+        gen = torch.Generator().manual_seed(int(p["seed"]) + 1)
+
+        def requests(entries) -> list[Request]:
+            return [Request(i, e.arrival_s, torch.randint(0, cfg.vocab, (e.prompt_len,),
+                                                          generator=gen).tolist(), e.output_len)
+                    for i, e in enumerate(entries)]  # fmt: skip
+
+        def scheduler() -> Scheduler:
+            cache = model.new_cache(num_blocks, int(c["block_size"]), c["kv_dtype"])
+            return Scheduler(cache, int(c["max_num_seqs"]), int(c["max_num_batched_tokens"]),
+                             c["policy"])  # fmt: skip
+
+        with attention:
+            run_trace(model, scheduler(), requests(self.entries[:2]), sync=sync)  # warm-up
+            sched = scheduler()
+            energy_before = _energy_mj(self.device)
+            started = time.perf_counter()
+            deadline = self.entries[-1].arrival_s * 2 + 60.0
+            done = run_trace(model, sched, requests(self.entries), deadline_s=deadline, sync=sync)
+            wall = time.perf_counter() - started
+            energy = _energy_mj(self.device)
+        metrics = self._metrics(done, wall, sched)
+        out_tokens = sum(len(r.generated) for r in done)
+        if energy is not None and energy_before is not None and out_tokens:
+            metrics["energy_j_per_token"] = (energy - energy_before) / 1e3 / out_tokens
+        metrics.update(quality)
+        metrics["weight_gb"] = model.weight_bytes() / 1e9
+        if cuda:
+            metrics["peak_memory_gb"] = torch.cuda.max_memory_allocated(self.device) / 1e9
+        report(0, metrics["goodput_tok_s"])
+        model = sched = None  # before the next trial builds its model
+        gc.collect()
+        values = {"goodput_tok_s": metrics.pop("goodput_tok_s")}
+        if metrics.get("ttft_p99_ms") is not None:
+            values["ttft_p99_ms"] = metrics["ttft_p99_ms"]
+        return Measurement(values=values, metrics=metrics,
+                           telemetry=read_telemetry(self.device.index or 0))  # fmt: skip
+
+    def _metrics(self, done: list[Request], wall: float, sched: Scheduler) -> dict[str, Any]:
+        p = self.problem
+        finished = [r for r in done if r.finish_s is not None]
+        ttft = [(r.first_token_s - r.arrival_s) * 1e3 for r in done if r.first_token_s]
+        tpot = [(r.finish_s - r.first_token_s) * 1e3 / (len(r.generated) - 1)
+                for r in finished if len(r.generated) > 1]  # fmt: skip
+        good = [r for r in finished
+                if (r.first_token_s - r.arrival_s) * 1e3 <= float(p["slo_ttft_ms"])
+                and (len(r.generated) < 2 or (r.finish_s - r.first_token_s) * 1e3
+                     / (len(r.generated) - 1) <= float(p["slo_tpot_ms"]))]  # fmt: skip
+        return {
+            "goodput_tok_s": sum(len(r.generated) for r in good) / wall,
+            "output_tok_s": sum(len(r.generated) for r in done) / wall,
+            "ttft_p50_ms": percentile(ttft, 50), "ttft_p99_ms": percentile(ttft, 99),
+            "tpot_p50_ms": percentile(tpot, 50), "tpot_p99_ms": percentile(tpot, 99),
+            "finished": len(finished), "within_slo": len(good), "requests": len(done),
+            "preemptions": sched.preemptions, "peak_running": sched.peak_running,
+            "wall_s": wall,
+            "mean_tpot_ms": statistics.fmean(tpot) if tpot else None,
+        }  # fmt: skip
+
+    def close(self) -> None:
+        self._reference = None
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _energy_mj(device: torch.device) -> float | None:
+    """The GPU's energy counter (NVML, millijoules since the driver loaded); None on a CPU or
+    where NVML has none."""
+    if device.type != "cuda":
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device.index or 0)
+        return float(pynvml.nvmlDeviceGetTotalEnergyConsumption(handle))
+    except Exception:  # noqa: BLE001 - telemetry is optional
+        return None
+
+
+OBJECTIVE = ServingObjective
