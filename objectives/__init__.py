@@ -58,6 +58,12 @@ WORKLOADS: dict[str, Workload] = {
             "(goodput within the SLO)",
         ),
         Workload(
+            "server",
+            "autotune.objectives.server",
+            "any OpenAI-compatible server (vLLM, SGLang, ...) started per trial from a command "
+            "template, measured over HTTP streaming",
+        ),
+        Workload(
             "train-step",
             "autotune.objectives.train_step",
             "one optimizer step of a Llama-style decoder (tokens/s)",

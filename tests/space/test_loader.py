@@ -124,4 +124,7 @@ def test_unknown_names_found_once_the_problem_is_known(write_space):
     )
     with pytest.raises(SpaceError, match=r"constraints.divides: unknown name 'global_batsh'"):
         load_space(path).validate_names({"global_batch": 8})
-    load_space("train_step").validate_names({"global_batch": 8})
+    # the shipped space reads the problem's keys (world_size, n_heads): a real problem has them
+    from autotune.objectives.train_step import TrainStepObjective
+
+    load_space("train_step").validate_names(TrainStepObjective.default_problem({"type": "cpu"}))

@@ -6,30 +6,22 @@ from autotune.space import load_space
 def test_conditional_parameter_is_suggested_only_when_active():
     space = load_space("train_step")
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
-    seen_fp16 = seen_other = False
+    seen_compiled = seen_eager = False
+    problem = {"global_batch": 8, "world_size": 1, "n_heads": 4}
     for _ in range(40):
         trial = study.ask()
-        config = space.sample(trial, {"global_batch": 8}, {"type": "cpu"})
-        if config["precision"] == "fp16":
-            assert config["loss_scale_init"] in [
-                256,
-                512,
-                1024,
-                2048,
-                4096,
-                8192,
-                16384,
-                32768,
-                65536,
-            ]
-            seen_fp16 = True
+        config = space.sample(trial, problem, {"type": "cpu"})
+        assert "layout" not in config  # one process: no layout to choose
+        if config["compile"]:
+            assert config["compile_mode"] in space["compile_mode"].values()
+            seen_compiled = True
         else:
-            assert "loss_scale_init" not in config
-            assert "loss_scale_init" not in trial.params
-            seen_other = True
-        study.tell(trial, 0.0)
-    assert seen_fp16 and seen_other
-
+            assert "compile_mode" not in config and "compile_mode" not in trial.params
+            seen_eager = True
+    assert seen_compiled and seen_eager
+    trial = study.ask()
+    config = space.sample(trial, {**problem, "world_size": 2}, {"type": "cpu"})
+    assert config["layout"] in ("ddp", "fsdp2", "tp")
 
 def test_constraints_reject_what_cannot_run():
     space = load_space("matmul")
@@ -61,8 +53,9 @@ def test_constraints_reject_what_cannot_run():
 
 def test_grid_respects_constraints_and_conditions():
     space = load_space("train_step")
-    grid = list(space.grid({"global_batch": 8}, {"type": "cpu"}))
+    grid = list(space.grid({"global_batch": 8, "world_size": 1, "n_heads": 4}, {"type": "cpu"}))
     assert grid and all(8 % c["micro_batch"] == 0 for c in grid)
     assert all(c["attention_backend"] in ("default", "math", "flash") for c in grid)
-    assert all(("loss_scale_init" in c) == (c["precision"] == "fp16") for c in grid)
+    assert all(("compile_mode" in c) == c["compile"] for c in grid)
+    assert all(c.get("compile_mode", "default") == "default" for c in grid)  # CPU: no autotune
     assert len({tuple(sorted(c.items())) for c in grid}) == len(grid)

@@ -1,0 +1,67 @@
+"""The server workload over real sockets: the project's engine behind its OpenAI-compatible
+HTTP server, started per trial on the CPU, streamed to, and stopped."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import pytest
+
+from autotune.failures import Crashed, Infeasible, TrialTimeout
+from autotune.objectives.server import ServerObjective, format_command
+
+
+def _objective(**problem) -> ServerObjective:
+    base = ServerObjective.default_problem({"type": "cpu"})
+    return ServerObjective({**base, "num_requests": 6, "rate": 30.0, "output_len": 6,
+                            "prompt_len": 12, **problem})  # fmt: skip
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_a_trial_streams_every_token_over_http_and_frees_the_port() -> None:
+    obj = _objective()
+    m = obj.evaluate(obj.default_config())
+    assert m.metrics["errors"] == 0 and m.metrics["requests"] == 6
+    # 6 requests of 4-8 tokens (output_len 6 +- 50%) all streamed back
+    assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(
+        sum(r for r in _lengths(obj)), rel=1e-6
+    )
+    assert m.metrics["ttft_p99_ms"] >= m.metrics["ttft_p50_ms"] > 0
+    assert m.values["goodput_tok_s"] > 0
+    assert _port_is_free(m.metrics["port"])  # the whole process group is gone
+
+
+def _lengths(obj: ServerObjective) -> list[int]:
+    from autotune.objectives.serving_trace import poisson_trace
+
+    p = obj.problem
+    return [e.output_len for e in poisson_trace(p["rate"], p["num_requests"], p["prompt_len"],
+                                                p["output_len"], p["seed"])]  # fmt: skip
+
+
+def test_a_server_that_exits_at_start_is_a_crash_with_its_last_words() -> None:
+    command = f"{sys.executable} -c \"import sys; print('no GPU here'); sys.exit(3)\" {{port}}"
+    with pytest.raises(Crashed, match="exited with code 3.*no GPU here"):
+        _objective(command=command).evaluate({})
+
+
+def test_a_server_never_healthy_times_out_and_is_stopped() -> None:
+    command = f"{sys.executable} -c \"import time; time.sleep(60)\" {{port}}"
+    with pytest.raises(TrialTimeout, match="not healthy within 1"):
+        _objective(command=command, startup_timeout_s=1.0).evaluate({})
+
+
+def test_the_template_is_split_into_arguments_never_run_by_a_shell() -> None:
+    argv = format_command("serve --name {name}", {"name": "x; rm -rf /"})
+    assert argv == ["serve", "--name", "x; rm -rf /"]  # one argument, not a second command
+    with pytest.raises(Infeasible, match="names \\{max_num_seqs\\}"):
+        format_command("serve --max-num-seqs {max_num_seqs}", {})

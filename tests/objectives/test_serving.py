@@ -1,0 +1,60 @@
+"""The serving objective end to end on the CPU: a real trace through the engine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from autotune.failures import Infeasible, WrongResult
+from autotune.objectives.serving import ServingObjective
+
+
+def _objective(**problem) -> ServingObjective:
+    base = ServingObjective.default_problem({"type": "cpu"})
+    return ServingObjective({**base, "num_requests": 6, "device": "cpu", **problem})
+
+
+def test_a_trace_is_served_and_timed_per_request() -> None:
+    obj = _objective()
+    m = obj.evaluate(obj.default_config())
+    assert m.metrics["finished"] == m.metrics["requests"] == 6
+    assert m.metrics["ttft_p99_ms"] >= m.metrics["ttft_p50_ms"] > 0
+    assert m.metrics["tpot_p50_ms"] > 0
+    # goodput counts only requests within the SLO: never more than the throughput
+    assert 0 < m.values["goodput_tok_s"] <= m.metrics["output_tok_s"] + 1e-9
+
+
+def test_an_impossible_slo_leaves_no_goodput() -> None:
+    obj = _objective(slo_ttft_ms=1e-6)
+    m = obj.evaluate(obj.default_config())
+    assert m.values["goodput_tok_s"] == 0 and m.metrics["within_slo"] == 0
+
+
+def test_the_quality_gate_passes_int8_and_fp8_and_fails_a_tight_limit() -> None:
+    obj = _objective(max_kl=0.05)
+    m = obj.evaluate({"weights": "int8", "kv_dtype": "fp8"})
+    assert m.metrics["kl"] < 0.05 and m.metrics["top1_agreement"] > 0.5
+    with pytest.raises(WrongResult, match="KL"):
+        _objective(max_kl=1e-9).evaluate({"weights": "int8"})
+
+
+def test_a_cache_smaller_than_one_request_is_infeasible() -> None:
+    with pytest.raises(Infeasible, match="less than one request"):
+        _objective(kv_cache_mb=0.01).evaluate({})
+
+
+def test_measured_slo_limits_are_constraints_of_the_sweep(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "serving", "--trials", "2", "--problem",
+         "num_requests=4", "--slo", "ttft_p99_ms=0.000001", "--storage", url, "--device", "cpu"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1 and "no trial succeeded" in done.stderr
+    assert "slo_violated: over the SLO: ttft_p99_ms" in done.stderr
+    bad = subprocess.run([sys.executable, "-m", "autotune.cli", "tune", "serving", "--slo",
+                          "ttft_p99_ms", "--storage", url], capture_output=True, text=True,
+                         timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "is not METRIC=LIMIT" in bad.stderr
