@@ -55,7 +55,7 @@ def test_a_server_that_exits_at_start_is_a_crash_with_its_last_words() -> None:
 
 
 def test_a_server_never_healthy_times_out_and_is_stopped() -> None:
-    command = f"{sys.executable} -c \"import time; time.sleep(60)\" {{port}}"
+    command = f'{sys.executable} -c "import time; time.sleep(60)" {{port}}'
     with pytest.raises(TrialTimeout, match="not healthy within 1"):
         _objective(command=command, startup_timeout_s=1.0).evaluate({})
 

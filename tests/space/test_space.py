@@ -23,6 +23,7 @@ def test_conditional_parameter_is_suggested_only_when_active():
     config = space.sample(trial, {**problem, "world_size": 2}, {"type": "cpu"})
     assert config["layout"] in ("ddp", "fsdp2", "tp")
 
+
 def test_constraints_reject_what_cannot_run():
     space = load_space("matmul")
     device = {"max_shared_memory": 232448}
