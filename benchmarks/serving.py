@@ -1,0 +1,117 @@
+"""Serving targets on one GPU: decode against the bandwidth roofline, int4 against bf16 decode,
+and a tuned sweep's goodput against the default config's under an SLO.
+
+1. Decode at batch 1, 32 and 256 (context ``--context`` tokens each, cache filled): the median
+   step time over ``--steps`` steps; bytes a step must read (weights + every sequence's keys
+   and values) over it, as a fraction of a device copy's bandwidth measured in the same run.
+2. int4 (and int8) weights against bf16 at batch 1: decode tokens/s, and the quality gate's KL.
+3. ``autotune tune serving`` at ``--rate`` under ``--slo``: the finish's re-measured winner
+   against the untuned default (its trial 0), goodput within the SLO.
+
+    python benchmarks/serving.py --out DIR [--model 760m] [--budget-s 240]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from autotune.kernels.llama import Llama, LlamaConfig
+from autotune.kernels.llama_infer import Chunk, InferenceModel
+from autotune.objectives.train_step import MODEL_PRESETS
+
+
+def copy_bandwidth(device: torch.device) -> float:
+    """Bytes a second of a 1 GiB device-to-device copy (read + write), median of 10."""
+    src = torch.empty(2**30, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    times = []
+    for _ in range(10):
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        dst.copy_(src)
+        torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return 2 * src.numel() / statistics.median(times)
+
+
+def decode_step_s(model: InferenceModel, batch: int, context: int, steps: int) -> float:
+    """Median seconds of a decode step of ``batch`` sequences at ``context`` tokens."""
+    cache = model.new_cache(batch * (-(-(context + steps + 1) // 16)), 16, "bf16")
+    for seq in range(batch):
+        cache.allocate(seq, context + steps + 1)
+    for layer in range(len(cache.k)):  # random keys and values stand for a prefilled context
+        cache.k[layer].normal_()
+        cache.v[layer].normal_()
+    times = []
+    for step in range(steps):
+        chunks = [Chunk(seq, context + step, [1]) for seq in range(batch)]
+        torch.cuda.synchronize(model.device)
+        start = time.perf_counter()
+        model.forward(chunks, cache)
+        torch.cuda.synchronize(model.device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[2:])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--model", default="760m")
+    parser.add_argument("--context", type=int, default=1024)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--slo", default="ttft_p99_ms=500,tpot_p99_ms=50")
+    parser.add_argument("--budget-s", type=float, default=240.0)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = torch.device("cuda")
+    cfg = LlamaConfig(**MODEL_PRESETS[args.model], seq_len=args.context + 64)
+    results: dict[str, Any] = {"model": args.model, "context": args.context}
+    results["copy_gbps"] = copy_bandwidth(device) / 1e9
+    rows = []
+    for weights in ("bf16", "int8", "int4"):
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = InferenceModel(Llama(cfg), weights)
+        for batch in (1, 32, 256) if weights == "bf16" else (1,):
+            step = decode_step_s(model, batch, args.context, args.steps)
+            kv = batch * args.context * 2 * cfg.n_layers * cfg.d_model * 2
+            fraction = (model.weight_bytes() + kv) / step / (results["copy_gbps"] * 1e9)
+            rows.append({"weights": weights, "batch": batch, "step_ms": step * 1e3,
+                         "tokens_per_s": batch / step, "roofline_fraction": fraction})  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+        del model
+        torch.cuda.empty_cache()
+    results["decode"] = rows
+    bf16 = next(r for r in rows if r["weights"] == "bf16" and r["batch"] == 1)
+    for r in rows:
+        r["x_bf16_batch1"] = r["tokens_per_s"] / bf16["tokens_per_s"] if r["batch"] == 1 else None
+    storage = f"sqlite:///{args.out / 'serving.db'}"
+    command = [sys.executable, "-m", "autotune.cli", "tune", "serving", "--problem",
+               f"model={args.model},rate={args.rate}", "--slo", args.slo, "--time-budget",
+               f"{args.budget_s:g}s", "--seed", "0", "--storage", storage, "--study", "serving",
+               "--output", str(args.out / "best_serving.json")]  # fmt: skip
+    with open(args.out / "sweep.log", "w") as log:
+        subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False)
+    best = args.out / "best_serving.json"
+    if best.exists():
+        record = json.loads(best.read_text())
+        finish = record.get("finish", {}).get("rows", [])
+        default = next((r for r in finish if r.get("baseline")), None)
+        results["sweep"] = {"winner": finish[0] if finish else None, "default": default}
+    (args.out / "serving_summary.json").write_text(json.dumps(results, indent=2, default=str))
+    print(json.dumps(results, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
