@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from autotune.redact import STORAGE_ENV, redact
+from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.space import SpaceError
 from autotune.train_export import TARGETS as TRAIN_TARGETS
 
@@ -46,6 +47,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.driver.study_setup import StudyMismatch
     from autotune.executors.base import ExecutorError
     from autotune.export import ExportError
+    from autotune.serving_export import ServingExportError
     from autotune.space import ExpressionError
     from autotune.storage import StorageError
     from autotune.sweep_setup import SetupError
@@ -61,6 +63,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
         ExportError,
         TritonExportError,
         TrainExportError,
+        ServingExportError,
         SetupError,
         StudyMismatch,
         ExecutorError,
@@ -476,7 +479,8 @@ def export(
         str,
         typer.Option(
             help="json, yaml, triton, or a training stack: hf (TrainingArguments), accelerate, "
-            "deepspeed, torchtitan (TOML sections)."
+            "deepspeed, torchtitan (TOML sections); or a server: vllm (serve --config YAML), "
+            "sglang (launch_server command)."
         ),
     ] = "json",
     storage: StorageOption = DEFAULT_STORAGE,
@@ -519,11 +523,14 @@ def export(
         chosen = table_studies(open_storage(storage), studies.split(",") if studies else None)
         keys = [k.strip() for k in key.split(",") if k.strip()]
         text = triton_table_export(chosen, keys, top, names)
-    elif to in TRAIN_TARGETS:  # a training stack
+    elif to in TRAIN_TARGETS or to in SERVING_TARGETS:  # a training stack or a server
         from autotune.export import best_record
+        from autotune.serving_export import serving_export
         from autotune.train_export import training_export
 
-        exported = training_export(best_record(load_study(open_storage(storage), study)), to)
+        record = best_record(load_study(open_storage(storage), study))
+        make = training_export if to in TRAIN_TARGETS else serving_export
+        exported = make(record, to)
         text = exported.text
         for knob, note in exported.not_expressed.items():
             err.print(f"not expressed in {to}: {knob}: {note}", highlight=False, soft_wrap=True)

@@ -1,0 +1,202 @@
+"""A tuned serving config for the servers that run models: vLLM (a ``vllm serve --config`` YAML,
+its keys the flags' names) and SGLang (a ``python -m sglang.launch_server`` command line).
+
+Every flag written is checked against :data:`VLLM_ARGS` / :data:`SGLANG_ARGS`: the names, types
+and choices of the flags this export uses, read from vLLM's ``vllm/engine/arg_utils.py`` and
+config classes at commit 4e75851 (after v0.13) and SGLang's ``python/sglang/srt/server_args.py``
+at commit 001067f (0.5 series). What a target cannot express (prefill-first under vLLM, the
+engine's own int8/int4 weights for a bf16 checkpoint, a forced SDPA backend) is listed in
+``not_expressed``, as comments in the file, never dropped.
+
+A ``server`` sweep (whose parameters are the server's own flags, spelled with underscores)
+exports each parameter the target has as is.
+
+Example:
+    >>> record = {"workload": "serving", "config": {"max_num_seqs": 64,
+    ...           "max_num_batched_tokens": 4096, "block_size": 32, "kv_dtype": "fp8",
+    ...           "weights": "bf16", "policy": "fcfs", "attention_backend": "default"}}
+    >>> out = serving_export(record, "vllm")
+    >>> out.settings["max-num-seqs"], out.settings["kv-cache-dtype"], out.not_expressed
+    (64, 'fp8_e4m3', {})
+    >>> serving_export(record, "sglang").settings["max-running-requests"]
+    64
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import yaml
+
+from autotune.train_export import TrainExport
+
+TARGETS = ("vllm", "sglang")
+
+#: flag -> (type, choices or None): vLLM's EngineArgs (commit 4e75851) as ``vllm serve`` takes
+VLLM_ARGS: dict[str, tuple[type, tuple[Any, ...] | None]] = {
+    "max-num-seqs": (int, None),
+    "max-num-batched-tokens": (int, None),
+    "block-size": (int, (1, 8, 16, 32, 64, 128, 256)),
+    "kv-cache-dtype": (str, ("auto", "bfloat16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2",
+                             "fp8_inc", "int8")),
+    "quantization": (str, None),
+    "gpu-memory-utilization": (float, None),
+    "enable-chunked-prefill": (bool, None),
+    "enforce-eager": (bool, None),
+    "scheduling-policy": (str, ("fcfs", "priority")),
+    "max-model-len": (int, None),
+    "dtype": (str, ("auto", "bfloat16", "float", "float16", "float32", "half")),
+    "tensor-parallel-size": (int, None),
+    "max-cudagraph-capture-size": (int, None),
+    "attention-backend": (str, None),
+}  # fmt: skip
+#: the same for SGLang's ServerArgs (commit 001067f)
+SGLANG_ARGS: dict[str, tuple[type, tuple[Any, ...] | None]] = {
+    "max-running-requests": (int, None),
+    "chunked-prefill-size": (int, None),
+    "max-prefill-tokens": (int, None),
+    "page-size": (int, None),
+    "kv-cache-dtype": (str, ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16",
+                             "nvfp4", "fp4_mx_block16", "fp4_e2m1")),
+    "quantization": (str, None),
+    "mem-fraction-static": (float, None),
+    "disable-decode-cuda-graph": (bool, None),
+    "schedule-policy": (str, ("lpm", "random", "fcfs", "dfs-weight", "lof", "priority",
+                              "routing-key")),
+    "attention-backend": (str, None),
+    "context-length": (int, None),
+    "tp-size": (int, None),
+    "dtype": (str, ("auto", "half", "float16", "bfloat16", "float", "float32")),
+    "enable-mixed-chunk": (bool, None),
+}  # fmt: skip
+_SPECS = {"vllm": VLLM_ARGS, "sglang": SGLANG_ARGS}
+#: the project engine's knobs (the serving workload's, and its server's flags)
+ENGINE_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "policy", "kv_dtype",
+                "weights", "attention_backend")  # fmt: skip
+
+
+class ServingExportError(ValueError):
+    """A record that is no serving sweep, or a flag its target does not take."""
+
+
+def check_args(target: str, args: dict[str, Any]) -> None:
+    """Refuse a flag ``target`` does not have, or a value of the wrong type or choice.
+
+    Example:
+        >>> check_args("vllm", {"block-size": 24})
+        Traceback (most recent call last):
+        ...
+        autotune.serving_export.ServingExportError: vllm --block-size 24: not one of 1, 8, 16, 32, 64, 128, 256
+    """  # noqa: E501
+    spec = _SPECS[target]
+    for flag, value in args.items():
+        if flag not in spec:
+            raise ServingExportError(f"{target} has no flag --{flag}")
+        kind, choices = spec[flag]
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            ok = True
+        if not ok:
+            raise ServingExportError(f"{target} --{flag} {value!r}: not a {kind.__name__}")
+        if choices is not None and value not in choices:
+            allowed = ", ".join(str(c) for c in choices)
+            raise ServingExportError(f"{target} --{flag} {value}: not one of {allowed}")
+
+
+def _engine(config: dict[str, Any], target: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The project engine's knobs as ``target``'s flags, and what it cannot express."""
+    args: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    kv = {"bf16": "auto", "fp8": "fp8_e4m3"}[config.get("kv_dtype", "bf16")]
+    weights = config.get("weights", "bf16")
+    policy = config.get("policy", "fcfs")
+    if target == "vllm":
+        args["max-num-seqs"] = int(config["max_num_seqs"])
+        args["max-num-batched-tokens"] = int(config["max_num_batched_tokens"])
+        args["enable-chunked-prefill"] = True
+        args["block-size"] = int(config.get("block_size", 16))
+        args["kv-cache-dtype"] = kv
+        if policy == "fcfs":
+            args["scheduling-policy"] = "fcfs"
+        else:
+            notes["policy"] = (
+                "prefill-first: vLLM's V1 scheduler always runs decodes first with chunked "
+                "prefill; no flag restores prefill priority"
+            )
+    else:
+        args["max-running-requests"] = int(config["max_num_seqs"])
+        args["chunked-prefill-size"] = int(config["max_num_batched_tokens"])
+        args["page-size"] = int(config.get("block_size", 16))
+        args["kv-cache-dtype"] = kv
+        args["schedule-policy"] = "fcfs"
+        # SGLang runs prompt batches first unless decode and prefill chunks may mix
+        args["enable-mixed-chunk"] = policy == "fcfs"
+    if weights != "bf16":
+        checkpoint = (
+            "GPTQ/AWQ int4 g128, --quantization gptq_marlin"
+            if weights == "int4"
+            else ("an int8 weight-only one, --quantization compressed-tensors")
+        )
+        notes["weights"] = (
+            f"{weights}: the engine quantized a bf16 checkpoint itself; serve a weight-only "
+            f"{weights} checkpoint instead (e.g. {checkpoint})"
+        )
+    backend = config.get("attention_backend", "default")
+    if backend != "default":
+        notes["attention_backend"] = (
+            f"{backend}: the engine's SDPA backend; {target} picks its own attention kernels"
+        )
+    return args, notes
+
+
+def serving_export(record: dict[str, Any], target: str) -> TrainExport:
+    """``target``'s flags for a ``serving`` or ``server`` sweep's best config."""
+    if target not in _SPECS:
+        raise ServingExportError(f"unknown serving target {target!r}; choose vllm or sglang")
+    config = record.get("config", {})
+    workload = record.get("workload")
+    engine_knobs = {"max_num_seqs", "max_num_batched_tokens"}
+    if workload not in ("serving", "server"):
+        raise ServingExportError("a serving export needs a serving or server sweep")
+    args: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    if workload == "serving" or engine_knobs <= set(config):  # the project engine's names
+        args, notes = _engine(config, target)
+    if workload == "server":  # the server's own flags, spelled with underscores
+        known = set(ENGINE_KNOBS) if engine_knobs <= set(config) else set()
+        for name, value in config.items():
+            if name in known:
+                continue
+            flag = name.replace("_", "-")
+            if flag in _SPECS[target]:
+                args[flag] = value
+            else:
+                notes[name] = f"{value}: {target} has no --{flag}"
+    check_args(target, args)
+    return ServingExport(target, args, notes)
+
+
+class ServingExport(TrainExport):
+    """A server's flags: YAML for ``vllm serve --config``, a command line for SGLang."""
+
+    @property
+    def text(self) -> str:
+        notes = "".join(f"# not expressed: {k}: {v}\n" for k, v in self.not_expressed.items())
+        if self.target == "vllm":
+            return (
+                "# vllm serve MODEL --config this.yaml\n"
+                + notes
+                + yaml.safe_dump(self.settings, sort_keys=False)
+            )
+        parts = ["python", "-m", "sglang.launch_server", "--model-path", "MODEL"]
+        for flag, value in self.settings.items():
+            if isinstance(value, bool):
+                parts += [f"--{flag}"] if value else []
+            else:
+                parts += [f"--{flag}", str(value)]
+        return notes + shlex.join(parts) + "\n"
+
+    @property
+    def notes_inline(self) -> bool:
+        return True
