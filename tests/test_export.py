@@ -124,3 +124,18 @@ def test_triton_export_puts_the_finish_winner_first_then_the_rest_by_reading():
     lines = [line for line in text.splitlines() if "triton.Config(" in line]
     assert "finish median 705 tflops, spread 2.0% over 3 rounds" in lines[0]
     assert "600 tflops (one sweep reading)" in lines[3]
+
+
+def test_exports_take_the_users_umask_not_the_temporary_files_0600(tmp_path):
+    import os
+    import stat
+
+    from autotune.export import write_atomic
+
+    old = os.umask(0o022)
+    try:
+        path = write_atomic(tmp_path / "best.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert not list(tmp_path.glob(".best.json.*"))  # no temporary file left behind

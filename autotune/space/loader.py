@@ -123,7 +123,10 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start]
+        raise SpaceError(f"{path}: not UTF-8 text (byte {exc.start} is {bad:#04x})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

@@ -128,3 +128,18 @@ def test_unknown_names_found_once_the_problem_is_known(write_space):
     from autotune.objectives.train_step import TrainStepObjective
 
     load_space("train_step").validate_names(TrainStepObjective.default_problem({"type": "cpu"}))
+
+
+def test_a_space_file_that_is_not_utf8_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"name: x\nparameters:\n  a: {type: categorical, choices: [caf\xe9]}\n")
+    with pytest.raises(SpaceError, match=r"latin1.yaml: not UTF-8 text \(byte 58 is 0xe9\)"):
+        load_space(path)
+    done = subprocess.run([sys.executable, "-m", "autotune.cli", "tune", "--space", str(path),
+                           "--storage", f"sqlite:///{tmp_path / 'a.db'}"], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "not UTF-8" in done.stderr
