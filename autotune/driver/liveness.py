@@ -136,6 +136,12 @@ class Heartbeat:
         with self._lock:
             self._numbers.discard(number)
 
+    @property
+    def numbers(self) -> list[int]:
+        """This driver's trials not yet told a result."""
+        with self._lock:
+            return sorted(self._numbers)
+
     def _record(self, number: int) -> None:
         try:
             trial_id = self._storage.get_trial_id_from_study_id_trial_number(self._study_id, number)

@@ -19,13 +19,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import statistics
 import time
 import warnings
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import optuna
 
@@ -149,6 +150,7 @@ class _SweepRun:
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> SweepSummary:
+        signal_restore = stop_on_sigterm()
         self.start = time.monotonic()
         capacity = self.executor.capacity
         self.observer.on_start(self.settings, self.study, self.launched())
@@ -171,17 +173,14 @@ class _SweepRun:
                 if not self.executor.in_flight:
                     stopped_by = stop or "no capacity left"
                     break
-                finished = self.executor.wait_any()
-                ready = self.ready_ahead() if stop != "time" and self.executor.free else None
-                if ready is not None:
-                    # the next config starts the moment a slot frees; the finished are told
-                    # while it runs
-                    self.launch(ready)
-                for one in finished:
+                # a measured trial is in the storage before anything else happens (the next
+                # launch included): a stop at any moment after this loses none
+                for one in self.executor.wait_any():
                     self.tell_finished(one)
         except KeyboardInterrupt:
             stopped_by = "interrupted"
         finally:
+            signal_restore()
             # the sweep's wall time ends with its last trial: stopping the executor (workers,
             # a Ray started for the sweep), like starting it, is not search overhead
             self.end = time.monotonic()
@@ -394,6 +393,10 @@ class _SweepRun:
 
     # -- the end ------------------------------------------------------------------------
     def close(self, stopped_by: str) -> None:
+        with _signals_held():
+            self._close(stopped_by)
+
+    def _close(self, stopped_by: str) -> None:
         self.executor.close()  # ends workers still measuring
         for asked in self.in_flight.values():
             reason = f"the sweep stopped ({stopped_by}) while it ran"
@@ -405,6 +408,10 @@ class _SweepRun:
             self.book.mark_interrupted(
                 asked.trial, f"asked for but never launched: the sweep stopped ({stopped_by})"
             )
+        # a stop between asking and queueing, or between a result and its telling, leaves a
+        # trial in no list above: the heartbeat's set still knows it
+        for number in self.heartbeat.numbers:
+            self.book.mark_interrupted(number, f"the sweep stopped ({stopped_by}) before it ran")
         self.heartbeat.close()
 
     def memory_report(self) -> dict:
@@ -468,3 +475,38 @@ def _prune_check(trial: optuna.Trial, n_objectives: int) -> PruneCheck:
         return trial.should_prune()
 
     return should_prune
+
+
+def stop_on_sigterm() -> Callable[[], None]:
+    """Make SIGTERM stop the sweep as Ctrl-C does (the trials in flight marked interrupted,
+    workers ended); returns what puts the previous handler back. Only the main thread can
+    take signals: elsewhere nothing changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM while the sweep closes its trials (a second Ctrl-C must not
+    leave one RUNNING); the main thread only."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -225,11 +225,19 @@ class TrialBook:
         else:
             self.study.enqueue_trial(steer, skip_if_exists=True)
 
-    def mark_interrupted(self, trial: optuna.Trial, reason: str) -> None:
-        """Close a trial of this driver that will not be told a result."""
+    def mark_interrupted(self, trial: optuna.Trial | int, reason: str) -> None:
+        """Close a trial of this driver (or its number) that will not be told a result."""
         try:
-            trial.set_user_attr(STATUS, INTERRUPTED)
-            trial.set_user_attr(REASON, reason)
+            if isinstance(trial, int):
+                storage, study_id = self.study._storage, self.study._study_id
+                trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial)
+                if storage.get_trial(trial_id).state.is_finished():
+                    return
+                storage.set_trial_user_attr(trial_id, STATUS, INTERRUPTED)
+                storage.set_trial_user_attr(trial_id, REASON, reason)
+            else:
+                trial.set_user_attr(STATUS, INTERRUPTED)
+                trial.set_user_attr(REASON, reason)
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         except _ALREADY_FINISHED:
             pass

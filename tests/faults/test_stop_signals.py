@@ -1,0 +1,71 @@
+"""A sweep stopped by SIGTERM or SIGINT at any moment: every measured trial is kept, the trial in
+flight is marked interrupted, no trial is left RUNNING, and the sweep resumes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.driver.trial_attrs import trial_status
+
+SPACE = """name: slow
+workload: faults
+parameters:
+  fault: {type: categorical, choices: [none]}
+  score: {type: float, low: 0.0, high: 1.0}
+  delay: {type: categorical, choices: [0.4]}
+"""
+
+
+def _sweep(tmp_path: Path, url: str) -> subprocess.Popen:
+    space = tmp_path / "slow.yaml"
+    space.write_text(SPACE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
+         "--trials", "40",
+         "--storage", url, "--study", "s", "--sampler", "random", "--seed", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _wait_for_trials(url: str, n: int, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            study = optuna.load_study(study_name="s", storage=url)
+            if sum(trial_status(t) == "ok" for t in study.trials) >= n:
+                return
+        except KeyError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {n} trials finished in {timeout_s} s")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopped_sweep_keeps_every_measured_trial_and_leaves_none_running(tmp_path, sig):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    proc = _sweep(tmp_path, url)
+    _wait_for_trials(url, 3)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    study = optuna.load_study(study_name="s", storage=url)
+    states = [t.state for t in study.trials]
+    assert optuna.trial.TrialState.RUNNING not in states
+    statuses = [trial_status(t) for t in study.trials]
+    assert statuses.count("ok") >= 3 and set(statuses) <= {"ok", "interrupted"}
+    for t in study.trials:  # every trial ends with a reason or a value
+        assert t.value is not None or t.user_attrs.get("reason")
+    # resumed: the same study goes on from where it stopped
+    again = _sweep(tmp_path, url)
+    again.wait(timeout=240)
+    assert again.returncode == 0
+    assert sum(trial_status(t) == "ok" for t in optuna.load_study(study_name="s",
+                                                                 storage=url).trials) >= 40  # fmt: skip
