@@ -152,6 +152,8 @@ class _SweepRun:
     def run(self) -> SweepSummary:
         signal_restore = stop_on_sigterm()
         self.start = time.monotonic()
+        if self.settings.time_budget_s is not None:  # a trial never outlasts the budget
+            self.executor.end_at(self.start + self.settings.time_budget_s)
         capacity = self.executor.capacity
         self.observer.on_start(self.settings, self.study, self.launched())
         stopped_by = "trials"

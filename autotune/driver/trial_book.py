@@ -166,6 +166,9 @@ class TrialBook:
                 self.study.tell(trial, values)
             elif result.status is TrialStatus.DIVERGED and len(self.directions) == 1:
                 self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            elif result.status is TrialStatus.INTERRUPTED:
+                # stopped from outside (the budget's end): says nothing about the config
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
             else:
                 # complete with a penalty + violated constraint: the sampler learns the region
                 self.study.tell(trial, self.penalty())
@@ -173,7 +176,7 @@ class TrialBook:
             record.status, record.reason = INTERRUPTED, "found stale and closed by another driver"
             return record
         self._known.add(trial.number)
-        if launched:
+        if launched and result.status is not TrialStatus.INTERRUPTED:
             self.visited[asked.key] = Outcome(trial.number, result.status.value, values)
         return record
 

@@ -54,6 +54,10 @@ class Executor(ABC):
     def in_flight(self) -> int:
         """How many submitted trials have not been returned by :meth:`wait_any` yet."""
 
+    def end_at(self, budget_ends: float | None) -> None:  # noqa: B027 - optional
+        """Stop trials still running when the sweep's time budget ends (a ``time.monotonic()``
+        reading); executors that cannot stop a trial midway ignore it."""
+
     @abstractmethod
     def submit(
         self, ticket: int, config: dict[str, Any], should_prune: PruneCheck = never_prune

@@ -83,6 +83,11 @@ class LocalExecutor(Executor):
         """Worker processes started so far (a crash, OOM or timeout restarts its slot's)."""
         return sum(runner.workers_started for runner, _ in self._slots)
 
+    def end_at(self, budget_ends: float | None) -> None:
+        """Stop trials still running at ``budget_ends`` (a ``time.monotonic()`` reading)."""
+        for runner, _ in self._slots:
+            runner.budget_ends = budget_ends
+
     def submit(
         self, ticket: int, config: dict[str, Any], should_prune: PruneCheck = never_prune
     ) -> None:

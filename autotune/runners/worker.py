@@ -104,6 +104,9 @@ class IsolatedRunner(Runner):
         self.problem = dict(problem)
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
+        #: ``time.monotonic()`` at which the sweep's time budget ends (None: no budget): a trial
+        #: still running then is stopped and comes back ``interrupted``
+        self.budget_ends: float | None = None
         self._context = mp.get_context("spawn")
         self._process: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
@@ -199,12 +202,24 @@ class IsolatedRunner(Runner):
     ) -> TrialResult:
         start = time.perf_counter()
         deadline = start + self.timeout_s
+        # the sweep's time budget ends first: the trial is stopped there, not judged slow
+        budget_ends = self.budget_ends is not None and (
+            self.budget_ends - time.monotonic() < self.timeout_s
+        )
+        if budget_ends:
+            deadline = start + max(0.0, self.budget_ends - time.monotonic())
         try:
             conn.send(("evaluate", config))
             while True:
                 remaining = deadline - time.perf_counter()
                 if remaining <= 0:
                     self._kill()
+                    if budget_ends:
+                        return TrialResult(
+                            TrialStatus.INTERRUPTED,
+                            "the sweep's time budget ended while it ran; worker killed",
+                            duration_s=time.perf_counter() - start,
+                        )
                     return TrialResult(
                         TrialStatus.TIMEOUT,
                         f"no result after {self.timeout_s:.1f} s; worker killed",

@@ -138,3 +138,20 @@ def test_the_time_budget_holds_back_at_most_a_third_for_the_finish():
     summary = Sweep(settings).run()
     assert summary.stopped_by == "time"
     assert summary.trials_run >= 3
+
+
+def test_a_trial_running_when_the_budget_ends_is_stopped_there():
+    import time
+
+    space = Space("d", [Param("delay", "categorical", choices=[0.0, 30.0])])
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"latency_s": "minimize"},
+        sampler="grid", n_trials=2, time_budget_s=4.0, storage="memory", executor="local",
+        warm_start="off", baseline={"delay": 30.0}, trial_timeout_s=120,
+    )  # fmt: skip
+    started = time.monotonic()
+    summary = Sweep(settings).run()
+    assert time.monotonic() - started < 30  # not the 30 s the trial would have taken
+    first = summary.study.trials[0]
+    assert first.user_attrs["status"] == "interrupted"
+    assert "time budget ended" in first.user_attrs["reason"]
