@@ -27,6 +27,7 @@ from autotune.redact import STORAGE_ENV, redact
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.space import SpaceError
 from autotune.train_export import TARGETS as TRAIN_TARGETS
+from autotune.units import readable
 
 app = typer.Typer(
     add_completion=False,
@@ -361,13 +362,14 @@ def tune(
         err.print("no trial succeeded: nothing to report (see `autotune trials`)")
         raise typer.Exit(1)
     if settings.finish_top and summary.stopped_by != "interrupted":
-        _print_finish(sweep.finish(summary.study, deadline=budget_ends))
+        metric = next(iter(settings.objectives))
+        _print_finish(sweep.finish(summary.study, deadline=budget_ends), metric)
     _print_best(settings.storage, summary.study_name, output)
     if summary.stopped_by == "interrupted":
         raise typer.Exit(130)
 
 
-def _print_finish(rows: list) -> None:
+def _print_finish(rows: list, metric: str = "") -> None:
     err.print(
         f"finish: the top configs and the untuned default re-measured in a fresh process, "
         f"interleaved ({len(rows[0].samples) if rows else 0} rounds)"
@@ -379,7 +381,8 @@ def _print_finish(rows: list) -> None:
         noise += " (the untuned default)" if row.baseline else ""
         mark = "winner" if row is rows[0] else "      "
         err.print(
-            f"  {mark} trial {row.trial}: median {row.median:.4g}, spread {row.spread:.1%}{noise}",
+            f"  {mark} trial {row.trial}: median {readable(metric, row.median)}, spread "
+            f"{row.spread:.1%}{noise}",
             highlight=False,
         )
 
@@ -390,12 +393,12 @@ def _print_best(storage_url: str, study_name: str | None, output: Path | None) -
 
     study = load_study(open_storage(storage_url), study_name)
     record = best_record(study)
-    values = ", ".join(f"{v:.4g} {k}" for k, v in record["values"].items())
+    values = ", ".join(f"{readable(k, v)} {k}" for k, v in record["values"].items())
     label = f" [{record['label']}]" if record.get("label") else ""
     out.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
     out.print_json(data=record["config"])
     for member in record.get("pareto_front", [])[1:]:
-        vals = ", ".join(f"{v:.4g} {k}" for k, v in member["values"].items())
+        vals = ", ".join(f"{readable(k, v)} {k}" for k, v in member["values"].items())
         out.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}")
     if output is not None:
         fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"
@@ -419,8 +422,10 @@ def best(
 def trials(
     storage: StorageOption = DEFAULT_STORAGE,
     study: StudyOption = None,
-    format: Annotated[str, typer.Option(help="table, csv or parquet.")] = "table",  # noqa: A002
-    output: Annotated[Path | None, typer.Option(help="File for csv/parquet (csv: stdout).")] = None,
+    format: Annotated[str, typer.Option(help="table, csv, parquet or html.")] = "table",  # noqa: A002
+    output: Annotated[
+        Path | None, typer.Option(help="File for csv/parquet/html (csv, html: stdout).")
+    ] = None,
     all_trials: Annotated[
         bool, typer.Option("--all", help="Table: include configs rejected by constraints.")
     ] = False,
@@ -446,7 +451,10 @@ def trials(
                 column, overflow="ellipsis", max_width=60 if column == "reason" else 16
             )
         for row in shown[columns].itertuples(index=False):
-            table.add_row(*("" if _missing(v) else _cell(v) for v in row))
+            cells = ["" if _missing(v) else _cell(v, c) for c, v in zip(columns, row, strict=True)]
+            if cells[0] == "0":
+                cells[0] = "0 (untuned default)"
+            table.add_row(*cells)
         Console(width=None if out.is_terminal else 240).print(table)
     elif format == "csv":
         text = frame.to_csv(index=False)
@@ -460,16 +468,26 @@ def trials(
         if output is None:
             raise UsageError("--format parquet needs --output FILE")
         frame.to_parquet(output, index=False)
+    elif format == "html":  # the report's table alone
+        shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
+        text = shown.to_html(index=False, na_rep="", border=1)
+        page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{text}</body></html>"
+        if output is None:
+            sys.stdout.write(page + "\n")
+        else:
+            from autotune.export import write_atomic
+
+            write_atomic(output, page + "\n")
     else:
-        raise UsageError(f"--format: {format!r} is not one of table, csv, parquet")
+        raise UsageError(f"--format: {format!r} is not one of table, csv, parquet, html")
 
 
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-def _cell(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)[:80]
+def _cell(value: Any, column: str = "") -> str:
+    return readable(column, value) if isinstance(value, float) else str(value)[:80]
 
 
 @app.command()
@@ -548,6 +566,63 @@ def export(
 
 @app.command()
 @one_line_errors
+def report(
+    storage: StorageOption = DEFAULT_STORAGE,
+    study: StudyOption = None,
+    output: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("report.html"),
+    serve: Annotated[
+        int | None,
+        typer.Option(help="Serve the report live on this port (rebuilt as trials land)."),
+    ] = None,
+) -> None:
+    """Write a sweep's self-contained HTML report (plotly inlined: it opens offline)."""
+    _quiet_libraries()
+    from autotune.export import write_atomic
+    from autotune.report import report_html
+    from autotune.storage import load_study, open_storage
+
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        raise UsageError("autotune report needs plotly: pip install 'autotune[report]'") from None
+    opened = open_storage(storage)
+    if serve is None:
+        write_atomic(output, report_html(load_study(opened, study)))
+        err.print(f"wrote {output}")
+        return
+    from autotune.report_server import serve_report
+
+    err.print(f"serving the report of {study or 'the latest study'} on http://127.0.0.1:{serve}/"
+              " (refreshes every 10 s; Ctrl-C ends)")  # fmt: skip
+    serve_report(lambda: report_html(load_study(opened, study)), serve)
+
+
+@app.command()
+@one_line_errors
+def compare(
+    studies: Annotated[list[str], typer.Argument(help="Two or more stored studies.")],
+    storage: StorageOption = DEFAULT_STORAGE,
+    output: Annotated[Path | None, typer.Option(help="An HTML file (else text).")] = None,
+) -> None:
+    """Sweeps side by side: winners, how their configs differ, each winner elsewhere."""
+    _quiet_libraries()
+    from autotune.compare import compare_html, compare_studies, compare_text
+    from autotune.export import write_atomic
+    from autotune.storage import load_study, open_storage
+
+    if len(studies) < 2:
+        raise UsageError("compare needs two or more studies")
+    opened = open_storage(storage)
+    rows = compare_studies([load_study(opened, name) for name in studies])
+    if output is None:
+        sys.stdout.write(compare_text(rows))
+    else:
+        write_atomic(output, compare_html(rows))
+        err.print(f"wrote {output}")
+
+
+@app.command()
+@one_line_errors
 def record(
     workload: Annotated[str, typer.Argument(help="matmul or train-step.")],
     output: Annotated[Path, typer.Option(help="CSV to write (resumes if it exists).")],
@@ -578,7 +653,7 @@ def record(
     def on_row(i: int, n: int, row: dict[str, Any]) -> None:
         metric = next(iter(objective_cls.directions))
         value = row.get(metric)
-        shown = f"{value:.4g} {metric}" if isinstance(value, float) else row["status"]
+        shown = readable(metric, value) if isinstance(value, float) else row["status"]
         err.print(f"[{i}/{n}] {shown}", highlight=False)
 
     table = record_grid(

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
 from autotune.driver.trial_attrs import INFEASIBLE, REPEATED
+from autotune.units import readable
 
 
 def failures_text(counts: Counter) -> str:
@@ -33,8 +34,10 @@ def failures_text(counts: Counter) -> str:
     return text
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.4g}"
+def _named(metric: str, value: float) -> str:
+    """``95.8k tokens/s``; a metric whose name gives no unit keeps its name: ``0.84 score``."""
+    text = readable(metric, value)
+    return text if " " in text or text.endswith(("x", "%")) else f"{text} {metric}"
 
 
 class ProgressDisplay(SweepObserver):
@@ -89,9 +92,7 @@ class ProgressDisplay(SweepObserver):
         if not best:
             return "best: none yet"
         t = best[0]
-        values = ", ".join(
-            f"{_fmt(v)} {n}" for n, v in zip(self._objectives, t.values, strict=True)
-        )
+        values = ", ".join(_named(n, v) for n, v in zip(self._objectives, t.values, strict=True))
         front = (
             f" (Pareto front: {len(best)})" if len(best) > 1 or len(self._objectives) > 1 else ""
         )
@@ -114,12 +115,14 @@ class ProgressDisplay(SweepObserver):
             return  # rejected or repeated, not launched: counted in the summary line
         if record.values is not None:
             outcome = ", ".join(
-                f"{_fmt(v)} {n}" for n, v in zip(self._objectives, record.values, strict=True)
+                _named(n, v) for n, v in zip(self._objectives, record.values, strict=True)
             )
         else:
             outcome = f"{record.status}: {record.reason}"[:100]
         total = f"/{self._total}" if self._total is not None else ""
         where = f" ({record.worker})" if record.worker else ""
+        if record.number == 0:
+            where += " untuned default"
         self.console.print(
             f"[{done}{total}] #{record.number}{where} {outcome} | {summary}{self._eta(done)}",
             highlight=False,

@@ -1,0 +1,132 @@
+"""``autotune compare``: sweeps side by side (two devices, two versions, two shapes): each one's
+winner, how the winners' configs differ, and each winner's value in the other sweeps'
+landscapes where they measured the same config.
+
+Example:
+    >>> import optuna
+    >>> a, b = optuna.create_study(direction="maximize"), optuna.create_study(direction="maximize")
+    >>> for study, scale in ((a, 1.0), (b, 2.0)):
+    ...     for x in (1, 2, 3):
+    ...         study.enqueue_trial({"x": x})
+    ...     study.optimize(lambda t: scale * t.suggest_int("x", 1, 3) ** (2 if scale > 1 else 1),
+    ...                    n_trials=3)
+    >>> rows = compare_studies([a, b])
+    >>> [r["winner_config"] for r in rows], rows[0]["elsewhere"]
+    ([{'x': 3}, {'x': 3}], {'1': 18.0})
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+import optuna
+
+from autotune.driver.trial_attrs import FINISH, STUDY
+from autotune.report import _measured
+from autotune.units import readable
+
+
+def _winner(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    trials = _measured(study)
+    if not trials:
+        return None
+    finish = (study.user_attrs.get(FINISH) or {}).get("rows") or []
+    if finish:
+        chosen = next((t for t in trials if t.number == finish[0]["trial"]), None)
+        if chosen is not None:
+            return chosen
+    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    return max(trials, key=lambda t: t.values[0] if maximize else -t.values[0])
+
+
+def _finish_median(study: optuna.Study, winner: optuna.trial.FrozenTrial) -> float:
+    """The winner's re-measured median where the sweep ended with the finish, else its
+    sweep reading."""
+    for row in (study.user_attrs.get(FINISH) or {}).get("rows") or []:
+        if row["trial"] == winner.number:
+            return float(row["median"])
+    return winner.values[0]
+
+
+def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
+    """One row per study: its winner's config and value, the keys where the winners differ,
+    and ``elsewhere``: the winner's value in each other study (by index) that measured it."""
+    winners = [_winner(s) for s in studies]
+    rows = []
+    for i, (study, winner) in enumerate(zip(studies, winners, strict=True)):
+        info = study.user_attrs.get(STUDY, {})
+        metric = next(iter(info.get("objectives") or {"value": None}))
+        row: dict[str, Any] = {
+            "study": study.study_name,
+            "workload": info.get("workload"),
+            "problem": info.get("problem", {}),
+            "device": info.get("device", {}).get("name"),
+            "metric": metric,
+            "winner_trial": winner.number if winner else None,
+            "winner_config": dict(winner.params) if winner else None,
+            "winner_value": _finish_median(study, winner) if winner else None,
+            "elsewhere": {},
+        }
+        if winner is not None:
+            for j, other in enumerate(studies):
+                if j == i:
+                    continue
+                match = [t for t in _measured(other) if t.params == winner.params]
+                if match:
+                    row["elsewhere"][str(j)] = match[0].values[0]
+        rows.append(row)
+    configs = [r["winner_config"] or {} for r in rows]
+    keys = sorted({k for c in configs for k in c})
+    differs = [k for k in keys if len({json.dumps(c.get(k)) for c in configs}) > 1]
+    for row in rows:
+        row["differs"] = differs
+    return rows
+
+
+def compare_text(rows: list[dict[str, Any]]) -> str:
+    """A plain table of :func:`compare_studies`."""
+    lines = []
+    for i, r in enumerate(rows):
+        where = (
+            ", ".join(
+                f"in {rows[int(j)]['study']}: {readable(r['metric'], v)}"
+                for j, v in r["elsewhere"].items()
+            )
+            or "not measured elsewhere"
+        )
+        lines.append(
+            f"[{i}] {r['study']} ({r['workload']} on {r['device']}): winner trial "
+            f"{r['winner_trial']} {readable(r['metric'], r['winner_value'])}; {where}"
+        )
+        lines.append(f"    config: {json.dumps(r['winner_config'])}")
+    if rows:
+        lines.append(f"winners differ in: {', '.join(rows[0]['differs']) or 'nothing'}")
+    return "\n".join(lines) + "\n"
+
+
+def compare_html(rows: list[dict[str, Any]]) -> str:
+    """The same as a self-contained HTML table."""
+    head = "<tr><th>study</th><th>device</th><th>winner</th><th>value</th><th>elsewhere</th></tr>"
+    body = []
+    for r in rows:
+        where = (
+            "; ".join(
+                f"{html.escape(rows[int(j)]['study'])}: {readable(r['metric'], v)}"
+                for j, v in r["elsewhere"].items()
+            )
+            or "-"
+        )
+        body.append(
+            f"<tr><td>{html.escape(r['study'])}</td><td>{html.escape(str(r['device']))}"
+            f"</td><td><code>{html.escape(json.dumps(r['winner_config']))}</code></td>"
+            f"<td>{readable(r['metric'], r['winner_value'])}</td><td>{where}</td></tr>"
+        )
+    differs = ", ".join(rows[0]["differs"]) if rows else ""
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>autotune compare</title>"
+        f"</head><body><h1>autotune compare</h1><table border=1>{head}{''.join(body)}"
+        f"</table><p>winners differ in: {html.escape(differs or 'nothing')}</p></body></html>"
+        "\n"
+    )

@@ -1,0 +1,62 @@
+"""Numbers as people read them: a metric's value with its unit and a sensible precision
+(13.0k tokens/s, 707 TFLOP/s, 2.1 ms, 1.017x), chosen from the metric's name.
+
+Example:
+    >>> readable("tokens_per_s", 13031.2), readable("tflops", 707.4), readable("step_ms", 2.134)
+    ('13.0k tokens/s', '707 TFLOP/s', '2.13 ms')
+    >>> readable("ratio_to_cublas", 1.0167), readable("mfu", 0.467), readable("score", 1234567.0)
+    ('1.017x', '46.7%', '1.23M')
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def _unit(name: str) -> tuple[str, str] | None:
+    """(unit, style) from the words of a metric's name (split at underscores), or None."""
+    words = name.lower().split("_")
+    last = words[-1]
+    if "tokens_per_s" in name.lower() or name.lower().endswith("tok_s"):
+        return "tokens/s", "si"
+    if "tflops" in words:
+        return "TFLOP/s", "sig3"
+    if "gbps" in words:
+        return "GB/s", "sig3"
+    if "ratio" in words or "x" in words:
+        return "x", "ratio"
+    if {"mfu", "fraction", "share"} & set(words):
+        return "", "percent"
+    units = {"gb": "GB", "ms": "ms", "s": "s", "mhz": "MHz", "w": "W"}
+    return (units[last], "sig3") if last in units else None
+
+
+def _sig3(value: float) -> str:
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    digits = max(0, 2 - int(math.floor(math.log10(abs(value)))))
+    return f"{value:.{digits}f}"
+
+
+def _si(value: float) -> str:
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return _sig3(value / factor) + suffix
+    return _sig3(value)
+
+
+def readable(metric: str, value: float | None) -> str:
+    """``value`` of ``metric`` with its unit; "-" for None."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    unit = _unit(metric)
+    if unit is None:
+        return _si(value) if abs(value) >= 1e4 else _sig3(value)
+    suffix, style = unit
+    if style == "percent":
+        return f"{100 * value:.1f}%"
+    if style == "ratio":
+        return f"{value:.3f}x"
+    return f"{_si(value) if style == 'si' else _sig3(value)} {suffix}"
