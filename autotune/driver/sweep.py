@@ -355,6 +355,12 @@ class _SweepRun:
             # the same config is running: answered from the study once its result is in
             self.waiting.setdefault(asked.key, []).append(asked)
             return
+        previous = self.book.previous(asked.config)
+        if previous is not None:
+            # measured while this one waited to launch (asked ahead of that result's telling)
+            self.account(self.book.tell_repeat(asked, previous))
+            self.heartbeat.discard(asked.trial.number)
+            return
         self.book.running.add(asked.key)
         self.in_flight[asked.trial.number] = asked
         prune = _prune_check(asked.trial, len(self.settings.objectives))
