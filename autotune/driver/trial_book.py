@@ -100,7 +100,9 @@ class TrialBook:
                 continue
             self._known.add(t.number)
             status = trial_status(t)
-            if is_repeat(t) or status == INFEASIBLE:
+            # a static rejection is not remembered (the constraints answer it again at once);
+            # a config found infeasible when it ran (it has a worker) is
+            if is_repeat(t) or (status == INFEASIBLE and WORKER not in t.user_attrs):
                 continue
             values = list(t.values) if status == "ok" and t.values else None
             self.visited.setdefault(config_key(t.params), Outcome(t.number, status, values))
@@ -176,7 +178,10 @@ class TrialBook:
             record.status, record.reason = INTERRUPTED, "found stale and closed by another driver"
             return record
         self._known.add(trial.number)
-        if launched and result.status is not TrialStatus.INTERRUPTED:
+        # remembered, so a repeat is answered from the study: every result that ran (a config
+        # found infeasible only when it ran included), never one stopped from outside
+        ran = launched or bool(worker)
+        if ran and result.status is not TrialStatus.INTERRUPTED:
             self.visited[asked.key] = Outcome(trial.number, result.status.value, values)
         return record
 

@@ -278,3 +278,20 @@ def test_the_memory_model_rejects_what_would_not_fit_before_launching_it(write_s
     ))  # fmt: skip
     assert "ran out of memory" in guard.check({"gb": 60}, study)
     assert guard.check({"gb": 40}, study) is None
+
+
+def test_a_config_found_infeasible_when_it_ran_is_not_launched_again(tmp_path):
+    # train-step's micro_batch=3 passes the (replaced) space but the objective refuses it at
+    # run time: the sweep must remember that and answer a repeat from the study
+    space = tmp_path / "mb.yaml"
+    space.write_text("parameters:\n  micro_batch: {type: categorical, choices: [3, 4]}\n")
+    s = settings(load_space(space), workload="train-step", sampler="random", n_trials=8,
+                 problem={"vocab": 64, "d_model": 32, "n_layers": 1, "n_heads": 2,
+                          "seq_len": 8, "global_batch": 4, "steps": 1, "warmup_steps": 0,
+                          "device": "cpu", "check_numerics": False})  # fmt: skip
+    summary = Sweep(s).run()
+    ran = [t for t in summary.study.trials if "worker" in t.user_attrs]
+    assert sorted(t.params["micro_batch"] for t in ran) == [3, 4]  # each config ran once
+    refused = [t for t in summary.study.trials if t.params.get("micro_batch") == 3]
+    assert refused[0].user_attrs["status"] == "infeasible"
+    assert all("repeat of trial" in t.user_attrs["reason"] for t in refused[1:])
