@@ -79,7 +79,8 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except _bad_input_types() as exc:
-            message = escape(redact(str(exc)))  # a storage URL's password never reaches a log
+            # one line, and a storage URL's password never reaches a log
+            message = escape(redact(str(exc)).replace("\r", "\\r").replace("\n", "\\n"))
             err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:

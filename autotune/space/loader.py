@@ -121,9 +121,17 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
     return param
 
 
+#: a space file larger than this is refused before parsing (a space is a few kB)
+MAX_SPACE_BYTES = 1 << 20
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
+        if path.stat().st_size > MAX_SPACE_BYTES:
+            raise SpaceError(f"{path}: larger than {MAX_SPACE_BYTES >> 20} MiB: not a space file")
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise SpaceError(f"{path}: nested too deeply to be a space file") from None
     except UnicodeDecodeError as exc:
         bad = exc.object[exc.start]
         raise SpaceError(f"{path}: not UTF-8 text (byte {exc.start} is {bad:#04x})") from None

@@ -24,7 +24,21 @@ from autotune.space.params import Constraint, Param
 
 
 class SpaceError(ValueError):
-    """A search space that cannot be used; the message names the file and the key."""
+    """A search space that cannot be used; the message names the file and the key, on one
+    line (a key or value holding line breaks shows them escaped)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks escaped, so that it prints as one line.
+
+    Example:
+        >>> print(one_line("two" + chr(10) + "lines"))
+        two\\nlines
+    """
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 @dataclass
