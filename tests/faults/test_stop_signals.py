@@ -67,5 +67,5 @@ def test_a_stopped_sweep_keeps_every_measured_trial_and_leaves_none_running(tmp_
     again = _sweep(tmp_path, url)
     again.wait(timeout=240)
     assert again.returncode == 0
-    assert sum(trial_status(t) == "ok" for t in optuna.load_study(study_name="s",
-                                                                 storage=url).trials) >= 40  # fmt: skip
+    resumed = optuna.load_study(study_name="s", storage=url)
+    assert sum(trial_status(t) == "ok" for t in resumed.trials) >= 40
