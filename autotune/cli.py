@@ -27,7 +27,7 @@ from autotune.redact import STORAGE_ENV, redact
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.space import SpaceError
 from autotune.train_export import TARGETS as TRAIN_TARGETS
-from autotune.units import readable
+from autotune.units import named, readable
 
 app = typer.Typer(
     add_completion=False,
@@ -71,6 +71,14 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     )
 
 
+def _storage_failure_types() -> tuple[type[Exception], ...]:
+    """A database that went away or stayed locked in the middle of a command."""
+    import optuna
+    import sqlalchemy.exc
+
+    return (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError)
+
+
 def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Bad input ends with one line naming the problem, exit code 2, no traceback."""
 
@@ -86,6 +94,12 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except KeyboardInterrupt:
             err.print("interrupted; finished trials are stored")
             raise typer.Exit(130) from None
+        except _storage_failure_types() as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            err.print(f"[red]error:[/red] the storage stopped answering: {escape(redact(first))}; "
+                      "the finished trials are stored: run the same command again to resume",
+                      highlight=False, soft_wrap=True)  # fmt: skip
+            raise typer.Exit(1) from None
 
     return wrapper
 
@@ -394,12 +408,12 @@ def _print_best(storage_url: str, study_name: str | None, output: Path | None) -
 
     study = load_study(open_storage(storage_url), study_name)
     record = best_record(study)
-    values = ", ".join(f"{readable(k, v)} {k}" for k, v in record["values"].items())
+    values = ", ".join(named(k, v) for k, v in record["values"].items())
     label = f" [{record['label']}]" if record.get("label") else ""
     out.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
     out.print_json(data=record["config"])
     for member in record.get("pareto_front", [])[1:]:
-        vals = ", ".join(f"{readable(k, v)} {k}" for k, v in member["values"].items())
+        vals = ", ".join(named(k, v) for k, v in member["values"].items())
         out.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}")
     if output is not None:
         fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"

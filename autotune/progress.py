@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
 from autotune.driver.trial_attrs import INFEASIBLE, REPEATED
-from autotune.units import readable
+from autotune.units import named
 
 
 def failures_text(counts: Counter) -> str:
@@ -32,12 +32,6 @@ def failures_text(counts: Counter) -> str:
     if counts.get(REPEATED):
         text += f"; {counts[REPEATED]} repeats answered from the study"
     return text
-
-
-def _named(metric: str, value: float) -> str:
-    """``95.8k tokens/s``; a metric whose name gives no unit keeps its name: ``0.84 score``."""
-    text = readable(metric, value)
-    return text if " " in text or text.endswith(("x", "%")) else f"{text} {metric}"
 
 
 class ProgressDisplay(SweepObserver):
@@ -92,7 +86,7 @@ class ProgressDisplay(SweepObserver):
         if not best:
             return "best: none yet"
         t = best[0]
-        values = ", ".join(_named(n, v) for n, v in zip(self._objectives, t.values, strict=True))
+        values = ", ".join(named(n, v) for n, v in zip(self._objectives, t.values, strict=True))
         front = (
             f" (Pareto front: {len(best)})" if len(best) > 1 or len(self._objectives) > 1 else ""
         )
@@ -115,7 +109,7 @@ class ProgressDisplay(SweepObserver):
             return  # rejected or repeated, not launched: counted in the summary line
         if record.values is not None:
             outcome = ", ".join(
-                _named(n, v) for n, v in zip(self._objectives, record.values, strict=True)
+                named(n, v) for n, v in zip(self._objectives, record.values, strict=True)
             )
         else:
             outcome = f"{record.status}: {record.reason}"[:100]

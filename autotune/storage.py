@@ -75,7 +75,10 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.Ba
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 storage = optuna.storages.RDBStorage(
-                    url, skip_compatibility_check=False, **heartbeat
+                    url,
+                    skip_compatibility_check=False,
+                    engine_kwargs=_engine_kwargs(scheme),
+                    **heartbeat,
                 )
             break
         except ImportError as exc:
@@ -92,6 +95,16 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.Ba
 
 
 _CREATE_ATTEMPTS = 8
+#: seconds a SQLite write waits for another process's lock before it fails
+SQLITE_BUSY_TIMEOUT_S = 60
+
+
+def _engine_kwargs(scheme: str) -> dict:
+    """SQLAlchemy engine options: SQLite waits out another writer's lock for a minute (its
+    default, 5 s, fails a sweep while a reader such as a report holds the file)."""
+    if scheme == "sqlite":
+        return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
+    return {"pool_pre_ping": True}  # a server connection that dropped is replaced, not used
 
 
 def _is_creation_race(exc: Exception) -> bool:

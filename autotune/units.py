@@ -60,3 +60,14 @@ def readable(metric: str, value: float | None) -> str:
     if style == "ratio":
         return f"{value:.3f}x"
     return f"{_si(value) if style == 'si' else _sig3(value)} {suffix}"
+
+
+def named(metric: str, value: float | None) -> str:
+    """The value with its unit, or with the metric's name where the name gives no unit.
+
+    Example:
+        >>> named("tokens_per_s", 95789.0), named("score", 0.84)
+        ('95.8k tokens/s', '0.840 score')
+    """
+    text = readable(metric, value)
+    return text if " " in text or text.endswith(("x", "%")) else f"{text} {metric}"

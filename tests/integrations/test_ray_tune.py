@@ -11,6 +11,7 @@ import pytest
 
 from autotune.driver.trial_attrs import WORKER, is_launched, trial_status
 from autotune.space import load_space
+from autotune.units import readable
 
 pytest.importorskip("ray.tune")
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,4 +46,4 @@ def test_the_example_tuner_runs_autotunes_search_and_the_cli_reads_its_study(tmp
     )  # fmt: skip
     assert best.returncode == 0, best.stderr
     top = max(t.values[0] for t in launched)
-    assert f"{top:.4g} tflops" in best.stdout
+    assert f"{readable('tflops', top)}" in best.stdout  # e.g. 705 TFLOP/s

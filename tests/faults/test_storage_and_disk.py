@@ -1,0 +1,69 @@
+"""Faults outside the trials: a storage locked for a while by another process, a disk that
+fills while an export is written."""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import optuna
+import pandas as pd
+
+from autotune.driver.trial_attrs import is_launched, trial_status
+from autotune.export import write_atomic
+
+
+def _grid(tmp_path):
+    rows = [{"a": a, "b": b, "m": float(a * 10 + b), "status": "ok"}
+            for a in range(6) for b in range(6)]  # fmt: skip
+    pd.DataFrame(rows).to_csv(tmp_path / "grid.csv", index=False)
+    return tmp_path / "grid.csv"
+
+
+def test_a_sweep_waits_out_a_storage_another_process_locks(tmp_path) -> None:
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    command = [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(_grid(tmp_path)),
+               "--params", "a,b", "--metric", "m", "--maximize", "--trials", "30",
+               "--sampler", "random", "--storage", url, "--study", "s"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(300):  # until the sweep has written its study
+        if db.exists() and db.stat().st_size > 0:
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)
+    lock = sqlite3.connect(db, timeout=30, check_same_thread=False)
+    lock.execute("BEGIN EXCLUSIVE")  # nobody else may write (or, in WAL, checkpoint) now
+    threading.Timer(2.0, lambda: (lock.rollback(), lock.close())).start()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
+    study = optuna.load_study(study_name="s", storage=url)
+    launched = [t for t in study.trials if is_launched(t)]
+    assert len(launched) == 30 and all(trial_status(t) == "ok" for t in launched)
+    assert optuna.trial.TrialState.RUNNING not in {t.state for t in study.trials}
+
+
+def test_a_disk_that_fills_during_an_export_leaves_the_old_file_whole(tmp_path) -> None:
+    # a real limit on file size (RLIMIT_FSIZE) in a child process: its write fails with EFBIG
+    # as it would with ENOSPC on a full disk
+    target = tmp_path / "best.json"
+    write_atomic(target, '{"old": true}\n')
+    script = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "from autotune.export import write_atomic\n"
+        "try:\n"
+        f"    write_atomic({str(target)!r}, 'x' * 100000)\n"
+        "except OSError as exc:\n"
+        "    print(exc.errno); sys.exit(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 3 and int(done.stdout) == errno.EFBIG, done.stderr
+    assert target.read_text() == '{"old": true}\n'  # the previous export, untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["best.json"]  # no temporary file left
