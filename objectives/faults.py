@@ -26,6 +26,7 @@ from autotune.objectives.base import Objective, Reporter, no_reporting
 
 FAULTS = (
     "none", "oom", "segfault", "hang", "wrong_result", "diverge", "exception", "compile_error",
+    "host_memory",
 )  # fmt: skip
 
 #: Where "compiled" configs are marked, as Triton's on-disk kernel cache keeps kernels: a config
@@ -103,6 +104,8 @@ class FaultsObjective(Objective):
             raise Diverged("loss grew for every step and nothing pruned it")
         elif fault == "exception":
             raise ValueError("injected failure")
+        elif fault == "host_memory":
+            _exhaust_host_memory()
         elif fault != "none":
             raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
         started_at = time.time()
@@ -124,3 +127,26 @@ class FaultsObjective(Objective):
 
 
 OBJECTIVE = FaultsObjective
+
+
+def _exhaust_host_memory(headroom: int = 512 << 20) -> None:
+    """Allocate host memory until it runs out, under an address-space limit of the current
+    size plus ``headroom`` (so the machine's other processes never feel it); the limit is put
+    back before returning.
+
+    Raises:
+        MemoryError: always, as a real allocation failure.
+    """
+    import resource
+
+    with open("/proc/self/statm") as f:
+        current = int(f.read().split()[0]) * resource.getpagesize()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (current + headroom, hard))
+    blocks = []
+    try:
+        while True:
+            blocks.append(bytearray(32 << 20))
+    finally:
+        blocks.clear()
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))

@@ -32,6 +32,7 @@ def _load(tmp_path: Path, data: bytes) -> None:
 @FUZZ
 @given(st.binary(max_size=400))
 def test_any_bytes_as_a_space_file(tmp_path, data: bytes) -> None:
+    """A space file of any bytes (150 fuzzed): a one-line SpaceError or a space, nothing else."""
     _load(tmp_path, data)
 
 
@@ -56,6 +57,7 @@ yaml_values = st.recursive(
     )
 )
 def test_any_yaml_document_as_a_space_file(tmp_path, document: dict) -> None:
+    """A space file of any YAML document (150 fuzzed): a one-line SpaceError or a space."""
     import yaml
 
     _load(tmp_path, yaml.safe_dump(document).encode())
@@ -80,6 +82,7 @@ def test_any_yaml_document_as_a_space_file(tmp_path, document: dict) -> None:
     st.lists(st.text(max_size=40), max_size=2),
 )
 def test_any_parameters_and_constraints(tmp_path, params: dict, constraints: list) -> None:
+    """Parameters of any type, bounds and choices, constraints of any text (150 fuzzed)."""
     import yaml
 
     doc = {"parameters": params, "constraints": {f"c{i}": c for i, c in enumerate(constraints)}}
@@ -87,6 +90,7 @@ def test_any_parameters_and_constraints(tmp_path, params: dict, constraints: lis
 
 
 def test_an_alias_bomb_is_refused_quickly(tmp_path) -> None:
+    """A YAML alias bomb (9^10 choices by reference): a one-line error within seconds."""
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
     lines += ["parameters:", "  p: {type: categorical, choices: *a9}"]
@@ -97,6 +101,7 @@ def test_an_alias_bomb_is_refused_quickly(tmp_path) -> None:
 
 
 def test_deep_nesting_is_refused_quickly(tmp_path) -> None:
+    """5,000 nested lists: a one-line error, not a RecursionError traceback."""
     started = time.monotonic()
     with pytest.raises(SpaceError):
         _strict_load(tmp_path, b"parameters: " + b"[" * 5000 + b"]" * 5000)
@@ -104,6 +109,7 @@ def test_deep_nesting_is_refused_quickly(tmp_path) -> None:
 
 
 def test_a_yaml_tag_cannot_run_code(tmp_path) -> None:
+    """A !!python/object/apply tag that would run a command: refused, nothing runs."""
     marker = tmp_path / "ran"
     payload = f"!!python/object/apply:os.system ['touch {marker}']"
     with pytest.raises(SpaceError):
@@ -120,6 +126,7 @@ def _strict_load(tmp_path: Path, data: bytes) -> None:
 @FUZZ
 @given(st.lists(st.text(max_size=30), max_size=3))
 def test_any_problem_string(items: list[str]) -> None:
+    """--problem values of any text (150 fuzzed): parsed or a one-line usage error."""
     try:
         parse_problem(items)
     except UsageError as exc:
@@ -129,6 +136,7 @@ def test_any_problem_string(items: list[str]) -> None:
 @FUZZ
 @given(st.text(max_size=40))
 def test_any_slo_and_time_budget(text: str) -> None:
+    """--slo and --time-budget of any text (150 fuzzed): parsed or a one-line usage error."""
     for parse in (parse_slo, parse_duration):
         try:
             parse(text)
@@ -139,6 +147,7 @@ def test_any_slo_and_time_budget(text: str) -> None:
 @FUZZ
 @given(st.text(max_size=300))
 def test_any_replay_table(tmp_path, text: str) -> None:
+    """A replay table of any text (150 fuzzed): a sweep set up or a one-line error."""
     path = tmp_path / "grid.csv"
     path.write_bytes(text.encode("utf-8", "replace"))
     try:

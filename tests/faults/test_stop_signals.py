@@ -49,6 +49,8 @@ def _wait_for_trials(url: str, n: int, timeout_s: float = 120) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_stopped_sweep_keeps_every_measured_trial_and_leaves_none_running(tmp_path, sig):
+    """SIGTERM / SIGINT to a sweep mid-run: every measured trial kept, none left RUNNING, exit
+    130, and the same command resumes it to its budget."""
     url = f"sqlite:///{tmp_path / 's.db'}"
     proc = _sweep(tmp_path, url)
     _wait_for_trials(url, 3)

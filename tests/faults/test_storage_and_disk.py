@@ -25,6 +25,8 @@ def _grid(tmp_path):
 
 
 def test_a_sweep_waits_out_a_storage_another_process_locks(tmp_path) -> None:
+    """Another process holds an exclusive lock on the SQLite file for 2 s mid-sweep: the sweep
+    waits it out and ends with all its trials, none RUNNING."""
     db = tmp_path / "s.db"
     url = f"sqlite:///{db}"
     command = [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(_grid(tmp_path)),
@@ -48,6 +50,8 @@ def test_a_sweep_waits_out_a_storage_another_process_locks(tmp_path) -> None:
 
 
 def test_a_disk_that_fills_during_an_export_leaves_the_old_file_whole(tmp_path) -> None:
+    """The disk fills while an export is written (a real file-size limit): the write fails,
+    the previous export is untouched, no temporary file is left."""
     # a real limit on file size (RLIMIT_FSIZE) in a child process: its write fails with EFBIG
     # as it would with ENOSPC on a full disk
     target = tmp_path / "best.json"
