@@ -39,7 +39,9 @@ class Sampling(SweepObserver):
         self.every, self.rows, self.start = every, [], time.monotonic()
 
     def on_trial(self, record, study, counts) -> None:  # noqa: ANN001 - the observer's signature
-        done = counts.total()
+        if not record.launched:
+            return  # repeats and rejections: not trials that ran
+        done = counts.total() - counts.get("infeasible", 0) - counts.get("repeated", 0)
         if done % self.every == 0:
             self.rows.append((done, rss_mb(), time.monotonic() - self.start))
 

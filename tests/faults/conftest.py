@@ -33,7 +33,10 @@ def pytest_runtest_makereport(item, call):  # noqa: ANN001, ANN201 - pytest's ho
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ANN001 - pytest's hook
-    if not _collected or set(_collected) - set(_results):
+    here = Path(__file__).parent
+    modules = {Path(nodeid.split("::")[0]).name for nodeid in _collected}
+    every = {p.name for p in here.glob("test_*.py")}
+    if not _collected or modules != every or set(_collected) - set(_results):
         return  # part of the suite ran: the table would be incomplete
     lines = ["# Faults and bad inputs tried by tests/faults", "",
              "Written by `tests/faults/conftest.py` after a run of the whole suite.", "",
