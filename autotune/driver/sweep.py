@@ -23,6 +23,7 @@ import contextlib
 import math
 import random
 import statistics
+import threading
 import time
 import warnings
 from collections import Counter, deque
@@ -140,6 +141,7 @@ class _SweepRun:
         self.counts: Counter = Counter()
         self.ran = self.rejected = 0
         self.busy_s = self.sampler_s = self.compile_wait_s = self.trial_compile_s = 0.0
+        self.stop_requested = threading.Event()  # set by SIGINT / SIGTERM
         self.durations: list[float] = []  # seconds each launched trial held its slot
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         self.last_reap = time.monotonic()
@@ -150,7 +152,7 @@ class _SweepRun:
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> SweepSummary:
-        signal_restore = stop_on_sigterm()
+        signal_restore = stop_on_signals(self.stop_requested)
         self.start = time.monotonic()
         if self.settings.time_budget_s is not None:  # a trial never outlasts the budget
             self.executor.end_at(self.start + self.settings.time_budget_s)
@@ -160,6 +162,9 @@ class _SweepRun:
         try:
             while True:
                 stop = self.stop_reason()
+                if stop == "interrupted":
+                    stopped_by = stop
+                    break
                 # a config asked for ahead launches when a slot frees, unless time is up
                 can_launch = stop != "time" and self.executor.free > 0
                 ready = self.ready_ahead() if can_launch else None
@@ -242,6 +247,8 @@ class _SweepRun:
 
     def stop_reason(self) -> str | None:
         """Why no further trial may launch now, or None to go on."""
+        if self.stop_requested.is_set():
+            return "interrupted"  # a signal came (see stop_on_signals)
         s = self.settings
         if time.monotonic() - self.last_reap > REAP_EVERY_S:
             # trials left RUNNING by a driver that died meanwhile stop counting as launched
@@ -485,21 +492,28 @@ def _prune_check(trial: optuna.Trial, n_objectives: int) -> PruneCheck:
     return should_prune
 
 
-def stop_on_sigterm() -> Callable[[], None]:
-    """Make SIGTERM stop the sweep as Ctrl-C does (the trials in flight marked interrupted,
-    workers ended); returns what puts the previous handler back. Only the main thread can
-    take signals: elsewhere nothing changes."""
+def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
+    """Make SIGINT and SIGTERM stop the sweep (the trials in flight marked interrupted,
+    workers ended): the handler sets ``stop``, which the loop checks at every turn, and raises
+    KeyboardInterrupt to cut a wait short (Python drops an exception raised inside a garbage
+    collector's callback; the flag still stops the sweep then). Returns what puts the previous
+    handlers back. Only the main thread takes signals: elsewhere nothing changes."""
     import signal
-    import threading
 
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
 
     def interrupt(signum: int, frame: object) -> None:
+        stop.set()
         raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
 
 
 @contextlib.contextmanager
@@ -507,7 +521,6 @@ def _signals_held() -> Iterator[None]:
     """Ignore SIGINT and SIGTERM while the sweep closes its trials (a second Ctrl-C must not
     leave one RUNNING); the main thread only."""
     import signal
-    import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
