@@ -23,6 +23,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for callers
+    UsageError,
+    _parse_rename,
+    parse_duration,
+    parse_problem,
+    parse_slo,
+)
 from autotune.redact import STORAGE_ENV, redact
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.space import SpaceError
@@ -37,10 +44,6 @@ app = typer.Typer(
 )
 out = Console()
 err = Console(stderr=True)
-
-
-class UsageError(ValueError):
-    """Bad input from the command line."""
 
 
 def _bad_input_types() -> tuple[type[Exception], ...]:
@@ -109,74 +112,6 @@ def _quiet_libraries() -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-
-
-def parse_slo(text: str | None) -> dict[str, float]:
-    """``--slo ttft_p99_ms=500,tpot_p99_ms=50`` as ``{metric: limit}``.
-
-    Example:
-        >>> parse_slo("ttft_p99_ms=500,tpot_p99_ms=50")
-        {'ttft_p99_ms': 500.0, 'tpot_p99_ms': 50.0}
-    """
-    limits: dict[str, float] = {}
-    for item in (text or "").split(","):
-        if not item.strip():
-            continue
-        name, sep, value = item.partition("=")
-        try:
-            limits[name.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or not name.strip():
-            raise UsageError(f"--slo: {item.strip()!r} is not METRIC=LIMIT (e.g. ttft_p99_ms=500)")
-    return limits
-
-
-def _parse_value(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            continue
-    return {"true": True, "false": False}.get(text.lower(), text)
-
-
-def parse_problem(items: list[str]) -> dict[str, Any]:
-    """``["M=64,N=4096", "dtype=bf16"]`` -> ``{"M": 64, "N": 4096, "dtype": "bf16"}``."""
-    problem: dict[str, Any] = {}
-    for item in items:
-        for part in filter(None, (p.strip() for p in item.split(","))):
-            key, sep, value = part.partition("=")
-            if not sep or not key.strip():
-                raise UsageError(f"--problem: {part!r} is not KEY=VALUE")
-            problem[key.strip()] = _parse_value(value.strip())
-    return problem
-
-
-def _parse_rename(text: str | None) -> dict[str, str]:
-    """``"BLOCK_M=BLOCK_SIZE_M,GROUP_M=GROUP_SIZE_M"`` -> a name map."""
-    names: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in (text or "").split(","))):
-        old, sep, new = part.partition("=")
-        if not sep or not old.strip():
-            raise UsageError(f"--rename: {part!r} is not OLD=NEW (or OLD= to drop it)")
-        names[old.strip()] = new.strip()
-    return names
-
-
-def parse_duration(text: str | None) -> float | None:
-    """``"90s"``, ``"5m"``, ``"1.5h"`` or plain seconds -> seconds."""
-    if text is None:
-        return None
-    units = {"s": 1, "m": 60, "h": 3600}
-    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
-    try:
-        seconds = float(number) * units[unit]
-    except ValueError:
-        raise UsageError(f"--time-budget: {text!r} is not a duration like 90s, 5m or 1h") from None
-    if seconds <= 0:
-        raise UsageError(f"--time-budget: {text!r} must be positive")
-    return seconds
 
 
 def _select_device(device: str) -> dict[str, Any]:
@@ -581,63 +516,6 @@ def export(
 
 @app.command()
 @one_line_errors
-def report(
-    storage: StorageOption = DEFAULT_STORAGE,
-    study: StudyOption = None,
-    output: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("report.html"),
-    serve: Annotated[
-        int | None,
-        typer.Option(help="Serve the report live on this port (rebuilt as trials land)."),
-    ] = None,
-) -> None:
-    """Write a sweep's self-contained HTML report (plotly inlined: it opens offline)."""
-    _quiet_libraries()
-    from autotune.export import write_atomic
-    from autotune.report import report_html
-    from autotune.storage import load_study, open_storage
-
-    try:
-        import plotly  # noqa: F401
-    except ImportError:
-        raise UsageError("autotune report needs plotly: pip install 'autotune[report]'") from None
-    opened = open_storage(storage)
-    if serve is None:
-        write_atomic(output, report_html(load_study(opened, study)))
-        err.print(f"wrote {output}")
-        return
-    from autotune.report_server import serve_report
-
-    err.print(f"serving the report of {study or 'the latest study'} on http://127.0.0.1:{serve}/"
-              " (refreshes every 10 s; Ctrl-C ends)")  # fmt: skip
-    serve_report(lambda: report_html(load_study(opened, study)), serve)
-
-
-@app.command()
-@one_line_errors
-def compare(
-    studies: Annotated[list[str], typer.Argument(help="Two or more stored studies.")],
-    storage: StorageOption = DEFAULT_STORAGE,
-    output: Annotated[Path | None, typer.Option(help="An HTML file (else text).")] = None,
-) -> None:
-    """Sweeps side by side: winners, how their configs differ, each winner elsewhere."""
-    _quiet_libraries()
-    from autotune.compare import compare_html, compare_studies, compare_text
-    from autotune.export import write_atomic
-    from autotune.storage import load_study, open_storage
-
-    if len(studies) < 2:
-        raise UsageError("compare needs two or more studies")
-    opened = open_storage(storage)
-    rows = compare_studies([load_study(opened, name) for name in studies])
-    if output is None:
-        sys.stdout.write(compare_text(rows))
-    else:
-        write_atomic(output, compare_html(rows))
-        err.print(f"wrote {output}")
-
-
-@app.command()
-@one_line_errors
 def record(
     workload: Annotated[str, typer.Argument(help="matmul or train-step.")],
     output: Annotated[Path, typer.Option(help="CSV to write (resumes if it exists).")],
@@ -717,6 +595,12 @@ def studies(
 
     for name in study_names(open_storage(storage)):
         out.print(name)
+
+
+# commands that live in modules of their own, added to this app (also when run as __main__)
+from autotune import cli_reports  # noqa: E402
+
+cli_reports.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,84 @@
+"""Parsing the command line's compound values: ``--problem M=64,dtype=bf16``, ``--slo
+ttft_p99_ms=500``, ``--time-budget 5m``, ``--rename BLOCK_M=BLOCK_SIZE_M``. Each raises
+:class:`UsageError` with one line naming the option.
+
+Example:
+    >>> parse_problem(["M=64,N=4096", "dtype=bf16"]), parse_duration("5m")
+    ({'M': 64, 'N': 4096, 'dtype': 'bf16'}, 300.0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class UsageError(ValueError):
+    """Bad input from the command line."""
+
+
+def parse_slo(text: str | None) -> dict[str, float]:
+    """``--slo ttft_p99_ms=500,tpot_p99_ms=50`` as ``{metric: limit}``.
+
+    Example:
+        >>> parse_slo("ttft_p99_ms=500,tpot_p99_ms=50")
+        {'ttft_p99_ms': 500.0, 'tpot_p99_ms': 50.0}
+    """
+    limits: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        try:
+            limits[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise UsageError(f"--slo: {item.strip()!r} is not METRIC=LIMIT (e.g. ttft_p99_ms=500)")
+    return limits
+
+
+def _parse_value(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            continue
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def parse_problem(items: list[str]) -> dict[str, Any]:
+    """``["M=64,N=4096", "dtype=bf16"]`` -> ``{"M": 64, "N": 4096, "dtype": "bf16"}``."""
+    problem: dict[str, Any] = {}
+    for item in items:
+        for part in filter(None, (p.strip() for p in item.split(","))):
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip():
+                raise UsageError(f"--problem: {part!r} is not KEY=VALUE")
+            problem[key.strip()] = _parse_value(value.strip())
+    return problem
+
+
+def _parse_rename(text: str | None) -> dict[str, str]:
+    """``"BLOCK_M=BLOCK_SIZE_M,GROUP_M=GROUP_SIZE_M"`` -> a name map."""
+    names: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        old, sep, new = part.partition("=")
+        if not sep or not old.strip():
+            raise UsageError(f"--rename: {part!r} is not OLD=NEW (or OLD= to drop it)")
+        names[old.strip()] = new.strip()
+    return names
+
+
+def parse_duration(text: str | None) -> float | None:
+    """``"90s"``, ``"5m"``, ``"1.5h"`` or plain seconds -> seconds."""
+    if text is None:
+        return None
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise UsageError(f"--time-budget: {text!r} is not a duration like 90s, 5m or 1h") from None
+    if seconds <= 0:
+        raise UsageError(f"--time-budget: {text!r} must be positive")
+    return seconds
