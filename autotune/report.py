@@ -173,10 +173,7 @@ class Report:
         return fig
 
     def _params(self) -> list[str]:
-        names: list[str] = []
-        for t in self.trials:
-            names += [p for p in t.params if p not in names]
-        return names
+        return self._params_of(self.trials)
 
     def parallel(self) -> Any | None:
         go = self.go

@@ -24,7 +24,6 @@ import os
 import random
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,8 +35,9 @@ from typing import Any, ClassVar
 from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialFailure, TrialTimeout
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
-from autotune.objectives.serving import percentile
+from autotune.objectives.serving import RequestTiming, latency_summary
 from autotune.objectives.serving_trace import poisson_trace
+from autotune.objectives.train_parallel import free_port
 
 #: the project's engine behind its OpenAI-compatible server: what a sweep runs by default
 ENGINE_COMMAND = (
@@ -45,12 +45,6 @@ ENGINE_COMMAND = (
     "--max-num-seqs {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens} "
     "--block-size {block_size} --policy {policy}"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def format_command(template: str, values: dict[str, Any]) -> list[str]:
@@ -184,28 +178,22 @@ def _stream(port: int, body: dict[str, Any], out: dict[str, Any]) -> None:
     out.update(sent=sent, times=times)
 
 
-def summarise(results: list[dict[str, Any]], wall: float, slo_ttft_ms: float,
-              slo_tpot_ms: float) -> dict[str, Any]:  # fmt: skip
+def summarise(
+    results: list[dict[str, Any]], wall: float, slo_ttft_ms: float, slo_tpot_ms: float
+) -> dict[str, Any]:
     """TTFT/TPOT percentiles, throughput and goodput of the streamed requests."""
-    ttft, tpot, good, tokens = [], [], 0, 0
-    for r in results:
-        times = r.get("times") or []
-        if not times:
-            continue
-        tokens += len(times)
-        first = (times[0] - r["sent"]) * 1e3
-        ttft.append(first)
-        gap = (times[-1] - times[0]) * 1e3 / (len(times) - 1) if len(times) > 1 else 0.0
-        if len(times) > 1:
-            tpot.append(gap)
-        if first <= slo_ttft_ms and gap <= slo_tpot_ms and "error" not in r:
-            good += len(times)
+    rows = [
+        RequestTiming(
+            r["sent"], r["times"][0], r["times"][-1], len(r["times"]), complete="error" not in r
+        )
+        for r in results
+        if r.get("times")
+    ]
     return {
-        "goodput_tok_s": good / wall, "output_tok_s": tokens / wall,
-        "ttft_p50_ms": percentile(ttft, 50), "ttft_p99_ms": percentile(ttft, 99),
-        "tpot_p50_ms": percentile(tpot, 50), "tpot_p99_ms": percentile(tpot, 99),
-        "requests": len(results), "errors": sum("error" in r for r in results), "wall_s": wall,
-    }  # fmt: skip
+        **latency_summary(rows, wall, slo_ttft_ms, slo_tpot_ms),
+        "requests": len(results),
+        "errors": sum("error" in r for r in results),
+    }
 
 
 def stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

@@ -32,6 +32,7 @@ import contextlib
 import gc
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -67,6 +68,47 @@ def percentile(values: list[float], q: float) -> float | None:
     low = int(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    """When a request was sent, got its first and last token (None: it never did), how many
+    tokens it got, and whether it completed (finished, or streamed without an error)."""
+
+    start: float
+    first: float | None
+    last: float | None
+    tokens: int
+    complete: bool
+
+
+def latency_summary(
+    rows: list[RequestTiming], wall: float, slo_ttft_ms: float, slo_tpot_ms: float
+) -> dict[str, Any]:
+    """TTFT and TPOT percentiles, output tokens/s and goodput (the tokens/s of complete
+    requests within both SLO limits) of a replayed trace; the engine's and a server's alike.
+
+    Example:
+        >>> rows = [RequestTiming(0.0, 0.1, 0.5, 5, True), RequestTiming(0.0, 0.9, 1.0, 3, True)]
+        >>> m = latency_summary(rows, wall=1.0, slo_ttft_ms=500, slo_tpot_ms=200)
+        >>> m["goodput_tok_s"], m["output_tok_s"], m["within_slo"]
+        (5.0, 8.0, 1)
+    """
+    ttft = [(r.first - r.start) * 1e3 for r in rows if r.first is not None]
+    gaps = {id(r): (r.last - r.first) * 1e3 / (r.tokens - 1) for r in rows
+            if r.first is not None and r.last is not None and r.tokens > 1}  # fmt: skip
+    tpot = list(gaps.values())
+    good = [r for r in rows if r.complete and r.first is not None
+            and (r.first - r.start) * 1e3 <= slo_ttft_ms
+            and gaps.get(id(r), 0.0) <= slo_tpot_ms]  # fmt: skip
+    return {
+        "goodput_tok_s": sum(r.tokens for r in good) / wall,
+        "output_tok_s": sum(r.tokens for r in rows) / wall,
+        "ttft_p50_ms": percentile(ttft, 50), "ttft_p99_ms": percentile(ttft, 99),
+        "tpot_p50_ms": percentile(tpot, 50), "tpot_p99_ms": percentile(tpot, 99),
+        "mean_tpot_ms": statistics.fmean(tpot) if tpot else None,
+        "within_slo": len(good), "wall_s": wall,
+    }  # fmt: skip
 
 
 class ServingObjective(Objective):
@@ -250,24 +292,12 @@ class ServingObjective(Objective):
 
     def _metrics(self, done: list[Request], wall: float, sched: Scheduler) -> dict[str, Any]:
         p = self.problem
-        finished = [r for r in done if r.finish_s is not None]
-        ttft = [(r.first_token_s - r.arrival_s) * 1e3 for r in done if r.first_token_s]
-        tpot = [(r.finish_s - r.first_token_s) * 1e3 / (len(r.generated) - 1)
-                for r in finished if len(r.generated) > 1]  # fmt: skip
-        good = [r for r in finished
-                if (r.first_token_s - r.arrival_s) * 1e3 <= float(p["slo_ttft_ms"])
-                and (len(r.generated) < 2 or (r.finish_s - r.first_token_s) * 1e3
-                     / (len(r.generated) - 1) <= float(p["slo_tpot_ms"]))]  # fmt: skip
-        return {
-            "goodput_tok_s": sum(len(r.generated) for r in good) / wall,
-            "output_tok_s": sum(len(r.generated) for r in done) / wall,
-            "ttft_p50_ms": percentile(ttft, 50), "ttft_p99_ms": percentile(ttft, 99),
-            "tpot_p50_ms": percentile(tpot, 50), "tpot_p99_ms": percentile(tpot, 99),
-            "finished": len(finished), "within_slo": len(good), "requests": len(done),
-            "preemptions": sched.preemptions, "peak_running": sched.peak_running,
-            "wall_s": wall,
-            "mean_tpot_ms": statistics.fmean(tpot) if tpot else None,
-        }  # fmt: skip
+        rows = [RequestTiming(r.arrival_s, r.first_token_s, r.finish_s, len(r.generated),
+                              complete=r.finish_s is not None) for r in done]  # fmt: skip
+        metrics = latency_summary(rows, wall, float(p["slo_ttft_ms"]), float(p["slo_tpot_ms"]))
+        return {**metrics, "finished": sum(r.finish_s is not None for r in done),
+                "requests": len(done), "preemptions": sched.preemptions,
+                "peak_running": sched.peak_running}  # fmt: skip
 
     def close(self) -> None:
         self._reference = None

@@ -43,7 +43,8 @@ _KINDS: dict[str, type[BaseException]] = {
 }
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -106,7 +107,7 @@ def launch(
     with tempfile.TemporaryDirectory(prefix="autotune-ranks-") as tmp:
         folder = Path(tmp)
         (folder / "job.pkl").write_bytes(pickle.dumps(job))
-        port = _free_port()
+        port = free_port()
         procs = [
             subprocess.Popen(
                 [
