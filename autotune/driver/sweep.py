@@ -39,6 +39,7 @@ from autotune.driver.memory_guard import MemoryGuard
 from autotune.driver.novelty import config_key
 from autotune.driver.pruning import DivergencePruner
 from autotune.driver.results import best_trials
+from autotune.driver.samplers import is_exhausted
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
 from autotune.driver.study_setup import StudyMismatch, open_study
 from autotune.driver.trial_attrs import (
@@ -259,8 +260,8 @@ class _SweepRun:
         budget = s.time_budget_s
         if budget is not None and time.monotonic() - self.start >= budget - self.finish_reserve():
             return "time"
-        if s.sampler == "grid" and self.study.sampler.is_exhausted(self.study):
-            return "grid exhausted"
+        if is_exhausted(self.study.sampler, self.study):
+            return "every config tried"
         if self.book.exhausted:
             return "no unvisited config left"
         if self.rejected >= self.max_rejected:
