@@ -42,11 +42,13 @@ from typing import Any
 
 import numpy as np
 import optuna
+import torch
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from autotune.driver.gp import GaussianProcess, expected_improvement
 from autotune.driver.novelty import config_key
+from autotune.driver.transfer_prior import TransferPrior
 from autotune.driver.trial_attrs import INFEASIBLE, STATUS, is_repeat
 from autotune.space import Param, Space
 
@@ -110,19 +112,19 @@ class _Observations:
     visited: set[tuple] = field(default_factory=set)
     targets: dict[int, float] = field(default_factory=dict)
     pending: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
     drawn: int = 0
 
 
-class GridBayesSampler(optuna.samplers.BaseSampler):
-    """GP + expected improvement over the feasible configs of ``space`` (single objective).
+class EnumeratedSampler(optuna.samplers.BaseSampler):
+    """A sampler that lists the feasible configs of ``space`` once and proposes each unvisited
+    one at most once; subclasses choose which (:meth:`_choose`). Exhausted when every
+    feasible config was tried.
 
     Args:
         space: a discrete space (see :func:`is_enumerable`).
         problem, device: what the space's constraints read.
-        seed: seeds the start-up draws.
-        n_startup_trials: configs drawn at random before the model takes over. Enqueued
-            configs (the untuned default, a warm start's) come on top: a warm start from an
-            unlike problem must not leave the model with one cluster of points.
+        seed: seeds the random draws.
     """
 
     def __init__(
@@ -132,22 +134,23 @@ class GridBayesSampler(optuna.samplers.BaseSampler):
         device: Mapping[str, Any] | None = None,
         *,
         seed: int | None = None,
-        n_startup_trials: int = 5,
     ) -> None:
         self.space = space
-        self.n_startup_trials = n_startup_trials
         self._rng = random.Random(seed)
         self._fallback = optuna.samplers.RandomSampler(seed=seed)
         self._configs = list(space.grid(problem or {}, device or {}))
         self._keys = [config_key(c) for c in self._configs]
         self._index = {k: i for i, k in enumerate(self._keys)}
-        self._features = features(space, self._configs) if self._configs else np.zeros((0, 0))
         self._distributions = {p.name: p.distribution() for p in space.params}
-        self._model = GaussianProcess()
 
     @property
     def feasible_configs(self) -> int:
         return len(self._configs)
+
+    def is_exhausted(self, study: optuna.Study) -> bool:
+        """True when every feasible config was tried or is running."""
+        visited = {config_key(t.params) for t in study.get_trials(deepcopy=False)}
+        return all(k in visited for k in self._keys)
 
     def reseed_rng(self) -> None:
         self._rng.seed()
@@ -167,11 +170,89 @@ class GridBayesSampler(optuna.samplers.BaseSampler):
         unvisited = [i for i, k in enumerate(self._keys) if k not in seen.visited]
         if not unvisited:
             return {}
-        if seen.drawn < self.n_startup_trials or len(set(seen.targets.values())) < 2:
-            choice = self._rng.choice(unvisited)
-        else:
-            choice = self._most_promising(seen.targets, unvisited, seen.pending)
-        return dict(self._configs[choice])
+        return dict(self._configs[self._choose(seen, unvisited)])
+
+    def _choose(self, seen: _Observations, unvisited: list[int]) -> int:
+        """The index of the config to propose next: here, a uniform draw."""
+        return self._rng.choice(unvisited)
+
+    def sample_independent(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        return self._fallback.sample_independent(study, trial, param_name, param_distribution)
+
+
+class UnvisitedRandomSampler(EnumeratedSampler):
+    """Random search without replacement over the feasible configs.
+
+    Example:
+        >>> space = Space("s", [Param("x", "pow2", low=1, high=8)])
+        >>> study = optuna.create_study(sampler=UnvisitedRandomSampler(space, seed=0))
+        >>> for _ in range(4):
+        ...     trial = study.ask(); _ = study.tell(trial, float(space.sample(trial)["x"]))
+        >>> sorted(t.params["x"] for t in study.trials)
+        [1, 2, 4, 8]
+    """
+
+    def _observations(self, study: optuna.Study) -> _Observations:
+        return _Observations(
+            visited={config_key(t.params) for t in study.get_trials(deepcopy=False)}
+        )
+
+
+class GridBayesSampler(EnumeratedSampler):
+    """GP + expected improvement over the feasible configs of ``space`` (single objective).
+
+    Args:
+        space: a discrete space (see :func:`is_enumerable`).
+        problem, device: what the space's constraints read.
+        seed: seeds the start-up draws.
+        n_startup_trials: configs drawn at random before the model takes over. Enqueued
+            configs (the untuned default, a warm start's) come on top: a warm start from an
+            unlike problem must not leave the model with one cluster of points.
+    """
+
+    def __init__(
+        self,
+        space: Space,
+        problem: Mapping[str, Any] | None = None,
+        device: Mapping[str, Any] | None = None,
+        *,
+        seed: int | None = None,
+        n_startup_trials: int = 5,
+        target: str = "log",
+        failures: str = "worst",
+        region: str = "global",
+    ) -> None:
+        super().__init__(space, problem, device, seed=seed)
+        self.n_startup_trials = n_startup_trials
+        self.target = target
+        self.failures = failures
+        self.region = region
+        self._features = features(space, self._configs) if self._configs else np.zeros((0, 0))
+        self._model = GaussianProcess()
+        self._feasibility = GaussianProcess()
+        self.prior: TransferPrior | None = None
+
+    def _choose(self, seen: _Observations, unvisited: list[int]) -> int:
+        if len(set(seen.targets.values())) < 2:
+            return self._rng.choice(unvisited)
+        if seen.drawn < self.n_startup_trials and not self._prior_trusted(seen):
+            return self._rng.choice(unvisited)
+        return self._most_promising(seen.targets, unvisited, seen.pending, seen.failed)
+
+    def _prior_trusted(self, seen: _Observations) -> bool:
+        """A prior that ranks the measurements so far well (w >= 0.5) replaces the start-up
+        draws."""
+        if self.prior is None:
+            return False
+        measured = list(seen.targets)
+        y = np.array([seen.targets[i] for i in measured])
+        return self.prior.trust(self._features[measured], y) >= 0.5
 
     def _observations(self, study: optuna.Study) -> _Observations:
         """What the study says about the grid: the keys of every config tried (running ones
@@ -209,31 +290,102 @@ class GridBayesSampler(optuna.samplers.BaseSampler):
             i: (math.log(v) if positive else v) * (1.0 if maximize else -1.0)
             for i, v in measured.items()
         }
-        worst = min(seen.targets.values())
-        seen.targets.update({i: worst for i in failed if i not in seen.targets})
+        seen.failed = [i for i in failed if i not in seen.targets]
+        if self.target == "rank":
+            seen.targets = _normal_scores(seen.targets)
+        if self.failures == "worst":
+            worst = min(seen.targets.values())
+            seen.targets.update({i: worst for i in seen.failed})
         return seen
 
+    def set_prior(
+        self, configs: Sequence[Mapping[str, Any]], values: Sequence[float], maximize: bool = True
+    ) -> None:
+        """Take a related sweep's measured ``configs`` and ``values`` as a prior
+        (:class:`~autotune.driver.transfer_prior.TransferPrior`), trusted as far as it ranks
+        this sweep's own measurements."""
+        pairs = [(c, v) for c, v in zip(configs, values, strict=True) if math.isfinite(v)]
+        if len(pairs) < 2:
+            return
+        raw = np.array([v for _, v in pairs], dtype=float)
+        target = np.log(raw) if (raw > 0).all() else raw
+        self.prior = TransferPrior(
+            features(self.space, [c for c, _ in pairs]), target * (1.0 if maximize else -1.0)
+        )
+
+    def _prior_offset(self, seen: list[int], y: np.ndarray) -> np.ndarray | None:
+        """w x the prior mean at every enumerated config, or None without a trusted prior."""
+        if self.prior is None:
+            return None
+        weight = self.prior.trust(self._features[seen], y)
+        if weight <= 0:
+            return None
+        return weight * self.prior.mean(self._features[seen], y, self._features)
+
     def _most_promising(
-        self, targets: dict[int, float], unvisited: list[int], pending: list[int]
+        self,
+        targets: dict[int, float],
+        unvisited: list[int],
+        pending: list[int],
+        failed: list[int] = (),
     ) -> int:
         seen = list(targets)
         y = np.array([targets[i] for i in seen])
-        self._model.fit(self._features[seen], y)
+        if self.region == "local":
+            unvisited = self._neighbours(seen[int(np.argmax(y))], unvisited)
+        offset = self._prior_offset(seen, y)
+        if offset is None:
+            offset = np.zeros(len(self._configs))
+        residual = y - offset[seen]
+        self._model.fit(self._features[seen], residual)
         pending = [i for i in pending if i not in targets]
         if pending:
             # kriging believer: a running config counts as measured at its predicted value,
             # so the variance around it shrinks and the next pick goes elsewhere
             believed, _ = self._model.predict(self._features[pending])
-            self._model.condition(self._features[seen + pending], np.concatenate([y, believed]))
+            self._model.condition(
+                self._features[seen + pending], np.concatenate([residual, believed])
+            )
         mean, std = self._model.predict(self._features[unvisited])
-        gain = expected_improvement(mean, std, self._model.best_target)
+        gain = expected_improvement(mean + offset[unvisited], std, float(y.max()))
+        if self.failures == "classifier" and failed:
+            gain = gain * self._feasible_probability(list(targets), failed, unvisited)
         return unvisited[int(np.argmax(gain))]
 
-    def sample_independent(
-        self,
-        study: optuna.Study,
-        trial: FrozenTrial,
-        param_name: str,
-        param_distribution: BaseDistribution,
-    ) -> Any:
-        return self._fallback.sample_independent(study, trial, param_name, param_distribution)
+    def _neighbours(self, incumbent: int, unvisited: list[int]) -> list[int]:
+        """The unvisited configs that differ from ``incumbent`` in one parameter (else in
+        two, else all): a local search around the best config, ranked by the model."""
+        base = self._configs[incumbent]
+        for allowed in (1, 2):
+            near = [
+                i
+                for i in unvisited
+                if sum(self._configs[i].get(k) != v for k, v in base.items()) <= allowed
+            ]
+            if near:
+                return near
+        return unvisited
+
+    def _feasible_probability(
+        self, measured: list[int], failed: list[int], unvisited: list[int]
+    ) -> np.ndarray:
+        """P(a config runs), from a GP fitted to +1 (measured) / -1 (failed) labels."""
+        tried = measured + failed
+        labels = np.array([1.0] * len(measured) + [-1.0] * len(failed))
+        self._feasibility.fit(self._features[tried], labels)
+        mean, std = self._feasibility.predict(self._features[unvisited])
+        z = torch.as_tensor(mean / np.sqrt(1.0 + std**2))
+        return torch.distributions.Normal(0.0, 1.0).cdf(z).numpy()
+
+
+def _normal_scores(targets: dict[int, float]) -> dict[int, float]:
+    """Targets replaced by the normal quantiles of their ranks (ties share a rank): a cliff
+    of 5% of the best weighs as one rank below the rest, not as a wall the GP must bend to."""
+    values = sorted(set(targets.values()))
+    n = len(values)
+    normal = torch.distributions.Normal(0.0, 1.0)
+    score = {
+        v: float(normal.icdf(torch.tensor((r + 0.5) / n, dtype=torch.float64)))
+        for r, v in enumerate(values)
+    }
+    return {i: score[v] for i, v in targets.items()}

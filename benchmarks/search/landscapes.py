@@ -1,0 +1,163 @@
+"""Recorded landscapes (REPLAY of H200 measurements) and the feasible set each defines.
+
+A landscape is a table of measurements plus the space it is searched over: the workload's
+space with its static constraints (``constrained``), or none (``raw``: the table's own values,
+as a user with a hand-written sweep would have it, failures and cliffs included). The feasible
+set is the same for every strategy: the configs of that space the constraints allow, every one
+of which the table holds.
+
+Example:
+    >>> ls = by_name("matmul_4096")
+    >>> len(ls.feasible()), ls.split
+    (784, 'development')
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from autotune.driver.novelty import config_key
+from autotune.space import Space, load_space
+from objectives.replay import load_table, space_from_table
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "benchmarks/data"
+HOPPER = {"type": "cuda", "max_shared_memory": 232448}
+MATMUL_PARAMS = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
+TRAIN_PARAMS = [
+    "micro_batch",
+    "precision",
+    "activation_checkpointing",
+    "attention_backend",
+    "optimizer",
+]
+#: what a practitioner runs untuned: trial 0 of every strategy where the space allows it
+DEFAULTS = {
+    "matmul": {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4,
+               "num_stages": 3},
+    "train": {"micro_batch": 8, "precision": "bf16", "activation_checkpointing": False,
+              "attention_backend": "flash", "optimizer": "fused"},
+}  # fmt: skip
+
+
+@dataclass
+class Landscape:
+    """One recorded table and the space it is searched over.
+
+    Args:
+        key: short name (the table's stem without ``_h200``), what ``--landscapes`` matches.
+        title: what the table's heading says.
+        space_file: the workload's space with its constraints; None for a raw search.
+        split: ``development`` (the strategy was chosen on it) or ``held-out``.
+    """
+
+    key: str
+    title: str
+    table: Path
+    params: list[str]
+    metric: str
+    space_file: str | None
+    problem: dict[str, Any]
+    split: str
+    kind: str = "matmul"
+    device: dict[str, Any] = field(default_factory=lambda: dict(HOPPER))
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return load_table(str(self.table))
+
+    @property
+    def raw(self) -> bool:
+        return self.space_file is None
+
+    def space(self) -> Space:
+        """The space every strategy searches."""
+        if self.space_file is None:
+            return space_from_table(self.frame, self.params, str(self.table))
+        return load_space(self.space_file)
+
+    @cached_property
+    def rows(self) -> dict[tuple, tuple[str, float | None]]:
+        """Config key -> (status, metric or None) for every recorded row."""
+        out = {}
+        for row in self.frame.to_dict(orient="records"):
+            config = {p: _plain(row[p]) for p in self.params}
+            value = float(row[self.metric]) if row["status"] == "ok" else None
+            out[config_key(config)] = (str(row["status"]), value)
+        return out
+
+    def feasible(self) -> list[dict[str, Any]]:
+        """The configs the space allows here (the same set for every strategy)."""
+        configs = list(self.space().grid(self.problem, self.device))
+        missing = [c for c in configs if config_key(c) not in self.rows]
+        if missing:
+            raise ValueError(f"{self.table.name}: {len(missing)} feasible configs not recorded")
+        return configs
+
+    def lookup(self, config: dict[str, Any]) -> tuple[str, float | None]:
+        return self.rows[config_key(config)]
+
+    def optimum(self) -> float:
+        values = [self.lookup(c)[1] for c in self.feasible()]
+        return max(v for v in values if v is not None)
+
+    def first_config(self) -> dict[str, Any]:
+        """Trial 0 of every strategy: the untuned default where feasible, else a fixed draw."""
+        feasible = self.feasible()
+        default = DEFAULTS[self.kind]
+        if any(config_key(c) == config_key(default) for c in feasible):
+            return dict(default)
+        return dict(random.Random(12345).choice(feasible))
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _matmul(key: str, title: str, problem: dict[str, int], *, raw: bool, split: str) -> Landscape:
+    space = None if raw else str(DATA / "matmul_tiled_grid.yaml")
+    return Landscape(
+        key + ("" if raw else ""), title, DATA / f"matmul_{key}_h200.csv", MATMUL_PARAMS,
+        "tflops", space, problem, split,
+    )  # fmt: skip
+
+
+LANDSCAPES: list[Landscape] = [
+    # development: recorded 2026-11-30 over the constrained space (every allowed config)
+    _matmul("4096", "matmul 4096^3 bf16, constrained", {"M": 4096, "N": 4096, "K": 4096},
+            raw=False, split="development"),
+    _matmul("mlp", "matmul 8192x14336x4096 bf16, constrained",
+            {"M": 8192, "N": 14336, "K": 4096}, raw=False, split="development"),
+    _matmul("decode", "matmul 64x4096x4096 bf16, constrained", {"M": 64, "N": 4096, "K": 4096},
+            raw=False, split="development"),
+    Landscape("train_step", "training step, 46M Llama, tokens/s, constrained",
+              DATA / "train_step_h200.csv", TRAIN_PARAMS, "tokens_per_s",
+              str(DATA / "train_step_grid.yaml"), {"global_batch": 16}, "development",
+              kind="train"),
+    # development: recorded 2026-12-01 over the raw 960-config space (no constraints)
+    _matmul("raw_8192", "matmul 8192^3 bf16, raw", {"M": 8192, "N": 8192, "K": 8192},
+            raw=True, split="development"),
+    _matmul("raw_mlp", "matmul 8192x14336x4096 bf16, raw", {"M": 8192, "N": 14336, "K": 4096},
+            raw=True, split="development"),
+    _matmul("raw_decode", "matmul 64x4096x4096 bf16, raw", {"M": 64, "N": 4096, "K": 4096},
+            raw=True, split="development"),
+]  # fmt: skip
+
+
+def available() -> list[Landscape]:
+    """The landscapes whose tables are committed."""
+    return [ls for ls in LANDSCAPES if ls.table.exists()]
+
+
+def by_name(key: str) -> Landscape:
+    return next(ls for ls in LANDSCAPES if ls.key == key)
