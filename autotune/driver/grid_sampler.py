@@ -142,15 +142,16 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
         self._keys = [config_key(c) for c in self._configs]
         self._index = {k: i for i, k in enumerate(self._keys)}
         self._distributions = {p.name: p.distribution() for p in space.params}
+        self._left: int | None = None  # unvisited configs at the last proposal
 
     @property
     def feasible_configs(self) -> int:
         return len(self._configs)
 
     def is_exhausted(self, study: optuna.Study) -> bool:
-        """True when every feasible config was tried or is running."""
-        visited = {config_key(t.params) for t in study.get_trials(deepcopy=False)}
-        return all(k in visited for k in self._keys)
+        """True when the last proposal found no unvisited feasible config left (read from
+        that proposal's view of the study: this check costs nothing)."""
+        return self._left == 0
 
     def reseed_rng(self) -> None:
         self._rng.seed()
@@ -168,6 +169,7 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
             return {}  # an enqueued trial (baseline, warm start, steering) sets its own values
         seen = self._observations(study)
         unvisited = [i for i, k in enumerate(self._keys) if k not in seen.visited]
+        self._left = max(0, len(unvisited) - 1)
         if not unvisited:
             return {}
         return dict(self._configs[self._choose(seen, unvisited)])

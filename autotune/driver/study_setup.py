@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from datetime import UTC, datetime
 
@@ -21,6 +22,7 @@ import optuna
 from optuna.storages import BaseStorage
 
 from autotune.driver.pruning import DivergencePruner
+from autotune.driver.results import ok_trials
 from autotune.driver.samplers import make_sampler, resolve_sampler
 from autotune.driver.settings import SweepSettings
 from autotune.driver.trial_attrs import BASELINE, STUDY, WARM_START
@@ -28,7 +30,7 @@ from autotune.driver.warm_start import most_similar_study, similarity, top_confi
 from autotune.redact import redact
 
 # How many of a related sweep's best configs a warm start queues first.
-WARM_START_CONFIGS = 5
+WARM_START_CONFIGS = 1
 
 
 class StudyMismatch(ValueError):
@@ -71,6 +73,10 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
                 f"study {name!r} holds a {info.get('workload')} sweep of "
                 f"{info.get('objectives')}; it cannot resume as {s.workload} of {s.objectives}"
             )
+        source = study.user_attrs.get(WARM_START, {}).get("source")
+        if source:  # a resumed warm start keeps its prior
+            with contextlib.suppress(KeyError):  # unless the source was deleted since
+                _set_prior(s, study, optuna.load_study(study_name=source, storage=storage))
         return study
     if s.baseline:
         # the untuned default runs first: the sweep's answer is never worse than it
@@ -124,6 +130,7 @@ def _warm_start(s: SweepSettings, storage: BaseStorage, study: optuna.Study) -> 
         return
     source, score = found
     direction = next(iter(s.objectives.values()))
+    _set_prior(s, study, source)
     configs = top_configs(source, direction, WARM_START_CONFIGS)
     for config in configs:
         study.enqueue_trial(
@@ -133,6 +140,19 @@ def _warm_start(s: SweepSettings, storage: BaseStorage, study: optuna.Study) -> 
         )
     study.set_user_attr(
         WARM_START, {"source": source.study_name, "similarity": score, "configs": len(configs)}
+    )
+
+
+def _set_prior(s: SweepSettings, study: optuna.Study, source: optuna.Study) -> None:
+    """Give the sampler the source's measurements as a prior, where it takes one: trusted as
+    far as it ranks this sweep's own measurements (autotune.driver.transfer_prior)."""
+    if not hasattr(study.sampler, "set_prior"):
+        return
+    measured = ok_trials(source)
+    study.sampler.set_prior(
+        [{k: v for k, v in t.params.items() if k in s.space.names} for t in measured],
+        [t.values[0] for t in measured],
+        maximize=next(iter(s.objectives.values())) == "maximize",
     )
 
 

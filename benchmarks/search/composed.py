@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from benchmarks.search.landscapes import Landscape, available, by_name
 
 REPEATS = 4
 TRAIN_WEIGHT = 0.1
+REJECTIONS = 200
 MATMUL_KEYS = ("4096", "mlp", "decode", "raw_8192", "raw_mlp", "raw_decode")
 
 
@@ -72,6 +74,20 @@ class ComposedProblem:
                 params.append(_renamed(p, f"{name}."))
         params += list(self.train.space().params)
         return Space("composed", params)
+
+    def feasible(self, config: dict[str, Any]) -> bool:
+        """Every group's part and the knobs pass their spaces' static constraints."""
+        for name, ls in self.groups:
+            if {p: config[f"{name}.{p}"] for p in ls.params} not in _feasible_list(ls):
+                return False
+        return {p: config[p] for p in self.train.params} in _feasible_list(self.train)
+
+    def random_feasible(self, rng: random.Random) -> dict[str, Any]:
+        config = {}
+        for name, ls in self.groups:
+            config.update({f"{name}.{k}": v for k, v in rng.choice(_feasible_list(ls)).items()})
+        config.update(rng.choice(_feasible_list(self.train)))
+        return config
 
     def flat_ms(self, config: dict[str, Any]) -> float | None:
         total = 0.0
@@ -137,7 +153,12 @@ def grouped_curve(problem: ComposedProblem, seed: int, per_group: int, joint_tri
 
 
 def flat_curve(problem: ComposedProblem, sampler: str, seed: int, trials: int):
-    """(measurements, fraction of the optimum) after every flat trial of ``sampler``."""
+    """(measurements, fraction of the optimum) after every flat trial of ``sampler``.
+
+    As in the driver, a config that breaks a group's static constraints is rejected before
+    launch and costs no measurement; after ``REJECTIONS`` rejections in a row the trial takes
+    a uniformly drawn feasible config of every group instead. A recorded failure of any
+    group's kernel fails the whole trial (its measurements are spent)."""
     space = problem.flat_space()
     if sampler == "tpe":
         chosen = optuna.samplers.TPESampler(seed=seed)
@@ -147,12 +168,22 @@ def flat_curve(problem: ComposedProblem, sampler: str, seed: int, trials: int):
     first = {f"{name}.{k}": v for name, ls in problem.groups for k, v in ls.first_config().items()}
     first.update(problem.train.first_config())
     study.enqueue_trial(first)
+    draws = random.Random(seed + 7919)
     optimum, best, curve = problem.optimum_ms(), math.inf, []
     per_trial = len(problem.groups) + 1
     worst = None
     for n in range(trials):
-        trial = study.ask()
-        config = space.sample(trial)
+        rejected = 0
+        while True:
+            trial = study.ask()
+            config = space.sample(trial)
+            if problem.feasible(config):
+                break
+            study.tell(trial, worst if worst is not None else 1e9)  # rejected: free
+            rejected += 1
+            if rejected >= REJECTIONS:
+                study.enqueue_trial(problem.random_feasible(draws))
+                rejected = 0
         ms = problem.flat_ms(config)
         if ms is None:
             study.tell(trial, worst if worst is not None else 1e9)

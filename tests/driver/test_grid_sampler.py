@@ -10,10 +10,11 @@ from autotune.space import Param, Space, load_space
 HOPPER = {"type": "cuda", "max_shared_memory": 232448}
 
 
-def test_auto_is_bo_for_discrete_spaces_of_one_objective_and_tpe_otherwise():
+def test_auto_is_bo_for_discrete_spaces_bo_pareto_for_several_objectives_and_tpe_otherwise():
     assert resolve_sampler("auto", load_space("matmul")) == "bo"
     assert resolve_sampler("auto", load_space("train_step")) == "bo"
-    assert resolve_sampler("auto", load_space("matmul"), n_objectives=2) == "tpe"
+    assert resolve_sampler("auto", load_space("matmul"), n_objectives=2) == "bo-pareto"
+    assert resolve_sampler("auto", load_space("faults"), n_objectives=2) == "tpe"
     assert resolve_sampler("auto", load_space("faults")) == "tpe"  # a float parameter
     assert resolve_sampler("auto", load_space("llm_projections")) == "tpe"  # 256 parameters
     assert not is_enumerable(load_space("llm_projections"))
