@@ -239,6 +239,7 @@ class GridBayesSampler(EnumeratedSampler):
         self._model = GaussianProcess()
         self._feasibility = GaussianProcess()
         self.prior: TransferPrior | None = None
+        self._codes: np.ndarray | None = None  # a value code per config and parameter
 
     def _choose(self, seen: _Observations, unvisited: list[int]) -> int:
         if len(set(seen.targets.values())) < 2:
@@ -357,15 +358,17 @@ class GridBayesSampler(EnumeratedSampler):
     def _neighbours(self, incumbent: int, unvisited: list[int]) -> list[int]:
         """The unvisited configs that differ from ``incumbent`` in one parameter (else in
         two, else all): a local search around the best config, ranked by the model."""
-        base = self._configs[incumbent]
+        if self._codes is None:
+            names = self.space.names
+            self._codes = np.array(
+                [[hash(repr(c.get(n))) for n in names] for c in self._configs], dtype=np.int64
+            )
+        candidates = np.array(unvisited)
+        differ = (self._codes[candidates] != self._codes[incumbent]).sum(axis=1)
         for allowed in (1, 2):
-            near = [
-                i
-                for i in unvisited
-                if sum(self._configs[i].get(k) != v for k, v in base.items()) <= allowed
-            ]
-            if near:
-                return near
+            near = candidates[differ <= allowed]
+            if len(near):
+                return near.tolist()
         return unvisited
 
     def _feasible_probability(
