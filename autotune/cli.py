@@ -175,8 +175,9 @@ def tune(
     sampler: Annotated[
         str,
         typer.Option(
-            help="auto (bo over a discrete space of one objective, else tpe), bo, tpe, "
-            "random, gp, cmaes or grid."
+            help="auto (bo over a discrete space of one objective, bo-pareto of several, "
+            "else tpe) or a registered sampler: bo, gp-ei, bo-pareto, tpe, tpe-univariate, "
+            "random, gp, cmaes, nsga2, grid."
         ),
     ] = "auto",
     trials: Annotated[

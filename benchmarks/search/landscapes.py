@@ -7,7 +7,7 @@ set is the same for every strategy: the configs of that space the constraints al
 of which the table holds.
 
 Example:
-    >>> ls = by_name("matmul_4096")
+    >>> ls = by_name("4096")
     >>> len(ls.feasible()), ls.split
     (784, 'development')
 """

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import optuna
 
-from autotune.driver.samplers.registry import SamplerSpec, register
+from autotune.driver.samplers.registry import SamplerContext, SamplerSpec, register
+
+
+def gp_sampler(ctx: SamplerContext) -> optuna.samplers.GPSampler:
+    """Optuna's GPSampler, seeded, with the sweep's start-up draws."""
+    return optuna.samplers.GPSampler(n_startup_trials=ctx.n_startup_trials, seed=ctx.seed)
+
 
 SPEC = register(
     SamplerSpec(
         name="gp",
-        build=lambda ctx: optuna.samplers.GPSampler(
-            n_startup_trials=ctx.n_startup_trials, seed=ctx.seed
-        ),
+        build=lambda ctx: gp_sampler(ctx),
         summary="Optuna's GPSampler",
     )
 )
