@@ -22,6 +22,42 @@ from typing import Any
 
 from autotune.driver.ask_tell import AskTellSearch, Measure
 from autotune.space import Space
+from autotune.space.params import Constraint, Param
+
+
+def split_by_prefix(space: Space) -> tuple[dict[str, Space], Space]:
+    """The groups of a composed space (one per include prefix, names and constraints without
+    the prefix) and the joint knobs (parameters without one).
+
+    Example:
+        >>> from autotune.space import load_space
+        >>> groups, joint = split_by_prefix(load_space("llm_projections"))
+        >>> len(groups), groups["layer0.qkv."].names[:2], len(joint.params)
+        (32, ['BLOCK_M', 'BLOCK_N'], 0)
+    """
+    prefixes = list(dict.fromkeys(p.prefix for p in space.params if p.prefix))
+    groups = {}
+    for prefix in prefixes:
+        params = [_strip(p, prefix) for p in space.params if p.prefix == prefix]
+        constraints = [
+            Constraint(c.name[len(prefix):] if c.name.startswith(prefix) else c.name,
+                       c.expression, "", c.where)
+            for c in space.constraints if c.prefix == prefix
+        ]  # fmt: skip
+        groups[prefix] = Space(f"{space.name}:{prefix}", params, constraints, space.source)
+    joint = Space(
+        f"{space.name}:joint",
+        [p for p in space.params if not p.prefix],
+        [c for c in space.constraints if not c.prefix],
+        space.source,
+    )
+    return groups, joint
+
+
+def _strip(param: Param, prefix: str) -> Param:
+    from dataclasses import replace
+
+    return replace(param, name=param.name[len(prefix) :], prefix="")
 
 
 @dataclass

@@ -38,3 +38,15 @@ def test_by_group_beats_flat_tpe_at_the_same_number_of_kernel_measurements():
     flat = flat_curve(problem, "tpe", seed=0, trials=measurements // (len(problem.groups) + 1))
     assert by_group > flat[-1][1] + 0.03
     assert by_group > 0.9
+
+
+def test_a_composed_yaml_splits_into_its_included_spaces_with_their_constraints():
+    from autotune.driver.grouped import split_by_prefix
+    from autotune.space import load_space
+
+    hopper = {"type": "cuda", "max_shared_memory": 232448}
+    problem = {"M": 64, "N": 4096, "K": 4096, "dtype": "bf16"}
+    groups, joint = split_by_prefix(load_space("llm_projections"))
+    assert len(groups) == 32 and not joint.params
+    one = list(groups["layer3.down."].grid(problem, hopper))
+    assert len(one) == len(list(load_space("matmul").grid(problem, hopper)))
