@@ -82,6 +82,29 @@ def _storage_failure_types() -> tuple[type[Exception], ...]:
     return (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError)
 
 
+def _root_cause_line(exc: BaseException) -> str:
+    """The first line of the innermost cause: Optuna wraps a dropped database connection in
+    a generic commit error; the driver's own message (e.g. "server closed the connection
+    unexpectedly") is what names the problem.
+
+    Example:
+        >>> try:
+        ...     try:
+        ...         raise ConnectionError("server closed the connection\\nmore")
+        ...     except ConnectionError as inner:
+        ...         raise RuntimeError("commit failed") from inner
+        ... except RuntimeError as outer:
+        ...     _root_cause_line(outer)
+        'server closed the connection'
+    """
+    while exc.__cause__ is not None or (
+        exc.__context__ is not None and not exc.__suppress_context__
+    ):
+        exc = exc.__cause__ or exc.__context__
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
 def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Bad input ends with one line naming the problem, exit code 2, no traceback."""
 
@@ -98,7 +121,7 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             err.print("interrupted; finished trials are stored")
             raise typer.Exit(130) from None
         except _storage_failure_types() as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = _root_cause_line(exc)
             err.print(f"[red]error:[/red] the storage stopped answering: {escape(redact(first))}; "
                       "the finished trials are stored: run the same command again to resume",
                       highlight=False, soft_wrap=True)  # fmt: skip

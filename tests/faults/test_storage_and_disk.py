@@ -71,3 +71,60 @@ def test_a_disk_that_fills_during_an_export_leaves_the_old_file_whole(tmp_path) 
     assert done.returncode == 3 and int(done.stdout) == errno.EFBIG, done.stderr
     assert target.read_text() == '{"old": true}\n'  # the previous export, untouched
     assert [p.name for p in tmp_path.iterdir()] == ["best.json"]  # no temporary file left
+
+
+def _as_postgres(sql: str) -> None:
+    subprocess.run(["su", "postgres", "-c", f'psql -qd postgres -c "{sql}"'], check=True,
+                   capture_output=True, timeout=60)  # fmt: skip
+
+
+def test_a_postgresql_server_gone_mid_sweep_ends_it_in_one_line_and_loses_nothing(tmp_path):
+    """The database stops taking connections and drops the sweep's (what a server going away
+    looks like to a client): the sweep ends with a one-line error, exit 1; every trial it had
+    told is still there once the server is back, and the sweep resumes."""
+    import os
+    import shutil
+
+    import pytest
+
+    url = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
+    if not url or os.geteuid() != 0 or shutil.which("su") is None:
+        pytest.skip("needs the CI PostgreSQL server (AUTOTUNE_TEST_POSTGRES_URL) and root")
+    name = f"gone-{os.getpid()}"
+    command = [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(_grid(tmp_path)),
+               "--params", "a,b", "--metric", "m", "--maximize", "--sampler", "random",
+               "--storage", url, "--study", name]  # fmt: skip
+    proc = subprocess.Popen([*command, "--trials", "36"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    told = 0
+    try:
+        for _ in range(600):
+            time.sleep(0.05)
+            try:
+                told = len(optuna.load_study(study_name=name, storage=url).trials)
+            except KeyError:
+                continue
+            if told >= 5:
+                break
+        _as_postgres("ALTER DATABASE autotune_test ALLOW_CONNECTIONS false")
+        _as_postgres("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                     "datname = 'autotune_test' AND pid <> pg_backend_pid()")  # fmt: skip
+        _, err = proc.communicate(timeout=300)
+    finally:
+        _as_postgres("ALTER DATABASE autotune_test ALLOW_CONNECTIONS true")
+        if proc.poll() is None:
+            proc.kill()
+    if proc.returncode == 0:
+        pytest.fail("the sweep finished before the server went away; make it longer")
+    lines = [line for line in err.strip().splitlines() if line.strip()]
+    assert proc.returncode == 1 and "Traceback" not in err, err[-2000:]
+    assert "storage" in lines[-1].lower() and "autotune:autotune@" not in err  # no password
+    assert "connection" in lines[-1].lower()  # the cause: the server dropped it
+    study = optuna.load_study(study_name=name, storage=url)
+    finished = [t for t in study.trials if t.state.is_finished()]
+    assert len(finished) >= told - 1 and all(trial_status(t) == "ok" for t in finished)
+    again = subprocess.run([*command, "--trials", str(len(finished) + 3)], capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    resumed = optuna.load_study(study_name=name, storage=url)
+    assert sum(1 for t in resumed.trials if is_launched(t)) >= len(finished) + 3
