@@ -21,15 +21,14 @@ from pathlib import Path
 
 import optuna
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from search_quality import LANDSCAPES, Landscape  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autotune.driver import Sweep, SweepSettings  # noqa: E402
 from autotune.driver.executor_choice import make_executor  # noqa: E402
 from autotune.driver.trial_attrs import INFEASIBLE, STATUS, is_repeat  # noqa: E402
 from autotune.executors.inline import InlineExecutor  # noqa: E402
 from autotune.objectives.replay import ReplayObjective  # noqa: E402
+from benchmarks.search.landscapes import Landscape, available  # noqa: E402
 
 IN_FLIGHT = (1, 2, 4, 8)
 
@@ -42,7 +41,7 @@ def sweep(landscape: Landscape, sampler: str, seed: int, trials: int, workers: i
         executors.append(make_executor(settings, workers))
         return executors[-1]
 
-    settings = landscape.settings(sampler, seed, trials, workers=workers)
+    settings = landscape.sweep_settings(sampler, seed, trials, workers=workers)
     study = Sweep(settings, executor_factory=factory).run().study
     done = [
         t
@@ -62,6 +61,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--trials", type=int, default=50)
     parser.add_argument("--sampler", default="auto")
+    parser.add_argument("--landscapes", default="", help="Landscape keys (default: all).")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore")
@@ -70,10 +70,15 @@ def main() -> None:
         f"{args.sampler}, {args.trials} trials, mean / worst fraction of the optimum over "
         f"{args.seeds} seeds"
     )
-    for landscape in LANDSCAPES:
+    wanted = [k for k in args.landscapes.split(",") if k]
+    for landscape in available():
+        if wanted and landscape.key not in wanted:
+            continue
         optimum = landscape.optimum()
-        column = ReplayObjective(landscape.replay_problem).duration_column
-        print(f"\n{landscape.name} (trial duration from column {column!r})")
+        problem = {"table": str(landscape.table), "params": landscape.params,
+                   "metric": landscape.metric}  # fmt: skip
+        column = ReplayObjective(problem).duration_column
+        print(f"\n{landscape.title} (trial duration from column {column!r})")
         checkpoints = sorted({min(20, args.trials), args.trials})
         header = "".join(f"{'@' + str(n):>14}" for n in checkpoints)
         print(f"{'in flight':>9}{header}{'diff':>8}{'time':>8}")
