@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import optuna  # noqa: E402
 
 from benchmarks.search.landscapes import available, by_name  # noqa: E402
-from benchmarks.search.strategies import MAX_TRIALS, STOCK_TPE, STRATEGIES  # noqa: E402
+from benchmarks.search.strategies import MAX_SEEDS, MAX_TRIALS, STOCK_TPE, STRATEGIES  # noqa: E402
 from benchmarks.search.table import CHECKPOINTS, run_all, summarise  # noqa: E402
 
 DEFAULT = "autotune default"
@@ -47,8 +47,8 @@ def single(args: argparse.Namespace) -> None:
     landscapes = [ls for ls in available() if not wanted or ls.key in wanted]
     start = time.perf_counter()
     curves = {}
-    for trials, group in _by_budget(names):
-        curves |= run_all(group, [ls.key for ls in landscapes], args.seeds, trials, args.jobs)
+    for (trials, seeds), group in _by_budget(names, args.seeds):
+        curves |= run_all(group, [ls.key for ls in landscapes], seeds, trials, args.jobs)
     print(f"({time.perf_counter() - start:.0f} s on {args.jobs} processes)")
     verdicts = []
     for split in ("development", "held-out"):
@@ -73,7 +73,8 @@ def single(args: argparse.Namespace) -> None:
                     else f"{'-':>14}" for n in CHECKPOINTS
                 )  # fmt: skip
                 to98 = "-" if row["to98"] == math.inf else f"{row['to98']:.0f}"
-                print(f"{name:<34}{cells}{to98:>15}")
+                label = name + (f" ({MAX_SEEDS[name]} seeds)" if name in MAX_SEEDS else "")
+                print(f"{label:<34}{cells}{to98:>15}")
             if DEFAULT in rows and STOCK_TPE in rows:
                 mean, worst = rows[DEFAULT][50]
                 ok = (
@@ -92,10 +93,12 @@ def single(args: argparse.Namespace) -> None:
             )
 
 
-def _by_budget(names: list[str]) -> list[tuple[int, list[str]]]:
-    budgets: dict[int, list[str]] = {}
+def _by_budget(names: list[str], seeds: int) -> list[tuple[tuple[int, int], list[str]]]:
+    """Strategies grouped by (trials, seeds) they run with."""
+    budgets: dict[tuple[int, int], list[str]] = {}
     for name in names:
-        budgets.setdefault(min(100, MAX_TRIALS.get(name, 100)), []).append(name)
+        key = (min(100, MAX_TRIALS.get(name, 100)), min(seeds, MAX_SEEDS.get(name, seeds)))
+        budgets.setdefault(key, []).append(name)
     return sorted(budgets.items())
 
 

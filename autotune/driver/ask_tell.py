@@ -30,7 +30,7 @@ from autotune.driver.samplers import make_sampler
 from autotune.driver.trial_attrs import INFEASIBLE, STATUS, mark_feasibility
 from autotune.space import Space
 
-STUCK = 20
+STUCK = 5
 #: config -> the metric (maximised), or None for a failed measurement
 Measure = Callable[[dict[str, Any]], float | None]
 
