@@ -33,7 +33,7 @@ from benchmarks.search.landscapes import Landscape, available, by_name
 
 REPEATS = 4
 TRAIN_WEIGHT = 0.1
-REJECTIONS = 200
+REJECTIONS = 20
 MATMUL_KEYS = ("4096", "mlp", "decode", "raw_8192", "raw_mlp", "raw_decode")
 
 
