@@ -24,7 +24,7 @@ import pandas as pd
 
 from autotune.driver.novelty import config_key
 from autotune.space import Space, load_space
-from objectives.replay import load_table, space_from_table
+from objectives.replay import _plain, load_table, space_from_table
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks/data"
@@ -129,14 +129,6 @@ class Landscape:
         if any(config_key(c) == config_key(default) for c in feasible):
             return dict(default)
         return dict(random.Random(12345).choice(feasible))
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 def _matmul(key: str, title: str, problem: dict[str, int], *, raw: bool, split: str) -> Landscape:
