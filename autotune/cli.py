@@ -83,26 +83,35 @@ def _storage_failure_types() -> tuple[type[Exception], ...]:
 
 
 def _root_cause_line(exc: BaseException) -> str:
-    """The first line of the innermost cause: Optuna wraps a dropped database connection in
-    a generic commit error; the driver's own message (e.g. "server closed the connection
-    unexpectedly") is what names the problem.
+    """The first line of the innermost cause that says something: Optuna wraps a dropped
+    database connection in a generic commit error; the driver's own message (e.g. "server
+    closed the connection unexpectedly") is what names the problem. Causes with no words
+    (SQLAlchemy's pool-bookkeeping ``InvalidatePoolError`` prints ``()``) are passed over.
 
     Example:
         >>> try:
         ...     try:
-        ...         raise ConnectionError("server closed the connection\\nmore")
+        ...         try:
+        ...             raise LookupError(())  # bookkeeping: no words
+        ...         except LookupError:
+        ...             raise ConnectionError("server closed the connection\\nmore")
         ...     except ConnectionError as inner:
         ...         raise RuntimeError("commit failed") from inner
         ... except RuntimeError as outer:
         ...     _root_cause_line(outer)
         'server closed the connection'
     """
-    while exc.__cause__ is not None or (
-        exc.__context__ is not None and not exc.__suppress_context__
-    ):
+    chain = [exc]
+    while (
+        exc.__cause__ is not None or (exc.__context__ is not None and not exc.__suppress_context__)
+    ) and len(chain) < 50:
         exc = exc.__cause__ or exc.__context__
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+        chain.append(exc)
+    for cause in reversed(chain):
+        lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
+        if lines and any(char.isalpha() for char in lines[0]):
+            return lines[0]
+    return type(chain[-1]).__name__
 
 
 def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -286,14 +286,17 @@ class _SweepRun:
 
     def launched(self) -> int:
         """Trials of the study that ran or run now, by any driver (not rejections, repeats,
-        nor configs asked for but not launched by this one)."""
+        nor configs asked for but not launched by this one). A running trial with no driver
+        recorded is not counted: it is being asked for, or its driver lost the storage
+        between creating it and naming itself (it is reaped later as stale)."""
         not_launched = {a.trial.number for group in self.waiting.values() for a in group}
         not_launched |= {a.trial.number for a in self.ahead}
         running = optuna.trial.TrialState.RUNNING
         return sum(
             1
             for t in self.study.get_trials(deepcopy=False)
-            if (t.state == running and t.number not in not_launched) or is_launched(t)
+            if (t.state == running and t.number not in not_launched and DRIVER in t.user_attrs)
+            or is_launched(t)
         )
 
     # -- one trial ----------------------------------------------------------------------

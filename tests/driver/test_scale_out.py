@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import optuna
@@ -126,6 +127,18 @@ def test_a_dead_drivers_running_trial_is_reaped_a_live_ones_is_not(tmp_path):
     assert reap_stale_trials(study, storage) == [orphan.number]
     states = {t.number: (t.state.name, trial_status(t)) for t in study.trials}
     assert states == {0: ("FAIL", "interrupted"), 1: ("RUNNING", "running")}
+
+
+def test_a_running_trial_that_never_named_its_driver_does_not_count_against_the_budget(tmp_path):
+    """A driver that lost the storage between creating a trial and naming itself leaves a
+    RUNNING trial with no driver; a sweep resumed at once still runs its full budget."""
+    url = f"sqlite:///{tmp_path / 'orphan.db'}"
+    settings = replay("inline", storage=url, n_trials=3, study_name="orphan")
+    Sweep(settings).run()
+    optuna.load_study(study_name=settings.study_name, storage=url).ask()  # the orphan
+    Sweep(replace(settings, n_trials=6)).run()
+    study = optuna.load_study(study_name=settings.study_name, storage=url)
+    assert sum(1 for t in study.trials if is_launched(t)) == 6
 
 
 def test_replay_with_four_in_flight_finds_the_optimum_like_one_in_flight():
