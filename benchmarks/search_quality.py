@@ -11,7 +11,7 @@ space by group vs flat, warm start through the driver, two objectives (hypervolu
 driver's time per trial.
 
     python benchmarks/search_quality.py [--seeds 30] [--strategies a,b] [--landscapes k1,k2]
-        [--sections single,composed,warm,pareto,overhead] [--jobs 2]
+        [--sections single,composed,warm,pareto,overhead] [--jobs 2] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -45,42 +45,20 @@ def single(args: argparse.Namespace) -> None:
     names = [s.strip() for s in args.strategies.split(",")]
     wanted = [w.strip() for w in args.landscapes.split(",") if w.strip()]
     landscapes = [ls for ls in available() if not wanted or ls.key in wanted]
-    start = time.perf_counter()
-    curves = {}
-    for (trials, seeds), group in _by_budget(names, args.seeds):
-        curves |= run_all(group, [ls.key for ls in landscapes], seeds, trials, args.jobs)
-    print(f"({time.perf_counter() - start:.0f} s on {args.jobs} processes)")
     verdicts = []
     for split in ("development", "held-out"):
         chosen = [ls for ls in landscapes if ls.split == split]
         if chosen:
-            print(f"\n## {split} landscapes")
+            print(f"\n## {split} landscapes", flush=True)
         for ls in chosen:
-            optimum = ls.optimum()
-            space = "raw (no constraints)" if ls.raw else "constrained"
-            print(
-                f"\n{ls.title}: {len(ls.feasible())} feasible configs, {space}, optimum "
-                f"{optimum:.4g} {ls.metric} ({ls.table.name}), trial 0 = {ls.first_config()}"
-            )
-            header = "".join(f"{'@' + str(n):>14}" for n in CHECKPOINTS)
-            print(f"{'strategy':<34}{header}{'trials to 98%':>15}")
-            rows = {}
-            for name in names:
-                row = summarise(curves[(name, ls.key)], optimum)
-                rows[name] = row
-                cells = "".join(
-                    f"{row[n][0]:>8.3f}/{row[n][1]:.3f}" if n <= MAX_TRIALS.get(name, 100)
-                    else f"{'-':>14}" for n in CHECKPOINTS
-                )  # fmt: skip
-                to98 = "-" if row["to98"] == math.inf else f"{row['to98']:.0f}"
-                label = name + (f" ({MAX_SEEDS[name]} seeds)" if name in MAX_SEEDS else "")
-                print(f"{label:<34}{cells}{to98:>15}")
-            if DEFAULT in rows and STOCK_TPE in rows:
-                mean, worst = rows[DEFAULT][50]
-                ok = (
-                    mean >= TARGET_MEAN and worst >= TARGET_WORST and mean >= rows[STOCK_TPE][50][0]
-                )
-                verdicts.append((ls.key, split, mean, worst, rows[STOCK_TPE][50][0], ok))
+            start = time.perf_counter()
+            curves = {}
+            for (trials, seeds), group in _by_budget(names, args.seeds):
+                curves |= run_all(group, [ls.key], seeds, trials, args.jobs, args.cache_file)
+            verdict = _landscape_table(ls, names, curves)
+            print(f"({time.perf_counter() - start:.0f} s on {args.jobs} processes)", flush=True)
+            if verdict is not None:
+                verdicts.append((ls.key, split, *verdict))
     if verdicts:
         print(
             f"\ntargets at 50 trials: mean >= {TARGET_MEAN}, worst >= {TARGET_WORST}, "
@@ -91,6 +69,35 @@ def single(args: argparse.Namespace) -> None:
                 f"  {key:<12} {split:<12} default {mean:.3f}/{worst:.3f}  stock TPE mean "
                 f"{tpe:.3f}  {'met' if ok else 'NOT MET'}"
             )
+
+
+def _landscape_table(ls, names: list[str], curves: dict) -> tuple | None:  # noqa: ANN001
+    """Print one landscape's rows; return (mean, worst, stock TPE mean, met) of the default
+    at 50 trials, or None when either row is missing."""
+    optimum = ls.optimum()
+    space = "raw (no constraints)" if ls.raw else "constrained"
+    print(
+        f"\n{ls.title}: {len(ls.feasible())} feasible configs, {space}, optimum "
+        f"{optimum:.4g} {ls.metric} ({ls.table.name}), trial 0 = {ls.first_config()}"
+    )
+    header = "".join(f"{'@' + str(n):>14}" for n in CHECKPOINTS)
+    print(f"{'strategy':<34}{header}{'trials to 98%':>15}")
+    rows = {}
+    for name in names:
+        row = summarise(curves[(name, ls.key)], optimum)
+        rows[name] = row
+        cells = "".join(
+            f"{row[n][0]:>8.3f}/{row[n][1]:.3f}" if n <= MAX_TRIALS.get(name, 100)
+            else f"{'-':>14}" for n in CHECKPOINTS
+        )  # fmt: skip
+        to98 = "-" if row["to98"] == math.inf else f"{row['to98']:.0f}"
+        label = name + (f" ({MAX_SEEDS[name]} seeds)" if name in MAX_SEEDS else "")
+        print(f"{label:<34}{cells}{to98:>15}", flush=True)
+    if DEFAULT not in rows or STOCK_TPE not in rows:
+        return None
+    mean, worst = rows[DEFAULT][50]
+    tpe = rows[STOCK_TPE][50][0]
+    return mean, worst, tpe, mean >= TARGET_MEAN and worst >= TARGET_WORST and mean >= tpe
 
 
 def _by_budget(names: list[str], seeds: int) -> list[tuple[tuple[int, int], list[str]]]:
@@ -223,12 +230,23 @@ def main() -> None:
     parser.add_argument("--landscapes", default="", help="Landscape keys (default: all).")
     parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument(
+        "--cache", type=Path, default=None,
+        help="A folder for this commit's curves (JSON lines): a stopped run picks up there.",
+    )  # fmt: skip
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip()  # fmt: skip
-    print(f"REPLAY of recorded H200 measurements; {args.seeds} seeds; commit {commit}")
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True, cwd=ROOT).stdout.strip()  # fmt: skip
+    args.cache_file = None
+    if args.cache is not None:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        args.cache_file = args.cache / f"curves-{commit}{'-dirty' if dirty else ''}.jsonl"
+    print(f"REPLAY of recorded H200 measurements; {args.seeds} seeds; commit {commit}"
+          + (" (uncommitted changes)" if dirty else ""), flush=True)  # fmt: skip
     for name in args.sections.split(","):
         SECTIONS[name.strip()](args)
 

@@ -8,9 +8,11 @@ Example:
 
 from __future__ import annotations
 
+import json
 import statistics
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 CHECKPOINTS = (10, 20, 50, 100)
@@ -29,15 +31,41 @@ def _one(job: tuple[str, str, int, int]) -> tuple[str, str, int, list[float]]:
 
 
 def run_all(
-    strategies: list[str], keys: list[str], seeds: int, trials: int, jobs: int = 2
+    strategies: list[str],
+    keys: list[str],
+    seeds: int,
+    trials: int,
+    jobs: int = 2,
+    cache: Path | None = None,
 ) -> dict[tuple[str, str], list[list[float]]]:
-    """(strategy, landscape key) -> one curve per seed."""
+    """(strategy, landscape key) -> one curve per seed, in seed order. With ``cache`` (a
+    JSON-lines file), curves already there are read back rather than run again, and each new
+    one is appended as soon as it is done: a long table survives being stopped."""
+    done = _read_cache(cache)
     work = [(s, k, seed, trials) for k in keys for s in strategies for seed in range(seeds)]
+    todo = [job for job in work if job not in done]
+    if todo:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            for strategy, key, seed, curve in pool.map(_one, todo, chunksize=4):
+                done[(strategy, key, seed, trials)] = curve
+                if cache is not None:
+                    with cache.open("a") as out:
+                        out.write(json.dumps([strategy, key, seed, trials, curve]) + "\n")
     curves: dict[tuple[str, str], list[list[float]]] = {}
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        for strategy, key, _seed, curve in pool.map(_one, work, chunksize=4):
-            curves.setdefault((strategy, key), []).append(curve)
+    for job in work:
+        curves.setdefault((job[0], job[1]), []).append(done[job])
     return curves
+
+
+def _read_cache(cache: Path | None) -> dict[tuple[str, str, int, int], list[float]]:
+    if cache is None or not cache.exists():
+        return {}
+    done = {}
+    for line in cache.read_text().splitlines():
+        if line.strip():
+            strategy, key, seed, trials, curve = json.loads(line)
+            done[(strategy, key, seed, trials)] = curve
+    return done
 
 
 def summarise(
