@@ -6,7 +6,9 @@ sequences (what a continuous-batching scheduler hands it).
 A step is a list of :class:`Chunk` s: ``tokens`` of sequence ``seq`` at positions
 ``start .. start + len(tokens)``. Their keys and values are written to the cache, then every
 query attends to its sequence's cached keys up to its own position (causal), through SDPA on
-the gathered blocks. The logits of each chunk's last token come back.
+the gathered blocks (``attention_reads="gather"``), or through the Triton kernel that reads
+the blocks in place (``"paged"``, :mod:`autotune.kernels.paged_attention_triton`). The logits of
+each chunk's last token come back.
 
 Weights: ``bf16`` (the compute dtype on a GPU, fp32 on a CPU), or weight-only ``int8`` (per
 output channel) and ``int4`` (groups of 128 along K) stored as the kernel suite's quantized
@@ -38,6 +40,8 @@ from autotune.kernels.llama import Llama, LlamaConfig, apply_rotary
 from autotune.kernels.paged_kv import KV_DTYPES, PagedKVCache
 
 WEIGHTS = ("bf16", "int8", "int4")
+#: how attention reads the KV cache: gathered into one tensor for SDPA, or in place
+ATTENTION_READS = ("gather", "paged")
 _LEVEL = {"int8": "int8", "int4": "int4-g128"}
 # rows up to which the quantized Triton kernel runs (decode); larger steps dequantize first
 _KERNEL_ROWS = 64
@@ -79,9 +83,15 @@ class QuantLinear:
 class InferenceModel:
     """Weights of a :class:`~autotune.kernels.llama.Llama` for serving (see the module)."""
 
-    def __init__(self, model: Llama, weights: str = "bf16") -> None:
+    def __init__(
+        self, model: Llama, weights: str = "bf16", attention_reads: str = "gather"
+    ) -> None:
         if weights not in WEIGHTS:
             raise ValueError(f"weights={weights!r} is not one of {', '.join(WEIGHTS)}")
+        if attention_reads not in ATTENTION_READS:
+            raise ValueError(f"attention_reads={attention_reads!r} is not one of "
+                             f"{', '.join(ATTENTION_READS)}")  # fmt: skip
+        self.attention_reads = attention_reads
         self.cfg: LlamaConfig = model.cfg
         device = model.head.weight.device
         self.device = device
@@ -148,6 +158,10 @@ class InferenceModel:
         mask = keys[None, None, :] <= q_pos[:, :, None]  # causal, and padding sees nothing
         mask = mask | ~real[:, :, None]  # padded rows attend somewhere, to stay finite
         cos, sin = self.rope_cos[positions][:, None, :], self.rope_sin[positions][:, None, :]
+        if self.attention_reads == "paged":
+            from autotune.kernels.paged_attention_triton import paged_attention
+
+            tables32, q_pos32 = tables.to(torch.int32), q_pos.to(torch.int32)
 
         x = self.embed[tokens]
         h, hd = cfg.n_heads, cfg.head_dim
@@ -158,10 +172,15 @@ class InferenceModel:
             q = apply_rotary(q, cos, sin)
             k = apply_rotary(k, cos, sin)
             cache.write(index, slots, k, v)
-            keys_, values = cache.gather(index, tables, x.dtype)
-            qb = q[gather_rows].transpose(1, 2)  # (batch, heads, q_max, hd)
-            y = F.scaled_dot_product_attention(qb, keys_, values, attn_mask=mask[:, None])
-            y = y.transpose(1, 2)[real].reshape(-1, h * hd)
+            if self.attention_reads == "paged":
+                y = paged_attention(q[gather_rows], cache.k[index], cache.v[index], tables32,
+                                    q_pos32, kv_scale=cache.read_scale)  # fmt: skip
+                y = y[real].reshape(-1, h * hd)
+            else:
+                keys_, values = cache.gather(index, tables, x.dtype)
+                qb = q[gather_rows].transpose(1, 2)  # (batch, heads, q_max, hd)
+                y = F.scaled_dot_product_attention(qb, keys_, values, attn_mask=mask[:, None])
+                y = y.transpose(1, 2)[real].reshape(-1, h * hd)
             x = x + self._linear(w["out"], y)
             g = self._linear(w["gate_up"], mlp_norm(x))
             g = g.view(*g.shape[:-1], -1, 2, swiglu_block)

@@ -116,6 +116,11 @@ class PagedKVCache:
             k, v = k * _FP8_SCALE, v * _FP8_SCALE
         return k.transpose(1, 2), v.transpose(1, 2)
 
+    @property
+    def read_scale(self) -> float:
+        """What a value read from the cache is multiplied by (fp8 holds values / the scale)."""
+        return _FP8_SCALE if self.fp8 else 1.0
+
     def bytes_per_token(self) -> int:
         """Bytes one token's keys and values take over all layers."""
         k = self.k[0]

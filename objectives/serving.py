@@ -16,7 +16,8 @@ cache, else ``wrong_result``; top-1 agreement is reported too.
 
 Tunables: ``max_num_seqs``, ``max_num_batched_tokens`` (the step's token budget, chunked
 prefill), ``block_size``, ``kv_dtype`` (bf16 | fp8), ``weights`` (bf16 | int8 | int4),
-``policy`` (fcfs | prefill-first), ``attention_backend`` (default | math | efficient).
+``policy`` (fcfs | prefill-first), ``attention_backend`` (default | math | efficient: SDPA's
+over the gathered blocks; paged: a Triton kernel that reads the blocks in place).
 
 Example:
     >>> obj = ServingObjective({**ServingObjective.default_problem({"type": "cpu"}),
@@ -48,7 +49,9 @@ from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.objectives.serving_engine import POLICIES, Request, Scheduler, run_trace
 from autotune.objectives.serving_trace import load_trace, poisson_trace
 
-ATTENTION = {"default": None, "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION}
+#: SDPA's backend over the gathered blocks; ``paged``: the Triton kernel reads them in place
+ATTENTION = {"default": None, "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+             "paged": None}  # fmt: skip
 CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_dtype", "weights",
                "policy", "attention_backend")  # fmt: skip
 _QUALITY_PROMPTS = 8
@@ -192,10 +195,11 @@ class ServingObjective(Objective):
             raise Infeasible("int4 weights need d_model to be a multiple of its 128-row groups")
         return merged
 
-    def _model(self, weights: str) -> InferenceModel:
+    def _model(self, weights: str, attention_backend: str = "default") -> InferenceModel:
         torch.manual_seed(int(self.problem["seed"]))
+        reads = "paged" if attention_backend == "paged" else "gather"
         with torch.device(self.device):
-            return InferenceModel(Llama(self.model_config), weights)
+            return InferenceModel(Llama(self.model_config), weights, reads)
 
     def _prompts(self) -> list[list[int]]:
         gen = torch.Generator().manual_seed(int(self.problem["seed"]) + 7)
@@ -234,7 +238,7 @@ class ServingObjective(Objective):
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(self.device)
-        model = self._model(c["weights"])
+        model = self._model(c["weights"], c["attention_backend"])
         quality: dict[str, float] = {}
         if c["weights"] != "bf16" or c["kv_dtype"] == "fp8":
             quality = self.quality(model, c["kv_dtype"])

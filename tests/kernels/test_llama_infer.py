@@ -1,0 +1,42 @@
+"""The inference model's two ways of reading the paged KV cache give the same logits: SDPA
+over the gathered blocks, and the Triton kernel that reads them in place (the interpreter on
+CPU), through chunked prefill and decode steps of several sequences."""
+
+import pytest
+import torch
+
+from autotune.kernels.llama import Llama, LlamaConfig
+from autotune.kernels.llama_infer import Chunk, InferenceModel
+
+
+def _steps(model: InferenceModel, kv_dtype: str) -> list[torch.Tensor]:
+    cache = model.new_cache(num_blocks=16, block_size=4, kv_dtype=kv_dtype)
+    a, b = [3, 1, 4, 1, 5, 9, 2], [2, 7, 1, 8, 2]
+    cache.allocate(0, 7)
+    cache.allocate(1, 3)
+    logits = [model.forward([Chunk(0, 0, a), Chunk(1, 0, b[:3])], cache)]  # prefill, a chunk
+    cache.allocate(1, 5)
+    cache.allocate(0, 8)
+    logits.append(model.forward([Chunk(0, 7, [6]), Chunk(1, 3, b[3:])], cache))  # decode + rest
+    cache.allocate(0, 9)
+    cache.allocate(1, 6)
+    logits.append(model.forward([Chunk(1, 5, [4]), Chunk(0, 8, [3])], cache))  # two decodes
+    return logits
+
+
+@pytest.mark.parametrize("kv_dtype", ["fp32", "fp8"])
+def test_paged_reads_give_the_logits_of_gathered_reads(kv_dtype: str) -> None:
+    cfg = LlamaConfig(vocab=64, d_model=64, n_layers=2, n_heads=4, seq_len=32)
+    torch.manual_seed(0)
+    llama = Llama(cfg)
+    gathered = _steps(InferenceModel(llama, "bf16", "gather"), kv_dtype)
+    paged = _steps(InferenceModel(llama, "bf16", "paged"), kv_dtype)
+    for g, p in zip(gathered, paged, strict=True):
+        assert g.shape == p.shape == (2, 64)
+        assert (g - p).abs().max() < 1e-4 * g.abs().max()
+
+
+def test_an_unknown_way_of_reading_is_refused() -> None:
+    cfg = LlamaConfig(vocab=64, d_model=32, n_layers=1, n_heads=2, seq_len=32)
+    with pytest.raises(ValueError, match="attention_reads='copy'"):
+        InferenceModel(Llama(cfg), "bf16", "copy")

@@ -1,0 +1,103 @@
+"""The paged-attention kernel (Triton's interpreter on CPU): the same result as gathering the
+blocks and attending with a causal mask, for decode rows, chunked-prefill rows, padding,
+grouped-query heads, every block size and an fp8 cache."""
+
+import pytest
+import torch
+
+from autotune.kernels.paged_attention_triton import (
+    check_config,
+    paged_attention,
+    reference_paged_attention,
+)
+from autotune.kernels.paged_kv import PagedKVCache
+
+
+def _cache(page: int, heads: int, D: int, dtype: torch.dtype, blocks: int = 12, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    k = torch.randn(blocks, page, heads, D, generator=g).to(dtype)
+    v = torch.randn(blocks, page, heads, D, generator=g).to(dtype)
+    return k, v
+
+
+def _tables(rows: list[list[int]]) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.int32)
+
+
+@pytest.mark.parametrize("page", [4, 16, 32])
+@pytest.mark.parametrize("H, H_KV", [(2, 2), (4, 2)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decode_and_chunked_prefill_rows_match_the_gathered_reference(page, H, H_KV, dtype):
+    k, v = _cache(page, H_KV, 16, dtype)
+    # sequence 0 decodes its token at position 2*page+1 (3 blocks, scattered); sequence 1
+    # prefills a chunk of 3 tokens at positions 5..7 (rows past it are padding)
+    tables = _tables([[7, 2, 9], [4, 11]])
+    positions = torch.tensor([[2 * page + 1, -1, -1], [5, 6, 7]], dtype=torch.int32)
+    q = torch.randn(2, 3, H, 16, generator=torch.Generator().manual_seed(1)).to(dtype)
+    out = paged_attention(q, k, v, tables, positions, BLOCK_M=16, BLOCK_N=16)
+    ref = reference_paged_attention(q, k, v, tables, positions)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    assert out.dtype == dtype and out.shape == q.shape
+    assert (out.float() - ref).abs().max() < tolerance
+    assert out[0, 1:].abs().max() == 0  # padding rows are not written
+
+
+def test_a_row_sees_its_own_position_and_nothing_after_it():
+    k, v = _cache(4, 1, 16, torch.float32)
+    tables = _tables([[3, 5]])
+    q = torch.randn(1, 1, 1, 16)
+    early = paged_attention(q, k, v, tables, torch.tensor([[2]], dtype=torch.int32))
+    v_later = v.clone()
+    v_later[3, 3:] += 100.0  # keys 3.. of block 3 and all of block 5: past position 2
+    v_later[5] += 100.0
+    same = paged_attention(q, k, v_later, tables, torch.tensor([[2]], dtype=torch.int32))
+    assert torch.equal(early, same)
+    moved = paged_attention(q, k, v_later, tables, torch.tensor([[3]], dtype=torch.int32))
+    assert (moved - early).abs().max() > 1.0  # position 3 sees the changed key
+
+
+def test_an_fp8_cache_is_read_back_at_its_scale():
+    k, v = _cache(16, 2, 32, torch.float32)
+    scale = 16.0
+    k8, v8 = (k / scale).to(torch.float8_e4m3fn), (v / scale).to(torch.float8_e4m3fn)
+    tables = _tables([[1, 0]])
+    positions = torch.tensor([[20]], dtype=torch.int32)
+    q = torch.randn(1, 1, 2, 32)
+    out = paged_attention(q, k8, v8, tables, positions, kv_scale=scale, BLOCK_N=32)
+    ref = reference_paged_attention(q, k8, v8, tables, positions, kv_scale=scale)
+    assert (out - ref).abs().max() < 1e-4
+    exact = reference_paged_attention(q, k, v, tables, positions)
+    assert (out - exact).abs().max() < 0.2  # e4m3 keeps about two significant digits
+
+
+def test_the_engines_cache_layout_is_what_the_kernel_reads():
+    cache = PagedKVCache(n_layers=1, num_blocks=6, block_size=4, heads=2, head_dim=16,
+                         dtype=torch.float32, device=torch.device("cpu"))  # fmt: skip
+    cache.allocate(seq=0, tokens=4)
+    cache.allocate(seq=1, tokens=2)
+    cache.allocate(seq=0, tokens=10)  # sequence 0's blocks are not contiguous
+    k, v = torch.randn(10, 2, 16), torch.randn(10, 2, 16)
+    cache.write(0, cache.slots(0, 0, 10, torch.device("cpu")), k, v)
+    tables = _tables([cache.blocks_of(0)])
+    q = torch.randn(1, 1, 2, 16)
+    out = paged_attention(q, cache.k[0], cache.v[0], tables, torch.tensor([[9]], dtype=torch.int32))
+    keys, values = cache.gather(0, tables, torch.float32)  # (1, heads, slots, D)
+    expected = torch.softmax(q[0, 0, :, None] @ keys[0, :, :10].transpose(-1, -2) / 4.0, -1)
+    expected = (expected @ values[0, :, :10])[:, 0]
+    assert (out[0, 0] - expected).abs().max() < 1e-5
+
+
+def test_inexpressible_configs_and_operands_are_refused():
+    k, v = _cache(4, 2, 16, torch.float32)
+    q = torch.randn(1, 1, 2, 16)
+    tables, positions = _tables([[0]]), torch.tensor([[0]], dtype=torch.int32)
+    with pytest.raises(ValueError, match="BLOCK_M=24"):
+        check_config(BLOCK_M=24, BLOCK_N=16, num_warps=4, num_stages=1)
+    with pytest.raises(ValueError, match="int32"):
+        paged_attention(q, k, v, tables.long(), positions)
+    with pytest.raises(ValueError, match="H % H_KV"):
+        paged_attention(torch.randn(1, 1, 3, 16), k, v, tables, positions)
+    with pytest.raises(ValueError, match="head dim"):
+        paged_attention(torch.randn(1, 1, 2, 12), *_cache(4, 2, 12, torch.float32), tables,
+                        positions)  # fmt: skip
