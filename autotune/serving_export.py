@@ -143,7 +143,12 @@ def _engine(config: dict[str, Any], target: str) -> tuple[dict[str, Any], dict[s
             f"{weights} checkpoint instead (e.g. {checkpoint})"
         )
     backend = config.get("attention_backend", "default")
-    if backend != "default":
+    if backend == "paged":
+        notes["attention_backend"] = (
+            f"paged: the engine's kernel that reads the paged KV cache in place; {target}'s "
+            "own attention kernels do the same, so nothing is set"
+        )
+    elif backend != "default":
         notes["attention_backend"] = (
             f"{backend}: the engine's SDPA backend; {target} picks its own attention kernels"
         )

@@ -31,6 +31,13 @@ def test_vllm_yaml_holds_only_its_flags_and_says_what_it_cannot() -> None:
     assert out.text.count("# not expressed:") == 3
 
 
+def test_the_paged_backend_says_the_target_reads_its_cache_in_place_too() -> None:
+    out = serving_export({"workload": "serving", "config": {**TUNED, "attention_backend":
+                                                            "paged"}}, "vllm")  # fmt: skip
+    assert "in place" in out.not_expressed["attention_backend"]
+    assert "SDPA" not in out.not_expressed["attention_backend"]
+
+
 def test_sglang_command_line_parses_into_its_flags() -> None:
     out = serving_export({"workload": "serving", "config": TUNED}, "sglang")
     argv = shlex.split(out.text.splitlines()[-1])
