@@ -178,6 +178,35 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
         """The index of the config to propose next: here, a uniform draw."""
         return self._rng.choice(unvisited)
 
+    def _read_trials(self, study: optuna.Study) -> tuple[_Observations, dict[int, list[float]]]:
+        """What the study says about the grid, for a model to read: the keys of every config
+        tried (running ones too), the configs still running (pending), the failed ones, how
+        many measured configs this sampler drew (not enqueued); and the values (every
+        objective, all finite) of each measured config. Repeats are skipped."""
+        seen = _Observations()
+        measured: dict[int, list[float]] = {}
+        for t in study.get_trials(deepcopy=False):
+            if is_repeat(t):
+                continue
+            key = config_key(t.params)
+            seen.visited.add(key)
+            index = self._index.get(key)
+            if index is None:
+                continue
+            if t.state == TrialState.RUNNING:
+                seen.pending.append(index)
+                continue
+            if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+                continue
+            status = t.user_attrs.get(STATUS)
+            seen.drawn += "fixed_params" not in t.system_attrs and status != INFEASIBLE
+            if status == "ok" and t.values and all(math.isfinite(v) for v in t.values):
+                measured[index] = list(t.values)
+            else:
+                seen.failed.append(index)
+        seen.failed = [i for i in seen.failed if i not in measured]
+        return seen, measured
+
     def sample_independent(
         self,
         study: optuna.Study,
@@ -258,34 +287,11 @@ class GridBayesSampler(EnumeratedSampler):
         return self.prior.trust(self._features[measured], y) >= 0.5
 
     def _observations(self, study: optuna.Study) -> _Observations:
-        """What the study says about the grid: the keys of every config tried (running ones
-        too); the model's target per measured config (log of the metric, negated when
-        minimised; failures at the worst); the configs still running (pending); and how many
-        measured configs this sampler drew (not enqueued)."""
+        """:meth:`_read_trials`, with the model's target per measured config (log of the
+        metric, negated when minimised; failures at the worst, or left to the classifier)."""
         maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
-        seen = _Observations()
-        measured: dict[int, float] = {}
-        failed: list[int] = []
-        for t in study.get_trials(deepcopy=False):
-            if is_repeat(t):
-                continue
-            key = config_key(t.params)
-            seen.visited.add(key)
-            index = self._index.get(key)
-            if index is None:
-                continue
-            if t.state == TrialState.RUNNING:
-                seen.pending.append(index)
-                continue
-            if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
-                continue
-            status = t.user_attrs.get(STATUS)
-            seen.drawn += "fixed_params" not in t.system_attrs and status != INFEASIBLE
-            value = t.values[0] if t.values and status == "ok" else None
-            if value is None or not math.isfinite(value):
-                failed.append(index)
-            else:
-                measured[index] = value
+        seen, values = self._read_trials(study)
+        measured = {i: v[0] for i, v in values.items()}
         if not measured:
             return seen
         positive = all(v > 0 for v in measured.values())
@@ -293,7 +299,6 @@ class GridBayesSampler(EnumeratedSampler):
             i: (math.log(v) if positive else v) * (1.0 if maximize else -1.0)
             for i, v in measured.items()
         }
-        seen.failed = [i for i in failed if i not in seen.targets]
         if self.target == "rank":
             seen.targets = _normal_scores(seen.targets)
         if self.failures == "worst":

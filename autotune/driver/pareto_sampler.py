@@ -21,16 +21,11 @@ Example:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import optuna
 from optuna.study import StudyDirection
-from optuna.trial import TrialState
 
 from autotune.driver.grid_sampler import GridBayesSampler, _Observations
-from autotune.driver.novelty import config_key
-from autotune.driver.trial_attrs import INFEASIBLE, STATUS, is_repeat
 
 _RHO = 0.05  # the augmentation of the Tchebycheff scalarisation
 
@@ -45,29 +40,7 @@ class ParEgoSampler(GridBayesSampler):
 
     def _observations(self, study: optuna.Study) -> _Observations:
         signs = [1.0 if d == StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
-        seen = _Observations()
-        measured: dict[int, list[float]] = {}
-        for t in study.get_trials(deepcopy=False):
-            if is_repeat(t):
-                continue
-            key = config_key(t.params)
-            seen.visited.add(key)
-            index = self._index.get(key)
-            if index is None:
-                continue
-            if t.state == TrialState.RUNNING:
-                seen.pending.append(index)
-                continue
-            if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
-                continue
-            status = t.user_attrs.get(STATUS)
-            seen.drawn += "fixed_params" not in t.system_attrs and status != INFEASIBLE
-            ok = status == "ok" and t.values and all(math.isfinite(v) for v in t.values)
-            if ok:
-                measured[index] = list(t.values)
-            else:
-                seen.failed.append(index)
-        seen.failed = [i for i in seen.failed if i not in measured]
+        seen, measured = self._read_trials(study)
         if not measured:
             return seen
         columns = np.array(list(measured.values()), dtype=float)
