@@ -41,6 +41,9 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
+# the same four tunables and limits as the contiguous attention kernel's
+from autotune.kernels.attention_triton import _is_pow2, check_config  # noqa: E402
+
 #: Untuned but sensible for decode (one query row per sequence pads to the smallest tile).
 DEFAULT_CONFIG: dict[str, int] = {"BLOCK_M": 16, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
 CONFIG_KEYS: tuple[str, ...] = tuple(DEFAULT_CONFIG)
@@ -131,28 +134,6 @@ def _paged_attention_kernel(
 
 #: True under Triton's interpreter (no GPU compile; CPU tensors).
 INTERPRETED: bool = not isinstance(_paged_attention_kernel, JITFunction)
-
-
-def _is_pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
-
-
-def check_config(*, BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int) -> None:
-    """Reject a config the kernel cannot express, before anything is compiled.
-
-    Example:
-        >>> check_config(**{**DEFAULT_CONFIG, "BLOCK_N": 8})
-        Traceback (most recent call last):
-        ...
-        ValueError: BLOCK_N=8 must be a power of two >= 16
-    """
-    for name, value in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N)):
-        if not (_is_pow2(int(value)) and value >= 16):
-            raise ValueError(f"{name}={value} must be a power of two >= 16")
-    if not (_is_pow2(int(num_warps)) and num_warps <= 32):
-        raise ValueError(f"num_warps={num_warps} must be a power of two in 1..32")
-    if num_stages < 1:
-        raise ValueError(f"num_stages={num_stages} must be >= 1")
 
 
 def _check_operands(
