@@ -154,14 +154,25 @@ class InferenceModel:
         real = rows[None, :] < torch.tensor(lengths, device=dev)[:, None]
         gather_rows = torch.where(real, offsets[:, None] + rows[None, :], 0)
         q_pos = torch.where(real, positions[gather_rows], -1)
-        keys = torch.arange(blocks * cache.block_size, device=dev)
-        mask = keys[None, None, :] <= q_pos[:, :, None]  # causal, and padding sees nothing
-        mask = mask | ~real[:, :, None]  # padded rows attend somewhere, to stay finite
         cos, sin = self.rope_cos[positions][:, None, :], self.rope_sin[positions][:, None, :]
         if self.attention_reads == "paged":
             from autotune.kernels.paged_attention_triton import paged_attention
 
             tables32, q_pos32 = tables.to(torch.int32), q_pos.to(torch.int32)
+
+            def attend(layer: int, q: torch.Tensor) -> torch.Tensor:  # (batch, q_max, h, hd)
+                return paged_attention(q[gather_rows], cache.k[layer], cache.v[layer], tables32,
+                                       q_pos32, kv_scale=cache.read_scale)  # fmt: skip
+        else:
+            keys = torch.arange(blocks * cache.block_size, device=dev)
+            mask = keys[None, None, :] <= q_pos[:, :, None]  # causal, and padding sees nothing
+            mask = mask | ~real[:, :, None]  # padded rows attend somewhere, to stay finite
+
+            def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+                keys_, values = cache.gather(layer, tables, self.dtype)
+                qb = q[gather_rows].transpose(1, 2)  # (batch, heads, q_max, hd)
+                y = F.scaled_dot_product_attention(qb, keys_, values, attn_mask=mask[:, None])
+                return y.transpose(1, 2)
 
         x = self.embed[tokens]
         h, hd = cfg.n_heads, cfg.head_dim
@@ -172,15 +183,7 @@ class InferenceModel:
             q = apply_rotary(q, cos, sin)
             k = apply_rotary(k, cos, sin)
             cache.write(index, slots, k, v)
-            if self.attention_reads == "paged":
-                y = paged_attention(q[gather_rows], cache.k[index], cache.v[index], tables32,
-                                    q_pos32, kv_scale=cache.read_scale)  # fmt: skip
-                y = y[real].reshape(-1, h * hd)
-            else:
-                keys_, values = cache.gather(index, tables, x.dtype)
-                qb = q[gather_rows].transpose(1, 2)  # (batch, heads, q_max, hd)
-                y = F.scaled_dot_product_attention(qb, keys_, values, attn_mask=mask[:, None])
-                y = y.transpose(1, 2)[real].reshape(-1, h * hd)
+            y = attend(index, q)[real].reshape(-1, h * hd)
             x = x + self._linear(w["out"], y)
             g = self._linear(w["gate_up"], mlp_norm(x))
             g = g.view(*g.shape[:-1], -1, 2, swiglu_block)

@@ -76,7 +76,7 @@ def _paged_attention_kernel(
     stride_tb, stride_pb,
     H, GROUP, Q, qk_scale, kv_scale,
     D: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    UPCAST: tl.constexpr, IEEE: tl.constexpr,
+    UPCAST: tl.constexpr, IEEE: tl.constexpr, CONVERT: tl.constexpr,
 ):  # fmt: skip
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
@@ -107,8 +107,9 @@ def _paged_attention_kernel(
                     other=0.0)  # fmt: skip  # K^T: (D, BLOCK_N)
         v = tl.load(v_base[:, None] + cols[None, :] * stride_vd, mask=in_range[:, None],
                     other=0.0)  # fmt: skip  # V: (BLOCK_N, D)
-        k = (k.to(tl.float32) * kv_scale).to(q.dtype)
-        v = (v.to(tl.float32) * kv_scale).to(q.dtype)
+        if CONVERT:  # an fp8 cache, or the interpreter's upcast q: to q's dtype at the scale
+            k = (k.to(tl.float32) * kv_scale).to(q.dtype)
+            v = (v.to(tl.float32) * kv_scale).to(q.dtype)
         if IEEE:  # noqa: SIM108 - a constexpr branch: one of the two is compiled
             qk = tl.dot(q, k, input_precision="ieee") * qk_scale
         else:
@@ -191,7 +192,9 @@ def paged_attention(
         tables.stride(0), positions.stride(0),
         H, H // k.shape[2], Q, scale, float(kv_scale),
         D=D, PAGE=k.shape[1], BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, UPCAST=upcast,
-        IEEE=q.dtype == torch.float32, num_warps=num_warps, num_stages=num_stages,
+        IEEE=q.dtype == torch.float32,
+        CONVERT=upcast or k.dtype != q.dtype or float(kv_scale) != 1.0,
+        num_warps=num_warps, num_stages=num_stages,
     )  # fmt: skip
     return out
 

@@ -101,3 +101,13 @@ def test_inexpressible_configs_and_operands_are_refused():
     with pytest.raises(ValueError, match="head dim"):
         paged_attention(torch.randn(1, 1, 2, 12), *_cache(4, 2, 12, torch.float32), tables,
                         positions)  # fmt: skip
+
+
+def test_a_scale_applies_to_a_cache_in_the_compute_dtype_too():
+    k, v = _cache(4, 2, 16, torch.float32)
+    tables, positions = _tables([[2, 0]]), torch.tensor([[6]], dtype=torch.int32)
+    q = torch.randn(1, 1, 2, 16)
+    out = paged_attention(q, k, v, tables, positions, kv_scale=2.0)
+    ref = reference_paged_attention(q, k, v, tables, positions, kv_scale=2.0)
+    assert (out - ref).abs().max() < 1e-5
+    assert (out - paged_attention(q, k, v, tables, positions)).abs().max() > 1e-2
