@@ -378,6 +378,10 @@ class _SweepRun:
         self.executor.submit(asked.trial.number, asked.config, prune)
 
     def tell_finished(self, finished: Finished) -> None:
+        with _writing_results():  # a signal now stops the sweep after this trial is told
+            self._tell_finished(finished)
+
+    def _tell_finished(self, finished: Finished) -> None:
         asked = self.in_flight.pop(finished.ticket)
         self.book.running.discard(asked.key)
         self.busy_s += finished.seconds
@@ -496,12 +500,27 @@ def _prune_check(trial: optuna.Trial, n_objectives: int) -> PruneCheck:
     return should_prune
 
 
+#: set while a measured trial is told: a signal then only sets the stop flag, so that a trial
+#: half-written (its status stored, its value not yet) is never marked interrupted
+_WRITING_RESULTS = threading.Event()
+
+
+@contextlib.contextmanager
+def _writing_results() -> Iterator[None]:
+    _WRITING_RESULTS.set()
+    try:
+        yield
+    finally:
+        _WRITING_RESULTS.clear()
+
+
 def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
     """Make SIGINT and SIGTERM stop the sweep (the trials in flight marked interrupted,
     workers ended): the handler sets ``stop``, which the loop checks at every turn, and raises
-    KeyboardInterrupt to cut a wait short (Python drops an exception raised inside a garbage
-    collector's callback; the flag still stops the sweep then). Returns what puts the previous
-    handlers back. Only the main thread takes signals: elsewhere nothing changes."""
+    KeyboardInterrupt to cut a wait short, except while a measured trial is being told (Python
+    drops an exception raised inside a garbage collector's callback; the flag still stops the
+    sweep then). Returns what puts the previous handlers back. Only the main thread takes
+    signals: elsewhere nothing changes."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
@@ -509,7 +528,8 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
 
     def interrupt(signum: int, frame: object) -> None:
         stop.set()
-        raise KeyboardInterrupt(f"signal {signum}")
+        if not _WRITING_RESULTS.is_set():
+            raise KeyboardInterrupt(f"signal {signum}")
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
 
