@@ -2,8 +2,9 @@
 
 On CUDA it is Triton's ``do_bench`` (warm-up, L2 flush between runs, repeat count from a time
 budget, device events); on the CPU a wall-clock loop with the same shape. ``interleaved``
-times several candidates in alternating rounds (A B A B ...) so that clock and power drift
-falls on all of them alike.
+times several candidates in alternating rounds, the order rotated each round (A B C, B C A,
+C A B, ...), so that clock and power drift falls on all of them alike and no candidate always
+runs first (right after the previous candidate's load) or last.
 
 Example:
     >>> t = bench(lambda: sum(range(1000)), device_type="cpu", warmup_ms=1, rep_ms=5)
@@ -17,6 +18,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,19 @@ def bench(
     return _summarise(samples)
 
 
+def rotated(items: list[Any], round_index: int) -> list[Any]:
+    """``items`` in the order of round ``round_index``: rotated left by that many places.
+
+    Example:
+        >>> [rotated(["a", "b", "c"], r) for r in range(4)]
+        [['a', 'b', 'c'], ['b', 'c', 'a'], ['c', 'a', 'b'], ['a', 'b', 'c']]
+    """
+    if not items:
+        return []
+    shift = round_index % len(items)
+    return items[shift:] + items[:shift]
+
+
 def interleaved(
     fns: dict[str, Callable[[], object]],
     *,
@@ -81,11 +96,21 @@ def interleaved(
     """Time several candidates in alternating rounds and pool each one's samples.
 
     Candidates measured this way see the same clocks and power state, so their ratio is
-    meaningful even while the card throttles.
+    meaningful even while the card throttles. Round ``r`` starts at the ``r``-th candidate
+    (:func:`rotated`): a card that heats within a round, or a cache left warm by the one before,
+    favours no position for good.
+
+    Example:
+        >>> calls = []
+        >>> fns = {n: (lambda n=n: calls.append(n)) for n in "ab"}
+        >>> times = interleaved(fns, device_type="cpu", rounds=2, warmup_ms=0, rep_ms=0)
+        >>> sorted(times), calls[0], calls[-1]  # round 1 runs b first, a last
+        (['a', 'b'], 'a', 'a')
     """
     pooled: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    for round_index in range(rounds):
+        for name in rotated(list(fns), round_index):
+            fn = fns[name]
             t = bench(fn, device_type=device_type, warmup_ms=warmup_ms, rep_ms=rep_ms)
             # keep the per-round median: robust to the odd long sample within a round
             pooled[name].append(t.median_ms)

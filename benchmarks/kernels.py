@@ -200,22 +200,32 @@ def tutorial():
 winner = json.loads(winner_json)
 run_ours = ours.launcher(a, b, c_ours, **winner)
 tutorial(); run_ours(); torch.matmul(a, b, out=c_ref); torch.cuda.synchronize()
+# our kernel at the config the tutorial's autotuner picked (names mapped back): the same config
+best = kernel.best_config
+tutorial_names = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K",
+                  "GROUP_M": "GROUP_SIZE_M"}
+picked = {ours_name: best.kwargs[name] for ours_name, name in tutorial_names.items()}
+picked |= {"num_warps": best.num_warps, "num_stages": best.num_stages}
+c_same = torch.empty_like(c_tut)
+run_same = ours.launcher(a, b, c_same, **picked)
+run_same(); torch.cuda.synchronize()
 ref = ours.reference_matmul(a, b)
 err = lambda c: float((c.float() - ref).norm() / ref.norm())
-times = interleaved({"tutorial": tutorial, "ours": run_ours,
+times = interleaved({"tutorial": tutorial, "ours": run_ours, "ours_same_config": run_same,
                      "cublas": lambda: torch.matmul(a, b, out=c_ref)},
-                    device_type="cuda", rounds=5, warmup_ms=10, rep_ms=30)
-print(json.dumps({"tutorial_x_cublas": times["cublas"].median_ms / times["tutorial"].median_ms,
-                  "ours_x_cublas": times["cublas"].median_ms / times["ours"].median_ms,
-                  "tutorial_config": str(kernel.best_config),
-                  "errors": [err(c_tut), err(c_ours)]}))
+                    device_type="cuda", rounds=8, warmup_ms=10, rep_ms=30)
+ratio = lambda name: times["cublas"].median_ms / times[name].median_ms
+print(json.dumps({"tutorial_x_cublas": ratio("tutorial"), "ours_x_cublas": ratio("ours"),
+                  "ours_same_config_x_cublas": ratio("ours_same_config"),
+                  "tutorial_config": str(best), "ours_config": winner,
+                  "errors": [err(c_tut), err(c_ours), err(c_same)]}))
 """
 
 
 def tutorial_row(storage: str, out: Path, tutorial: Path) -> dict[str, Any]:
     """Export the fp16 8192^3 sweep as a per-shape table renamed for the tutorial kernel, run
-    it under @triton.autotune, and time it against cuBLAS and our kernel's winner, interleaved
-    (5 rounds)."""
+    it under @triton.autotune, and time it against cuBLAS, our kernel's winner and our kernel at
+    the config the tutorial's autotuner picked, interleaved (8 rounds, the order rotated)."""
     table = out / "tutorial_table.py"
     cmd = [sys.executable, "-m", "autotune.cli", "export", "--to", "triton", "--table",
            "--studies", "mm-tiled-fp16-8192", "--storage", storage, "--rename", TUTORIAL_RENAME,

@@ -2,10 +2,11 @@
 
 A sweep's best trial is partly luck: on a GPU, short kernels vary 5% or more between runs and
 a card at its power cap lowers its clocks as the sweep goes on. The finish starts a fresh
-worker, measures the top configs in rounds (A B C, A B C, ...) so that drift falls on all of
-them alike, picks the winner by median, and names the configs that are within noise of it
-(their medians differ by less than the larger of the two spreads). Each measurement times the
-workload's reference in the same round (the ratio to cuBLAS is a figure of one round).
+worker, measures the top configs in rounds, the order rotated each round (A B C, B C A,
+C A B), so that drift falls on all of them alike and none always goes first. It picks the
+winner by median and names the configs that are within noise of it (their medians differ by
+less than the larger of the two spreads). Each measurement times the workload's reference in
+the same round (the ratio to cuBLAS is a figure of one round).
 
 The untuned default (the sweep's trial 0) is re-measured with them, and stays the answer unless
 the best beats it by more than the noise: a tuned config that is not measurably faster is not
@@ -31,6 +32,7 @@ import optuna
 from autotune.driver.results import ok_trials
 from autotune.driver.trial_attrs import BASELINE, FINISH
 from autotune.executors.base import Executor
+from autotune.timing import rotated
 
 
 @dataclass
@@ -104,11 +106,11 @@ def finish(
     failures: dict[int, str] = {}
     done_rounds = 0
     with executor:
-        for _ in range(rounds):
+        for round_index in range(rounds):
             if done_rounds and deadline is not None and time.monotonic() >= deadline:
                 break
             done_rounds += 1
-            for trial in chosen:
+            for trial in rotated(chosen, round_index):
                 executor.submit(trial.number, dict(trial.params))
                 result = executor.wait_any()[0].result
                 value = None
@@ -131,7 +133,8 @@ def finish(
             "metric": metric,
             "rounds": done_rounds,
             "protocol": f"fresh worker process; top {min(top, len(trials))} configs and the "
-            f"untuned default re-measured in {done_rounds} interleaved rounds; winner by median, "
+            f"untuned default re-measured in {done_rounds} interleaved rounds, the order rotated "
+            "each round; winner by median, "
             "the default kept unless beaten by more than the noise",
             "default_kept": bool(rows) and rows[0].baseline and len(rows) > 1,
             "rows": [asdict(r) for r in rows],

@@ -30,7 +30,7 @@ class OrderRecorder(LocalExecutor):
         super().submit(ticket, config, should_prune)
 
 
-def test_finish_remeasures_the_top_configs_interleaved_in_a_fresh_process():
+def test_finish_remeasures_the_top_configs_interleaved_in_rotated_order_in_a_fresh_process():
     space = Space("d", [Param("delay", "categorical", choices=[0.0, 0.05, 0.1, 0.15, 0.2])])
     settings = SweepSettings(
         workload="faults",
@@ -54,7 +54,7 @@ def test_finish_remeasures_the_top_configs_interleaved_in_a_fresh_process():
 
     finish_runner = recorders[-1]
     assert len(recorders) == 2 and finish_runner.workers_started == 1  # a fresh process
-    assert finish_runner.order == [0.0, 0.05, 0.1, 0.0, 0.05, 0.1]  # A B C A B C
+    assert finish_runner.order == [0.0, 0.05, 0.1, 0.05, 0.1, 0.0]  # A B C, then B C A
     assert [r.config["delay"] for r in rows] == [0.0, 0.05, 0.1]
     assert all(len(r.samples) == 2 for r in rows)
     assert not rows[1].within_noise  # 50 ms apart: far beyond the timing noise
