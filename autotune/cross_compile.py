@@ -111,7 +111,9 @@ for case in spec["cases"]:
             for k, v in case["args"].items()}
     try:
         compiled = compile_for_target(kernel, args, **case["options"])
-        out.append({"shared": int(compiled.metadata.shared)})
+        ptx = compiled.asm["ptx"]
+        out.append({"shared": int(compiled.metadata.shared),
+                    "ptx_counts": {p: ptx.count(p) for p in case.get("count", [])}})
     except Exception as exc:
         failure = compile_failure(exc)
         out.append({"failure": failure.status.value, "reason": str(failure)[:500]})
@@ -124,7 +126,8 @@ def compile_in_subprocess(
 ) -> list[dict[str, Any]]:
     """Compile ``module.kernel`` for sm_90 in a fresh process with the interpreter off, once per
     case (``{"args": {...}, "options": {"num_warps": 4, "num_stages": 3}}``; torch dtypes
-    written as ``"torch.bfloat16"``). Returns per case ``{"shared": bytes}`` or
+    written as ``"torch.bfloat16"``; an optional ``"count": ["cp.async.cg", ...]`` of PTX
+    text to count). Returns per case ``{"shared": bytes, "ptx_counts": {text: n}}`` or
     ``{"failure": status, "reason": text}``.
 
     Raises:

@@ -112,7 +112,25 @@ def _matmul_kernel(
     GROUP_M: tl.constexpr,
     MASKED: tl.constexpr,
     UPCAST: tl.constexpr,
+    DIV_M: tl.constexpr,
+    DIV_N: tl.constexpr,
+    DIV_K: tl.constexpr,
+    DIV_AM: tl.constexpr,
+    DIV_AK: tl.constexpr,
+    DIV_BK: tl.constexpr,
+    DIV_BN: tl.constexpr,
+    DIV_CM: tl.constexpr,
+    DIV_CN: tl.constexpr,
 ):
+    # --- what the host knows of the sizes' and strides' alignment (see alignment_hints) ------
+    # Each is rewritten as a multiple of its power-of-two divisor, which it already is: the
+    # compiler then knows, e.g., that rows of a 1000x500 fp16 A start 8 bytes apart and loads
+    # them 8 bytes at a time, asynchronously (Triton by itself only knows "divisible by 16" or
+    # nothing, and nothing means one 2-byte load per element).
+    M, N, K = M // DIV_M * DIV_M, N // DIV_N * DIV_N, K // DIV_K * DIV_K
+    stride_am, stride_ak = stride_am // DIV_AM * DIV_AM, stride_ak // DIV_AK * DIV_AK
+    stride_bk, stride_bn = stride_bk // DIV_BK * DIV_BK, stride_bn // DIV_BN * DIV_BN
+    stride_cm, stride_cn = stride_cm // DIV_CM * DIV_CM, stride_cn // DIV_CN * DIV_CN
     # --- which output tile this program owns -------------------------------------------------
     # Programs are handed out band by band; a band is GROUP_M tile-rows of C. Inside a band the
     # tile-row index moves fastest, so consecutive programs reuse the same tile-column of B (and
@@ -193,7 +211,21 @@ def _matmul_split_k_kernel(
     SPLIT_K: tl.constexpr,
     EVEN_K: tl.constexpr,
     UPCAST: tl.constexpr,
+    DIV_M: tl.constexpr,
+    DIV_N: tl.constexpr,
+    DIV_K: tl.constexpr,
+    DIV_AM: tl.constexpr,
+    DIV_AK: tl.constexpr,
+    DIV_BK: tl.constexpr,
+    DIV_BN: tl.constexpr,
+    DIV_CM: tl.constexpr,
+    DIV_CN: tl.constexpr,
 ):
+    # the sizes and strides as multiples of their known divisors (see _matmul_kernel)
+    M, N, K = M // DIV_M * DIV_M, N // DIV_N * DIV_N, K // DIV_K * DIV_K
+    stride_am, stride_ak = stride_am // DIV_AM * DIV_AM, stride_ak // DIV_AK * DIV_AK
+    stride_bk, stride_bn = stride_bk // DIV_BK * DIV_BK, stride_bn // DIV_BN * DIV_BN
+    stride_cm, stride_cn = stride_cm // DIV_CM * DIV_CM, stride_cn // DIV_CN * DIV_CN
     # --- which output tile this program owns -------------------------------------------------
     # Programs are handed out band by band; a band is GROUP_M tile-rows of C. Inside a band the
     # tile-row index moves fastest, so consecutive programs reuse the same tile-column of B (and
@@ -447,6 +479,33 @@ def persistent_programs(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
     return max(1, min(sms, _grid_size(M, N, BLOCK_M, BLOCK_N)))
 
 
+#: The largest divisor :func:`alignment_hints` tells the kernel of: 16 elements, the most
+#: that Triton's own specialisation of an integer argument states.
+_MAX_DIVISOR = 16
+
+
+def _pow2_divisor(value: int) -> int:
+    # the largest power of two <= _MAX_DIVISOR dividing value (0 is divisible by anything)
+    return _MAX_DIVISOR if value == 0 else min(_MAX_DIVISOR, value & -value)
+
+
+def alignment_hints(M: int, N: int, K: int, strides: dict[str, tuple[int, int]]) -> dict[str, int]:
+    """The tiled kernels' ``DIV_*`` arguments: the power-of-two divisor (at most 16) of each
+    size and stride, which the kernel states to the compiler so that odd shapes still get
+    vector loads. ``strides`` maps "a", "b", "c" to their (row, column) strides.
+
+    Example:
+        >>> hints = alignment_hints(1000, 3000, 500, {"a": (500, 1), "b": (3000, 1),
+        ...                                           "c": (3000, 1)})
+        >>> hints["DIV_K"], hints["DIV_AM"], hints["DIV_BK"], hints["DIV_AK"]
+        (4, 4, 8, 1)
+    """
+    (sam, sak), (sbk, sbn), (scm, scn) = strides["a"], strides["b"], strides["c"]
+    values = {"M": M, "N": N, "K": K, "AM": sam, "AK": sak, "BK": sbk, "BN": sbn, "CM": scm,
+              "CN": scn}  # fmt: skip
+    return {f"DIV_{name}": _pow2_divisor(int(v)) for name, v in values.items()}
+
+
 def _masked(M: int, N: int, K: int, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int) -> bool:
     # the unmasked variant is only correct when every tile is full in all three dimensions
     return bool(M % BLOCK_M or N % BLOCK_N or K % BLOCK_K)
@@ -543,11 +602,13 @@ def _plan(
         return _Plan(_matmul_persistent_kernel, (programs,), args, {**constexprs, **launch}, 3)
     split_k = cfg["SPLIT_K"]
     args = (M, N, K, sam, sak, sbk, sbn, scm, scn)
+    hints = alignment_hints(M, N, K, strides)
     if split_k == 1:  # one program per tile: masks only when a tile overhangs an edge
         masked = _masked(M, N, K, BM, BN, cfg["BLOCK_K"])
-        constexprs = {**meta, "MASKED": masked, "UPCAST": upcast}
+        constexprs = {**meta, "MASKED": masked, "UPCAST": upcast, **hints}
         return _Plan(_matmul_kernel, (_grid_size(M, N, BM, BN),), args, {**constexprs, **launch}, 3)
-    constexprs = {**meta, "SPLIT_K": split_k, "EVEN_K": K % cfg["BLOCK_K"] == 0, "UPCAST": upcast}
+    constexprs = {**meta, "SPLIT_K": split_k, "EVEN_K": K % cfg["BLOCK_K"] == 0, "UPCAST": upcast,
+                  **hints}  # fmt: skip
     grid = (_grid_size(M, N, BM, BN), split_k)
     return _Plan(_matmul_split_k_kernel, grid, args, {**constexprs, **launch}, 5)
 

@@ -38,7 +38,15 @@ def _tiled(cfg: dict, dtype: str) -> dict:
                     EVEN_K=True)  # fmt: skip
     else:
         args["MASKED"] = False
+    args.update(_hints(args))
     return {"args": args, "options": {"num_warps": 8, "num_stages": cfg["num_stages"]}}
+
+
+def _hints(args: dict) -> dict:
+    """The alignment constexprs the launcher passes for these sizes and strides."""
+    strides = {x: (args[f"stride_{x}{r}"], args[f"stride_{x}{c}"])
+               for x, r, c in (("a", "m", "k"), ("b", "k", "n"), ("c", "m", "n"))}  # fmt: skip
+    return mt.alignment_hints(args["M"], args["N"], args["K"], strides)
 
 
 def _persistent(cfg: dict, dtype: str) -> dict:
@@ -105,3 +113,35 @@ def test_a_config_the_compiler_refuses_is_a_compile_error() -> None:
     bad["args"]["BLOCK_K"] = 8  # tl.dot needs K >= 16
     (result,) = compile_in_subprocess("autotune.kernels.matmul_triton", "_matmul_kernel", [bad])
     assert result["failure"] == "compile_error"
+
+
+# PTX of an operand brought in by the asynchronous copy engine, 16 or 8 bytes at a time, and of a
+# plain load of one 2-byte element
+ASYNC_16, ASYNC_8, SCALAR_LOAD = (
+    "cp.async.cg.shared.global",
+    "cp.async.ca.shared.global",
+    ("ld.global.b16"),
+)
+
+
+def test_an_odd_shape_still_gets_vector_asynchronous_loads() -> None:
+    # 1000x3000x500 fp16: no size or row stride is a multiple of 16 elements, so Triton alone
+    # knows no alignment and loads one element at a time, unpipelined. The launcher's hints
+    # (A's rows 8 bytes apart, B's 16) give vector cp.async copies, pipelined, and no scalar
+    # load.
+    args = {
+        "a_ptr": "torch.float16", "b_ptr": "torch.float16", "c_ptr": "torch.float16",
+        "M": 1000, "N": 3000, "K": 500, "stride_am": 500, "stride_ak": 1, "stride_bk": 3000,
+        "stride_bn": 1, "stride_cm": 3000, "stride_cn": 1, "BLOCK_M": 64, "BLOCK_N": 64,
+        "BLOCK_K": 32, "GROUP_M": 8, "MASKED": True, "UPCAST": False,
+    }  # fmt: skip
+    count = [ASYNC_16, ASYNC_8, SCALAR_LOAD]
+    hinted = {"args": {**args, **_hints(args)}, "options": {"num_warps": 4, "num_stages": 3},
+              "count": count}  # fmt: skip
+    blind = {**hinted, "args": {**args, **{k: 1 for k in _hints(args)}}}  # no hint at all
+    module = "autotune.kernels.matmul_triton"
+    with_hints, without = compile_in_subprocess(module, "_matmul_kernel", [hinted, blind])
+    assert without["ptx_counts"][SCALAR_LOAD] > 0  # what Triton does by itself
+    assert with_hints["ptx_counts"][SCALAR_LOAD] == 0
+    assert with_hints["ptx_counts"][ASYNC_8] > 0  # A: 4 elements per copy
+    assert with_hints["ptx_counts"][ASYNC_16] > 0  # B: 8 elements per copy
