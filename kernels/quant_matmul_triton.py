@@ -140,11 +140,15 @@ def _quant_matmul_kernel(
     else:
         # --- int4: per block, low nibbles against even k, high against odd k ------------
         half = tl.arange(0, BLOCK_K // 2)
+        ks = tl.arange(0, BLOCK_K)
         for kb in range(first, last):
             k0 = kb * BLOCK_K  # even; the block's packed rows are k0/2 .. k0/2 + BLOCK_K/2
-            x_even = x_ptr + rows[:, None] * stride_xm + (k0 + 2 * half)[None, :] * stride_xk
-            a_even = tl.load(x_even, mask=row_ok[:, None], other=0.0)
-            a_odd = tl.load(x_even + stride_xk, mask=row_ok[:, None], other=0.0)
+            # x's block in one contiguous load (vector copies, pipelined like the weights),
+            # then its even and odd columns apart in registers: two strided loads of every
+            # other element were one 2-byte load each, outside the pipeline
+            x_ptrs = x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :] * stride_xk
+            a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+            a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_M, BLOCK_K // 2, 2)))
             q_ptrs = q_ptr + (k0 // 2 + half)[:, None] * stride_qk + cols[None, :] * stride_qn
             packed = tl.load(q_ptrs, mask=col_ok[None, :], other=0)
             lo = (packed & 15).to(tl.int8) - 8  # q[k0 + 2j], in -8..7

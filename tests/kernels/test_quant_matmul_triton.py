@@ -159,8 +159,8 @@ def _sm90_case(level: str, M: int, K: int, cfg: dict) -> dict:
 def test_the_kernel_compiles_for_hopper_and_the_space_bounds_its_shared_memory():
     # Triton's own compiler and ptxas, for sm_90, on this CPU machine: every level, split-K,
     # masked K; the space's shared-memory model must never admit what the compiler would not
-    # fit (exact for int8 with whole K-blocks; int4's strided x loads are not all buffered and
-    # a masked K buffers fewer stages, so there it over-estimates)
+    # fit (exact for int8 with whole K-blocks; for int4 a bound, and a masked K buffers fewer
+    # stages, so there it over-estimates)
     cross = pytest.importorskip("autotune.cross_compile")
 
     def cfg(bm, bn, bk, split, warps, stages):
@@ -171,7 +171,9 @@ def test_the_kernel_compiles_for_hopper_and_the_space_bounds_its_shared_memory()
         ("int8", 16, 4096, cfg(16, 128, 256, 1, 4, 5), 163840),  # 4 buffered stages: fits
         ("int8", 64, 4096, cfg(64, 256, 256, 4, 8, 4), 458752),  # warpgroup MMA: does not
         ("int8", 33, 4100, cfg(64, 128, 128, 4, 8, 5), None),  # K masked: fewer buffers
-        ("int4-g128", 64, 4096, cfg(64, 256, 128, 2, 8, 5), 114688),
+        ("int4-g128", 64, 4096, cfg(64, 256, 128, 2, 8, 5), 167936),
+        ("int4-g128", 16, 4096, cfg(16, 128, 128, 4, 4, 4), 37120),  # x buffered in 3 stages
+        ("int4-g64", 16, 4096, cfg(16, 128, 64, 4, 4, 2), 8192),
         ("int4-g64", 1, 4096, cfg(16, 128, 64, 16, 4, 4), None),
     ]
     results = cross.compile_in_subprocess(
@@ -197,3 +199,20 @@ def test_the_kernel_compiles_for_hopper_and_the_space_bounds_its_shared_memory()
         if level == "int8" and K % config["BLOCK_K"] == 0:
             assert not broken(shared), (level, config)  # and exactly it
     assert results[0]["shared"] <= hopper < results[1]["shared"]
+
+
+@pytest.mark.skipif(not qm.INTERPRETED, reason="a GPU machine compiles for its own device")
+def test_int4_loads_its_activations_in_vector_copies_not_element_by_element():
+    # x's block comes in one contiguous load split into even and odd columns in registers: on
+    # sm_90 that is 16-byte cp.async copies, where two strided loads were one 2-byte load each
+    cross = pytest.importorskip("autotune.cross_compile")
+    config = {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128, "SPLIT_K": 4, "num_warps": 4,
+              "num_stages": 4}  # fmt: skip
+    case = {**_sm90_case("int4-g128", 16, 4096, config),
+            "count": ["cp.async.cg.shared.global", "ld.global.b16"]}  # fmt: skip
+    (result,) = cross.compile_in_subprocess(
+        "autotune.kernels.quant_matmul_triton", "_quant_matmul_kernel", [case]
+    )
+    counts = result["ptx_counts"]
+    assert counts["cp.async.cg.shared.global"] > 0
+    assert counts["ld.global.b16"] <= 1  # the scales: one fp16 per thread and block
