@@ -73,7 +73,7 @@ SGLANG_ARGS: dict[str, tuple[type, tuple[Any, ...] | None]] = {
 _SPECS = {"vllm": VLLM_ARGS, "sglang": SGLANG_ARGS}
 #: the project engine's knobs (the serving workload's, and its server's flags)
 ENGINE_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "policy", "kv_dtype",
-                "weights", "attention_backend")  # fmt: skip
+                "weights", "attention_backend", "cuda_graphs")  # fmt: skip
 
 
 class ServingExportError(ValueError):
@@ -142,6 +142,9 @@ def _engine(config: dict[str, Any], target: str) -> tuple[dict[str, Any], dict[s
             f"{weights}: the engine quantized a bf16 checkpoint itself; serve a weight-only "
             f"{weights} checkpoint instead (e.g. {checkpoint})"
         )
+    if "cuda_graphs" in config:  # decode CUDA graphs: both servers capture them by default
+        eager = not bool(config["cuda_graphs"])
+        args["enforce-eager" if target == "vllm" else "disable-decode-cuda-graph"] = eager
     backend = config.get("attention_backend", "default")
     if backend == "paged":
         notes["attention_backend"] = (

@@ -2,8 +2,10 @@
 and a tuned sweep's goodput against the default config's under an SLO.
 
 1. Decode at batch 1, 32 and 256 (context ``--context`` tokens each, cache filled): the median
-   step time over ``--steps`` steps; bytes a step must read (weights + every sequence's keys
-   and values) over it, as a fraction of a device copy's bandwidth measured in the same run.
+   step time over ``--steps`` steps, eager and replayed from decode CUDA graphs, through SDPA
+   over the gathered blocks and through the paged kernel; bytes a step must read (weights +
+   every sequence's keys and values) over it, as a fraction of a device copy's bandwidth
+   measured in the same run.
 2. int4 (and int8) weights against bf16 at batch 1: decode tokens/s, and the quality gate's KL.
 3. ``autotune tune serving`` at ``--rate`` under ``--slo``: the finish's re-measured winner
    against the untuned default (its trial 0), goodput within the SLO.
@@ -24,9 +26,13 @@ from typing import Any
 
 import torch
 
+from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import Chunk, InferenceModel
 from autotune.objectives.train_step import MODEL_PRESETS
+
+#: decode variants timed for bf16: (attention read, CUDA graphs)
+VARIANTS = [("gather", False), ("gather", True), ("paged", True)]
 
 
 def copy_bandwidth(device: torch.device) -> float:
@@ -43,9 +49,14 @@ def copy_bandwidth(device: torch.device) -> float:
     return 2 * src.numel() / statistics.median(times)
 
 
-def decode_step_s(model: InferenceModel, batch: int, context: int, steps: int) -> float:
-    """Median seconds of a decode step of ``batch`` sequences at ``context`` tokens."""
-    cache = model.new_cache(batch * (-(-(context + steps + 1) // 16)), 16, "bf16")
+def decode_step_s(
+    model: InferenceModel, batch: int, context: int, steps: int, graphs: bool = False
+) -> float:
+    """Median seconds of a decode step of ``batch`` sequences at ``context`` tokens, through
+    the engine's forward or (``graphs``) replayed from a CUDA graph of the batch's bucket."""
+    blocks = batch * (-(-(context + steps + 1) // 16)) + 1  # + the decode graphs' scratch
+    cache = model.new_cache(blocks, 16, "bf16")
+    runner = DecodeGraphs(model, cache, batch) if graphs else None
     for seq in range(batch):
         cache.allocate(seq, context + steps + 1)
     for layer in range(len(cache.k)):  # random keys and values stand for a prefilled context
@@ -56,7 +67,10 @@ def decode_step_s(model: InferenceModel, batch: int, context: int, steps: int) -
         chunks = [Chunk(seq, context + step, [1]) for seq in range(batch)]
         torch.cuda.synchronize(model.device)
         start = time.perf_counter()
-        model.forward(chunks, cache)
+        if runner is not None:
+            runner(chunks)
+        else:
+            model.forward(chunks, cache)
         torch.cuda.synchronize(model.device)
         times.append(time.perf_counter() - start)
     return statistics.median(times[2:])
@@ -81,20 +95,29 @@ def main() -> int:
     for weights in ("bf16", "int8", "int4"):
         torch.manual_seed(0)
         with torch.device(device):
-            model = InferenceModel(Llama(cfg), weights)
-        for batch in (1, 32, 256) if weights == "bf16" else (1,):
-            step = decode_step_s(model, batch, args.context, args.steps)
-            kv = batch * args.context * 2 * cfg.n_layers * cfg.d_model * 2
-            fraction = (model.weight_bytes() + kv) / step / (results["copy_gbps"] * 1e9)
-            rows.append({"weights": weights, "batch": batch, "step_ms": step * 1e3,
-                         "tokens_per_s": batch / step, "roofline_fraction": fraction})  # fmt: skip
-            print(json.dumps(rows[-1]), flush=True)
-        del model
-        torch.cuda.empty_cache()
+            llama = Llama(cfg)
+        # (attention read, CUDA graphs): eager and graphed SDPA over gathered blocks, and the
+        # paged kernel graphed; quantized weights against bf16 in the graphed SDPA variant
+        variants = VARIANTS if weights == "bf16" else [("gather", True)]
+        for reads, graphs in variants:
+            model = InferenceModel(llama, weights, reads)
+            for batch in (1, 32, 256) if weights == "bf16" else (1,):
+                step = decode_step_s(model, batch, args.context, args.steps, graphs)
+                kv = batch * args.context * 2 * cfg.n_layers * cfg.d_model * 2
+                fraction = (model.weight_bytes() + kv) / step / (results["copy_gbps"] * 1e9)
+                rows.append({"weights": weights, "attention": reads, "cuda_graphs": graphs,
+                             "batch": batch, "step_ms": step * 1e3, "tokens_per_s": batch / step,
+                             "roofline_fraction": fraction})  # fmt: skip
+                print(json.dumps(rows[-1]), flush=True)
+            del model
+            torch.cuda.empty_cache()
+        del llama
     results["decode"] = rows
-    bf16 = next(r for r in rows if r["weights"] == "bf16" and r["batch"] == 1)
+    bf16 = next(r for r in rows if r["weights"] == "bf16" and r["batch"] == 1
+                and r["attention"] == "gather" and r["cuda_graphs"])  # fmt: skip
     for r in rows:
-        r["x_bf16_batch1"] = r["tokens_per_s"] / bf16["tokens_per_s"] if r["batch"] == 1 else None
+        same = r["batch"] == 1 and r["attention"] == "gather" and r["cuda_graphs"]
+        r["x_bf16_batch1"] = r["tokens_per_s"] / bf16["tokens_per_s"] if same else None
     storage = f"sqlite:///{args.out / 'serving.db'}"
     command = [sys.executable, "-m", "autotune.cli", "tune", "serving", "--problem",
                f"model={args.model},rate={args.rate}", "--slo", args.slo, "--time-budget",

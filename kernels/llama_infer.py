@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -136,7 +137,7 @@ class InferenceModel:
     def forward(self, chunks: list[Chunk], cache: PagedKVCache) -> torch.Tensor:
         """Run one step; the logits (len(chunks), vocab) of each chunk's last token, in fp32.
         Every chunk's sequence must already hold cache blocks up to its last position."""
-        cfg, dev = self.cfg, self.device
+        dev = self.device
         tokens = torch.tensor([t for c in chunks for t in c.tokens], device=dev)
         positions = torch.tensor([c.start + i for c in chunks for i in range(len(c.tokens))],
                                  device=dev)  # fmt: skip
@@ -154,7 +155,6 @@ class InferenceModel:
         real = rows[None, :] < torch.tensor(lengths, device=dev)[:, None]
         gather_rows = torch.where(real, offsets[:, None] + rows[None, :], 0)
         q_pos = torch.where(real, positions[gather_rows], -1)
-        cos, sin = self.rope_cos[positions][:, None, :], self.rope_sin[positions][:, None, :]
         if self.attention_reads == "paged":
             from autotune.kernels.paged_attention_triton import paged_attention
 
@@ -174,6 +174,59 @@ class InferenceModel:
                 y = F.scaled_dot_product_attention(qb, keys_, values, attn_mask=mask[:, None])
                 return y.transpose(1, 2)
 
+        x = self._layers(tokens, positions, slots, cache, attend, lambda y: y[real])
+        last = offsets + torch.tensor(lengths, device=dev) - 1
+        return F.linear(self.norm(x[last]), self.head).float()
+
+    @torch.inference_mode()
+    def decode(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        slots: torch.Tensor,
+        tables: torch.Tensor,
+        cache: PagedKVCache,
+    ) -> torch.Tensor:
+        """One decode token per row, from device tensors only: the step a CUDA graph captures
+        (no host value is read, no shape depends on the data). ``tokens``, ``positions`` and
+        ``slots`` (flat cache slots) are (batch,) int64, ``tables`` (batch, blocks) int64 block
+        tables wide enough for every position; returns the (batch, vocab) fp32 logits."""
+        q_pos = positions[:, None]
+        if self.attention_reads == "paged":
+            from autotune.kernels.paged_attention_triton import paged_attention
+
+            tables32, q_pos32 = tables.to(torch.int32), q_pos.to(torch.int32)
+
+            def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+                return paged_attention(q[:, None], cache.k[layer], cache.v[layer], tables32,
+                                       q_pos32, kv_scale=cache.read_scale)  # fmt: skip
+        else:
+            keys = torch.arange(tables.shape[1] * cache.block_size, device=tokens.device)
+            mask = (keys[None, :] <= q_pos)[:, None, None, :]  # (batch, 1, 1, keys)
+
+            def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
+                keys_, values = cache.gather(layer, tables, self.dtype)
+                qb = q[:, :, None]  # (batch, heads, 1, hd)
+                y = F.scaled_dot_product_attention(qb, keys_, values, attn_mask=mask)
+                return y.transpose(1, 2)
+
+        x = self._layers(tokens, positions, slots, cache, attend, lambda y: y[:, 0])
+        return F.linear(self.norm(x), self.head).float()
+
+    def _layers(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        slots: torch.Tensor,
+        cache: PagedKVCache,
+        attend: Callable[[int, torch.Tensor], torch.Tensor],
+        rows_of: Callable[[torch.Tensor], torch.Tensor],
+    ) -> torch.Tensor:
+        """The decoder blocks over the flat tokens: keys and values written to ``slots``,
+        attention through ``attend`` (layer, q) -> (batch, q_max, heads, hd), whose real rows
+        ``rows_of`` picks in the flat tokens' order; the last block's hidden states."""
+        cfg = self.cfg
+        cos, sin = self.rope_cos[positions][:, None, :], self.rope_sin[positions][:, None, :]
         x = self.embed[tokens]
         h, hd = cfg.n_heads, cfg.head_dim
         for index, (attn_norm, mlp_norm, swiglu_block) in enumerate(self.blocks):
@@ -183,10 +236,9 @@ class InferenceModel:
             q = apply_rotary(q, cos, sin)
             k = apply_rotary(k, cos, sin)
             cache.write(index, slots, k, v)
-            y = attend(index, q)[real].reshape(-1, h * hd)
+            y = rows_of(attend(index, q)).reshape(-1, h * hd)
             x = x + self._linear(w["out"], y)
             g = self._linear(w["gate_up"], mlp_norm(x))
             g = g.view(*g.shape[:-1], -1, 2, swiglu_block)
             x = x + self._linear(w["down"], (F.silu(g[..., 0, :]) * g[..., 1, :]).flatten(-2))
-        last = offsets + torch.tensor(lengths, device=dev) - 1
-        return F.linear(self.norm(x[last]), self.head).float()
+        return x

@@ -17,7 +17,10 @@ cache, else ``wrong_result``; top-1 agreement is reported too.
 Tunables: ``max_num_seqs``, ``max_num_batched_tokens`` (the step's token budget, chunked
 prefill), ``block_size``, ``kv_dtype`` (bf16 | fp8), ``weights`` (bf16 | int8 | int4),
 ``policy`` (fcfs | prefill-first), ``attention_backend`` (default | math | efficient: SDPA's
-over the gathered blocks; paged: a Triton kernel that reads the blocks in place).
+over the gathered blocks; paged: a Triton kernel that reads the blocks in place), and
+``cuda_graphs`` (decode steps replayed from CUDA graphs captured per batch bucket,
+:mod:`autotune.kernels.decode_graphs`; on by default on a GPU, as in vLLM; the capture's
+seconds are reported as ``graph_capture_s`` and, like a compile, left out of the served time).
 
 Example:
     >>> obj = ServingObjective({**ServingObjective.default_problem({"type": "cpu"}),
@@ -41,6 +44,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.device import detect_device, read_telemetry
 from autotune.failures import Infeasible, WrongResult
+from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import WEIGHTS, Chunk, InferenceModel
 from autotune.kernels.paged_kv import KV_DTYPES
@@ -53,7 +57,7 @@ from autotune.objectives.serving_trace import load_trace, poisson_trace
 ATTENTION = {"default": None, "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
              "paged": None}  # fmt: skip
 CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_dtype", "weights",
-               "policy", "attention_backend")  # fmt: skip
+               "policy", "attention_backend", "cuda_graphs")  # fmt: skip
 _QUALITY_PROMPTS = 8
 
 
@@ -176,10 +180,12 @@ class ServingObjective(Objective):
 
     def default_config(self) -> dict[str, Any]:
         """vLLM's defaults for online serving: 256 sequences, a 2048-token step budget with
-        chunked prefill, 16-token blocks, a bf16 cache and weights, FCFS."""
+        chunked prefill, 16-token blocks, a bf16 cache and weights, FCFS, decode CUDA graphs
+        (on a GPU)."""
         return {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,
                 "kv_dtype": "bf16", "weights": "bf16", "policy": "fcfs",
-                "attention_backend": "default"}  # fmt: skip
+                "attention_backend": "default",
+                "cuda_graphs": self.device.type == "cuda"}  # fmt: skip
 
     def _checked(self, config: dict[str, Any]) -> dict[str, Any]:
         merged = {**self.default_config(), **config}
@@ -193,6 +199,10 @@ class ServingObjective(Objective):
                 raise Infeasible(f"{key}={merged[key]!r} is not one of {', '.join(allowed)}")
         if merged["weights"] == "int4" and self.model_config.d_model % 128:
             raise Infeasible("int4 weights need d_model to be a multiple of its 128-row groups")
+        if not isinstance(merged["cuda_graphs"], bool):
+            raise Infeasible(f"cuda_graphs={merged['cuda_graphs']!r} must be true or false")
+        if merged["cuda_graphs"] and self.device.type != "cuda":
+            raise Infeasible("cuda_graphs=true needs a CUDA device")
         return merged
 
     def _model(self, weights: str, attention_backend: str = "default") -> InferenceModel:
@@ -251,8 +261,9 @@ class ServingObjective(Objective):
         per_token = 2 * cfg.n_layers * cfg.d_model * element
         num_blocks = int(float(p["kv_cache_mb"]) * 2**20 // (per_token * int(c["block_size"])))
         longest = max(e.prompt_len + e.output_len for e in self.entries)
-        if num_blocks * int(c["block_size"]) < longest:
-            raise Infeasible(f"a KV cache of {num_blocks} blocks holds less than one request")
+        usable = num_blocks - int(c["cuda_graphs"])  # the decode graphs' scratch block
+        if usable * int(c["block_size"]) < longest:
+            raise Infeasible(f"a KV cache of {usable} blocks holds less than one request")
         sync = (lambda: torch.cuda.synchronize(self.device)) if cuda else (lambda: None)
         backend = ATTENTION[c["attention_backend"]]
         attention = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
@@ -263,21 +274,30 @@ class ServingObjective(Objective):
                                                           generator=gen).tolist(), e.output_len)
                     for i, e in enumerate(entries)]  # fmt: skip
 
+        # one cache for the warm-up and the measured replay (the warm-up's requests all end,
+        # freeing their blocks), so that decode graphs are captured over it once
+        cache = model.new_cache(num_blocks, int(c["block_size"]), c["kv_dtype"])
+
         def scheduler() -> Scheduler:
-            cache = model.new_cache(num_blocks, int(c["block_size"]), c["kv_dtype"])
             return Scheduler(cache, int(c["max_num_seqs"]), int(c["max_num_batched_tokens"]),
                              c["policy"])  # fmt: skip
 
         with attention:
-            run_trace(model, scheduler(), requests(self.entries[:2]), sync=sync)  # warm-up
+            graphs = None
+            if c["cuda_graphs"]:  # captured under the trial's SDPA backend
+                graphs = DecodeGraphs(model, cache, int(c["max_num_seqs"]))
+            run = {"sync": sync, "graphs": graphs}
+            run_trace(model, scheduler(), requests(self.entries[:2]), **run)  # warm-up
             sched = scheduler()
             energy_before = _energy_mj(self.device)
             started = time.perf_counter()
             deadline = self.entries[-1].arrival_s * 2 + 60.0
-            done = run_trace(model, sched, requests(self.entries), deadline_s=deadline, sync=sync)
+            done = run_trace(model, sched, requests(self.entries), deadline_s=deadline, **run)
             wall = time.perf_counter() - started
             energy = _energy_mj(self.device)
         metrics = self._metrics(done, wall, sched)
+        if graphs is not None:
+            metrics["graph_capture_s"] = graphs.capture_s
         out_tokens = sum(len(r.generated) for r in done)
         if energy is not None and energy_before is not None and out_tokens:
             metrics["energy_j_per_token"] = (energy - energy_before) / 1e3 / out_tokens
@@ -286,7 +306,7 @@ class ServingObjective(Objective):
         if cuda:
             metrics["peak_memory_gb"] = torch.cuda.max_memory_allocated(self.device) / 1e9
         report(0, metrics["goodput_tok_s"])
-        model = sched = None  # before the next trial builds its model
+        model = sched = cache = graphs = None  # before the next trial builds its model
         gc.collect()
         values = {"goodput_tok_s": metrics.pop("goodput_tok_s")}
         if metrics.get("ttft_p99_ms") is not None:

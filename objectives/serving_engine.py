@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama_infer import Chunk, InferenceModel
 from autotune.kernels.paged_kv import PagedKVCache
 
@@ -202,9 +203,14 @@ def run_trace(
     *,
     deadline_s: float | None = None,
     sync: Callable[[], None] = lambda: None,
+    graphs: DecodeGraphs | None = None,
 ) -> list[Request]:
     """Replay ``requests`` in real time (each enters the queue at its ``arrival_s`` after the
-    start) until all finish or ``deadline_s`` passes; the requests, with their times."""
+    start) until all finish or ``deadline_s`` passes; the requests, with their times. Steps of
+    one-token chunks go through ``graphs`` (decode graphs over the scheduler's cache) when
+    given, the others through the model's forward."""
+    if graphs is not None and graphs.cache is not scheduler.cache:
+        raise ValueError("the decode graphs were captured over another KV cache")
     pending = deque(sorted(requests, key=lambda r: r.arrival_s))
     start = time.perf_counter()
     while pending or not scheduler.idle:
@@ -220,7 +226,11 @@ def run_trace(
                 continue
             raise RuntimeError("requests wait but none can be scheduled: the KV cache is "
                                "smaller than one request's context")  # fmt: skip
-        logits = model.forward([chunk for _, chunk in step], scheduler.cache)
+        chunks = [chunk for _, chunk in step]
+        if graphs is not None and graphs.can_run(chunks):
+            logits = graphs(chunks)
+        else:
+            logits = model.forward(chunks, scheduler.cache)
         sync()
         scheduler.complete(step, logits, time.perf_counter() - start)
     return requests

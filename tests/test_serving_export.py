@@ -38,6 +38,17 @@ def test_the_paged_backend_says_the_target_reads_its_cache_in_place_too() -> Non
     assert "SDPA" not in out.not_expressed["attention_backend"]
 
 
+@pytest.mark.parametrize("graphs", [True, False])
+def test_decode_cuda_graphs_reach_both_servers(graphs: bool) -> None:
+    config = {**TUNED, "cuda_graphs": graphs}
+    vllm = serving_export({"workload": "serving", "config": config}, "vllm")
+    assert yaml.safe_load(vllm.text)["enforce-eager"] is (not graphs)
+    sglang = serving_export({"workload": "serving", "config": config}, "sglang")
+    argv = shlex.split(sglang.text.splitlines()[-1])
+    assert ("--disable-decode-cuda-graph" in argv) is (not graphs)
+    assert "cuda_graphs" not in vllm.not_expressed and "cuda_graphs" not in sglang.not_expressed
+
+
 def test_sglang_command_line_parses_into_its_flags() -> None:
     out = serving_export({"workload": "serving", "config": TUNED}, "sglang")
     argv = shlex.split(out.text.splitlines()[-1])

@@ -40,6 +40,15 @@ def test_the_quality_gate_passes_int8_and_fp8_and_fails_a_tight_limit() -> None:
         _objective(max_kl=1e-9).evaluate({"weights": "int8"})
 
 
+def test_decode_cuda_graphs_are_a_gpu_knob() -> None:
+    obj = _objective()
+    assert obj.default_config()["cuda_graphs"] is False  # on by default only on a GPU
+    with pytest.raises(Infeasible, match="cuda_graphs=true needs a CUDA device"):
+        obj.evaluate({"cuda_graphs": True})
+    with pytest.raises(Infeasible, match="must be true or false"):
+        obj.evaluate({"cuda_graphs": "yes"})
+
+
 def test_a_cache_smaller_than_one_request_is_infeasible() -> None:
     with pytest.raises(Infeasible, match="less than one request"):
         _objective(kv_cache_mb=0.01).evaluate({})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import Chunk, InferenceModel
 from autotune.objectives.serving_engine import Request, Scheduler, run_trace
@@ -34,6 +35,7 @@ def _requests(n: int, prompt_len: int, output_len: int) -> list[Request]:
             for i in range(n)]  # fmt: skip
 
 
+@pytest.mark.parametrize("graphs", [False, True], ids=["forward", "decode-graphs"])
 @pytest.mark.parametrize("policy", ["fcfs", "prefill-first"])
 @pytest.mark.parametrize(
     ("blocks", "block_size", "seqs", "budget"),
@@ -41,17 +43,25 @@ def _requests(n: int, prompt_len: int, output_len: int) -> list[Request]:
     ids=["roomy", "chunked-prefill", "preempting", "block-of-one"],
 )
 def test_every_schedule_generates_what_greedy_decoding_does(
-    llama, policy, blocks, block_size, seqs, budget
+    llama, policy, blocks, block_size, seqs, budget, graphs
 ) -> None:
     model = InferenceModel(llama)
-    sched = Scheduler(model.new_cache(blocks, block_size, "fp32"), max_num_seqs=seqs,
-                      max_num_batched_tokens=budget, policy=policy)  # fmt: skip
-    requests = run_trace(model, sched, _requests(5, prompt_len=9, output_len=6))
+    cache = model.new_cache(blocks, block_size, "fp32")
+    # decode steps through the decode graphs' static, padded path (eager on a CPU)
+    runner = DecodeGraphs(model, cache, seqs, capture=False) if graphs else None
+    decoded = []
+    if graphs:
+        plain_decode = model.decode
+        model.decode = lambda *a, **k: decoded.append(a[0].shape[0]) or plain_decode(*a, **k)
+    sched = Scheduler(cache, max_num_seqs=seqs, max_num_batched_tokens=budget,
+                      policy=policy)  # fmt: skip
+    requests = run_trace(model, sched, _requests(5, prompt_len=9, output_len=6), graphs=runner)
     for r in requests:
         assert r.generated == greedy(llama, r.prompt, 6), (r.id, r.preemptions)
         assert r.first_token_s is not None and r.finish_s >= r.first_token_s
     assert sched.peak_running <= seqs
-    assert sched.cache.free_blocks == blocks  # every block given back
+    assert sched.cache.free_blocks == blocks - graphs  # every block given back but the scratch
+    assert (len(decoded) > 0) is graphs
     if blocks == 12:  # 5 requests of 15-19 tokens in 12 blocks of 4: someone must give way
         assert sched.preemptions > 0
 

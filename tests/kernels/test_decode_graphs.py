@@ -1,0 +1,125 @@
+"""Decode graphs: the static, padded decode step gives the engine's own logits, padding rows
+touch only the scratch block, and (on a GPU) the captured graphs replay the eager step."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autotune.kernels.decode_graphs import SCRATCH_SEQ, DecodeGraphs, buckets
+from autotune.kernels.llama import Llama, LlamaConfig
+from autotune.kernels.llama_infer import Chunk, InferenceModel
+
+CUDA = torch.cuda.is_available()
+DEVICE = torch.device("cuda" if CUDA else "cpu")
+PROMPTS = {0: [3, 1, 4, 1, 5], 1: [9, 2], 2: [6, 5, 3, 5, 8, 9, 7]}  # 3 sequences: bucket 4
+
+
+def _model(reads: str = "gather") -> InferenceModel:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab=96, d_model=64, n_layers=2, n_heads=4, seq_len=48)
+    with torch.device(DEVICE):
+        return InferenceModel(Llama(cfg), weights="bf16", attention_reads=reads)
+
+
+def _decode_both(model: InferenceModel, kv_dtype: str, steps: int):
+    """Prefill the prompts into two caches, then decode ``steps`` tokens of every sequence
+    through the engine's forward on one and the decode graphs on the other, feeding both the
+    forward's greedy tokens; returns (forward logits, graph logits, both caches, graphs)."""
+    plain = model.new_cache(num_blocks=24, block_size=4, kv_dtype=kv_dtype)
+    static = model.new_cache(num_blocks=25, block_size=4, kv_dtype=kv_dtype)
+    graphs = DecodeGraphs(model, static, max_batch=4, capture=False)
+    for cache in (plain, static):
+        for seq, prompt in PROMPTS.items():
+            assert cache.allocate(seq, len(prompt))
+        model.forward([Chunk(s, 0, p) for s, p in PROMPTS.items()], cache)
+    lengths = {seq: len(p) for seq, p in PROMPTS.items()}
+    tokens = {seq: p[-1] for seq, p in PROMPTS.items()}
+    got, want = [], []
+    for _ in range(steps):
+        chunks = [Chunk(seq, lengths[seq], [tokens[seq]]) for seq in PROMPTS]
+        for cache in (plain, static):
+            for c in chunks:
+                assert cache.allocate(c.seq, c.start + 1)
+        reference = model.forward(chunks, plain)
+        want.append(reference)
+        got.append(graphs(chunks))
+        for c, logits in zip(chunks, reference, strict=True):
+            tokens[c.seq] = int(logits.argmax())
+            lengths[c.seq] += 1
+    return torch.stack(want), torch.stack(got), plain, static, graphs
+
+
+@pytest.mark.parametrize("kv_dtype", ["fp32", "fp8"])
+def test_the_padded_static_decode_gives_the_engines_logits(kv_dtype):
+    model = _model()
+    # 6 steps take sequence 1 from 2 to 8 tokens: across block boundaries of 4
+    want, got, _, _, _ = _decode_both(model, kv_dtype, steps=6)
+    assert got.shape == want.shape == (6, 3, 96)
+    torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
+
+
+def test_padding_rows_write_only_the_scratch_block():
+    model = _model()
+    _, _, plain, static, graphs = _decode_both(model, "fp32", steps=3)
+    for seq in PROMPTS:  # every real sequence's cached keys are the forward's
+        for layer in range(model.cfg.n_layers):
+            torch.testing.assert_close(static.k[layer][static.blocks_of(seq)],
+                                       plain.k[layer][plain.blocks_of(seq)])  # fmt: skip
+    scratch = graphs.scratch_block
+    assert static.blocks_of(SCRATCH_SEQ) == [scratch]
+    assert all(scratch not in static.blocks_of(seq) for seq in PROMPTS)
+    assert static.k[0][scratch].abs().sum() > 0  # the bucket of 4 padded a row through it
+    untouched = set(range(static.num_blocks)) - {scratch} - {
+        b for seq in PROMPTS for b in static.blocks_of(seq)
+    }
+    assert all(static.k[0][b].abs().sum() == 0 for b in untouched)
+
+
+def test_only_one_token_chunks_within_the_largest_bucket_run_as_graphs():
+    model = _model()
+    cache = model.new_cache(num_blocks=8, block_size=4, kv_dtype="fp32")
+    graphs = DecodeGraphs(model, cache, max_batch=2, capture=False)
+    assert graphs.buckets == [1, 2] and cache.free_blocks == 7
+    assert not graphs.can_run([Chunk(0, 0, [1, 2])])  # a prefill chunk
+    assert not graphs.can_run([Chunk(s, 1, [1]) for s in range(3)])  # past the largest bucket
+    with pytest.raises(ValueError, match="one-token chunks"):
+        graphs([Chunk(0, 0, [1, 2])])
+    with pytest.raises(ValueError, match="holds no cache block"):
+        graphs([Chunk(5, 0, [1])])
+    assert buckets(3) == [1, 2, 4]
+
+
+def test_a_full_cache_has_no_room_for_the_scratch():
+    model = _model()
+    cache = model.new_cache(num_blocks=2, block_size=4, kv_dtype="fp32")
+    assert cache.allocate(0, 8)
+    with pytest.raises(ValueError, match="no free block"):
+        DecodeGraphs(model, cache, max_batch=2, capture=False)
+
+
+@pytest.mark.skipif(CUDA, reason="on a GPU the graphs are captured (the test below)")
+def test_capturing_needs_a_cuda_device():
+    model = _model()
+    cache = model.new_cache(num_blocks=8, block_size=4, kv_dtype="fp32")
+    with pytest.raises(ValueError, match="CUDA graphs need a CUDA device"):
+        DecodeGraphs(model, cache, max_batch=2, capture=True)
+
+
+@pytest.mark.skipif(not CUDA, reason="CUDA graphs need a CUDA device")
+@pytest.mark.parametrize("reads", ["gather", "paged"])
+def test_captured_graphs_replay_the_eager_decode(reads):
+    model = _model(reads)
+    eager_cache = model.new_cache(num_blocks=25, block_size=4, kv_dtype="bf16")
+    graph_cache = model.new_cache(num_blocks=25, block_size=4, kv_dtype="bf16")
+    eager = DecodeGraphs(model, eager_cache, max_batch=4, capture=False)
+    graphs = DecodeGraphs(model, graph_cache, max_batch=4, capture=True)
+    assert sorted(graphs.graphs) == [1, 2, 4] and graphs.capture_s > 0
+    for cache in (eager_cache, graph_cache):
+        for seq, prompt in PROMPTS.items():
+            assert cache.allocate(seq, len(prompt) + 4)
+        model.forward([Chunk(s, 0, p) for s, p in PROMPTS.items()], cache)
+    for step in range(4):
+        for batch in (1, 3):  # buckets of 1 and 4
+            chunks = [Chunk(seq, len(PROMPTS[seq]) + step, [step + 1]) for seq in range(batch)]
+            torch.testing.assert_close(graphs(chunks), eager(chunks), atol=2e-2, rtol=2e-2)
