@@ -347,7 +347,7 @@ def tune(
     if settings.finish_top and summary.stopped_by != "interrupted":
         metric = next(iter(settings.objectives))
         _print_finish(sweep.finish(summary.study, deadline=budget_ends), metric)
-    _print_best(settings.storage, summary.study_name, output)
+    _print_best(settings.storage, summary.study_name, output, summary.study)
     if summary.stopped_by == "interrupted":
         raise typer.Exit(130)
 
@@ -370,11 +370,16 @@ def _print_finish(rows: list, metric: str = "") -> None:
         )
 
 
-def _print_best(storage_url: str, study_name: str | None, output: Path | None) -> None:
+def _print_best(
+    storage_url: str, study_name: str | None, output: Path | None, study: Any = None
+) -> None:
+    """Print the best config and write ``output``; from ``study`` when the sweep just ran (an
+    in-memory storage is gone once reopened), else from the storage."""
     from autotune.export import best_record, export_text, write_atomic
     from autotune.storage import load_study, open_storage
 
-    study = load_study(open_storage(storage_url), study_name)
+    if study is None:
+        study = load_study(open_storage(storage_url), study_name)
     record = best_record(study)
     values = ", ".join(named(k, v) for k, v in record["values"].items())
     label = f" [{record['label']}]" if record.get("label") else ""

@@ -89,6 +89,17 @@ def test_replay_sweep_then_best_trials_and_export(tmp_path, replay_table):
     assert yaml_out.returncode == 0 and "BM: 256" in yaml_out.stdout
 
 
+def test_an_in_memory_sweep_reports_and_writes_its_best(tmp_path, replay_table):
+    # nothing to reopen: the answer comes from the study the sweep just ran
+    best = tmp_path / "best.json"
+    result = autotune("tune", "--replay", str(replay_table), "--params", "BM,BN", "--metric",
+                      "tflops", "--maximize", "--trials", "5", "--storage", "memory",
+                      "--output", str(best))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "best config" in result.stdout
+    assert json.loads(best.read_text())["config"].keys() == {"BM", "BN"}
+
+
 BAD_INPUT = [
     (["tune", "matmul", "--storage", "nosuchscheme://x"], "unsupported scheme 'nosuchscheme'"),
     (["tune", "matmul", "--storage", "sqlite:////no/such/dir/a.db"], "does not exist"),
