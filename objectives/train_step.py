@@ -151,6 +151,7 @@ class TrainStepObjective(Objective):
                 layout=str(config.get("layout", "single")),
                 world_size=int(p.get("world_size", 1)),
                 reshard_after_forward=bool(config.get("reshard_after_forward", True)),
+                compiled=bool(config.get("compile", False)),
             ).total
         except (KeyError, ValueError, TypeError):
             return None

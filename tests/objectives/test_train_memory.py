@@ -5,19 +5,37 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.kernels.llama import Llama, LlamaConfig, lm_loss, param_count
+from autotune.objectives.train_loop import compile_blocks
 from autotune.objectives.train_memory import activation_bytes, estimate
+from autotune.objectives.train_step import TrainStepObjective
+
+RECORDED = (Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+            / "h200-2026-12-01-final" / "trials.csv")  # fmt: skip
+KNOBS = ("micro_batch", "precision", "activation_checkpointing", "attention_backend", "compile")
 
 
-def saved_bytes(cfg: LlamaConfig, micro_batch: int, precision: str, backend: str, ckpt: bool):
+def saved_bytes(
+    cfg: LlamaConfig, micro_batch: int, precision: str, backend: str, ckpt: bool,
+    compiled: bool = False,
+):  # fmt: skip
     torch.manual_seed(0)
     model = Llama(cfg, activation_checkpointing=ckpt)
     tokens = torch.randint(0, cfg.vocab, (micro_batch, cfg.seq_len + 1))
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
+                else contextlib.nullcontext())  # fmt: skip
+    if compiled:  # the blocks as the training step compiles them, compiled before counting
+        torch._dynamo.reset()
+        compile_blocks(model, "default")
+        with autocast:
+            lm_loss(model(tokens[:, :-1]), tokens[:, 1:]).backward()
     weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen: set = set()
     total = 0
@@ -31,8 +49,6 @@ def saved_bytes(cfg: LlamaConfig, micro_batch: int, precision: str, backend: str
             total += storage.nbytes()
         return t
 
-    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16"
-                else contextlib.nullcontext())  # fmt: skip
     attention = {"math": SDPBackend.MATH, "flash": SDPBackend.FLASH_ATTENTION}[backend]
     hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)
     with hooks, sdpa_kernel(attention), autocast:
@@ -57,6 +73,32 @@ def test_activations_within_ten_percent_of_what_autograd_keeps(shape, precision,
     measured = saved_bytes(cfg, mb, precision, backend, ckpt)
     predicted = activation_bytes(cfg, mb, precision, backend, ckpt)
     assert abs(predicted / measured - 1) <= 0.10, (predicted, measured)
+
+
+@pytest.mark.parametrize(("shape", "precision"), [(SHAPES[1], "fp32"), (SHAPES[1], "bf16"),
+                                                  ((256, 8, 1, 64, 512, 2), "bf16")])
+def test_compiled_blocks_within_ten_percent_of_what_their_graphs_keep(shape, precision):
+    # AOTAutograd's partitioner saves less than eager autograd: the model counts that
+    d, h, layers, seq, vocab, mb = shape
+    cfg = LlamaConfig(vocab=vocab, d_model=d, n_layers=layers, n_heads=h, seq_len=seq)
+    measured = saved_bytes(cfg, mb, precision, "flash", False, compiled=True)
+    predicted = activation_bytes(cfg, mb, precision, "flash", False, compiled=True)
+    eager = activation_bytes(cfg, mb, precision, "flash", False)
+    assert abs(predicted / measured - 1) <= 0.10, (predicted, measured)
+    assert eager / measured > 1.10  # the eager count would miss it
+
+
+def test_the_model_predicts_the_peaks_recorded_on_the_h200_within_ten_percent():
+    # REPLAY of recorded GPU measurements: every trial of the 760m sweep that ran, its config
+    # predicted again and compared with the peak the H200 measured (compiled ones included)
+    trials = pd.read_csv(RECORDED)
+    ran = trials[(trials["status"] == "ok") & trials["m.measured_memory_gb"].notna()]
+    assert len(ran) == 9 and ran["compile"].sum() == 3
+    problem = {"model": "760m", "seq_len": 2048, "global_batch": 16}
+    for _, row in ran.iterrows():
+        config = {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in KNOBS}
+        predicted = TrainStepObjective.predict_memory(problem, config) / 1e9
+        assert abs(predicted / row["m.measured_memory_gb"] - 1) <= 0.10, (config, predicted)
 
 
 def test_the_estimate_adds_state_and_the_recompute_of_checkpointing():
