@@ -117,7 +117,12 @@ def _attention_kernel(
     MASKED: tl.constexpr, UPCAST: tl.constexpr,
 ):  # fmt: skip
     # --- which rows this program owns: BLOCK_M queries of one (batch, head) -------------------
-    start_m = tl.program_id(0) * BLOCK_M
+    block_m = tl.program_id(0)
+    if CAUSAL:
+        # the last query blocks see the most keys: launched first, so that the grid's last
+        # wave is of light blocks and no SM idles while a few heavy ones finish
+        block_m = tl.num_programs(0) - 1 - block_m
+    start_m = block_m * BLOCK_M
     bh = tl.program_id(1)
     b = bh // H
     h = bh % H
