@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
+from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import InferenceModel
-from autotune.objectives.serving_engine import Request, Scheduler
+from autotune.objectives.serving_engine import Request, Scheduler, step_logits
 
 _DONE = None
 
@@ -33,8 +34,10 @@ _DONE = None
 class Engine:
     """The scheduler and model, stepped by one thread; requests come in through ``submit``."""
 
-    def __init__(self, model: InferenceModel, scheduler: Scheduler) -> None:
-        self.model, self.scheduler = model, scheduler
+    def __init__(
+        self, model: InferenceModel, scheduler: Scheduler, graphs: DecodeGraphs | None = None
+    ) -> None:
+        self.model, self.scheduler, self.graphs = model, scheduler, graphs
         self.inbox: queue.Queue[tuple[Request, queue.Queue]] = queue.Queue()
         self.outputs: dict[int, tuple[Request, queue.Queue]] = {}
         self.next_id = 0
@@ -65,7 +68,8 @@ class Engine:
                 time.sleep(0.001)  # nothing can run yet (a full cache waits for arrivals)
                 continue
             sent = {r.id: len(r.generated) for r, _ in step}
-            logits = self.model.forward([chunk for _, chunk in step], self.scheduler.cache)
+            chunks = [chunk for _, chunk in step]
+            logits = step_logits(self.model, chunks, self.scheduler.cache, self.graphs)
             self.scheduler.complete(step, logits, time.perf_counter())
             for request, _ in step:
                 _, out = self.outputs[request.id]
@@ -155,19 +159,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kv-cache-dtype", default="bf16")
     parser.add_argument("--weights", default="bf16")
     parser.add_argument("--policy", default="fcfs")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="replay decode steps from CUDA graphs (a GPU only)")  # fmt: skip
     for name, default in (("vocab", 512), ("d-model", 128), ("n-layers", 2), ("n-heads", 4),
                           ("max-context", 512), ("seed", 0)):  # fmt: skip
         parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args(argv)
     torch.manual_seed(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if args.cuda_graphs and device.type != "cuda":
+        parser.error("--cuda-graphs needs a CUDA device")
     cfg = LlamaConfig(vocab=args.vocab, d_model=args.d_model, n_layers=args.n_layers,
                       n_heads=args.n_heads, seq_len=args.max_context)  # fmt: skip
     with torch.device(device):
         model = InferenceModel(Llama(cfg), args.weights)
     cache = model.new_cache(args.num_blocks, args.block_size, args.kv_cache_dtype)
+    graphs = DecodeGraphs(model, cache, args.max_num_seqs) if args.cuda_graphs else None
     engine = Engine(model, Scheduler(cache, args.max_num_seqs, args.max_num_batched_tokens,
-                                     args.policy))  # fmt: skip
+                                     args.policy), graphs)  # fmt: skip
     server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, "autotune-llama",
                                                                       args.vocab))  # fmt: skip
     server.daemon_threads = True

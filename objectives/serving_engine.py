@@ -196,6 +196,19 @@ class Scheduler:
         return finished
 
 
+def step_logits(
+    model: InferenceModel,
+    chunks: list[Chunk],
+    cache: PagedKVCache,
+    graphs: DecodeGraphs | None = None,
+) -> torch.Tensor:
+    """One step's logits: replayed from ``graphs`` when it is a decode step they take, else
+    through the model's forward."""
+    if graphs is not None and graphs.can_run(chunks):
+        return graphs(chunks)
+    return model.forward(chunks, cache)
+
+
 def run_trace(
     model: InferenceModel,
     scheduler: Scheduler,
@@ -226,11 +239,7 @@ def run_trace(
                 continue
             raise RuntimeError("requests wait but none can be scheduled: the KV cache is "
                                "smaller than one request's context")  # fmt: skip
-        chunks = [chunk for _, chunk in step]
-        if graphs is not None and graphs.can_run(chunks):
-            logits = graphs(chunks)
-        else:
-            logits = model.forward(chunks, scheduler.cache)
+        logits = step_logits(model, [chunk for _, chunk in step], scheduler.cache, graphs)
         sync()
         scheduler.complete(step, logits, time.perf_counter() - start)
     return requests

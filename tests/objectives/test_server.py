@@ -65,3 +65,15 @@ def test_the_template_is_split_into_arguments_never_run_by_a_shell() -> None:
     assert argv == ["serve", "--name", "x; rm -rf /"]  # one argument, not a second command
     with pytest.raises(Infeasible, match="names \\{max_num_seqs\\}"):
         format_command("serve --max-num-seqs {max_num_seqs}", {})
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a GPU can capture graphs")
+def test_the_engine_server_refuses_decode_graphs_without_a_gpu() -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.objectives.engine_server", "--port", "1",
+         "--cuda-graphs"], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].endswith("--cuda-graphs needs a CUDA device")
