@@ -67,7 +67,10 @@ DEFAULT_CONFIG: dict[str, int | str] = {
     "num_warps": 4,
     "num_stages": 3,
 }
-CONFIG_KEYS: tuple[str, ...] = tuple(DEFAULT_CONFIG)
+#: Tunables of one schedule only, off unless a config sets them: ``EPILOGUE_SUBTILE`` (the
+#: persistent schedules) stores the C tile in two halves, so shared memory stages half of it.
+OPTIONAL_CONFIG: dict[str, int] = {"EPILOGUE_SUBTILE": 0}
+CONFIG_KEYS: tuple[str, ...] = (*DEFAULT_CONFIG, *OPTIONAL_CONFIG)
 #: ``tiled``: one program per output tile (and per K-split); ``persistent``: one program per
 #: SM walking the tiles, operands brought in by the tensor-memory accelerator (TMA
 #: descriptors); ``persistent_flat``: the same with the tile and K loops flattened into one
@@ -335,6 +338,7 @@ def _matmul_persistent_kernel(
     B_KMAJOR: tl.constexpr,
     FLATTEN: tl.constexpr,
     UPCAST: tl.constexpr,
+    SUBTILE: tl.constexpr,
 ):
     # Tensor descriptors: the TMA unit copies whole tiles, zero-filling reads past the edges and
     # clipping writes, so nothing here is masked. Made once per program, outside the loops
@@ -350,8 +354,11 @@ def _matmul_persistent_kernel(
         b_desc = tl.make_tensor_descriptor(
             b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N]
         )
+    # SUBTILE: C goes out in two halves along N, so shared memory stages half a C tile (e.g.
+    # 128x256 in bf16: 32 KiB instead of 64, room for a fourth stage of A and B)
+    C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
     c_desc = tl.make_tensor_descriptor(
-        c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N]
+        c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, C_N]
     )
     tiles_m = (M + BLOCK_M - 1) // BLOCK_M
     tiles_n = (N + BLOCK_N - 1) // BLOCK_N
@@ -376,7 +383,13 @@ def _matmul_persistent_kernel(
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc)
-        c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+        if SUBTILE:
+            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, C_N)), (0, 2, 1))
+            left, right = tl.split(halves)
+            c_desc.store([off_m, off_n], left.to(c_ptr.dtype.element_ty))
+            c_desc.store([off_m, off_n + C_N], right.to(c_ptr.dtype.element_ty))
+        else:
+            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
 
 
 #: True when the kernel runs under Triton's interpreter (no GPU compile, CPU tensors). Read off the
@@ -398,13 +411,15 @@ def check_config(
     num_stages: int,
     SPLIT_K: int = 1,
     SCHEDULE: str = "tiled",
+    EPILOGUE_SUBTILE: int = 0,
 ) -> None:
     """Reject a config the kernel cannot express, before anything is compiled.
 
     Raises:
         ValueError: tile sizes not powers of two >= 16 (``tl.arange`` and ``tl.dot`` need that),
             ``num_warps`` not a power of two in 1..32, ``GROUP_M``, ``num_stages`` or
-            ``SPLIT_K`` below 1, an unknown ``SCHEDULE``, or a K-split of a persistent one.
+            ``SPLIT_K`` below 1, an unknown ``SCHEDULE``, a K-split of a persistent one, or an
+            epilogue subtile of the tiled one.
 
     Example:
         >>> check_config(**DEFAULT_CONFIG)
@@ -428,6 +443,10 @@ def check_config(
         raise ValueError(f"SCHEDULE={SCHEDULE!r} is not one of {', '.join(SCHEDULES)}")
     if SPLIT_K > 1 and SCHEDULE != "tiled":
         raise ValueError(f"SPLIT_K={SPLIT_K} needs the tiled schedule, not {SCHEDULE}")
+    if EPILOGUE_SUBTILE not in (0, 1, False, True):
+        raise ValueError(f"EPILOGUE_SUBTILE={EPILOGUE_SUBTILE} must be 0 or 1")
+    if EPILOGUE_SUBTILE and SCHEDULE == "tiled":
+        raise ValueError("EPILOGUE_SUBTILE=1 needs a persistent schedule (a TMA store of C)")
 
 
 def shared_memory_bytes(
@@ -524,7 +543,7 @@ def _checked(config: dict[str, Any]) -> dict[str, Any]:
     unknown = set(config) - set(CONFIG_KEYS)
     if unknown:
         raise ValueError(f"unknown matmul config keys {sorted(unknown)}")
-    tunables = {**DEFAULT_CONFIG, **config}
+    tunables = {**DEFAULT_CONFIG, **OPTIONAL_CONFIG, **config}
     check_config(**tunables)
     return tunables
 
@@ -597,7 +616,8 @@ def _plan(
         b_kmajor = sbn != 1
         programs = persistent_programs(M, N, BM, BN)
         flatten = cfg["SCHEDULE"] == "persistent_flat"
-        constexprs = {**meta, "B_KMAJOR": b_kmajor, "FLATTEN": flatten, "UPCAST": upcast}
+        constexprs = {**meta, "B_KMAJOR": b_kmajor, "FLATTEN": flatten, "UPCAST": upcast,
+                      "SUBTILE": bool(cfg["EPILOGUE_SUBTILE"])}  # fmt: skip
         args = (M, N, K, sam, sbn if b_kmajor else sbk, scm, programs)
         return _Plan(_matmul_persistent_kernel, (programs,), args, {**constexprs, **launch}, 3)
     split_k = cfg["SPLIT_K"]

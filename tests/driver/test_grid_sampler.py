@@ -16,7 +16,7 @@ def test_auto_is_bo_for_discrete_spaces_bo_pareto_for_several_objectives_and_tpe
     assert resolve_sampler("auto", load_space("matmul"), n_objectives=2) == "bo-pareto"
     assert resolve_sampler("auto", load_space("faults"), n_objectives=2) == "tpe"
     assert resolve_sampler("auto", load_space("faults")) == "tpe"  # a float parameter
-    assert resolve_sampler("auto", load_space("llm_projections")) == "tpe"  # 256 parameters
+    assert resolve_sampler("auto", load_space("llm_projections")) == "tpe"  # 288 parameters
     assert not is_enumerable(load_space("llm_projections"))
     with pytest.raises(SamplerError, match="one objective"):
         make_sampler("bo", space=load_space("matmul"), n_objectives=2)

@@ -163,18 +163,21 @@ def test_split_k_matches_reference_and_its_counters_reset(M, N, K, split_k) -> N
         assert _rel_error(out, mt.reference_matmul(a, b)) < 1e-2
 
 
+@pytest.mark.parametrize("subtile", [0, 1])
 @pytest.mark.parametrize("schedule", ["persistent", "persistent_flat"])
 @pytest.mark.parametrize("kmajor", [False, True])
 @pytest.mark.parametrize(("M", "N", "K"), [(64, 64, 64), (72, 40, 56), (8, 136, 200)])
-def test_persistent_schedule_matches_reference(M, N, K, kmajor, schedule) -> None:
-    # ragged edges: the descriptors zero-fill reads past them and clip the writes
+def test_persistent_schedule_matches_reference(M, N, K, kmajor, schedule, subtile) -> None:
+    # ragged edges: the descriptors zero-fill reads past them and clip the writes (a subtiled
+    # epilogue's second half too, which at N=40 lies wholly past the edge of the last tile)
     a = _rand(M, K, dtype=torch.float16, seed=13)
     b = (
         _rand(N, K, dtype=torch.float16, seed=14).t()
         if kmajor
         else _rand(K, N, dtype=torch.float16, seed=14)
     )
-    cfg = {**SMALL, "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "SCHEDULE": schedule}
+    cfg = {**SMALL, "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "SCHEDULE": schedule,
+           "EPILOGUE_SUBTILE": subtile}  # fmt: skip
     out = torch.full((M, N), float("nan"), dtype=torch.float16, device=DEVICE)
     mt.matmul(a, b, out=out, **cfg)
     assert torch.isfinite(out).all()
@@ -202,3 +205,5 @@ def test_check_config_refuses_a_split_persistent_schedule() -> None:
         mt.check_config(**{**mt.DEFAULT_CONFIG, "SPLIT_K": 2, "SCHEDULE": "persistent"})
     with pytest.raises(ValueError, match="SCHEDULE='stream'"):
         mt.check_config(**{**mt.DEFAULT_CONFIG, "SCHEDULE": "stream"})
+    with pytest.raises(ValueError, match="needs a persistent schedule"):
+        mt.check_config(**{**mt.DEFAULT_CONFIG, "EPILOGUE_SUBTILE": 1})

@@ -6,11 +6,11 @@ from autotune.space import SpaceError, load_space
 def test_builtin_matmul_space_has_the_tunables_and_constraints():
     space = load_space("matmul")
     assert space.names == ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "SCHEDULE",
-                           "num_warps", "num_stages"]  # fmt: skip
+                           "EPILOGUE_SUBTILE", "num_warps", "num_stages"]  # fmt: skip
     assert space["BLOCK_M"].values() == [16, 32, 64, 128, 256]
     assert space["num_stages"].values() == [2, 3, 4, 5]
     assert space["SCHEDULE"].values() == ["tiled", "persistent", "persistent_flat"]
-    assert space.grid_size() == 14400
+    assert space.grid_size() == 14400 * 2  # the subtile is on or off (persistent schedules)
     assert {c.name for c in space.constraints} >= {"shared_memory", "accumulator_registers",
                                                   "split_k_skinny", "tma_alignment"}  # fmt: skip
 
@@ -36,7 +36,7 @@ parameters:
 
 def test_composition_prefixes_and_repeats_reach_hundreds_of_parameters():
     space = load_space("llm_projections")
-    assert len(space) == 256
+    assert len(space) == 288
     assert "layer7.down.num_stages" in space.names
     # each included constraint reads the parameters of its own prefix
     config = {n: space[n].values()[0] for n in space.names}
