@@ -2,8 +2,10 @@
 
 Every fault is real: the OOM is an allocation the machine cannot satisfy, the crash a genuine
 segmentation fault, the hang a sleep past the trial timeout, the wrong result a product of the
-wrong operands caught by the same check the matmul objective uses, and the divergence gradient
-descent with a step size that makes it blow up.
+wrong operands caught by the same check the matmul objective uses, the divergence gradient
+descent with a step size that makes it blow up, and on a GPU (``cuda_oom``,
+``illegal_address``) an allocation the device refuses and a kernel that writes far outside
+its buffer.
 
 Example:
     >>> objective = FaultsObjective({})
@@ -26,8 +28,10 @@ from autotune.objectives.base import Objective, Reporter, no_reporting
 
 FAULTS = (
     "none", "oom", "segfault", "hang", "wrong_result", "diverge", "exception", "compile_error",
-    "host_memory",
+    "host_memory", "cuda_oom", "illegal_address",
 )  # fmt: skip
+#: faults that need a CUDA device (a CPU trial with one is infeasible)
+GPU_FAULTS = ("cuda_oom", "illegal_address")
 
 #: Where "compiled" configs are marked, as Triton's on-disk kernel cache keeps kernels: a config
 #: compiled by ``prepare`` in one process costs no compile time in the trial that runs it.
@@ -106,6 +110,8 @@ class FaultsObjective(Objective):
             raise ValueError("injected failure")
         elif fault == "host_memory":
             _exhaust_host_memory()
+        elif fault in GPU_FAULTS:
+            _gpu_fault(fault)
         elif fault != "none":
             raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
         started_at = time.time()
@@ -127,6 +133,35 @@ class FaultsObjective(Objective):
 
 
 OBJECTIVE = FaultsObjective
+
+
+def _gpu_fault(fault: str) -> None:
+    """``cuda_oom``: ask the GPU for 4 PiB; ``illegal_address``: a Triton kernel stores 8 TiB
+    past the end of a 4-byte buffer, and the next synchronisation reports the illegal memory
+    access (the CUDA context is lost with it: only a fresh process gets the GPU back).
+
+    Raises:
+        Infeasible: no CUDA device here.
+    """
+    import torch
+
+    from autotune.failures import Infeasible
+
+    if not torch.cuda.is_available():
+        raise Infeasible(f"the {fault} fault needs a CUDA device")
+    if fault == "cuda_oom":
+        torch.empty(2**52, dtype=torch.uint8, device="cuda")
+        return
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def wild_store(ptr, offset):  # noqa: ANN001, ANN202 - a Triton kernel
+        tl.store(ptr + offset, 1.0)
+
+    target = torch.zeros(1, device="cuda")
+    wild_store[(1,)](target, 1 << 41)  # elements of 4 bytes: 8 TiB away
+    torch.cuda.synchronize()
 
 
 def _exhaust_host_memory(headroom: int = 512 << 20) -> None:
