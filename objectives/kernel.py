@@ -77,6 +77,11 @@ class KernelObjective(Objective):
         self._draws = 0  # seeds each trial's fresh inputs
 
     # -- what a subclass writes ---------------------------------------------------------
+    def config_keys(self) -> tuple[str, ...]:
+        """The tunables a config may set: the default's, unless the kernel has optional ones
+        (a schedule's own parameter, off by default)."""
+        return tuple(self.default_config() or {})
+
     def checked_config(self, config: dict[str, Any]) -> dict[str, Any]:
         """``config`` completed from the default and checked; ValueError if the kernel
         cannot express it."""
@@ -115,7 +120,7 @@ class KernelObjective(Objective):
         Raises:
             ValueError: a key the kernel does not have (a mistake, not a config to learn from).
         """
-        unknown = set(config) - set(self.default_config() or {})
+        unknown = set(config) - set(self.config_keys())
         if unknown:
             raise ValueError(f"unknown {self.name} config keys {sorted(unknown)}")
         try:

@@ -78,6 +78,10 @@ class MatmulObjective(KernelObjective):
         """128x128 tiles, 64-deep K steps, bands of 8 tile-rows, 4 warps, 3 stages, no split."""
         return dict(kern.DEFAULT_CONFIG)
 
+    def config_keys(self) -> tuple[str, ...]:
+        """The default's tunables and the persistent schedules' ``EPILOGUE_SUBTILE``."""
+        return kern.CONFIG_KEYS
+
     def checked_config(self, config: dict[str, Any]) -> dict[str, Any]:
         cfg = super().checked_config(config)
         cfg = {k: v if k == "SCHEDULE" else int(v) for k, v in cfg.items()}

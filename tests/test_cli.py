@@ -197,11 +197,14 @@ def test_export_triton_configs_are_loadable(tmp_path):
     configs = namespace["configs"]
     assert 1 <= len(configs) <= 3
     first = configs[0]
-    assert set(first.kwargs) == {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "SCHEDULE"}
+    tiles = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "SCHEDULE"}
+    # a persistent schedule has its own epilogue parameter, the tiled one does not
+    persistent = first.kwargs["SCHEDULE"] != "tiled"
+    assert set(first.kwargs) == tiles | ({"EPILOGUE_SUBTILE"} if persistent else set())
     assert first.num_warps in (4, 8) and 2 <= first.num_stages <= 5
     # a per-shape table for a kernel with the tutorial's names and neither schedule nor split
     table = tmp_path / "table.py"
-    rename = "BLOCK_M=BLOCK_SIZE_M,BLOCK_N=BLOCK_SIZE_N,SPLIT_K=,SCHEDULE="
+    rename = "BLOCK_M=BLOCK_SIZE_M,BLOCK_N=BLOCK_SIZE_N,SPLIT_K=,SCHEDULE=,EPILOGUE_SUBTILE="
     exported = autotune("export", "--to", "triton", "--table", "--storage", url,
                         "--rename", rename, "--output", str(table))  # fmt: skip
     assert exported.returncode == 0, exported.stderr
@@ -212,5 +215,6 @@ def test_export_triton_configs_are_loadable(tmp_path):
     assert "SPLIT_K" not in namespace["configs"][0].kwargs and "SPLIT_K (values: 1)" in (
         table.read_text()
     )
+    assert not any("EPILOGUE_SUBTILE" in c.kwargs for c in namespace["configs"])
     refused = autotune("export", "--to", "json", "--table", "--storage", url)
     assert refused.returncode == 2 and "--table needs --to triton" in refused.stderr
