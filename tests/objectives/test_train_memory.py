@@ -75,8 +75,7 @@ def test_activations_within_ten_percent_of_what_autograd_keeps(shape, precision,
     assert abs(predicted / measured - 1) <= 0.10, (predicted, measured)
 
 
-@pytest.mark.parametrize(("shape", "precision"), [(SHAPES[1], "fp32"), (SHAPES[1], "bf16"),
-                                                  ((256, 8, 1, 64, 512, 2), "bf16")])
+@pytest.mark.parametrize(("shape", "precision"), [(SHAPES[1], "fp32"), (SHAPES[1], "bf16")])
 def test_compiled_blocks_within_ten_percent_of_what_their_graphs_keep(shape, precision):
     # AOTAutograd's partitioner saves less than eager autograd: the model counts that
     d, h, layers, seq, vocab, mb = shape
