@@ -28,7 +28,7 @@ def _sweep(tmp_path: Path, url: str) -> subprocess.Popen:
     space.write_text(SPACE)
     return subprocess.Popen(
         [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
-         "--trials", "40",
+         "--trials", "10", "--finish-top", "0",  # the finish is not what is tested
          "--storage", url, "--study", "s", "--sampler", "random", "--seed", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -70,4 +70,4 @@ def test_a_stopped_sweep_keeps_every_measured_trial_and_leaves_none_running(tmp_
     again.wait(timeout=240)
     assert again.returncode == 0
     resumed = optuna.load_study(study_name="s", storage=url)
-    assert sum(trial_status(t) == "ok" for t in resumed.trials) >= 40
+    assert sum(trial_status(t) == "ok" for t in resumed.trials) >= 10
