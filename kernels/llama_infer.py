@@ -85,7 +85,12 @@ class InferenceModel:
     """Weights of a :class:`~autotune.kernels.llama.Llama` for serving (see the module)."""
 
     def __init__(
-        self, model: Llama, weights: str = "bf16", attention_reads: str = "gather"
+        self,
+        model: Llama,
+        weights: str = "bf16",
+        attention_reads: str = "gather",
+        *,
+        fused_norm: bool | None = None,
     ) -> None:
         if weights not in WEIGHTS:
             raise ValueError(f"weights={weights!r} is not one of {', '.join(WEIGHTS)}")
@@ -105,7 +110,12 @@ class InferenceModel:
         # the norms and SwiGLU's block width; the linears' weights are held below, so that a
         # quantized model keeps no bf16 copy of them (once the caller drops ``model``)
         self.blocks = [(b.attn_norm, b.mlp_norm, b.mlp.block) for b in model.blocks]
-        self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
+        # in the compute dtype once, not cast again in every layer of every step
+        self.rope_cos, self.rope_sin = model.rope_cos.to(self.dtype), model.rope_sin.to(self.dtype)
+        # the residual add and the RMSNorm after it in one Triton launch (the kernel suite's
+        # rmsnorm_triton) instead of about ten torch kernels; on by default on a GPU, where a
+        # small-batch decode step is bound by its kernel count (even replayed from a graph)
+        self.fused_norm = device.type == "cuda" if fused_norm is None else fused_norm
         self.linears: list[dict[str, object]] = []
         for block in model.blocks:
             layer = {}
@@ -174,9 +184,9 @@ class InferenceModel:
                 y = F.scaled_dot_product_attention(qb, keys_, values, attn_mask=mask[:, None])
                 return y.transpose(1, 2)
 
-        x = self._layers(tokens, positions, slots, cache, attend, lambda y: y[real])
+        h = self._layers(tokens, positions, slots, cache, attend, lambda y: y[real])
         last = offsets + torch.tensor(lengths, device=dev) - 1
-        return F.linear(self.norm(x[last]), self.head).float()
+        return F.linear(h[last], self.head).float()
 
     @torch.inference_mode()
     def decode(
@@ -210,8 +220,29 @@ class InferenceModel:
                 y = F.scaled_dot_product_attention(qb, keys_, values, attn_mask=mask)
                 return y.transpose(1, 2)
 
-        x = self._layers(tokens, positions, slots, cache, attend, lambda y: y[:, 0])
-        return F.linear(self.norm(x), self.head).float()
+        h = self._layers(tokens, positions, slots, cache, attend, lambda y: y[:, 0])
+        return F.linear(h, self.head).float()
+
+    def _add_norm(
+        self, norm: torch.nn.Module, x: torch.Tensor, residual: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x + residual, norm(x + residual)) of (tokens, d_model) rows (no add without a
+        residual): one fused Triton launch with ``fused_norm``, else torch's ops."""
+        if not self.fused_norm:
+            x = x if residual is None else x + residual
+            return x, norm(x)
+        from autotune.kernels import rmsnorm_triton
+
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        config = {"BLOCK_N": 1 << (x.shape[-1] - 1).bit_length(), "ROWS": 1, "num_warps": 4}
+        if residual is None:
+            rmsnorm_triton.launcher(x, norm.weight, y, eps=norm.eps, **config)()
+            return x, y
+        h = torch.empty_like(x)
+        rmsnorm_triton.launcher(x, norm.weight, y, residual=residual.contiguous(), h=h,
+                                eps=norm.eps, **config)()  # fmt: skip
+        return h, y
 
     def _layers(
         self,
@@ -224,21 +255,25 @@ class InferenceModel:
     ) -> torch.Tensor:
         """The decoder blocks over the flat tokens: keys and values written to ``slots``,
         attention through ``attend`` (layer, q) -> (batch, q_max, heads, hd), whose real rows
-        ``rows_of`` picks in the flat tokens' order; the last block's hidden states."""
+        ``rows_of`` picks in the flat tokens' order; the last block's hidden states through the
+        final norm. Each residual add is fused with the norm that follows it."""
         cfg = self.cfg
-        cos, sin = self.rope_cos[positions][:, None, :], self.rope_sin[positions][:, None, :]
-        x = self.embed[tokens]
+        # (tokens, 1, 1, hd/2): q and k rotate together, as (tokens, heads, 2, hd)
+        cos = self.rope_cos[positions][:, None, None, :]
+        sin = self.rope_sin[positions][:, None, None, :]
         h, hd = cfg.n_heads, cfg.head_dim
-        for index, (attn_norm, mlp_norm, swiglu_block) in enumerate(self.blocks):
+        x, normed = self._add_norm(self.blocks[0][0], self.embed[tokens])
+        for index, (_, mlp_norm, swiglu_block) in enumerate(self.blocks):
             w = self.linears[index]
-            a = self._linear(w["qkv"], attn_norm(x)).view(-1, h, 3, hd)
-            q, k, v = a[:, :, 0], a[:, :, 1], a[:, :, 2]
-            q = apply_rotary(q, cos, sin)
-            k = apply_rotary(k, cos, sin)
+            a = self._linear(w["qkv"], normed).view(-1, h, 3, hd)
+            qk = apply_rotary(a[:, :, :2], cos, sin)
+            q, k, v = qk[:, :, 0], qk[:, :, 1], a[:, :, 2]
             cache.write(index, slots, k, v)
             y = rows_of(attend(index, q)).reshape(-1, h * hd)
-            x = x + self._linear(w["out"], y)
-            g = self._linear(w["gate_up"], mlp_norm(x))
+            x, normed = self._add_norm(mlp_norm, x, self._linear(w["out"], y))
+            g = self._linear(w["gate_up"], normed)
             g = g.view(*g.shape[:-1], -1, 2, swiglu_block)
-            x = x + self._linear(w["down"], (F.silu(g[..., 0, :]) * g[..., 1, :]).flatten(-2))
-        return x
+            down = self._linear(w["down"], (F.silu(g[..., 0, :]) * g[..., 1, :]).flatten(-2))
+            following = self.blocks[index + 1][0] if index + 1 < len(self.blocks) else self.norm
+            x, normed = self._add_norm(following, x, down)
+        return normed

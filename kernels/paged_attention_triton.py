@@ -14,7 +14,9 @@ position -1 is padding and is not written. Any block size works, one key row per
 Operands: ``q`` (B, Q, H, D) in the compute dtype (bf16, fp16 or fp32); the cache's ``k`` and
 ``v`` (num_blocks, PAGE, H_KV, D) in bf16, fp16, fp32 or fp8 e4m3 (multiplied by ``kv_scale`` as
 they are read); ``tables`` (B, max_blocks) and ``positions`` (B, Q), int32. Tunables:
-``BLOCK_M``, ``BLOCK_N``, ``num_warps``, ``num_stages``; grid (cdiv(Q, BLOCK_M), B * H).
+``BLOCK_M``, ``BLOCK_N``, ``num_warps``, ``num_stages``; grid (cdiv(Q, BLOCK_M), B * H). A head
+dim ``D`` that is not a power of two (96 in the 760m preset) is padded to one in registers and
+masked: the padding reads and writes nothing.
 Without a GPU it runs under Triton's interpreter (slowly: tests and CPU checks only).
 
 Example:
@@ -42,7 +44,7 @@ import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 # the same four tunables and limits as the contiguous attention kernel's
-from autotune.kernels.attention_triton import _is_pow2, check_config  # noqa: E402
+from autotune.kernels.attention_triton import check_config  # noqa: E402
 
 #: Untuned but sensible for decode (one query row per sequence pads to the smallest tile).
 DEFAULT_CONFIG: dict[str, int] = {"BLOCK_M": 16, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
@@ -75,7 +77,8 @@ def _paged_attention_kernel(
     stride_ob, stride_os, stride_oh, stride_od,
     stride_tb, stride_pb,
     H, GROUP, Q, qk_scale, kv_scale,
-    D: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    D: tl.constexpr, BLOCK_D: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
     UPCAST: tl.constexpr, IEEE: tl.constexpr, CONVERT: tl.constexpr,
 ):  # fmt: skip
     start_m = tl.program_id(0) * BLOCK_M
@@ -84,17 +87,18 @@ def _paged_attention_kernel(
     h = bh % H
     kv_h = h // GROUP  # grouped-query: GROUP consecutive query heads share one K/V head
     rows = start_m + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, D)
+    cols = tl.arange(0, BLOCK_D)  # the head dim padded to a power of two (96 -> 128)
+    in_d = cols < D
     pos = tl.load(pos_ptr + b * stride_pb + rows, mask=rows < Q, other=-1)
     live = pos >= 0  # padding rows (position -1) see nothing and are not stored
     q_ptrs = q_ptr + b * stride_qb + h * stride_qh
     q = tl.load(q_ptrs + rows[:, None] * stride_qs + cols[None, :] * stride_qd,
-                mask=live[:, None], other=0.0)  # fmt: skip
+                mask=live[:, None] & in_d[None, :], other=0.0)  # fmt: skip
     if UPCAST:
         q = q.to(tl.float32)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.full((BLOCK_M,), 0.0, dtype=tl.float32)
-    acc = tl.full((BLOCK_M, D), 0.0, dtype=tl.float32)
+    acc = tl.full((BLOCK_M, BLOCK_D), 0.0, dtype=tl.float32)
     hi = tl.reduce(pos, 0, _maximum) + 1  # keys 0..the last row's position
     for start in range(0, hi, BLOCK_N):
         keys = start + tl.arange(0, BLOCK_N)
@@ -103,10 +107,11 @@ def _paged_attention_kernel(
         row = keys % PAGE
         k_base = k_ptr + block.to(tl.int64) * stride_kn + row * stride_kp + kv_h * stride_kh
         v_base = v_ptr + block.to(tl.int64) * stride_vn + row * stride_vp + kv_h * stride_vh
-        k = tl.load(k_base[None, :] + cols[:, None] * stride_kd, mask=in_range[None, :],
-                    other=0.0)  # fmt: skip  # K^T: (D, BLOCK_N)
-        v = tl.load(v_base[:, None] + cols[None, :] * stride_vd, mask=in_range[:, None],
-                    other=0.0)  # fmt: skip  # V: (BLOCK_N, D)
+        # K^T: (BLOCK_D, BLOCK_N) and V: (BLOCK_N, BLOCK_D)
+        k = tl.load(k_base[None, :] + cols[:, None] * stride_kd,
+                    mask=in_range[None, :] & in_d[:, None], other=0.0)  # fmt: skip
+        v = tl.load(v_base[:, None] + cols[None, :] * stride_vd,
+                    mask=in_range[:, None] & in_d[None, :], other=0.0)  # fmt: skip
         if CONVERT:  # an fp8 cache, or the interpreter's upcast q: to q's dtype at the scale
             k = (k.to(tl.float32) * kv_scale).to(q.dtype)
             v = (v.to(tl.float32) * kv_scale).to(q.dtype)
@@ -130,7 +135,7 @@ def _paged_attention_kernel(
     out = (acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]).to(o_ptr.dtype.element_ty)
     o_ptrs = o_ptr + b * stride_ob + h * stride_oh
     tl.store(o_ptrs + rows[:, None] * stride_os + cols[None, :] * stride_od, out,
-             mask=live[:, None])  # fmt: skip
+             mask=live[:, None] & in_d[None, :])  # fmt: skip
 
 
 #: True under Triton's interpreter (no GPU compile; CPU tensors).
@@ -147,8 +152,8 @@ def _check_operands(
     B, Q, H, D = q.shape
     if k.shape[3] != D or H % k.shape[2]:
         raise ValueError(f"k/v {tuple(k.shape)} do not fit q {tuple(q.shape)} (H % H_KV == 0)")
-    if not (_is_pow2(D) and 16 <= D <= 256):
-        raise ValueError(f"head dim D={D} must be a power of two in 16..256")
+    if not (16 <= D <= 256 and D % 8 == 0):
+        raise ValueError(f"head dim D={D} must be a multiple of 8 in 16..256")
     if q.dtype not in COMPUTE_DTYPES or k.dtype not in CACHE_DTYPES or v.dtype != k.dtype:
         raise ValueError(f"q must be bf16, fp16 or fp32 and k, v one cache dtype, got {q.dtype}, "
                          f"{k.dtype}, {v.dtype}")  # fmt: skip
@@ -191,7 +196,8 @@ def paged_attention(
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         tables.stride(0), positions.stride(0),
         H, H // k.shape[2], Q, scale, float(kv_scale),
-        D=D, PAGE=k.shape[1], BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, UPCAST=upcast,
+        D=D, BLOCK_D=triton.next_power_of_2(D), PAGE=k.shape[1], BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N, UPCAST=upcast,
         IEEE=q.dtype == torch.float32,
         CONVERT=upcast or k.dtype != q.dtype or float(kv_scale) != 1.0,
         num_warps=num_warps, num_stages=num_stages,

@@ -1,16 +1,23 @@
-"""The paged-attention kernel (Triton's interpreter on CPU): the same result as gathering the
-blocks and attending with a causal mask, for decode rows, chunked-prefill rows, padding,
-grouped-query heads, every block size and an fp8 cache."""
+"""The paged-attention kernel (compiled on a GPU, Triton's interpreter on CPU): the same result as
+gathering the blocks and attending with a causal mask, for decode rows, chunked-prefill rows,
+padding, grouped-query heads, every block size, a head dim that is not a power of two and an fp8
+cache."""
 
 import pytest
 import torch
 
-from autotune.kernels.paged_attention_triton import (
-    check_config,
-    paged_attention,
-    reference_paged_attention,
-)
+from autotune.kernels import paged_attention_triton as kernel
+from autotune.kernels.paged_attention_triton import check_config, reference_paged_attention
 from autotune.kernels.paged_kv import PagedKVCache
+
+#: where the kernel runs: the operands are built on the CPU (seeded) and moved there
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def paged_attention(*operands: object, **options: object) -> torch.Tensor:
+    """The kernel on DEVICE, its result back on the CPU."""
+    moved = [t.to(DEVICE) if isinstance(t, torch.Tensor) else t for t in operands]
+    return kernel.paged_attention(*moved, **options).cpu()
 
 
 def _cache(page: int, heads: int, D: int, dtype: torch.dtype, blocks: int = 12, seed: int = 0):
@@ -98,9 +105,24 @@ def test_inexpressible_configs_and_operands_are_refused():
         paged_attention(q, k, v, tables.long(), positions)
     with pytest.raises(ValueError, match="H % H_KV"):
         paged_attention(torch.randn(1, 1, 3, 16), k, v, tables, positions)
-    with pytest.raises(ValueError, match="head dim"):
+    with pytest.raises(ValueError, match="head dim D=12"):
         paged_attention(torch.randn(1, 1, 2, 12), *_cache(4, 2, 12, torch.float32), tables,
                         positions)  # fmt: skip
+    with pytest.raises(ValueError, match="head dim D=20"):
+        paged_attention(torch.randn(1, 1, 2, 20), *_cache(4, 2, 20, torch.float32), tables,
+                        positions)  # fmt: skip
+
+
+@pytest.mark.parametrize("D", [24, 48])
+def test_a_head_dim_that_is_not_a_power_of_two_is_padded_and_masked(D):
+    """96 (the 760m preset's head dim) in small: padded to 32 / 64 in registers."""
+    k, v = _cache(4, 2, D, torch.float32)
+    tables = _tables([[5, 1, 3], [2, 0]])
+    positions = torch.tensor([[10, -1], [6, 7]], dtype=torch.int32)
+    q = torch.randn(2, 2, 2, D, generator=torch.Generator().manual_seed(2))
+    out = paged_attention(q, k, v, tables, positions, BLOCK_M=16, BLOCK_N=16)
+    assert out.shape == q.shape
+    assert (out - reference_paged_attention(q, k, v, tables, positions)).abs().max() < 1e-5
 
 
 def test_a_scale_applies_to_a_cache_in_the_compute_dtype_too():
