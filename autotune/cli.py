@@ -345,11 +345,28 @@ def tune(
         err.print("no trial succeeded: nothing to report (see `autotune trials`)")
         raise typer.Exit(1)
     if settings.finish_top and summary.stopped_by != "interrupted":
-        metric = next(iter(settings.objectives))
-        _print_finish(sweep.finish(summary.study, deadline=budget_ends), metric)
+        _finish_within_budget(sweep, summary, budget_ends)
     _print_best(settings.storage, summary.study_name, output, summary.study)
     if summary.stopped_by == "interrupted":
         raise typer.Exit(130)
+
+
+def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -> None:
+    """The finish, its top cut to what one round can measure in the budget's time left (a
+    time budget bounds the whole run); none when not even the best and the default fit."""
+    from autotune.driver.finish import top_that_fits
+
+    top = sweep.settings.finish_top
+    if budget_ends is not None:
+        left = budget_ends - time.monotonic()
+        top = top_that_fits(top, summary.durations, left)
+        if top == 0:
+            err.print(f"finish skipped: {max(0.0, left):.0f} s of the time budget left, too "
+                      "little to re-measure the best config beside the untuned default; the "
+                      "best config is the sweep's own reading")  # fmt: skip
+            return
+    metric = next(iter(sweep.settings.objectives))
+    _print_finish(sweep.finish(summary.study, top=top, deadline=budget_ends), metric)
 
 
 def _print_finish(rows: list, metric: str = "") -> None:

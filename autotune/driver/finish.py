@@ -35,6 +35,26 @@ from autotune.executors.base import Executor
 from autotune.timing import rotated
 
 
+def top_that_fits(top: int, durations: list[float], remaining_s: float) -> int:
+    """How many of the ``top`` configs one finish round can re-measure, beside the untuned
+    default, in the ``remaining_s`` seconds of a time budget: each measurement takes the
+    sweep's median trial time, and a fresh worker starts first (what the first trial took
+    beyond the median). 0: not even the best and the default fit, so there is no finish.
+
+    Example:
+        >>> top_that_fits(3, [8.0, 2.0, 2.0, 2.0], 20.0)  # 6 s to start, 2 s a measurement
+        3
+        >>> top_that_fits(3, [40.0, 33.0, 33.0], 80.0), top_that_fits(3, [40.0, 33.0], 50.0)
+        (1, 0)
+    """
+    if not durations:
+        return top
+    median = statistics.median(durations)
+    start_worker = max(0.0, durations[0] - median)
+    fit = int((remaining_s - start_worker) // median) - 1 if median > 0 else top
+    return max(0, min(top, fit))
+
+
 @dataclass
 class FinishRow:
     """One re-measured config: its median, relative spread (max - min) / median, samples."""

@@ -106,6 +106,8 @@ class SweepSummary:
     trial_compile_s: float = 0.0  # slot-seconds trials spent compiling (their first launch)
     compile_wait_s: float = 0.0  # seconds a free slot waited for the compile-ahead pool
     memory: dict[str, Any] = field(default_factory=dict)  # the memory model's record, if any
+    # seconds each launched trial held its slot, its compile left out (the finish's estimate)
+    durations: list[float] = field(default_factory=list)
 
     @property
     def search_overhead(self) -> float:

@@ -463,6 +463,7 @@ class _SweepRun:
             trial_compile_s=self.trial_compile_s,
             compile_wait_s=self.compile_wait_s,
             memory=self.memory_report(),
+            durations=list(self.durations),
         )
         self.study.set_user_attr(
             LAST_RUN,
