@@ -36,17 +36,16 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import optuna
-import torch
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.driver.gp import GaussianProcess, expected_improvement
 from autotune.driver.novelty import config_key
 from autotune.driver.transfer_prior import TransferPrior
 from autotune.driver.trial_attrs import INFEASIBLE, STATUS, is_repeat
@@ -265,6 +264,8 @@ class GridBayesSampler(EnumeratedSampler):
         self.failures = failures
         self.region = region
         self._features = features(space, self._configs) if self._configs else np.zeros((0, 0))
+        from autotune.driver.gp import GaussianProcess  # torch: only where a sampler is built
+
         self._model = GaussianProcess()
         self._feasibility = GaussianProcess()
         self.prior: TransferPrior | None = None
@@ -354,6 +355,8 @@ class GridBayesSampler(EnumeratedSampler):
             self._model.condition(
                 self._features[seen + pending], np.concatenate([residual, believed])
             )
+        from autotune.driver.gp import expected_improvement
+
         mean, std = self._model.predict(self._features[unvisited])
         gain = expected_improvement(mean + offset[unvisited], std, float(y.max()))
         if self.failures == "classifier" and failed:
@@ -384,8 +387,13 @@ class GridBayesSampler(EnumeratedSampler):
         labels = np.array([1.0] * len(measured) + [-1.0] * len(failed))
         self._feasibility.fit(self._features[tried], labels)
         mean, std = self._feasibility.predict(self._features[unvisited])
-        z = torch.as_tensor(mean / np.sqrt(1.0 + std**2))
-        return torch.distributions.Normal(0.0, 1.0).cdf(z).numpy()
+        z = mean / np.sqrt(1.0 + std**2)
+        return np.array([_STANDARD_NORMAL.cdf(float(v)) for v in np.ravel(z)]).reshape(z.shape)
+
+
+#: the standard normal of the stdlib: the CLI's commands that read a study (best, trials,
+#: export) then start without importing torch
+_STANDARD_NORMAL = statistics.NormalDist()
 
 
 def _normal_scores(targets: dict[int, float]) -> dict[int, float]:
@@ -393,9 +401,5 @@ def _normal_scores(targets: dict[int, float]) -> dict[int, float]:
     of 5% of the best weighs as one rank below the rest, not as a wall the GP must bend to."""
     values = sorted(set(targets.values()))
     n = len(values)
-    normal = torch.distributions.Normal(0.0, 1.0)
-    score = {
-        v: float(normal.icdf(torch.tensor((r + 0.5) / n, dtype=torch.float64)))
-        for r, v in enumerate(values)
-    }
+    score = {v: _STANDARD_NORMAL.inv_cdf((r + 0.5) / n) for r, v in enumerate(values)}
     return {i: score[v] for i, v in targets.items()}

@@ -305,10 +305,12 @@ class _SweepRun:
         constraint, or was measured before), which is recorded at once."""
         s = self.settings
         asked_at = time.perf_counter()
-        with warnings.catch_warnings():  # Optuna: heartbeats are meant for optimize()
-            warnings.simplefilter("ignore", UserWarning)
+        # a signal between the storage creating the trial and the heartbeat knowing it would
+        # leave it RUNNING for good (seen under CI load): it stops the sweep after this instead
+        with warnings.catch_warnings(), _interrupt_deferred():
+            warnings.simplefilter("ignore", UserWarning)  # Optuna: heartbeats are for optimize()
             trial = self.study.ask()
-        self.heartbeat.add(trial.number)
+            self.heartbeat.add(trial.number)
         try:
             trial.set_user_attr(DRIVER, self.identity)
             config = s.space.sample(trial, s.problem, s.device)
@@ -378,7 +380,7 @@ class _SweepRun:
         self.executor.submit(asked.trial.number, asked.config, prune)
 
     def tell_finished(self, finished: Finished) -> None:
-        with _writing_results():  # a signal now stops the sweep after this trial is told
+        with _interrupt_deferred():  # a signal now stops the sweep after this trial is told
             self._tell_finished(finished)
 
     def _tell_finished(self, finished: Finished) -> None:
@@ -501,18 +503,19 @@ def _prune_check(trial: optuna.Trial, n_objectives: int) -> PruneCheck:
     return should_prune
 
 
-#: set while a measured trial is told: a signal then only sets the stop flag, so that a trial
-#: half-written (its status stored, its value not yet) is never marked interrupted
-_WRITING_RESULTS = threading.Event()
+#: set while a measured trial is told, or a new one is created: a signal then only sets the stop
+#: flag, so that a trial half-written (its status stored, its value not yet) is never marked
+#: interrupted, and a trial the storage just created is known to the heartbeat before the stop
+_INTERRUPT_DEFERRED = threading.Event()
 
 
 @contextlib.contextmanager
-def _writing_results() -> Iterator[None]:
-    _WRITING_RESULTS.set()
+def _interrupt_deferred() -> Iterator[None]:
+    _INTERRUPT_DEFERRED.set()
     try:
         yield
     finally:
-        _WRITING_RESULTS.clear()
+        _INTERRUPT_DEFERRED.clear()
 
 
 def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
@@ -529,7 +532,7 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
 
     def interrupt(signum: int, frame: object) -> None:
         stop.set()
-        if not _WRITING_RESULTS.is_set():
+        if not _INTERRUPT_DEFERRED.is_set():
             raise KeyboardInterrupt(f"signal {signum}")
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from autotune.driver.gp import GaussianProcess
-
 MIN_MEASUREMENTS = 3
 
 
@@ -46,6 +44,8 @@ class TransferPrior:
     """The source's GP, mapped and weighted onto the target's measurements."""
 
     def __init__(self, features: np.ndarray, targets: np.ndarray) -> None:
+        from autotune.driver.gp import GaussianProcess  # torch: only where a prior is built
+
         self.model = GaussianProcess().fit(features, targets)
 
     def predict(self, features: np.ndarray) -> np.ndarray:

@@ -71,3 +71,36 @@ def test_a_stopped_sweep_keeps_every_measured_trial_and_leaves_none_running(tmp_
     assert again.returncode == 0
     resumed = optuna.load_study(study_name="s", storage=url)
     assert sum(trial_status(t) == "ok" for t in resumed.trials) >= 10
+
+
+def test_a_signal_while_the_storage_creates_a_trial_leaves_none_running(tmp_path, monkeypatch):
+    """The window CI hit: SIGINT after the storage created a trial and before the driver knew
+    it (Optuna's ``before_trial`` hook runs there, inside ``study.ask``). The trial must end
+    interrupted, not RUNNING for good."""
+    import os
+
+    from autotune.driver import Sweep, SweepSettings
+    from autotune.space import Param, Space
+
+    original = optuna.samplers.RandomSampler.before_trial
+
+    def before_trial(self, study, trial):  # noqa: ANN001, ANN202
+        original(self, study, trial)
+        if trial.number == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # a real signal, at that moment
+
+    monkeypatch.setattr(optuna.samplers.RandomSampler, "before_trial", before_trial)
+    url = f"sqlite:///{tmp_path / 'ask.db'}"
+    space = Space("d", [Param("score", "float", low=0.0, high=1.0)])
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+        sampler="random", n_trials=10, seed=0, storage=url, study_name="s", executor="inline",
+        warm_start="off",
+    )  # fmt: skip
+    summary = Sweep(settings).run()
+    assert summary.stopped_by == "interrupted"
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    assert [t.state.name for t in trials][:2] == ["COMPLETE"] * 2
+    assert optuna.trial.TrialState.RUNNING not in [t.state for t in trials], [
+        (t.number, t.state.name, trial_status(t)) for t in trials]
+    assert trial_status(trials[3]) == "interrupted"
