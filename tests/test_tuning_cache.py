@@ -42,7 +42,8 @@ def test_the_source_covers_the_objective_its_kernels_and_the_space(tmp_path):
 def tune(url: str, space, *extra: str):
     return subprocess.run(
         [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "3", "--seed", "0",
-         "--finish-top", "0", "--storage", url, "--space", str(space), *extra],
+         "--finish-top", "0", "--executor", "inline", "--storage", url, "--space", str(space),
+         *extra],
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
 
