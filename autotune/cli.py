@@ -7,22 +7,20 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shlex
 import sys
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from autotune.cli_errors import one_line_errors
 from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for callers
     UsageError,
     _parse_rename,
@@ -32,7 +30,6 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
 )
 from autotune.redact import STORAGE_ENV, redact
 from autotune.serving_export import TARGETS as SERVING_TARGETS
-from autotune.space import SpaceError
 from autotune.train_export import TARGETS as TRAIN_TARGETS
 from autotune.units import named, readable
 
@@ -44,99 +41,6 @@ app = typer.Typer(
 )
 out = Console()
 err = Console(stderr=True)
-
-
-def _bad_input_types() -> tuple[type[Exception], ...]:
-    from autotune.driver.samplers import SamplerError
-    from autotune.driver.study_setup import StudyMismatch
-    from autotune.executors.base import ExecutorError
-    from autotune.export import ExportError
-    from autotune.serving_export import ServingExportError
-    from autotune.space import ExpressionError
-    from autotune.storage import StorageError
-    from autotune.sweep_setup import SetupError
-    from autotune.train_export import TrainExportError
-    from autotune.triton_export import TritonExportError
-
-    return (
-        UsageError,
-        SpaceError,
-        ExpressionError,
-        StorageError,
-        SamplerError,
-        ExportError,
-        TritonExportError,
-        TrainExportError,
-        ServingExportError,
-        SetupError,
-        StudyMismatch,
-        ExecutorError,
-    )
-
-
-def _storage_failure_types() -> tuple[type[Exception], ...]:
-    """A database that went away or stayed locked in the middle of a command."""
-    import optuna
-    import sqlalchemy.exc
-
-    return (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError)
-
-
-def _root_cause_line(exc: BaseException) -> str:
-    """The first line of the innermost cause that says something: Optuna wraps a dropped
-    database connection in a generic commit error; the driver's own message (e.g. "server
-    closed the connection unexpectedly") is what names the problem. Causes with no words
-    (SQLAlchemy's pool-bookkeeping ``InvalidatePoolError`` prints ``()``) are passed over.
-
-    Example:
-        >>> try:
-        ...     try:
-        ...         try:
-        ...             raise LookupError(())  # bookkeeping: no words
-        ...         except LookupError:
-        ...             raise ConnectionError("server closed the connection\\nmore")
-        ...     except ConnectionError as inner:
-        ...         raise RuntimeError("commit failed") from inner
-        ... except RuntimeError as outer:
-        ...     _root_cause_line(outer)
-        'server closed the connection'
-    """
-    chain = [exc]
-    while (
-        exc.__cause__ is not None or (exc.__context__ is not None and not exc.__suppress_context__)
-    ) and len(chain) < 50:
-        exc = exc.__cause__ or exc.__context__
-        chain.append(exc)
-    for cause in reversed(chain):
-        lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
-        if lines and any(char.isalpha() for char in lines[0]):
-            return lines[0]
-    return type(chain[-1]).__name__
-
-
-def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Bad input ends with one line naming the problem, exit code 2, no traceback."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except _bad_input_types() as exc:
-            # one line, and a storage URL's password never reaches a log
-            message = escape(redact(str(exc)).replace("\r", "\\r").replace("\n", "\\n"))
-            err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            err.print("interrupted; finished trials are stored")
-            raise typer.Exit(130) from None
-        except _storage_failure_types() as exc:
-            first = _root_cause_line(exc)
-            err.print(f"[red]error:[/red] the storage stopped answering: {escape(redact(first))}; "
-                      "the finished trials are stored: run the same command again to resume",
-                      highlight=False, soft_wrap=True)  # fmt: skip
-            raise typer.Exit(1) from None
-
-    return wrapper
 
 
 def _quiet_libraries() -> None:

@@ -19,14 +19,8 @@ from autotune.cli_parsing import UsageError
 
 def register(app: typer.Typer) -> None:
     """Add ``report`` and ``compare`` to ``app`` (the CLI's, as it runs)."""
-    from autotune.cli import (
-        DEFAULT_STORAGE,
-        StorageOption,
-        StudyOption,
-        _quiet_libraries,
-        err,
-        one_line_errors,
-    )
+    from autotune.cli import DEFAULT_STORAGE, StorageOption, StudyOption, _quiet_libraries, err
+    from autotune.cli_errors import one_line_errors
 
     @app.command()
     @one_line_errors
