@@ -67,12 +67,19 @@ class QuantLinear:
         self.qm = qm
         self.q, self.s = qm.quantize(weight.detach().t().contiguous(), _LEVEL[level])
         self.out_features = weight.shape[0]
+        # decode steps split K until the grid has two programs per SM (untuned; see
+        # decode_config): without a split, a 1536-wide output is 24 programs on 132 SMs
+        self.config = dict(qm.DEFAULT_CONFIG)
+        if weight.is_cuda:
+            sms = torch.cuda.get_device_properties(weight.device).multi_processor_count
+            self.config = qm.decode_config(self.out_features, weight.shape[1], 2 * sms)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         if flat.is_cuda and flat.shape[0] <= _KERNEL_ROWS:
             rows = max(16, 1 << (flat.shape[0] - 1).bit_length())
-            y = self.qm.quant_matmul(flat.contiguous(), self.q, self.s, BLOCK_M=rows)
+            y = self.qm.quant_matmul(flat.contiguous(), self.q, self.s,
+                                     **{**self.config, "BLOCK_M": rows})  # fmt: skip
         else:
             y = flat @ self.qm.dequantize(self.q, self.s).to(flat.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)

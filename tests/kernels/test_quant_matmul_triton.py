@@ -95,6 +95,19 @@ def test_int8_with_k_not_a_multiple_of_the_block_and_more_splits_than_blocks():
         check_close(y, ref, tolerance=TOLERANCE["bf16"])
 
 
+@pytest.mark.parametrize("level", ["int8", "int4-g128"])
+def test_the_engines_decode_config_splits_k_to_fill_the_device_and_stays_exact(level):
+    """What the serving engine launches for a decode step (decode_config): a 128-wide output
+    is 2 tiles, so asking for 8 programs splits K in 4 (512 = 8 steps of 64)."""
+    K, N = 512, 128
+    config = qm.decode_config(N, K, programs=8)
+    assert config["SPLIT_K"] == 4 and qm.decode_config(N, K, programs=2)["SPLIT_K"] == 1
+    x = _randn(1, K, seed=6, dtype=torch.bfloat16)
+    q, s = qm.quantize(_randn(K, N, seed=7), level)
+    y = qm.quant_matmul(x, q, s, **config)
+    check_close(y, qm.reference_quant_matmul(x, q, s), tolerance=TOLERANCE["bf16"])
+
+
 def test_split_k_sums_partials_in_a_fixed_order():
     # the last split to arrive sums all partials in split order: repeated launches agree bit
     # for bit (on a GPU the order in which the splits finish varies from launch to launch)
