@@ -183,6 +183,8 @@ def test_export_triton_configs_are_loadable(tmp_path):
         "3",
         "--seed",
         "0",
+        "--finish-top",
+        "0",  # what is exported, not the finish (tests/driver/test_finish.py), is tested here
         "--storage",
         url,
         "--device",
