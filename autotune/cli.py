@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from autotune.cli_errors import one_line_errors
+from autotune.cli_errors import err, one_line_errors
 from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for callers
     UsageError,
     _parse_rename,
@@ -40,7 +40,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console()
-err = Console(stderr=True)
 
 
 def _quiet_libraries() -> None:
