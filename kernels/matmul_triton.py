@@ -154,8 +154,14 @@ def _matmul_kernel(
     tile_n = rank // rows_here
 
     # --- pointers to the first K-slab of A (BLOCK_M x BLOCK_K) and B (BLOCK_K x BLOCK_N) -----
-    rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Rows past M and columns past N wrap around (modulo): the loads stay inside the matrices
+    # and only the store is masked. The K-mask is kept on every load, even where K divides
+    # evenly. Both are the Triton tutorial kernel's form; measured on the H200 at 8192^3 and
+    # 8192x4096x4096 with its tile (128x128x64, 4 warps, 3 stages), the modulo is 6-10% faster
+    # than the same kernel without it, and the K-mask a further 1-3% (benchmarks/results/
+    # h200-2026-12-02).
+    rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     ks = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak
     b_ptrs = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
@@ -163,14 +169,10 @@ def _matmul_kernel(
     # --- march along K, accumulating in fp32 ---------------------------------------------------
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
     for step in range(0, (K + BLOCK_K - 1) // BLOCK_K):
-        if MASKED:
-            # rows past M / cols past N / ks past K read as 0, which adds nothing to the sum
-            k_left = K - step * BLOCK_K
-            a = tl.load(a_ptrs, mask=(rows[:, None] < M) & (ks[None, :] < k_left), other=0.0)
-            b = tl.load(b_ptrs, mask=(ks[:, None] < k_left) & (cols[None, :] < N), other=0.0)
-        else:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
+        # ks past K read as 0, which adds nothing to the sum
+        k_left = K - step * BLOCK_K
+        a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
         if UPCAST:
             # interpreter only (see _upcast): bf16 -> fp32 is exact, so the sum is unchanged
             a = a.to(tl.float32)
@@ -180,10 +182,12 @@ def _matmul_kernel(
         b_ptrs += BLOCK_K * stride_bk
 
     # --- write the tile back in C's dtype -------------------------------------------------------
-    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+    out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + out_rows[:, None] * stride_cm + out_cols[None, :] * stride_cn
     c = acc.to(c_ptr.dtype.element_ty)
     if MASKED:
-        tl.store(c_ptrs, c, mask=(rows[:, None] < M) & (cols[None, :] < N))
+        tl.store(c_ptrs, c, mask=(out_rows[:, None] < M) & (out_cols[None, :] < N))
     else:
         tl.store(c_ptrs, c)
 
@@ -525,9 +529,10 @@ def alignment_hints(M: int, N: int, K: int, strides: dict[str, tuple[int, int]])
     return {f"DIV_{name}": _pow2_divisor(int(v)) for name, v in values.items()}
 
 
-def _masked(M: int, N: int, K: int, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int) -> bool:
-    # the unmasked variant is only correct when every tile is full in all three dimensions
-    return bool(M % BLOCK_M or N % BLOCK_N or K % BLOCK_K)
+def _masked(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> bool:
+    # the tiled kernel's store needs a mask where a tile overhangs M or N (its loads wrap
+    # around those edges and mask along K whatever the shape)
+    return bool(M % BLOCK_M or N % BLOCK_N)
 
 
 def _upcast(dtype: torch.dtype) -> bool:
@@ -623,8 +628,8 @@ def _plan(
     split_k = cfg["SPLIT_K"]
     args = (M, N, K, sam, sak, sbk, sbn, scm, scn)
     hints = alignment_hints(M, N, K, strides)
-    if split_k == 1:  # one program per tile: masks only when a tile overhangs an edge
-        masked = _masked(M, N, K, BM, BN, cfg["BLOCK_K"])
+    if split_k == 1:  # one program per tile: a masked store only where a tile overhangs
+        masked = _masked(M, N, BM, BN)
         constexprs = {**meta, "MASKED": masked, "UPCAST": upcast, **hints}
         return _Plan(_matmul_kernel, (_grid_size(M, N, BM, BN),), args, {**constexprs, **launch}, 3)
     constexprs = {**meta, "SPLIT_K": split_k, "EVEN_K": K % cfg["BLOCK_K"] == 0, "UPCAST": upcast,
