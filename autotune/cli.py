@@ -278,7 +278,7 @@ def _print_finish(rows: list, metric: str = "") -> None:
         f"interleaved ({len(rows[0].samples) if rows else 0} rounds)"
     )
     if rows and rows[0].baseline and len(rows) > 1:
-        err.print("  the untuned default stays: no config beat it by more than the noise")
+        err.print("  the untuned default stays: no config measurably beat it")
     for row in rows:
         noise = " (within noise of the winner)" if row.within_noise and row is not rows[0] else ""
         noise += " (the untuned default)" if row.baseline else ""

@@ -4,13 +4,17 @@ A sweep's best trial is partly luck: on a GPU, short kernels vary 5% or more bet
 a card at its power cap lowers its clocks as the sweep goes on. The finish starts a fresh
 worker, measures the top configs in rounds, the order rotated each round (A B C, B C A,
 C A B), so that drift falls on all of them alike and none always goes first. It picks the
-winner by median and names the configs that are within noise of it (their medians differ by
-less than the larger of the two spreads). Each measurement times the workload's reference in
-the same round (the ratio to cuBLAS is a figure of one round).
+winner by median and names the configs that are within noise of it. Each measurement times
+the workload's reference in the same round (the ratio to cuBLAS is a figure of one round).
+
+One config is measurably better than another (:func:`beats`) when, over three or more rounds
+both were measured in, it wins every round and its median round-by-round ratio to the other
+clears 1 by more than those ratios' range (the rounds pair their readings: a slow round slows
+both); or, unpaired, when their medians differ by more than the larger of their spreads.
 
 The untuned default (the sweep's trial 0) is re-measured with them, and stays the answer unless
-the best beats it by more than the noise: a tuned config that is not measurably faster is not
-worth shipping.
+a config measurably beats it: a tuned config that is not measurably faster is not worth
+shipping. Of those that do, the best median wins.
 
 Example:
     >>> rows = summarise_samples({3: [10.0, 10.4, 9.8], 7: [10.1, 10.3, 9.9], 9: [8.0, 8.1, 8.0]},
@@ -57,7 +61,8 @@ def top_that_fits(top: int, durations: list[float], remaining_s: float) -> int:
 
 @dataclass
 class FinishRow:
-    """One re-measured config: its median, relative spread (max - min) / median, samples."""
+    """One re-measured config: its median, relative spread (max - min) / median, samples and
+    the round each sample came from (``rounds``; by default one sample a round, in order)."""
 
     trial: int
     config: dict[str, Any]
@@ -66,10 +71,53 @@ class FinishRow:
     samples: list[float]
     within_noise: bool = False  # of the winner (the winner itself: True)
     baseline: bool = False  # the untuned default
+    rounds: list[int] | None = None
+
+    def by_round(self) -> dict[int, float]:
+        """Round -> reading."""
+        rounds = self.rounds if self.rounds is not None else range(len(self.samples))
+        return dict(zip(rounds, self.samples, strict=True))
 
 
-def keep_default(rows: list[FinishRow]) -> list[FinishRow]:
-    """Put the untuned default first when the best row beats it by no more than the noise.
+#: Paired rounds it takes for a round-by-round comparison (fewer: the medians' spreads decide).
+PAIRED_ROUNDS = 3
+
+
+def beats(a: FinishRow, b: FinishRow, maximize: bool) -> bool:
+    """True when ``a`` is measurably better than ``b`` (see the module docstring).
+
+    Example:
+        >>> fast = FinishRow(1, {}, 0.96, 0.04, [0.957, 0.991, 0.961])
+        >>> default = FinishRow(0, {}, 0.90, 0.02, [0.884, 0.903, 0.903])  # same three rounds
+        >>> beats(fast, default, maximize=True)  # 4% spread, but it wins each round by 6-10%
+        True
+        >>> noisy = FinishRow(2, {}, 1.01, 0.13, [0.887, 1.018, 1.010])
+        >>> beats(noisy, default, maximize=True)  # 0.3% in its first round: no clear win
+        False
+    """
+    other = b.by_round()
+    ratios = [
+        (x / other[r] if maximize else other[r] / x)
+        for r, x in a.by_round().items()
+        if r in other and x and other[r]
+    ]
+    if len(ratios) >= PAIRED_ROUNDS and min(ratios) > 1:
+        if statistics.median(ratios) - 1 > max(ratios) - min(ratios):
+            return True
+    better = a.median > b.median if maximize else a.median < b.median
+    gap = abs(a.median - b.median) / abs(a.median) if a.median else 0.0
+    return better and gap > max(a.spread, b.spread)
+
+
+def _mark_noise(rows: list[FinishRow], maximize: bool) -> list[FinishRow]:
+    for row in rows:
+        row.within_noise = row is rows[0] or not beats(rows[0], row, maximize)
+    return rows
+
+
+def keep_default(rows: list[FinishRow], maximize: bool = True) -> list[FinishRow]:
+    """Winner first: the untuned default unless a row measurably beats it, else the best
+    median of the rows that do; the rest in median order.
 
     Example:
         >>> rows = [FinishRow(4, {}, 10.2, 0.05, []), FinishRow(0, {}, 10.0, 0.04, [], True,
@@ -78,27 +126,29 @@ def keep_default(rows: list[FinishRow]) -> list[FinishRow]:
         [0, 4]
     """
     default = next((r for r in rows if r.baseline), None)
-    if default is None or default is rows[0] or not default.within_noise:
+    if default is None:
         return rows
-    return [default] + [r for r in rows if r is not default]
+    better = [r for r in rows if r is not default and beats(r, default, maximize)]
+    winner = better[0] if better else default
+    return _mark_noise([winner] + [r for r in rows if r is not winner], maximize)
 
 
-def summarise_samples(samples: dict[int, list[float]], maximize: bool) -> list[FinishRow]:
-    """Rows sorted best first; ``within_noise`` marks those indistinguishable from the first."""
+def summarise_samples(
+    samples: dict[int, list[float]], maximize: bool,
+    rounds: dict[int, list[int]] | None = None,
+) -> list[FinishRow]:  # fmt: skip
+    """Rows sorted best first; ``within_noise`` marks those indistinguishable from the first.
+    ``rounds``: the round of each sample (default: one a round, in order)."""
     rows = []
     for trial, values in samples.items():
         if not values:
             continue
         median = statistics.median(values)
         spread = (max(values) - min(values)) / abs(median) if median else 0.0
-        rows.append(FinishRow(trial, {}, median, spread, list(values)))
+        of_rounds = list(rounds[trial]) if rounds is not None else None
+        rows.append(FinishRow(trial, {}, median, spread, list(values), rounds=of_rounds))
     rows.sort(key=lambda r: -r.median if maximize else r.median)
-    if rows:
-        winner = rows[0]
-        for row in rows:
-            gap = abs(winner.median - row.median) / abs(winner.median) if winner.median else 0.0
-            row.within_noise = gap <= max(winner.spread, row.spread)
-    return rows
+    return _mark_noise(rows, maximize)
 
 
 def finish(
@@ -123,6 +173,7 @@ def finish(
     if default is not None and default not in chosen:
         chosen.append(default)  # re-measured beside them: the answer unless they beat it
     samples: dict[int, list[float]] = {t.number: [] for t in chosen}
+    rounds_of: dict[int, list[int]] = {t.number: [] for t in chosen}
     failures: dict[int, str] = {}
     done_rounds = 0
     with executor:
@@ -137,16 +188,17 @@ def finish(
                 if result.ok and result.measurement is not None:
                     value = float(result.measurement.values[metric])
                     samples[trial.number].append(value)
+                    rounds_of[trial.number].append(round_index)
                 else:
                     failures[trial.number] = f"{result.status.value}: {result.reason}"
                 if on_sample is not None:
                     on_sample(trial.number, len(samples[trial.number]), value)
-    rows = summarise_samples(samples, maximize)
+    rows = summarise_samples(samples, maximize, rounds_of)
     by_number = {t.number: t for t in chosen}
     for row in rows:
         row.config = dict(by_number[row.trial].params)
         row.baseline = default is not None and row.trial == default.number
-    rows = keep_default(rows)
+    rows = keep_default(rows, maximize)
     study.set_user_attr(
         FINISH,
         {
@@ -155,7 +207,8 @@ def finish(
             "protocol": f"fresh worker process; top {min(top, len(trials))} configs and the "
             f"untuned default re-measured in {done_rounds} interleaved rounds, the order rotated "
             "each round; winner by median, "
-            "the default kept unless beaten by more than the noise",
+            "the default kept unless measurably beaten (every paired round won by more than "
+            "the rounds' range, or medians apart by more than the spreads)",
             "default_kept": bool(rows) and rows[0].baseline and len(rows) > 1,
             "rows": [asdict(r) for r in rows],
             "failed": {str(k): v for k, v in failures.items()},

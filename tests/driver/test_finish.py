@@ -1,5 +1,5 @@
 from autotune.driver import Sweep, SweepSettings
-from autotune.driver.finish import summarise_samples
+from autotune.driver.finish import keep_default, summarise_samples
 from autotune.executors.base import Executor
 from autotune.executors.local import LocalExecutor
 from autotune.export import best_record
@@ -16,6 +16,28 @@ def test_within_noise_when_medians_differ_less_than_the_spread():
     minimize = summarise_samples({1: [5.0, 5.0], 2: [4.0, 4.0]}, maximize=False)
     assert [r.trial for r in minimize] == [2, 1]
     assert minimize[1].within_noise is False  # no spread at all: any gap is real
+
+
+def test_rounds_pair_the_readings_a_config_that_wins_every_round_clearly_beats_the_default():
+    # the finish of an H200 sweep at 8192x14336x4096 (ratios to cuBLAS, 3 interleaved rounds):
+    # trial 38 wins each round by 6-10% although its own spread (3.6%) is larger than its lead
+    # over trial 34's noisy median; trial 34 won its first round by 0.3% only
+    samples = {0: [0.884, 0.903, 0.903], 34: [0.887, 1.018, 1.010], 38: [0.957, 0.991, 0.961]}
+    rows = summarise_samples(samples, maximize=True)
+    for row in rows:
+        row.baseline = row.trial == 0
+    rows = keep_default(rows, maximize=True)
+    assert [r.trial for r in rows] == [38, 34, 0]
+    assert [r.within_noise for r in rows] == [True, True, False]
+    # readings from different rounds cannot be paired: then the medians' gap (0.903 / 0.957,
+    # 5.6%) must clear the larger spread (6.9%), and it does not, so the default stays
+    unpaired = summarise_samples(
+        {0: [0.884, 0.903, 0.903], 38: [0.957, 0.991, 0.925]}, maximize=True,
+        rounds={0: [0, 1, 2], 38: [3, 4, 5]},
+    )  # fmt: skip
+    for row in unpaired:
+        row.baseline = row.trial == 0
+    assert [r.trial for r in keep_default(unpaired, maximize=True)] == [0, 38]
 
 
 class OrderRecorder(LocalExecutor):
