@@ -10,7 +10,7 @@ and a tuned sweep's goodput against the default config's under an SLO.
 3. ``autotune tune serving`` at ``--rate`` under ``--slo``: the finish's re-measured winner
    against the untuned default (its trial 0), goodput within the SLO.
 
-    python benchmarks/serving.py --out DIR [--model 760m] [--budget-s 240]
+    python benchmarks/serving.py --out DIR [--model 760m] [--budget-s 240 (0: no sweep)]
 """
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--slo", default="ttft_p99_ms=500,tpot_p99_ms=50")
-    parser.add_argument("--budget-s", type=float, default=240.0)
+    parser.add_argument("--budget-s", type=float, default=240.0,
+                        help="The serving sweep's time budget; 0 skips the sweep.")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda")
@@ -122,6 +123,9 @@ def main() -> int:
         same = (r["batch"] == 1 and r["attention"] == "gather" and r["cuda_graphs"]
                 and r["fused_norm"])  # fmt: skip
         r["x_bf16_batch1"] = r["tokens_per_s"] / bf16["tokens_per_s"] if same else None
+    if args.budget_s <= 0:  # the decode sections only
+        (args.out / "serving_summary.json").write_text(json.dumps(results, indent=2, default=str))
+        return 0
     storage = f"sqlite:///{args.out / 'serving.db'}"
     command = [sys.executable, "-m", "autotune.cli", "tune", "serving", "--problem",
                f"model={args.model},rate={args.rate}", "--slo", args.slo, "--time-budget",
