@@ -101,9 +101,9 @@ def beats(a: FinishRow, b: FinishRow, maximize: bool) -> bool:
         for r, x in a.by_round().items()
         if r in other and x and other[r]
     ]
-    if len(ratios) >= PAIRED_ROUNDS and min(ratios) > 1:
-        if statistics.median(ratios) - 1 > max(ratios) - min(ratios):
-            return True
+    paired = len(ratios) >= PAIRED_ROUNDS and min(ratios) > 1
+    if paired and statistics.median(ratios) - 1 > max(ratios) - min(ratios):
+        return True
     better = a.median > b.median if maximize else a.median < b.median
     gap = abs(a.median - b.median) / abs(a.median) if a.median else 0.0
     return better and gap > max(a.spread, b.spread)
