@@ -38,6 +38,7 @@ from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, rea
 from autotune.driver.memory_guard import MemoryGuard
 from autotune.driver.novelty import config_key
 from autotune.driver.pruning import DivergencePruner
+from autotune.driver.read_snapshot import snapshot_reads
 from autotune.driver.results import best_trials
 from autotune.driver.samplers import is_exhausted
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
@@ -83,7 +84,7 @@ class Sweep:
         self.executor_factory = executor_factory or make_executor
 
     def run(self) -> SweepSummary:
-        storage = open_storage(self.settings.storage, heartbeat_s=HEARTBEAT_S)
+        storage = snapshot_reads(open_storage(self.settings.storage, heartbeat_s=HEARTBEAT_S))
         executor = self.executor_factory(self.settings)
         try:
             study = open_study(self.settings, storage, executor.capacity)

@@ -1,0 +1,52 @@
+import time
+
+import optuna
+
+from autotune.driver.read_snapshot import SnapshotStorage, snapshot_reads
+from autotune.storage import open_storage
+
+
+def _sqlite(tmp_path, max_age_s=60.0):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    return url, snapshot_reads(open_storage(url, heartbeat_s=5), max_age_s=max_age_s)
+
+
+def test_reads_between_writes_reach_the_database_once_and_a_write_makes_the_next_fresh(tmp_path):
+    _, storage = _sqlite(tmp_path)
+    assert isinstance(storage, SnapshotStorage)
+    study = optuna.create_study(storage=storage, study_name="s")
+    trial = study.ask()
+    study.get_trials()
+    before = storage.fresh_reads
+    for _ in range(5):
+        study.get_trials(deepcopy=False)
+        study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    assert storage.fresh_reads == before  # nothing written: the snapshot answered
+    trial.set_user_attr("seen", 1)
+    (read,) = study.get_trials()
+    assert read.user_attrs == {"seen": 1} and storage.fresh_reads == before + 1
+    study.tell(trial, 2.0)
+    assert [t.state.name for t in study.get_trials()] == ["COMPLETE"]
+    assert study.get_trials(states=(optuna.trial.TrialState.RUNNING,)) == []
+
+
+def test_another_drivers_write_shows_once_the_snapshot_is_older_than_its_age(tmp_path):
+    url, storage = _sqlite(tmp_path, max_age_s=0.2)
+    study = optuna.create_study(storage=storage, study_name="s")
+    assert study.get_trials() == []
+    other = optuna.load_study(study_name="s", storage=open_storage(url))  # another driver
+    other.enqueue_trial({"x": 1})
+    assert study.get_trials() == []  # read within the age: the snapshot's answer
+    time.sleep(0.25)
+    assert [t.state.name for t in study.get_trials()] == ["WAITING"]
+
+
+def test_heartbeats_pass_through_and_memory_storage_is_left_as_it_is(tmp_path):
+    _, storage = _sqlite(tmp_path)
+    study = optuna.create_study(storage=storage, study_name="s")
+    trial = study.ask()
+    assert storage.get_heartbeat_interval() == 5
+    storage.record_heartbeat(trial._trial_id)
+    assert storage._get_stale_trial_ids(study._study_id) == []  # it just beat
+    memory = optuna.storages.InMemoryStorage()
+    assert snapshot_reads(memory) is memory
