@@ -87,7 +87,12 @@ StudyOption = Annotated[
     str | None, typer.Option("--study", help="Study name (default: the latest).")
 ]
 TimeoutOption = Annotated[
-    float, typer.Option("--trial-timeout", help="Seconds one trial may take.")
+    float | None,
+    typer.Option(
+        "--trial-timeout",
+        help="Seconds one trial may take (default 300, or a quarter of --time-budget when "
+        "that is shorter, 30 at least).",
+    ),
 ]
 DeviceOption = Annotated[str, typer.Option("--device", help="auto, cuda or cpu.")]
 DEFAULT_STORAGE = "sqlite:///autotune.db"
@@ -125,7 +130,7 @@ def tune(
     seed: Annotated[int | None, typer.Option(help="Seed of the sampler.")] = None,
     storage: StorageOption = DEFAULT_STORAGE,
     study: Annotated[str | None, typer.Option(help="Study name; an existing one resumes.")] = None,
-    trial_timeout: TimeoutOption = 300.0,
+    trial_timeout: TimeoutOption = None,
     output: Annotated[
         Path | None, typer.Option(help="Write the best config here (JSON/YAML).")
     ] = None,

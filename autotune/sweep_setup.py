@@ -126,6 +126,33 @@ def _replay_settings(
     return problem, space, {metric: "maximize" if maximize else "minimize"}
 
 
+#: Seconds a trial may take when neither ``--trial-timeout`` nor a time budget says otherwise.
+DEFAULT_TRIAL_TIMEOUT_S = 300.0
+#: Under ``--time-budget``, the share of it one trial may take by default (and its floor, so a
+#: first trial still has time to start a worker and compile).
+TRIAL_BUDGET_SHARE = 0.25
+MIN_TRIAL_TIMEOUT_S = 30.0
+
+
+def trial_timeout(explicit_s: float | None, time_budget_s: float | None) -> float:
+    """Seconds one trial may take: ``--trial-timeout`` when given; else 300 s, or a quarter of
+    the time budget when that is shorter (30 s at least), so that no one config (a compile
+    mode whose autotuning runs for minutes, say) can take most of a short sweep.
+
+    Example:
+        >>> trial_timeout(None, None), trial_timeout(None, 300.0), trial_timeout(None, 60.0)
+        (300.0, 75.0, 30.0)
+        >>> trial_timeout(180.0, 300.0)  # what the user asked for
+        180.0
+    """
+    if explicit_s is not None:
+        return explicit_s
+    if time_budget_s is None:
+        return DEFAULT_TRIAL_TIMEOUT_S
+    share = max(MIN_TRIAL_TIMEOUT_S, TRIAL_BUDGET_SHARE * time_budget_s)
+    return min(DEFAULT_TRIAL_TIMEOUT_S, share)
+
+
 def build_settings(
     *,
     workload: str | None,
@@ -138,7 +165,7 @@ def build_settings(
     seed: int | None,
     storage: str,
     study: str | None,
-    trial_timeout_s: float,
+    trial_timeout_s: float | None,
     device: dict[str, Any],
     replay: Path | None,
     params: str | None,
@@ -208,7 +235,7 @@ def build_settings(
         time_budget_s=time_budget_s,
         storage=storage,
         study_name=study,
-        trial_timeout_s=trial_timeout_s,
+        trial_timeout_s=trial_timeout(trial_timeout_s, time_budget_s),
         executor=executor,
         workers=workers,
         ray_address=ray_address,

@@ -1,0 +1,20 @@
+from autotune.sweep_setup import build_settings
+
+
+def _settings(tmp_path, **given):
+    base = dict(
+        workload="faults", space=None, problem={}, objective=None, sampler="auto", trials=4,
+        time_budget_s=None, seed=0, storage=f"sqlite:///{tmp_path / 's.db'}", study=None,
+        trial_timeout_s=None, device={"type": "cpu", "name": "cpu"}, replay=None, params=None,
+        metric=None, maximize=True, command="autotune tune faults",
+    )  # fmt: skip
+    return build_settings(**{**base, **given})
+
+
+def test_a_time_budget_bounds_one_trial_to_a_quarter_of_it_unless_a_timeout_is_given(tmp_path):
+    assert _settings(tmp_path).trial_timeout_s == 300.0
+    assert _settings(tmp_path, time_budget_s=300.0).trial_timeout_s == 75.0
+    assert _settings(tmp_path, time_budget_s=40.0).trial_timeout_s == 30.0  # the floor
+    assert _settings(tmp_path, time_budget_s=3600.0).trial_timeout_s == 300.0
+    given = _settings(tmp_path, time_budget_s=300.0, trial_timeout_s=180.0)
+    assert given.trial_timeout_s == 180.0
