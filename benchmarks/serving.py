@@ -31,10 +31,12 @@ from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import Chunk, InferenceModel
 from autotune.objectives.train_step import MODEL_PRESETS
 
-#: decode variants timed for bf16: (attention read, CUDA graphs, fused add + RMSNorm); the
-#: unfused one is the engine before the norms were fused, side by side in the same run
-VARIANTS = [("gather", False, True), ("gather", True, False), ("gather", True, True),
-            ("paged", True, True)]  # fmt: skip
+#: decode variants timed for bf16: (attention read, CUDA graphs, fused add + RMSNorm, fused
+#: rotary + KV write); the unfused ones are the engine before each fusion, side by side in the
+#: same run
+VARIANTS = [("gather", False, True, False), ("gather", True, False, False),
+            ("gather", True, True, False), ("gather", True, True, True),
+            ("paged", True, True, False), ("paged", True, True, True)]  # fmt: skip
 
 
 def copy_bandwidth(device: torch.device) -> float:
@@ -101,15 +103,16 @@ def main() -> int:
             llama = Llama(cfg)
         # (attention read, CUDA graphs): eager and graphed SDPA over gathered blocks, and the
         # paged kernel graphed; quantized weights against bf16 in the graphed SDPA variant
-        variants = VARIANTS if weights == "bf16" else [("gather", True, True)]
-        for reads, graphs, fused in variants:
-            model = InferenceModel(llama, weights, reads, fused_norm=fused)
+        variants = VARIANTS if weights == "bf16" else [("gather", True, True, False)]
+        for reads, graphs, fused, rope in variants:
+            model = InferenceModel(llama, weights, reads, fused_norm=fused, fused_rope=rope)
             for batch in (1, 32, 256) if weights == "bf16" else (1,):
                 step = decode_step_s(model, batch, args.context, args.steps, graphs)
                 kv = batch * args.context * 2 * cfg.n_layers * cfg.d_model * 2
                 fraction = (model.weight_bytes() + kv) / step / (results["copy_gbps"] * 1e9)
                 rows.append({"weights": weights, "attention": reads, "cuda_graphs": graphs,
-                             "fused_norm": fused, "batch": batch, "step_ms": step * 1e3,
+                             "fused_norm": fused, "fused_rope": rope, "batch": batch,
+                             "step_ms": step * 1e3,
                              "tokens_per_s": batch / step,
                              "roofline_fraction": fraction})  # fmt: skip
                 print(json.dumps(rows[-1]), flush=True)
@@ -118,10 +121,11 @@ def main() -> int:
         del llama
     results["decode"] = rows
     bf16 = next(r for r in rows if r["weights"] == "bf16" and r["batch"] == 1 and r["fused_norm"]
-                and r["attention"] == "gather" and r["cuda_graphs"])  # fmt: skip
+                and r["attention"] == "gather" and r["cuda_graphs"]
+                and not r["fused_rope"])  # fmt: skip
     for r in rows:
         same = (r["batch"] == 1 and r["attention"] == "gather" and r["cuda_graphs"]
-                and r["fused_norm"])  # fmt: skip
+                and r["fused_norm"] and not r["fused_rope"])  # fmt: skip
         r["x_bf16_batch1"] = r["tokens_per_s"] / bf16["tokens_per_s"] if same else None
     if args.budget_s <= 0:  # the decode sections only
         (args.out / "serving_summary.json").write_text(json.dumps(results, indent=2, default=str))

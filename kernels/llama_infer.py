@@ -98,6 +98,7 @@ class InferenceModel:
         attention_reads: str = "gather",
         *,
         fused_norm: bool | None = None,
+        fused_rope: bool = False,
     ) -> None:
         if weights not in WEIGHTS:
             raise ValueError(f"weights={weights!r} is not one of {', '.join(WEIGHTS)}")
@@ -123,6 +124,10 @@ class InferenceModel:
         # rmsnorm_triton) instead of about ten torch kernels; on by default on a GPU, where a
         # small-batch decode step is bound by its kernel count (even replayed from a graph)
         self.fused_norm = device.type == "cuda" if fused_norm is None else fused_norm
+        # q and k rotated and k, v written to the cache in one Triton launch (rotary_kv_triton)
+        # instead of about nine torch kernels a layer; off until timed on a GPU side by side
+        # (benchmarks/serving.py has the variant), and torch's path for an fp8 cache
+        self.fused_rope = fused_rope
         self.linears: list[dict[str, object]] = []
         for block in model.blocks:
             layer = {}
@@ -265,17 +270,26 @@ class InferenceModel:
         ``rows_of`` picks in the flat tokens' order; the last block's hidden states through the
         final norm. Each residual add is fused with the norm that follows it."""
         cfg = self.cfg
-        # (tokens, 1, 1, hd/2): q and k rotate together, as (tokens, heads, 2, hd)
-        cos = self.rope_cos[positions][:, None, None, :]
-        sin = self.rope_sin[positions][:, None, None, :]
+        fused_rope = self.fused_rope and not cache.fp8
+        # the tokens' tables, (tokens, hd/2); unfused, (tokens, 1, 1, hd/2): q and k rotate
+        # together, as (tokens, heads, 2, hd)
+        cos, sin = self.rope_cos[positions], self.rope_sin[positions]
+        if not fused_rope:
+            cos, sin = cos[:, None, None, :], sin[:, None, None, :]
         h, hd = cfg.n_heads, cfg.head_dim
         x, normed = self._add_norm(self.blocks[0][0], self.embed[tokens])
         for index, (_, mlp_norm, swiglu_block) in enumerate(self.blocks):
             w = self.linears[index]
             a = self._linear(w["qkv"], normed).view(-1, h, 3, hd)
-            qk = apply_rotary(a[:, :, :2], cos, sin)
-            q, k, v = qk[:, :, 0], qk[:, :, 1], a[:, :, 2]
-            cache.write(index, slots, k, v)
+            if fused_rope:
+                from autotune.kernels.rotary_kv_triton import rotary_kv
+
+                k_rows, v_rows = cache.rows(index)
+                q = rotary_kv(a.contiguous(), cos, sin, slots, k_rows, v_rows)
+            else:
+                qk = apply_rotary(a[:, :, :2], cos, sin)
+                q, k, v = qk[:, :, 0], qk[:, :, 1], a[:, :, 2]
+                cache.write(index, slots, k, v)
             y = rows_of(attend(index, q)).reshape(-1, h * hd)
             x, normed = self._add_norm(mlp_norm, x, self._linear(w["out"], y))
             g = self._linear(w["gate_up"], normed)

@@ -99,8 +99,15 @@ class PagedKVCache:
         """Store keys and values (tokens, heads, head_dim) at flat ``slots``."""
         if self.fp8:
             k, v = k.float() / _FP8_SCALE, v.float() / _FP8_SCALE
-        self.k[layer].view(-1, *self.k[layer].shape[2:])[slots] = k.to(self.dtype)
-        self.v[layer].view(-1, *self.v[layer].shape[2:])[slots] = v.to(self.dtype)
+        k_rows, v_rows = self.rows(layer)
+        k_rows[slots] = k.to(self.dtype)
+        v_rows[slots] = v.to(self.dtype)
+
+    def rows(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer ``layer``'s keys and values as (blocks * block_size, heads, head_dim) views:
+        row ``slot`` holds that flat slot (what ``write`` indexes)."""
+        return (self.k[layer].view(-1, *self.k[layer].shape[2:]),
+                self.v[layer].view(-1, *self.v[layer].shape[2:]))  # fmt: skip
 
     def gather(
         self, layer: int, tables: torch.Tensor, dtype: torch.dtype

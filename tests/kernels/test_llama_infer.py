@@ -54,3 +54,19 @@ def test_the_fused_add_and_norm_gives_the_logits_of_torchs_ops() -> None:
     assert not InferenceModel(llama).fused_norm  # on a CPU: off unless asked for
     for t, f in zip(_steps(torch_ops, "fp32"), _steps(fused, "fp32"), strict=True):
         assert (t - f).abs().max() < 1e-4 * t.abs().max()
+
+
+@pytest.mark.parametrize("reads", ["gather", "paged"])
+def test_rotary_and_the_cache_write_in_one_launch_give_the_logits_of_torchs_ops(reads) -> None:
+    """The fused rotary + KV write (the interpreter here) against torch's rotation and indexed
+    copies, through prefill chunks and decode steps; head dim 24 has a non-power-of-two half."""
+    cfg = LlamaConfig(vocab=64, d_model=48, n_layers=2, n_heads=2, seq_len=32)
+    torch.manual_seed(0)
+    llama = Llama(cfg)
+    torch_ops = InferenceModel(llama, "bf16", reads)
+    fused = InferenceModel(llama, "bf16", reads, fused_rope=True)
+    for t, f in zip(_steps(torch_ops, "fp32"), _steps(fused, "fp32"), strict=True):
+        assert (t - f).abs().max() < 1e-4 * t.abs().max()
+    # an fp8 cache keeps torch's path (its scale), with the same logits as without the option
+    for t, f in zip(_steps(torch_ops, "fp8"), _steps(fused, "fp8"), strict=True):
+        assert torch.equal(t, f)
