@@ -273,20 +273,25 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
                       "little to re-measure the best config beside the untuned default; the "
                       "best config is the sweep's own reading")  # fmt: skip
             return
-    metric = next(iter(sweep.settings.objectives))
-    _print_finish(sweep.finish(summary.study, top=top, deadline=budget_ends), metric)
+    metric, direction = next(iter(sweep.settings.objectives.items()))
+    rows = sweep.finish(summary.study, top=top, deadline=budget_ends)
+    _print_finish(rows, metric, maximize=direction == "maximize")
 
 
-def _print_finish(rows: list, metric: str = "") -> None:
+def _print_finish(rows: list, metric: str = "", maximize: bool = True) -> None:
     err.print(
         f"finish: the top configs and the untuned default re-measured in a fresh process, "
         f"interleaved ({len(rows[0].samples) if rows else 0} rounds)"
     )
     if rows and rows[0].baseline and len(rows) > 1:
         err.print("  the untuned default stays: no config measurably beat it")
+    winner = rows[0] if rows else None
     for row in rows:
-        noise = " (within noise of the winner)" if row.within_noise and row is not rows[0] else ""
+        noise = " (within noise of the winner)" if row.within_noise and row is not winner else ""
         noise += " (the untuned default)" if row.baseline else ""
+        better = row.median > winner.median if maximize else row.median < winner.median
+        if better and not row.baseline:
+            noise += " (a better median, but not measurably better than the untuned default)"
         mark = "winner" if row is rows[0] else "      "
         err.print(
             f"  {mark} trial {row.trial}: median {readable(metric, row.median)}, spread "

@@ -235,3 +235,18 @@ def test_a_finish_that_cannot_fit_the_time_budget_is_skipped_and_said_so(tmp_pat
     assert result.returncode == 0, result.stderr
     assert "finish skipped" in result.stderr and "finish: the top" not in result.stderr
     assert "best config" in result.stdout
+
+
+def test_the_finish_says_why_a_better_median_did_not_win(capsys):
+    from autotune.cli import _print_finish
+    from autotune.driver.finish import FinishRow
+
+    rows = [  # the winner beat the default in every round; trial 9's median is noise
+        FinishRow(1, {}, 25.0, 0.23, [24.0, 25.0, 26.0], within_noise=True),
+        FinishRow(9, {}, 26.0, 0.30, [20.0, 26.0, 28.0], within_noise=True),
+        FinishRow(0, {}, 20.6, 0.11, [19.0, 20.6, 21.0], baseline=True),
+    ]
+    _print_finish(rows, "tokens_per_s")
+    lines = [" ".join(line.split()) for line in capsys.readouterr().err.split("trial")[1:]]
+    assert "not measurably better than the untuned default" in lines[1]
+    assert "not measurably" not in lines[0] + lines[2]
