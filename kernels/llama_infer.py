@@ -276,14 +276,14 @@ class InferenceModel:
         cos, sin = self.rope_cos[positions], self.rope_sin[positions]
         if not fused_rope:
             cos, sin = cos[:, None, None, :], sin[:, None, None, :]
+        if fused_rope:
+            from autotune.kernels.rotary_kv_triton import rotary_kv
         h, hd = cfg.n_heads, cfg.head_dim
         x, normed = self._add_norm(self.blocks[0][0], self.embed[tokens])
         for index, (_, mlp_norm, swiglu_block) in enumerate(self.blocks):
             w = self.linears[index]
             a = self._linear(w["qkv"], normed).view(-1, h, 3, hd)
             if fused_rope:
-                from autotune.kernels.rotary_kv_triton import rotary_kv
-
                 k_rows, v_rows = cache.rows(index)
                 q = rotary_kv(a.contiguous(), cos, sin, slots, k_rows, v_rows)
             else:

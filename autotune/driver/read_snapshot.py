@@ -67,9 +67,16 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
         self.fresh_reads = 0
 
     # -- the snapshot ------------------------------------------------------------------------
-    def _wrote(self) -> None:
+    def _write(self, write: Any, *args: Any) -> Any:
+        """``write(*args)`` on the inner storage, the count bumped before and after it: a read
+        begun while the write was under way must not stand either."""
         with self._lock:
             self._writes += 1
+        try:
+            return write(*args)
+        finally:
+            with self._lock:
+                self._writes += 1
 
     def get_all_trials(
         self,
@@ -97,27 +104,19 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
     def create_new_study(
         self, directions: Sequence[StudyDirection], study_name: str | None = None
     ) -> int:
-        self._wrote()
-        return self._inner.create_new_study(directions, study_name)
+        return self._write(self._inner.create_new_study, directions, study_name)
 
     def delete_study(self, study_id: int) -> None:
-        self._wrote()
-        self._inner.delete_study(study_id)
+        self._write(self._inner.delete_study, study_id)
 
     def set_study_user_attr(self, study_id: int, key: str, value: Any) -> None:
-        self._wrote()
-        self._inner.set_study_user_attr(study_id, key, value)
+        self._write(self._inner.set_study_user_attr, study_id, key, value)
 
     def set_study_system_attr(self, study_id: int, key: str, value: Any) -> None:
-        self._wrote()
-        self._inner.set_study_system_attr(study_id, key, value)
+        self._write(self._inner.set_study_system_attr, study_id, key, value)
 
     def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
-        self._wrote()
-        try:
-            return self._inner.create_new_trial(study_id, template_trial)
-        finally:
-            self._wrote()  # a read while the trial was being created must not stand
+        return self._write(self._inner.create_new_trial, study_id, template_trial)
 
     def set_trial_param(
         self,
@@ -126,31 +125,24 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
         param_value_internal: float,
         distribution: BaseDistribution,
     ) -> None:
-        self._wrote()
-        self._inner.set_trial_param(trial_id, param_name, param_value_internal, distribution)
+        inner = self._inner.set_trial_param
+        self._write(inner, trial_id, param_name, param_value_internal, distribution)
 
     def set_trial_state_values(
         self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
     ) -> bool:
-        self._wrote()
-        try:
-            return self._inner.set_trial_state_values(trial_id, state, values)
-        finally:
-            self._wrote()
+        return self._write(self._inner.set_trial_state_values, trial_id, state, values)
 
     def set_trial_intermediate_value(
         self, trial_id: int, step: int, intermediate_value: float
     ) -> None:
-        self._wrote()
-        self._inner.set_trial_intermediate_value(trial_id, step, intermediate_value)
+        self._write(self._inner.set_trial_intermediate_value, trial_id, step, intermediate_value)
 
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
-        self._wrote()
-        self._inner.set_trial_user_attr(trial_id, key, value)
+        self._write(self._inner.set_trial_user_attr, trial_id, key, value)
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
-        self._wrote()
-        self._inner.set_trial_system_attr(trial_id, key, value)
+        self._write(self._inner.set_trial_system_attr, trial_id, key, value)
 
     # -- reads that go straight through ---------------------------------------------------------
     def get_study_id_from_name(self, study_name: str) -> int:
