@@ -20,7 +20,13 @@ figures. A subclass writes only what differs:
 ``check``                 compare the outputs with the reference; returns the error figures
 ``references``            what the kernel is timed against, e.g. ``{"cublas": fn}``
 ``figures``               values (what the sampler ranks) and metrics, from the times
+``footprint_bytes``       bytes one launch touches (sizes the rotation of input sets)
 ========================  ==================================================================
+
+A problem whose footprint fits in L2 twice over is timed *streamed*: the kernel and each
+reference launched back to back from a CUDA graph over several input sets drawn alike, which
+together span four L2 caches (:func:`input_sets`, :func:`autotune.timing.bench_streamed`);
+only the first set is checked.
 
 Example (the RMSNorm objective, under the interpreter on a CPU machine):
     >>> from autotune.objectives import get_objective
@@ -48,13 +54,59 @@ from autotune.timing import Timing, interleaved
 from autotune.triton_failures import compile_failure
 
 #: On the GPU: 3 rounds of (kernel, references...), each a ``do_bench`` of 5 ms warm-up and
-#: 15 ms of repeats, L2 flushed between runs; a candidate's time is the median of its round
-#: medians.
+#: 15 ms of repeats, L2 flushed between runs (or, for a problem whose inputs fit in L2, 15 ms
+#: of launches streamed over rotated input sets from a CUDA graph; see :func:`input_sets`); a
+#: candidate's time is the median of its round medians.
 GPU_TIMING: dict[str, float] = {"rounds": 3, "warmup_ms": 5.0, "rep_ms": 15.0}
+#: Streamed, a round's graph holds about 3 ms of launches (e.g. ~150 of a 20-us decode
+#: product, 20 passes over 7 sets), replayed 10 times: each sample is a mean of many launches.
+STREAMED_REP_MS = 3.0
 #: Under the interpreter: one untimed and one timed call each, enough to exercise the path.
 CPU_TIMING: dict[str, float] = {"rounds": 1, "warmup_ms": 0.0, "rep_ms": 0.0}
 
 Tensors = dict[str, torch.Tensor]
+
+#: A problem whose tensors take less than this many L2 caches is timed streamed: launches over
+#: rotated input sets, back to back (:func:`autotune.timing.bench_streamed`).
+STREAM_BELOW_L2 = 2
+#: ... with enough sets that together they span this many L2 caches (no launch finds its
+#: inputs there), at most :data:`MAX_INPUT_SETS`.
+STREAM_SPAN_L2 = 4
+MAX_INPUT_SETS = 64
+
+
+def input_sets(footprint_bytes: int, l2_bytes: int) -> int:
+    """How many input sets a trial's launches rotate through, from the bytes one launch of the
+    kernel touches: 1 (one set, timed with L2 flushed between runs) for a footprint of at least
+    :data:`STREAM_BELOW_L2` L2 caches or a device of unknown L2, else enough sets that their
+    footprints together span :data:`STREAM_SPAN_L2` L2 caches.
+
+    Example (a 50 MiB L2, as on an H100 or H200):
+        >>> l2 = 50 * 2**20
+        >>> input_sets(2**30, l2)  # 8192^2 bf16 operands: far larger than L2
+        1
+        >>> input_sets(32 * 2**20, l2)  # a 1 x 4096 x 4096 bf16 product: B is 32 MiB
+        7
+        >>> input_sets(9 * 2**20, l2)  # the same product with int4 weights
+        23
+    """
+    if l2_bytes <= 0 or footprint_bytes >= STREAM_BELOW_L2 * l2_bytes:
+        return 1
+    span = STREAM_SPAN_L2 * l2_bytes
+    return min(MAX_INPUT_SETS, max(2, -(-span // max(1, footprint_bytes))))
+
+
+def tensor_bytes(tensors: Tensors) -> int:
+    """Bytes of the distinct storages among ``tensors`` (a view counts with its base once).
+
+    Example:
+        >>> a = torch.zeros(4, 8)
+        >>> tensor_bytes({"a": a, "a_t": a.t(), "b": torch.zeros(2, dtype=torch.int8)})
+        130
+    """
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for t in tensors.values() if isinstance(t, torch.Tensor)}  # fmt: skip
+    return sum(storages.values())
 
 
 class KernelObjective(Objective):
@@ -65,6 +117,9 @@ class KernelObjective(Objective):
     outputs: ClassVar[tuple[str, ...]] = ()
     #: what the first reference is, in words, for the record
     baseline: ClassVar[str] = ""
+    #: False: always one input set, L2 flushed (e.g. a compute-bound kernel whose references
+    #: are not all known to run from a CUDA graph)
+    streams: ClassVar[bool] = True
     compiles = True
 
     def __init__(self, problem: dict[str, Any]) -> None:
@@ -74,6 +129,12 @@ class KernelObjective(Objective):
             raise ValueError(f"unknown {self.name} problem keys {sorted(unknown)}")
         #: "cuda", or "cpu" where the kernels run under Triton's interpreter
         self.device = "cuda" if cuda_present() else "cpu"
+        #: the L2 cache the rotation of input sets must outrun (:func:`input_sets`); none
+        #: is emulated on the CPU, where one set is timed
+        self.l2_bytes = 0
+        if self.device == "cuda":
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            self.l2_bytes = int(getattr(props, "L2_cache_size", 0))
         self._draws = 0  # seeds each trial's fresh inputs
 
     # -- what a subclass writes ---------------------------------------------------------
@@ -108,6 +169,11 @@ class KernelObjective(Objective):
         self, times: dict[str, Timing], tensors: Tensors
     ) -> tuple[dict[str, float], dict[str, Any]]:
         raise NotImplementedError
+
+    def footprint_bytes(self, tensors: Tensors) -> int:
+        """Bytes one launch of the kernel reads and writes, which sizes the rotation of input
+        sets (:func:`input_sets`); by default every tensor of the set."""
+        return tensor_bytes(tensors)
 
     # -- shared -------------------------------------------------------------------------
     @property
@@ -176,12 +242,16 @@ class KernelObjective(Objective):
             raise compile_failure(exc) from exc
         compile_s = time.perf_counter() - started
         errors = self.check(tensors)
+        sets = input_sets(self.footprint_bytes(tensors), self.l2_bytes) if self.streams else 1
         try:
-            times = interleaved(
-                {"kernel": run, **self.references(tensors)},
-                device_type=self.device,
-                **self.timing,
-            )
+            candidates = self._candidates(cfg, run, tensors, sets)
+            timing = dict(self.timing)
+            if sets > 1 and self.device == "cuda":
+                # a graph's capture and first replay are the warm-up
+                timing.update(warmup_ms=0.0, rep_ms=STREAMED_REP_MS)
+            times = interleaved(candidates, device_type=self.device, **timing)
+        except TrialFailure:
+            raise
         except Exception as exc:  # noqa: BLE001
             raise classify(exc) from exc
         values, metrics = self.figures(times, tensors)
@@ -192,7 +262,8 @@ class KernelObjective(Objective):
             **metrics,
             "compile_s": compile_s,
             "baseline": self.baseline,
-            "timing_protocol": self.protocol(list(times)),
+            "timing_protocol": self.protocol(list(times), sets),
+            "input_sets": sets,
             **errors,
         }
         shared = getattr(getattr(compiled, "metadata", None), "shared", None)
@@ -200,15 +271,40 @@ class KernelObjective(Objective):
             metrics["shared_memory_bytes"] = int(shared)
         return Measurement(values=values, metrics=metrics, telemetry=read_telemetry())
 
-    def protocol(self, names: list[str]) -> str:
+    def _candidates(
+        self, cfg: dict[str, Any], run: Callable[[], None], tensors: Tensors, sets: int
+    ) -> dict[str, Callable[[], None] | list[Callable[[], None]]]:
+        """The kernel and its references, each one function, or with ``sets`` > 1 a list of
+        one function per input set: the checked set first, then fresh sets drawn like it."""
+        if sets == 1:
+            return {"kernel": run, **self.references(tensors)}
+        generator = self.generator()
+        every = [tensors] + [self.inputs(generator) for _ in range(sets - 1)]
+        launches: dict[str, list[Callable[[], None]]] = {"kernel": [run]}
+        for extra in every[1:]:
+            launches["kernel"].append(self.launcher(cfg, extra))
+        for one in every:
+            for name, fn in self.references(one).items():
+                launches.setdefault(name, []).append(fn)
+        return launches
+
+    def protocol(self, names: list[str], sets: int = 1) -> str:
         t = self.timing
         text = (
             f"interleaved {'/'.join(names)}, {t['rounds']:g} rounds of do_bench (warmup "
             f"{t['warmup_ms']:g} ms, rep {t['rep_ms']:g} ms, L2 flushed), median of round medians"
         )
+        if sets > 1:
+            text = (
+                f"interleaved {'/'.join(names)}, {t['rounds']:g} rounds of a CUDA graph of "
+                f"{STREAMED_REP_MS:g} ms of launches back to back over {sets} rotated input sets "
+                "(do_bench_cudagraph, 10 replays; no L2 flush, the sets span 4 L2 caches), "
+                "median of round medians"
+            )
         if self.device != "cuda":
-            text = f"cpu interpreter wall clock, 1 timed run each of {'/'.join(names)}: "
-            text += "not a GPU figure"
+            text = f"cpu interpreter wall clock, 1 timed run each of {'/'.join(names)}"
+            text += f" over {sets} input sets" if sets > 1 else ""
+            text += ": not a GPU figure"
         return text
 
     def close(self) -> None:

@@ -38,7 +38,7 @@ import torch
 from autotune.correctness import TOLERANCE, check_close
 from autotune.failures import WrongResult
 from autotune.kernels import quant_matmul_triton as kern
-from autotune.objectives.kernel import KernelObjective, Tensors
+from autotune.objectives.kernel import KernelObjective, Tensors, tensor_bytes
 from autotune.timing import Timing
 
 DEFAULT_MAX_ERROR = 0.2
@@ -124,6 +124,10 @@ class QuantMatmulObjective(KernelObjective):
     def launcher(self, cfg: dict[str, Any], t: Tensors) -> Callable[[], None]:
         t["q"], t["s"] = self._quantized(cfg["weights"], t)
         return kern.launcher(t["x"], t["q"], t["s"], t["y"], **self._tunables(cfg))
+
+    def footprint_bytes(self, t: Tensors) -> int:
+        """x, the quantized weights and their scales, y: what one launch reads and writes."""
+        return tensor_bytes({name: t[name] for name in ("x", "q", "s", "y")})
 
     def check(self, t: Tensors) -> dict[str, float]:
         # 1. the kernel computes what it should with the weights it was given
