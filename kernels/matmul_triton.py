@@ -67,6 +67,13 @@ DEFAULT_CONFIG: dict[str, int | str] = {
     "num_warps": 4,
     "num_stages": 3,
 }
+#: Output tile rows up to which a product is a decode product (few rows of activations, all
+#: of B to read): :func:`default_config` gives it a tile of its own.
+DECODE_M = 64
+#: SMs assumed under the interpreter, an H100's or H200's 132, so a CPU sweep starts from the
+#: default an H200 would.
+_EMULATED_SMS = 132
+
 #: Tunables of one schedule only, off unless a config sets them: ``EPILOGUE_SUBTILE`` (the
 #: persistent schedules) stores the C tile in two halves, so shared memory stages half of it.
 OPTIONAL_CONFIG: dict[str, int] = {"EPILOGUE_SUBTILE": 0}
@@ -453,6 +460,47 @@ def check_config(
         raise ValueError("EPILOGUE_SUBTILE=1 needs a persistent schedule (a TMA store of C)")
 
 
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, int | str]:
+    """The untuned config for an (M, N, K) product: :data:`DEFAULT_CONFIG` (the tutorial's
+    tile), except for decode products (M <= :data:`DECODE_M`), which get one tile-row of
+    16-64 rows and split K until the programs would outnumber the ``sms`` (default: this
+    device's, 132 under the interpreter): a 128 x 128 tile there computes mostly padding on a
+    few programs. The decode tiles are the best of grids measured on an H200 at N = K = 4096
+    (benchmarks/results/h200-2026-12-02-late: 16x128x64 split 4 at M = 1 and 16, 64x32x128 in
+    5 stages, unsplit, at M = 64; timed streamed).
+
+    Example:
+        >>> default_config(8192, 8192, 8192) == DEFAULT_CONFIG
+        True
+        >>> c = default_config(1, 4096, 4096, sms=132)  # 32 tiles, split 4: 128 programs
+        >>> c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["SPLIT_K"]
+        (16, 128, 64, 4)
+        >>> c = default_config(64, 4096, 4096, sms=132)  # 128 tiles: no split
+        >>> c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["SPLIT_K"], c["num_stages"]
+        (64, 32, 128, 1, 5)
+    """
+    if M > DECODE_M:
+        return dict(DEFAULT_CONFIG)
+    if sms is None:
+        sms = _EMULATED_SMS if INTERPRETED else torch.cuda.get_device_properties(
+            torch.cuda.current_device()).multi_processor_count  # fmt: skip
+    block_m = min(DECODE_M, max(16, _pow2_at_least(M)))
+    # over 16 rows each program reads its K-slabs of A too: narrow tiles of B, deep K-steps
+    block_n = min(128 if M <= 16 else 32, max(32, _pow2_at_least(N)))
+    block_k = min(64 if M <= 16 else 128, max(32, _pow2_at_least(K)))
+    tiles = _grid_size(M, N, block_m, block_n)
+    split = 1
+    while tiles * split * 2 <= sms and split * 2 * block_k <= K:
+        split *= 2
+    return {**DEFAULT_CONFIG, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+            "GROUP_M": 1, "SPLIT_K": split, "num_warps": 4,
+            "num_stages": 4 if M <= 16 else 5}  # fmt: skip
+
+
 def shared_memory_bytes(
     BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_stages: int, dtype: torch.dtype | str
 ) -> int:
@@ -791,6 +839,7 @@ __all__ = [
     "SCHEDULES",
     "DEFAULT_CONFIG",
     "DTYPES",
+    "default_config",
     "INTERPRETED",
     "check_config",
     "compile_only",

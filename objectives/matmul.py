@@ -34,7 +34,7 @@ from autotune.correctness import TOLERANCE, check_close
 from autotune.device import detect_device
 from autotune.failures import OutOfResources
 from autotune.kernels import matmul_triton as kern
-from autotune.objectives.kernel import KernelObjective, Tensors
+from autotune.objectives.kernel import KernelObjective, Tensors, tensor_bytes
 from autotune.timing import Timing
 
 #: Up to this M a product is bound by reading B: its roofline is a copy of B.
@@ -75,8 +75,9 @@ class MatmulObjective(KernelObjective):
         return {"M": size, "N": size, "K": size, "dtype": "bf16", "layout": "kn"}
 
     def default_config(self) -> dict[str, Any]:
-        """128x128 tiles, 64-deep K steps, bands of 8 tile-rows, 4 warps, 3 stages, no split."""
-        return dict(kern.DEFAULT_CONFIG)
+        """128x128 tiles, 64-deep K steps, bands of 8 tile-rows, 4 warps, 3 stages, no split;
+        a decode product (M <= 64) one tile-row with K split (``kern.default_config``)."""
+        return kern.default_config(self.M, self.N, self.K)
 
     def config_keys(self) -> tuple[str, ...]:
         """The default's tunables and the persistent schedules' ``EPILOGUE_SUBTILE``."""
@@ -124,6 +125,10 @@ class MatmulObjective(KernelObjective):
 
     def launcher(self, cfg: dict[str, Any], t: Tensors) -> Callable[[], None]:
         return kern.launcher(t["a"], t["b"], t["c"], **cfg)
+
+    def footprint_bytes(self, t: Tensors) -> int:
+        """A, B and C: what one product reads and writes."""
+        return tensor_bytes({name: t[name] for name in ("a", "b", "c")})
 
     def check(self, t: Tensors) -> dict[str, float]:
         ref = kern.reference_matmul(t["a"], t["b"])

@@ -49,7 +49,20 @@ def test_default_problem_and_config() -> None:
     tiny = MatmulObjective.default_problem({"type": "cpu"})
     assert max(tiny["M"], tiny["N"], tiny["K"]) <= 64
     obj = MatmulObjective(tiny)
+    # 64 rows: a decode product's tile (one tile-row, no padding), K too short to split
     assert obj.default_config() == {
+        "BLOCK_M": 64,
+        "BLOCK_N": 32,
+        "BLOCK_K": 64,
+        "GROUP_M": 1,
+        "SPLIT_K": 1,
+        "SCHEDULE": "tiled",
+        "num_warps": 4,
+        "num_stages": 5,
+    }
+    assert obj.flops == 2 * 64**3
+    large = MatmulObjective({"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"})
+    assert large.default_config() == {
         "BLOCK_M": 128,
         "BLOCK_N": 128,
         "BLOCK_K": 64,
@@ -59,7 +72,18 @@ def test_default_problem_and_config() -> None:
         "num_warps": 4,
         "num_stages": 3,
     }
-    assert obj.flops == 2 * 64**3
+
+
+@pytest.mark.parametrize("m", [1, 5, 16, 33, 64])
+def test_a_decode_default_passes_the_space_constraints_and_keeps_programs_within_the_sms(m):
+    from autotune.device import detect_device
+    from autotune.space.loader import load_space
+
+    problem = {"M": m, "N": 4096, "K": 4096, "dtype": "bf16"}
+    cfg = mt.default_config(m, 4096, 4096, sms=132)
+    assert load_space("matmul").violations(cfg, problem, detect_device().as_dict()) == []
+    programs = (4096 // cfg["BLOCK_N"]) * cfg["SPLIT_K"]
+    assert 132 // 2 < programs <= 132  # one wave, at least half the SMs busy
 
 
 def test_default_config_runs_on_default_cpu_problem() -> None:
@@ -177,3 +201,32 @@ def test_compile_failure_maps_what_triton_raises() -> None:
     mlir = compile_failure(RuntimeError("PassManager::run failed"))
     assert isinstance(mlir, CompileError)
     assert isinstance(compile_failure(RuntimeError("CUDA error: unspecified launch")), Crashed)
+
+
+def test_a_problem_that_fits_in_l2_is_timed_over_rotated_input_sets_each_computed_right():
+    # an L2 of 4 KiB makes the 16x32x32 bf16 product (A 1 KiB, B 2 KiB, C 1 KiB) a streamed
+    # problem, in 4 sets (together 4 L2s); every set's
+    # launcher is kept, and after the timing every set's C must hold its own product
+    obj = MatmulObjective({"M": 16, "N": 32, "K": 32, "dtype": "bf16"})
+    obj.l2_bytes = 4096
+    seen: list[dict[str, torch.Tensor]] = []
+    build = obj.launcher
+
+    def recording(cfg, tensors):
+        seen.append(tensors)
+        return build(cfg, tensors)
+
+    obj.launcher = recording
+    m = obj.evaluate({**obj.default_config(), **SMALL})
+    assert m.metrics["input_sets"] == len(seen) == 4
+    assert "4 input sets" in m.metrics["timing_protocol"]
+    assert len({t["b"].data_ptr() for t in seen}) == 4  # distinct sets, not one reused
+    for t in seen:
+        check_result(t["c"], mt.reference_matmul(t["a"], t["b"]), "bf16")
+
+
+def test_a_problem_larger_than_l2_keeps_one_flushed_set():
+    obj = MatmulObjective({"M": 16, "N": 32, "K": 32, "dtype": "bf16"})
+    obj.l2_bytes = 1024
+    m = obj.evaluate({**obj.default_config(), **SMALL})
+    assert m.metrics["input_sets"] == 1 and "input sets" not in m.metrics["timing_protocol"]
