@@ -11,8 +11,10 @@ A candidate given as several functions, one per input set, is timed *streamed*
 (Triton's ``do_bench_cudagraph``), so no launch finds its inputs in L2 when the sets together
 span several L2s, and nothing else runs in between: what a decode step sees layer after
 layer. ``do_bench``'s flush instead zeroes a 256 MB buffer before every run, which leaves L2
-full of dirty lines that the timed launch must first write back; for a launch of a few tens of
-microseconds that write-back is a large share of what is timed.
+full of dirty lines that the timed launch may first have to write back, and times every launch
+alone: on an H200 a 32 MiB decode product read 18-19 us that way and 12.5 us streamed (cuBLAS
+alike; benchmarks/results/h200-2026-12-02-late). Which of the two costs the difference is not
+measured.
 
 Example:
     >>> t = bench(lambda: sum(range(1000)), device_type="cpu", warmup_ms=1, rep_ms=5)
