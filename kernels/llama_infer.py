@@ -98,7 +98,7 @@ class InferenceModel:
         attention_reads: str = "gather",
         *,
         fused_norm: bool | None = None,
-        fused_rope: bool = False,
+        fused_rope: bool | None = None,
     ) -> None:
         if weights not in WEIGHTS:
             raise ValueError(f"weights={weights!r} is not one of {', '.join(WEIGHTS)}")
@@ -125,9 +125,11 @@ class InferenceModel:
         # small-batch decode step is bound by its kernel count (even replayed from a graph)
         self.fused_norm = device.type == "cuda" if fused_norm is None else fused_norm
         # q and k rotated and k, v written to the cache in one Triton launch (rotary_kv_triton)
-        # instead of about nine torch kernels a layer; off until timed on a GPU side by side
-        # (benchmarks/serving.py has the variant), and torch's path for an fp8 cache
-        self.fused_rope = fused_rope
+        # instead of about nine torch kernels a layer; on by default on a GPU, where it made a
+        # 760m decode step from graphs 1.31x / 1.07x faster at batch 1 / 32 over gathered
+        # blocks and 1.16x / 1.15x / 1.04x at batch 1 / 32 / 256 through the paged kernel on an
+        # H200 (benchmarks/results/h200-2026-12-02-late); torch's path for an fp8 cache
+        self.fused_rope = device.type == "cuda" if fused_rope is None else fused_rope
         self.linears: list[dict[str, object]] = []
         for block in model.blocks:
             layer = {}

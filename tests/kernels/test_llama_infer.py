@@ -63,8 +63,9 @@ def test_rotary_and_the_cache_write_in_one_launch_give_the_logits_of_torchs_ops(
     cfg = LlamaConfig(vocab=64, d_model=48, n_layers=2, n_heads=2, seq_len=32)
     torch.manual_seed(0)
     llama = Llama(cfg)
-    torch_ops = InferenceModel(llama, "bf16", reads)
+    torch_ops = InferenceModel(llama, "bf16", reads, fused_rope=False)
     fused = InferenceModel(llama, "bf16", reads, fused_rope=True)
+    assert not InferenceModel(llama).fused_rope  # on a CPU: off unless asked for
     for t, f in zip(_steps(torch_ops, "fp32"), _steps(fused, "fp32"), strict=True):
         assert (t - f).abs().max() < 1e-4 * t.abs().max()
     # an fp8 cache keeps torch's path (its scale), with the same logits as without the option
