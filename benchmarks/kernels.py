@@ -7,6 +7,9 @@ gets. A row's ratio is the finish's re-measured median of the kernel over its re
 in the same rounds (cuBLAS, the fastest torch SDPA backend, a device copy); never the best
 single reading. Rows run in order until the time budget is spent; a row that did not run says
 so.
+Problems whose inputs fit in two L2 caches (the decode and odd-shape rows) are timed streamed,
+over rotated input sets from a CUDA graph; the others with L2 flushed between launches
+(`objectives/kernel.py`, `input_sets`; each trial's `timing_protocol` says which).
 
 Also measured: the compile share of a cold sweep with and without compile-ahead, and the
 exported per-shape table used by the Triton tutorial's matmul kernel (a kernel this project

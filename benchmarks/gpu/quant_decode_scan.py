@@ -1,0 +1,90 @@
+"""Weight-only quantized decode products (M = 1 and 16, N = K = 4096 bf16): a grid of configs,
+tensor cores (BLOCK_M >= 16, ``tl.dot``) against CUDA cores (BLOCK_M < 16), each measured
+through the real objective (`QuantMatmulObjective.evaluate`: fresh inputs, both gates, the
+kernel and bf16 cuBLAS interleaved, streamed over rotated input sets from a CUDA graph), one
+round a config; the best six per shape then re-measured in 3 rounds. Prints a table last.
+
+The CUDA-core rows (BLOCK_M = 1) need the kernel variant of
+benchmarks/results/h200-2026-12-02-late/quant_cuda_core_variant.patch: measured slower than the
+tensor-core path at every shape (that folder's README), it was not kept, and the kept kernel
+refuses those configs (they print as Infeasible rows).
+
+Run (GPU machine, after benchmarks/gpu/setup.sh):
+    python benchmarks/gpu/quant_decode_scan.py OUT
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+
+from autotune.objectives import kernel as kernel_objective
+from autotune.objectives.quant_matmul import QuantMatmulObjective
+
+OUT = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+
+
+def grid(m: int) -> list[dict]:
+    configs = []
+    block_m = [1, 16] if m == 1 else [16]
+    for level, bm, bn, bk, split, warps in itertools.product(
+        ["int4-g64", "int4-g128", "int8"], block_m, [64, 128, 256], [64, 128], [8, 16], [4, 8]
+    ):
+        if level == "int4-g64" and bk > 64:
+            continue
+        if bm < 16 and bm * bk * bn > 64 * 32 * warps:
+            continue
+        configs.append({"weights": level, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
+                        "SPLIT_K": split, "num_warps": warps, "num_stages": 4})  # fmt: skip
+    return configs
+
+
+def measure(m: int, config: dict, rounds: int) -> dict:
+    kernel_objective.GPU_TIMING["rounds"] = rounds
+    obj = QuantMatmulObjective({"M": m, "N": 4096, "K": 4096, "dtype": "bf16"})
+    try:
+        meas = obj.evaluate(config)
+    except Exception as exc:  # noqa: BLE001 - a failing config is a row too
+        return {"error": f"{type(exc).__name__}: {str(exc)[:100]}"}
+    finally:
+        obj.close()
+    return {"ratio": meas.values["ratio_to_cublas"], "us": meas.metrics["ms"] * 1e3,
+            "gbps": meas.metrics["gbps"], "quant_error": meas.metrics["quant_error"]}  # fmt: skip
+
+
+def name(c: dict) -> str:
+    return (f"{c['weights']:9} {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} s{c['SPLIT_K']} "
+            f"w{c['num_warps']}")  # fmt: skip
+
+
+def main() -> None:
+    results = {}
+    for m in (1, 16):
+        scan = [(c, measure(m, c, 1)) for c in grid(m)]
+        for c, r in scan:
+            print(f"scan M={m} {name(c)} {r}", flush=True)
+        ok = sorted((x for x in scan if "ratio" in x[1]), key=lambda x: -x[1]["ratio"])
+        best = {}
+        for c, _ in ok:  # the best three on CUDA cores and the best three with tl.dot
+            best.setdefault(c["BLOCK_M"] < 16, [])
+            if len(best[c["BLOCK_M"] < 16]) < 3:
+                best[c["BLOCK_M"] < 16].append(c)
+        final = [(c, measure(m, c, 3)) for group in best.values() for c in group]
+        results[m] = {"scan": [{"config": c, **r} for c, r in scan],
+                      "final": [{"config": c, **r} for c, r in final]}  # fmt: skip
+        print(f"\nM={m}, 3 rounds, streamed: config / x bf16 cuBLAS / us / GB/s / quant error")
+        for c, r in final:
+            if "ratio" in r:
+                print(
+                    f"  {name(c):36} {r['ratio']:6.3f} {r['us']:6.1f} {r['gbps']:7.0f} "
+                    f"{r['quant_error']:.3f}"
+                )
+            else:
+                print(f"  {name(c):36} {r['error']}")
+    (OUT / "quant_decode_scan.json").write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
