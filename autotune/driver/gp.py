@@ -151,6 +151,31 @@ class GaussianProcess:
         return (mean * self._scale + self._mean).numpy(), std.numpy()
 
 
+def standard_normal_cdf(z: torch.Tensor) -> torch.Tensor:
+    """Phi(z), the formula of ``torch.distributions.Normal(0, 1).cdf`` to the bit, without
+    building and validating a distribution per call (about 1 ms of the driver's time a trial
+    at 1,000 configs, where the formula takes 0.01 ms).
+
+    Example:
+        >>> z = torch.linspace(-3, 3, 7, dtype=torch.float64)
+        >>> bool(torch.equal(standard_normal_cdf(z), torch.distributions.Normal(0.0, 1.0).cdf(z)))
+        True
+    """
+    return 0.5 * (1 + torch.erf(z * 1.0 / math.sqrt(2)))
+
+
+def standard_normal_log_pdf(z: torch.Tensor) -> torch.Tensor:
+    """log phi(z), the formula of ``torch.distributions.Normal(0, 1).log_prob`` to the bit.
+
+    Example:
+        >>> z = torch.linspace(-3, 3, 7, dtype=torch.float64)
+        >>> want = torch.distributions.Normal(0.0, 1.0).log_prob(z)
+        >>> bool(torch.equal(standard_normal_log_pdf(z), want))
+        True
+    """
+    return -(z**2) / 2.0 - 0.0 - math.log(math.sqrt(2 * math.pi))
+
+
 def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.ndarray:
     """Expected improvement over ``best`` of a maximised target, per candidate.
 
@@ -161,5 +186,4 @@ def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.n
     m = torch.as_tensor(mean, dtype=torch.float64)
     s = torch.as_tensor(std, dtype=torch.float64)
     z = (m - best) / s
-    normal = torch.distributions.Normal(0.0, 1.0)
-    return ((m - best) * normal.cdf(z) + s * torch.exp(normal.log_prob(z))).numpy()
+    return ((m - best) * standard_normal_cdf(z) + s * torch.exp(standard_normal_log_pdf(z))).numpy()
