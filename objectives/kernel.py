@@ -54,20 +54,22 @@ from autotune.timing import Timing, interleaved
 from autotune.triton_failures import compile_failure
 
 #: On the GPU: 3 rounds of (kernel, references...), each a ``do_bench`` of 5 ms warm-up and
-#: 15 ms of repeats, L2 flushed between runs (or, for a problem whose inputs fit in L2, 15 ms
-#: of launches streamed over rotated input sets from a CUDA graph; see :func:`input_sets`); a
-#: candidate's time is the median of its round medians.
+#: 15 ms of repeats, L2 flushed between runs (or, for a problem that fits in L2 twice over,
+#: :data:`STREAMED_REP_MS` of launches streamed over rotated input sets from a CUDA graph; see
+#: :func:`input_sets`); a candidate's time is the median of its round medians.
 GPU_TIMING: dict[str, float] = {"rounds": 3, "warmup_ms": 5.0, "rep_ms": 15.0}
-#: Streamed, a round's graph holds about 3 ms of launches (e.g. ~150 of a 20-us decode
-#: product, 20 passes over 7 sets), replayed 10 times: each sample is a mean of many launches.
+#: Streamed, a round's graph holds about 3 ms of launches (e.g. about 240 of a 12.5-us decode
+#: product on an H200, 30 passes over 8 sets), replayed 10 times: each sample is a mean of many
+#: launches.
 STREAMED_REP_MS = 3.0
 #: Under the interpreter: one untimed and one timed call each, enough to exercise the path.
 CPU_TIMING: dict[str, float] = {"rounds": 1, "warmup_ms": 0.0, "rep_ms": 0.0}
 
 Tensors = dict[str, torch.Tensor]
 
-#: A problem whose tensors take less than this many L2 caches is timed streamed: launches over
-#: rotated input sets, back to back (:func:`autotune.timing.bench_streamed`).
+#: A problem whose kernel footprint (``footprint_bytes``) is under this many L2 caches is timed
+#: streamed: launches over rotated input sets, back to back
+#: (:func:`autotune.timing.bench_streamed`).
 STREAM_BELOW_L2 = 2
 #: ... with enough sets that together they span this many L2 caches (no launch finds its
 #: inputs there), at most :data:`MAX_INPUT_SETS`.
@@ -298,8 +300,8 @@ class KernelObjective(Objective):
             text = (
                 f"interleaved {'/'.join(names)}, {t['rounds']:g} rounds of a CUDA graph of "
                 f"{STREAMED_REP_MS:g} ms of launches back to back over {sets} rotated input sets "
-                "(do_bench_cudagraph, 10 replays; no L2 flush, the sets span 4 L2 caches), "
-                "median of round medians"
+                f"(do_bench_cudagraph, 10 replays; no L2 flush, the sets span {STREAM_SPAN_L2} "
+                "L2 caches), median of round medians"
             )
         if self.device != "cuda":
             text = f"cpu interpreter wall clock, 1 timed run each of {'/'.join(names)}"
