@@ -15,8 +15,11 @@ below the diagonal, otherwise all whole blocks), then the few that do (the diago
 the ragged last block when S is not a multiple of ``BLOCK_N``). Masking of ragged edges is
 compiled in only when S is not a multiple of both block sizes (the ``MASKED`` constexpr),
 so the common case, causal or not, runs its bulk unmasked.
-Tunables: ``BLOCK_M``, ``BLOCK_N``, ``num_warps``, ``num_stages``. Grid: (cdiv(S, BLOCK_M),
-B * H). The module knows nothing about the tuner.
+Tunables: ``BLOCK_M``, ``BLOCK_N``, ``num_warps``, ``num_stages``, and ``TMA``: 1 brings q, k,
+v in and the output out through tensor descriptors over (B*H, S, D) (Hopper's copy engine; a
+ragged S then needs no mask on loads, the descriptor reads zeros past S and clips the store),
+0 through pointer loads. Grid: (cdiv(S, BLOCK_M), B * H). The module knows nothing about the
+tuner.
 
 Without a GPU the kernel runs under Triton's interpreter on torch CPU tensors (importing this
 module switches it on first, see ``interpreter``); ``num_warps``/``num_stages`` are ignored
@@ -48,11 +51,17 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
+from autotune.kernels import tma  # noqa: E402
 from autotune.kernels.interpreter import check_shared_memory  # noqa: E402
 
 #: The tunables with an untuned but sensible value each (for D <= 128 on a Hopper GPU).
 DEFAULT_CONFIG: dict[str, int] = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
-CONFIG_KEYS: tuple[str, ...] = tuple(DEFAULT_CONFIG)
+#: Tunables off unless a config sets them: ``TMA=1`` brings q, k, v in and the output out
+#: through tensor descriptors (the copy engine of Hopper and later) instead of pointer loads;
+#: it needs each of q, k, v, out to keep its (B, H) rows in one stride pattern (contiguous
+#: tensors do) and rows 16-byte aligned.
+OPTIONAL_CONFIG: dict[str, int] = {"TMA": 0}
+CONFIG_KEYS: tuple[str, ...] = (*DEFAULT_CONFIG, *OPTIONAL_CONFIG)
 DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 LOG2E = 1.4426950408889634  # log2(e): exp(x) = exp2(x * log2(e))
@@ -63,45 +72,57 @@ _MAX_GRID_Y = 65535  # CUDA's limit on the second grid dimension (B * H programs
 
 @triton.jit
 def _attend(
-    acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_ks, stride_vs, rows, lo, hi, S, qk_scale,
-    BLOCK_N: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_MASK: tl.constexpr,
-    UPCAST: tl.constexpr,
+    acc, l_i, m_i, q, k_src, v_src, kv_bh, stride_ks, stride_vs, rows, lo, hi, S, qk_scale,
+    BLOCK_N: tl.constexpr, D: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_MASK: tl.constexpr,
+    UPCAST: tl.constexpr, TMA: tl.constexpr,
 ):  # fmt: skip
     """Fold the keys ``lo <= j < hi`` (``lo`` a multiple of ``BLOCK_N``) into the running
-    (acc, l, m) of the rows ``rows``; masks only what the constexpr flags ask for."""
-    k_ptrs += lo * stride_ks  # k_ptrs: a (D, BLOCK_N) tile of K^T; v_ptrs: (BLOCK_N, D) of V
-    v_ptrs += lo * stride_vs
+    (acc, l, m) of the rows ``rows``; masks only what the constexpr flags ask for.
+
+    ``k_src``/``v_src`` are tensor descriptors over (B*H_KV, S, D) with ``TMA`` (the copy engine
+    brings whole tiles, zero past S, and ``kv_bh`` is the K/V head's row), else pointers to a
+    (D, BLOCK_N) tile of K^T and a (BLOCK_N, D) tile of V."""
+    if not TMA:
+        k_src += lo * stride_ks
+        v_src += lo * stride_vs
     for start in range(lo, hi, BLOCK_N):
         keys = start + tl.arange(0, BLOCK_N)
-        if KEY_MASK:  # keys past S read as 0 and score -inf below
-            k = tl.load(k_ptrs, mask=keys[None, :] < S, other=0.0)
-            v = tl.load(v_ptrs, mask=keys[:, None] < S, other=0.0)
+        if TMA:
+            k = k_src.load([kv_bh, start, 0]).reshape(BLOCK_N, D).T
+            v = v_src.load([kv_bh, start, 0]).reshape(BLOCK_N, D)
+        elif KEY_MASK:  # keys past S read as 0 and score -inf below
+            k = tl.load(k_src, mask=keys[None, :] < S, other=0.0)
+            v = tl.load(v_src, mask=keys[:, None] < S, other=0.0)
         else:
-            k = tl.load(k_ptrs)
-            v = tl.load(v_ptrs)
+            k = tl.load(k_src)
+            v = tl.load(v_src)
         if UPCAST:  # interpreter only (see _upcast): bf16 -> fp32 is exact
             k = k.to(tl.float32)
             v = v.to(tl.float32)
-        # base-2 logits: exp(s * sm_scale) = exp2(s * sm_scale * log2(e)) = exp2(s * qk_scale)
-        qk = tl.dot(q, k) * qk_scale
+        # base-2 logits: exp(s * sm_scale) = exp2(s * sm_scale * log2(e)) = exp2(s * qk_scale).
+        # The scale is applied inside the exponent's argument, qk * qk_scale - m, one fused
+        # multiply-add an element (qk_scale > 0, so scaling commutes with the row maximum).
+        qk = tl.dot(q, k)
         if CAUSAL_MASK:
             qk = tl.where(keys[None, :] <= rows[:, None], qk, float("-inf"))
         if KEY_MASK:
             qk = tl.where(keys[None, :] < S, qk, float("-inf"))
         # every row has seen at least one live key by its first block (key 0, or the key on
         # its diagonal), so m_new is finite and exp2(-inf - m_new) = 0 for masked entries
-        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         alpha = tl.exp2(m_i - m_new)  # rescales the old sums; 0 on the first block
-        p = tl.exp2(qk - m_new[:, None])
+        p = tl.exp2(qk * qk_scale - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        p = p.to(v_ptrs.dtype.element_ty)  # the P @ V product in the input dtype, as on a GPU
-        if UPCAST:
-            p = p.to(tl.float32)
+        if UPCAST:  # noqa: SIM108 - the P @ V product in the input dtype (bf16), as on a GPU
+            p = p.to(tl.bfloat16).to(tl.float32)
+        else:
+            p = p.to(v.dtype)
         acc = tl.dot(p, v, acc)
         m_i = m_new
-        k_ptrs += BLOCK_N * stride_ks
-        v_ptrs += BLOCK_N * stride_vs
+        if not TMA:
+            k_src += BLOCK_N * stride_ks
+            v_src += BLOCK_N * stride_vs
     return acc, l_i, m_i
 
 
@@ -114,7 +135,7 @@ def _attention_kernel(
     stride_ob, stride_oh, stride_os, stride_od,
     H, GROUP, S, qk_scale,
     D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-    MASKED: tl.constexpr, UPCAST: tl.constexpr,
+    MASKED: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr,
 ):  # fmt: skip
     # --- which rows this program owns: BLOCK_M queries of one (batch, head) -------------------
     block_m = tl.program_id(0)
@@ -129,23 +150,39 @@ def _attention_kernel(
     kv_h = h // GROUP  # grouped-query: GROUP consecutive query heads share one K/V head
     rows = start_m + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, D)
-    keys = tl.arange(0, BLOCK_N)
-    q_ptrs = q_ptr + b * stride_qb + h * stride_qh
-    q_ptrs += rows[:, None] * stride_qs + cols[None, :] * stride_qd
-    k_ptrs = k_ptr + b * stride_kb + kv_h * stride_kh
-    k_ptrs += keys[None, :] * stride_ks + cols[:, None] * stride_kd  # K^T: (D, BLOCK_N)
-    v_ptrs = v_ptr + b * stride_vb + kv_h * stride_vh
-    v_ptrs += keys[:, None] * stride_vs + cols[None, :] * stride_vd  # V: (BLOCK_N, D)
-
-    if MASKED:  # noqa: SIM108 - rows past S read as 0; they are never stored
-        q = tl.load(q_ptrs, mask=rows[:, None] < S, other=0.0)
+    if TMA:
+        # (B, H) collapse into one axis of rows (the launcher checks the strides allow it):
+        # query head bh's rows, and K/V head bh // GROUP's (= b * H_KV + kv_h); tiles past S
+        # read as zeros and their stores are clipped, so nothing is masked by hand
+        bh_all = tl.num_programs(1)
+        q_src = tl.make_tensor_descriptor(q_ptr, shape=[bh_all, S, D],
+                                          strides=[stride_qh, stride_qs, 1],
+                                          block_shape=[1, BLOCK_M, D])  # fmt: skip
+        k_src = tl.make_tensor_descriptor(k_ptr, shape=[bh_all // GROUP, S, D],
+                                          strides=[stride_kh, stride_ks, 1],
+                                          block_shape=[1, BLOCK_N, D])  # fmt: skip
+        v_src = tl.make_tensor_descriptor(v_ptr, shape=[bh_all // GROUP, S, D],
+                                          strides=[stride_vh, stride_vs, 1],
+                                          block_shape=[1, BLOCK_N, D])  # fmt: skip
+        q = q_src.load([bh, start_m, 0]).reshape(BLOCK_M, D)
     else:
-        q = tl.load(q_ptrs)
+        keys = tl.arange(0, BLOCK_N)
+        q_ptrs = q_ptr + b * stride_qb + h * stride_qh
+        q_ptrs += rows[:, None] * stride_qs + cols[None, :] * stride_qd
+        k_src = k_ptr + b * stride_kb + kv_h * stride_kh
+        k_src += keys[None, :] * stride_ks + cols[:, None] * stride_kd  # K^T: (D, BLOCK_N)
+        v_src = v_ptr + b * stride_vb + kv_h * stride_vh
+        v_src += keys[:, None] * stride_vs + cols[None, :] * stride_vd  # V: (BLOCK_N, D)
+        if MASKED:  # noqa: SIM108 - rows past S read as 0; they are never stored
+            q = tl.load(q_ptrs, mask=rows[:, None] < S, other=0.0)
+        else:
+            q = tl.load(q_ptrs)
     if UPCAST:
         q = q.to(tl.float32)
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.full((BLOCK_M,), 0.0, dtype=tl.float32)
     acc = tl.full((BLOCK_M, D), 0.0, dtype=tl.float32)
+    kv_bh = bh // GROUP
 
     # --- the key blocks that need no mask, then the ones that do ------------------------------
     if CAUSAL:
@@ -161,23 +198,31 @@ def _attention_kernel(
         if MASKED:
             full_end = (S // BLOCK_N) * BLOCK_N  # e.g. S=40, BLOCK_N=16: 0..31, then 32..39
     acc, l_i, m_i = _attend(
-        acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_ks, stride_vs, rows, 0, full_end, S, qk_scale,
-        BLOCK_N=BLOCK_N, CAUSAL_MASK=False, KEY_MASK=False, UPCAST=UPCAST,
+        acc, l_i, m_i, q, k_src, v_src, kv_bh, stride_ks, stride_vs, rows, 0, full_end, S,
+        qk_scale, BLOCK_N=BLOCK_N, D=D, CAUSAL_MASK=False, KEY_MASK=False, UPCAST=UPCAST,
+        TMA=TMA,
     )  # fmt: skip
     if CAUSAL or MASKED:
         acc, l_i, m_i = _attend(
-            acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_ks, stride_vs, rows, full_end, hi, S,
-            qk_scale, BLOCK_N=BLOCK_N, CAUSAL_MASK=CAUSAL, KEY_MASK=MASKED, UPCAST=UPCAST,
+            acc, l_i, m_i, q, k_src, v_src, kv_bh, stride_ks, stride_vs, rows, full_end, hi, S,
+            qk_scale, BLOCK_N=BLOCK_N, D=D, CAUSAL_MASK=CAUSAL, KEY_MASK=MASKED, UPCAST=UPCAST,
+            TMA=TMA,
         )  # fmt: skip
 
     # --- normalise once and write back in the output's dtype ----------------------------------
     out = (acc / l_i[:, None]).to(o_ptr.dtype.element_ty)
-    o_ptrs = o_ptr + b * stride_ob + h * stride_oh
-    o_ptrs += rows[:, None] * stride_os + cols[None, :] * stride_od
-    if MASKED:
-        tl.store(o_ptrs, out, mask=rows[:, None] < S)
+    if TMA:
+        o_dst = tl.make_tensor_descriptor(o_ptr, shape=[tl.num_programs(1), S, D],
+                                          strides=[stride_oh, stride_os, 1],
+                                          block_shape=[1, BLOCK_M, D])  # fmt: skip
+        o_dst.store([bh, start_m, 0], out.reshape(1, BLOCK_M, D))
     else:
-        tl.store(o_ptrs, out)
+        o_ptrs = o_ptr + b * stride_ob + h * stride_oh
+        o_ptrs += rows[:, None] * stride_os + cols[None, :] * stride_od
+        if MASKED:
+            tl.store(o_ptrs, out, mask=rows[:, None] < S)
+        else:
+            tl.store(o_ptrs, out)
 
 
 #: True under Triton's interpreter (no GPU compile; CPU tensors).
@@ -188,12 +233,15 @@ def _is_pow2(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
 
 
-def check_config(*, BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int) -> None:
+def check_config(
+    *, BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, TMA: int = 0
+) -> None:
     """Reject a config the kernel cannot express, before anything is compiled.
 
     Raises:
         ValueError: block sizes not powers of two >= 16 (``tl.arange`` and ``tl.dot`` need
-            that), ``num_warps`` not a power of two in 1..32, ``num_stages`` below 1.
+            that), ``num_warps`` not a power of two in 1..32, ``num_stages`` below 1, ``TMA``
+            other than 0 or 1.
 
     Example:
         >>> check_config(**DEFAULT_CONFIG)
@@ -209,6 +257,8 @@ def check_config(*, BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int)
         raise ValueError(f"num_warps={num_warps} must be a power of two in 1..32")
     if num_stages < 1:
         raise ValueError(f"num_stages={num_stages} must be >= 1")
+    if TMA not in (0, 1):
+        raise ValueError(f"TMA={TMA} must be 0 or 1")
 
 
 def _check_head_dim(D: int) -> None:
@@ -254,8 +304,25 @@ def _upcast(dtype: torch.dtype) -> bool:
 
 
 def _scale(sm_scale: float | None, D: int) -> float:
-    # qk_scale: the softmax scale (default 1/sqrt(D)) times log2(e), for exp2
+    # qk_scale: the softmax scale (default 1/sqrt(D)) times log2(e), for exp2; positive, since
+    # the kernel takes the row maximum of unscaled scores
+    if sm_scale is not None and not sm_scale > 0:
+        raise ValueError(f"sm_scale={sm_scale} must be > 0")
     return (D**-0.5 if sm_scale is None else float(sm_scale)) * LOG2E
+
+
+def _check_tma(tensors: dict[str, torch.Tensor]) -> None:
+    # A descriptor sees (B*H, S, D): B's stride must be H of H's (true of contiguous tensors),
+    # D's stride 1, and every other stride and the base 16-byte aligned, as the copy engine asks.
+    for name, t in tensors.items():
+        (B, H, _, _), (sb, sh, ss, sd) = t.shape, t.stride()
+        size = t.element_size()
+        if sd != 1 or (B > 1 and sb != H * sh):
+            raise ValueError(f"TMA=1 needs {name} with unit D stride and (B, H) rows in one "
+                             f"stride pattern, got strides {t.stride()}")  # fmt: skip
+        if (sh * size) % 16 or (ss * size) % 16 or t.data_ptr() % 16:
+            raise ValueError(f"TMA=1 needs {name}'s rows 16-byte aligned, got strides "
+                             f"{t.stride()}")  # fmt: skip
 
 
 def launcher(
@@ -270,6 +337,7 @@ def launcher(
     BLOCK_N: int,
     num_warps: int,
     num_stages: int,
+    TMA: int = 0,
 ) -> Callable[[], None]:
     """Return a no-argument function that writes ``out = attention(q, k, v)``: one launch.
 
@@ -286,8 +354,12 @@ def launcher(
         4.5
     """
     tunables = {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "num_warps": num_warps}
-    check_config(**tunables, num_stages=num_stages)
+    check_config(**tunables, num_stages=num_stages, TMA=TMA)
     _check_operands(q, k, v, out)
+    if TMA:
+        _check_tma({"q": q, "k": k, "v": v, "out": out})
+        if not INTERPRETED:
+            tma.ensure_allocator()
     (B, H, S, D), H_KV = q.shape, k.shape[1]
     pad = max(BLOCK_M, BLOCK_N)
     for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
@@ -299,7 +371,7 @@ def launcher(
     args = (q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
             H, H // H_KV, S, _scale(sm_scale, D))  # fmt: skip
     flags = {"D": D, "CAUSAL": bool(causal), "MASKED": _masked(S, BLOCK_M, BLOCK_N),
-             "UPCAST": _upcast(q.dtype)}  # fmt: skip
+             "UPCAST": _upcast(q.dtype), "TMA": bool(TMA)}  # fmt: skip
 
     def run() -> None:
         kernel(*args, **tunables, **flags, num_stages=num_stages)
@@ -321,6 +393,7 @@ def attention(
 def compile_only(
     B: int, H: int, H_KV: int, S: int, D: int, dtype: torch.dtype | str, causal: bool, *,
     sm_scale: float | None = None, BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int,
+    TMA: int = 0,
 ) -> Any:  # fmt: skip
     """Compile the kernel for contiguous q (B, H, S, D) and k, v (B, H_KV, S, D) of ``dtype``
     without running it (Triton's ``warmup``: it lands in the on-disk cache where the launch
@@ -336,7 +409,8 @@ def compile_only(
         >>> k is None if INTERPRETED else k.metadata.shared > 0
         True
     """
-    check_config(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages)
+    check_config(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages,
+                 TMA=TMA)  # fmt: skip
     _check_head_dim(D)
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     if INTERPRETED:
@@ -346,7 +420,7 @@ def compile_only(
     kernel = _attention_kernel.warmup(
         dtype, dtype, dtype, dtype, *q_strides, *kv_strides, *kv_strides, *q_strides,
         H, H // H_KV, S, _scale(sm_scale, D), D=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-        CAUSAL=bool(causal), MASKED=_masked(S, BLOCK_M, BLOCK_N), UPCAST=False,
+        CAUSAL=bool(causal), MASKED=_masked(S, BLOCK_M, BLOCK_N), UPCAST=False, TMA=bool(TMA),
         num_warps=num_warps, num_stages=num_stages, grid=(1,),
     )  # fmt: skip
     check_shared_memory(kernel)

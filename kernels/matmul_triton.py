@@ -53,6 +53,7 @@ import triton  # noqa: E402 - imported after the interpreter switch, on purpose
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
+from autotune.kernels import tma  # noqa: E402
 from autotune.kernels.interpreter import check_shared_memory  # noqa: E402
 
 #: The tunables ``matmul`` takes, with an untuned but sensible value each (the tiled schedule with
@@ -625,24 +626,6 @@ def _check_tma(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
         raise ValueError("the persistent schedule needs B's rows 16-byte aligned")
 
 
-_ALLOCATOR_SET = False
-
-
-def _ensure_tma_allocator() -> None:
-    # Descriptors made inside a kernel live in a global scratch buffer the launch asks Triton
-    # for; Triton takes it from the process's allocator, set once here (the caching allocator
-    # of torch makes it cheap).
-    global _ALLOCATOR_SET
-    if INTERPRETED or _ALLOCATOR_SET:
-        return
-
-    def alloc(size: int, alignment: int, stream: Any) -> torch.Tensor:
-        return torch.empty(size, dtype=torch.int8, device="cuda")
-
-    triton.set_allocator(alloc)
-    _ALLOCATOR_SET = True
-
-
 @dataclass(frozen=True)
 class _Plan:
     """One launch, worked out once: the kernel, its grid, the arguments after the pointers,
@@ -723,7 +706,8 @@ def launcher(
         return lambda: None
     if cfg["SCHEDULE"] != "tiled":
         _check_tma(a, b, out)
-        _ensure_tma_allocator()
+        if not INTERPRETED:
+            tma.ensure_allocator()
     strides = {"a": a.stride(), "b": b.stride(), "c": out.stride()}
     plan = _plan(M, N, K, a.dtype, strides, cfg)
     pointers: tuple[torch.Tensor, ...] = (a, b, out)

@@ -17,6 +17,7 @@ def _qkv(B, H, H_KV, S, D, dtype, seed):
     return [torch.randn(s, generator=gen).to(DTYPES[dtype]).to(DEVICE) for s in shapes]
 
 
+@pytest.mark.parametrize("tma", [0, 1])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize(
@@ -29,11 +30,13 @@ def _qkv(B, H, H_KV, S, D, dtype, seed):
         (1, 1, 1, 32, 16, 16),  # a single token
     ],
 )
-def test_matches_the_reference(H, H_KV, S, D, BLOCK_M, BLOCK_N, causal, dtype):
+def test_matches_the_reference(H, H_KV, S, D, BLOCK_M, BLOCK_N, causal, dtype, tma):
+    # tma=1: q, k, v and out through tensor descriptors over (B*H, S, D); a ragged S then
+    # relies on the descriptor's zero fill and clipped store, which these S=40/48 cases check
     q, k, v = _qkv(2, H, H_KV, S, D, dtype, seed=S * D + H)
     out = torch.full_like(q, float("nan"))  # a row the kernel skips stays NaN and fails
     run = at.launcher(q, k, v, out, causal=causal, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                      num_warps=4, num_stages=1)  # fmt: skip
+                      num_warps=4, num_stages=1, TMA=tma)  # fmt: skip
     run()
     ref = at.reference_attention(q, k, v, causal)
     check_close(out, ref, tolerance=TOLERANCE[dtype])
@@ -50,6 +53,32 @@ def test_causal_and_full_attention_differ_and_the_scale_is_applied():
     scaled = at.attention(q, k, v, causal=False, sm_scale=0.5, **cfg)
     ref = at.reference_attention(q, k, v, False, sm_scale=0.5)
     check_close(scaled, ref, tolerance=TOLERANCE["fp16"])
+
+
+def test_the_tma_path_writes_no_row_of_a_neighbouring_head():
+    # S=40 in 32-row blocks: the second block of head 0 overhangs into head 1's rows of the
+    # flattened (B*H, S, D) view; the descriptor clips the store at S, so head 1 keeps what the
+    # kernel wrote for it, and a sentinel past the tensor (a larger buffer) stays untouched
+    q, k, v = _qkv(1, 2, 2, 40, 32, "bf16", seed=4)
+    buffer = torch.full((3, 40, 32), 7.0, dtype=q.dtype, device=q.device)
+    out = buffer[:2].view(1, 2, 40, 32)
+    at.launcher(q, k, v, out, causal=False, BLOCK_M=32, BLOCK_N=16, num_warps=4,
+                num_stages=1, TMA=1)()  # fmt: skip
+    check_close(out, at.reference_attention(q, k, v, False), tolerance=TOLERANCE["bf16"])
+    assert bool((buffer[2] == 7.0).all())
+
+
+def test_the_tma_path_refuses_layouts_a_descriptor_cannot_address():
+    q, k, v = _qkv(2, 2, 2, 16, 32, "bf16", seed=5)
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "TMA": 1}
+    # (B, S, H, D) memory seen as (B, H, S, D): B's stride is not H times H's
+    seq_major = torch.randn(2, 16, 2, 32).to(torch.bfloat16).to(q.device).transpose(1, 2)
+    with pytest.raises(ValueError, match="one stride pattern"):
+        at.attention(seq_major, k, v, causal=True, **cfg)
+    with pytest.raises(ValueError, match="TMA=2 must be 0 or 1"):
+        at.check_config(**{**cfg, "TMA": 2})
+    with pytest.raises(ValueError, match="sm_scale=0.0 must be > 0"):
+        at.attention(q, k, v, causal=True, sm_scale=0.0, **cfg)
 
 
 def test_the_chunked_float32_reference_matches_the_float64_one():

@@ -23,10 +23,10 @@ def test_registered_with_its_space_and_directions():
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_a_trial_checks_then_measures_against_sdpa(causal):
+@pytest.mark.parametrize(("causal", "tma"), [(True, 0), (False, 0), (True, 1)])
+def test_a_trial_checks_then_measures_against_sdpa(causal, tma):
     objective = AttentionObjective({**PROBLEM, "causal": causal, "dtype": "fp16"})
-    m = objective.evaluate(SMALL)
+    m = objective.evaluate({**SMALL, "TMA": tma})
     assert set(m.values) == {"ratio_to_sdpa", "tflops"} and m.values["tflops"] > 0
     assert m.metrics["rel_error"] < 2e-3 and m.metrics["fastest_sdpa"] == "sdpa_math"
     assert m.values["ratio_to_sdpa"] == pytest.approx(m.metrics["sdpa_math_ms"] / m.metrics["ms"])
@@ -72,12 +72,16 @@ def test_the_space_rejects_what_does_not_fit_and_accepts_the_defaults():
     space = load_space("attention")
     big = AttentionObjective.default_problem({"type": "cuda"})
     # (256*128 + 4 * 2 * 256*128) * 2 = 589824 bytes of shared memory > 232448
-    huge = {"BLOCK_M": 256, "BLOCK_N": 256, "num_warps": 8, "num_stages": 4}
+    huge = {"BLOCK_M": 256, "BLOCK_N": 256, "num_warps": 8, "num_stages": 4, "TMA": 0}
     assert "shared_memory" in space.violations(huge, big, HOPPER)
     # (128*128 + 128*128) fp32 values over 128 threads = 256 registers each > 192
     assert space.violations({**huge, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1},
                             big, HOPPER) == ["accumulator_registers"]  # fmt: skip
     assert "block_m_fits" in space.violations(SMALL | {"BLOCK_M": 128}, PROBLEM, HOPPER)
+    # TMA's barriers: 128x128 in 3 stages fits with them (230400 bytes on sm_90), in 4 not
+    tma = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3, "TMA": 1}
+    assert not space.violations(tma, big, HOPPER)
+    assert space.violations({**tma, "num_stages": 4}, big, HOPPER) == ["shared_memory"]
     for problem in (big, AttentionObjective.default_problem({"type": "cpu"}), PROBLEM,
                     {**big, "D": 256}):  # fmt: skip
         assert not space.violations(AttentionObjective(problem).default_config(), problem, HOPPER)
@@ -95,4 +99,4 @@ def test_a_sweep_of_the_new_workload_runs_with_the_default_first():
     study = Sweep(settings).run().study
     assert [t.user_attrs["status"] for t in study.trials] == ["ok"] * 4
     assert study.trials[0].params == {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4,
-                                      "num_stages": 2}  # fmt: skip
+                                      "num_stages": 2, "TMA": 0}  # fmt: skip
