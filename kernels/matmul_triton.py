@@ -137,11 +137,27 @@ def _matmul_kernel(
     # Each is rewritten as a multiple of its power-of-two divisor, which it already is: the
     # compiler then knows, e.g., that rows of a 1000x500 fp16 A start 8 bytes apart and loads
     # them 8 bytes at a time, asynchronously (Triton by itself only knows "divisible by 16" or
-    # nothing, and nothing means one 2-byte load per element).
-    M, N, K = M // DIV_M * DIV_M, N // DIV_N * DIV_N, K // DIV_K * DIV_K
-    stride_am, stride_ak = stride_am // DIV_AM * DIV_AM, stride_ak // DIV_AK * DIV_AK
-    stride_bk, stride_bn = stride_bk // DIV_BK * DIV_BK, stride_bn // DIV_BN * DIV_BN
-    stride_cm, stride_cn = stride_cm // DIV_CM * DIV_CM, stride_cn // DIV_CN * DIV_CN
+    # nothing, and nothing means one 2-byte load per element). Only divisors 2, 4 and 8 need
+    # it: a multiple of 16 is already marked so by Triton's launch (and a 1 made a constant),
+    # and rewriting it anyway leaves signed-division code in the compiled prologue.
+    if DIV_M < 16:
+        M = M // DIV_M * DIV_M
+    if DIV_N < 16:
+        N = N // DIV_N * DIV_N
+    if DIV_K < 16:
+        K = K // DIV_K * DIV_K
+    if DIV_AM < 16:
+        stride_am = stride_am // DIV_AM * DIV_AM
+    if DIV_AK < 16:
+        stride_ak = stride_ak // DIV_AK * DIV_AK
+    if DIV_BK < 16:
+        stride_bk = stride_bk // DIV_BK * DIV_BK
+    if DIV_BN < 16:
+        stride_bn = stride_bn // DIV_BN * DIV_BN
+    if DIV_CM < 16:
+        stride_cm = stride_cm // DIV_CM * DIV_CM
+    if DIV_CN < 16:
+        stride_cn = stride_cn // DIV_CN * DIV_CN
     # --- which output tile this program owns -------------------------------------------------
     # Programs are handed out band by band; a band is GROUP_M tile-rows of C. Inside a band the
     # tile-row index moves fastest, so consecutive programs reuse the same tile-column of B (and
@@ -171,8 +187,11 @@ def _matmul_kernel(
     rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     ks = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak
-    b_ptrs = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
+    # The offsets are summed in int32 first and added to the pointer once (the parentheses):
+    # without them each term is its own 64-bit pointer add, and the compiled K loop carries
+    # twice the 64-bit address updates (sm_90 SASS).
+    a_ptrs = a_ptr + (rows[:, None] * stride_am + ks[None, :] * stride_ak)
+    b_ptrs = b_ptr + (ks[:, None] * stride_bk + cols[None, :] * stride_bn)
 
     # --- march along K, accumulating in fp32 ---------------------------------------------------
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
@@ -190,11 +209,11 @@ def _matmul_kernel(
         b_ptrs += BLOCK_K * stride_bk
 
     # --- write the tile back in C's dtype -------------------------------------------------------
+    c = acc.to(c_ptr.dtype.element_ty)
     out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = c_ptr + out_rows[:, None] * stride_cm + out_cols[None, :] * stride_cn
-    c = acc.to(c_ptr.dtype.element_ty)
-    if MASKED:
+    if MASKED:  # the launcher always masks (see _plan); unmasked needs tiles that divide C
         tl.store(c_ptrs, c, mask=(out_rows[:, None] < M) & (out_cols[None, :] < N))
     else:
         tl.store(c_ptrs, c)
@@ -578,12 +597,6 @@ def alignment_hints(M: int, N: int, K: int, strides: dict[str, tuple[int, int]])
     return {f"DIV_{name}": _pow2_divisor(int(v)) for name, v in values.items()}
 
 
-def _masked(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> bool:
-    # the tiled kernel's store needs a mask where a tile overhangs M or N (its loads wrap
-    # around those edges and mask along K whatever the shape)
-    return bool(M % BLOCK_M or N % BLOCK_N)
-
-
 def _upcast(dtype: torch.dtype) -> bool:
     # Triton's interpreter keeps bf16 as uint16 bit patterns and its tl.dot multiplies those
     # (triton-lang/triton#11584, "not supported yet"); widening first gives the exact products a
@@ -659,9 +672,13 @@ def _plan(
     split_k = cfg["SPLIT_K"]
     args = (M, N, K, sam, sak, sbk, sbn, scm, scn)
     hints = alignment_hints(M, N, K, strides)
-    if split_k == 1:  # one program per tile: a masked store only where a tile overhangs
-        masked = _masked(M, N, BM, BN)
-        constexprs = {**meta, "MASKED": masked, "UPCAST": upcast, **hints}
+    if split_k == 1:  # one program per tile
+        # The store is masked whatever the shape, as in Triton's tutorial kernel: on even shapes
+        # the unmasked store saves 8 compares in the epilogue, but M and N then die before the
+        # K loop and ptxas allocates and schedules the loop differently (sm_90 SASS at
+        # 128x128x64, 4 warps, 3 stages: same instructions, another order). Masked, the
+        # compiled kernel is instruction for instruction the tutorial's.
+        constexprs = {**meta, "MASKED": True, "UPCAST": upcast, **hints}
         return _Plan(_matmul_kernel, (_grid_size(M, N, BM, BN),), args, {**constexprs, **launch}, 3)
     constexprs = {**meta, "SPLIT_K": split_k, "EVEN_K": K % cfg["BLOCK_K"] == 0, "UPCAST": upcast,
                   **hints}  # fmt: skip
