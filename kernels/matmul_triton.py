@@ -490,8 +490,9 @@ def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, 
     16-64 rows and split K until the programs would outnumber the ``sms`` (default: this
     device's, 132 under the interpreter): a 128 x 128 tile there computes mostly padding on a
     few programs. The decode tiles are the best of grids measured on an H200 at N = K = 4096
-    (benchmarks/results/h200-2026-12-02-late: 16x128x64 split 4 at M = 1 and 16, 64x32x128 in
-    5 stages, unsplit, at M = 64; timed streamed).
+    (benchmarks/results/h200-2026-12-02-late: 16x128x64 split 4 at M = 1 and 16, 64x32x128
+    unsplit at M = 64; timed streamed); at M = 64, 6 stages read 0.946x cuBLAS against 0.912x
+    for 5 and 0.923-0.930x for 7-8 (benchmarks/results/h200-2026-12-02-s22).
 
     Example:
         >>> default_config(8192, 8192, 8192) == DEFAULT_CONFIG
@@ -501,7 +502,7 @@ def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, 
         (16, 128, 64, 4)
         >>> c = default_config(64, 4096, 4096, sms=132)  # 128 tiles: no split
         >>> c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["SPLIT_K"], c["num_stages"]
-        (64, 32, 128, 1, 5)
+        (64, 32, 128, 1, 6)
     """
     if M > DECODE_M:
         return dict(DEFAULT_CONFIG)
@@ -518,7 +519,7 @@ def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, 
         split *= 2
     return {**DEFAULT_CONFIG, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": block_k,
             "GROUP_M": 1, "SPLIT_K": split, "num_warps": 4,
-            "num_stages": 4 if M <= 16 else 5}  # fmt: skip
+            "num_stages": 4 if M <= 16 else 6}  # fmt: skip
 
 
 def shared_memory_bytes(

@@ -10,7 +10,9 @@ the best five and the previous sessions' winners are then re-measured with the f
 (3 rounds) under both. Also printed: the card's L2 size and a 1 GiB device copy's bandwidth.
 
 ``--wide`` scans a wider grid (BLOCK_N up to 256, 4 or 8 warps, 3-5 stages) at the shapes
-given with ``--shapes``; ``--streamed-only`` leaves out the flushed re-measurements.
+given with ``--shapes``; ``--deep`` a grid of deeper pipelines (4-8 stages) around the decode
+defaults, with the persistent (TMA) schedule too; ``--streamed-only`` leaves out the flushed
+re-measurements.
 
 Run (GPU machine, after benchmarks/gpu/setup.sh):
     python benchmarks/gpu/skinny_protocol.py OUT [--shapes 1,16,64] [--wide] [--streamed-only]
@@ -35,6 +37,7 @@ ARGS = argparse.ArgumentParser()
 ARGS.add_argument("out", type=Path)
 ARGS.add_argument("--shapes", default="1,16,64")
 ARGS.add_argument("--wide", action="store_true")
+ARGS.add_argument("--deep", action="store_true")
 ARGS.add_argument("--streamed-only", action="store_true")
 BASE = {"GROUP_M": 1, "SCHEDULE": "tiled", "num_warps": 4}
 #: the winners of the suite's sweeps on 2026-12-02 (benchmarks/results/h200-2026-12-02)
@@ -60,6 +63,24 @@ def grid(m: int, wide: bool) -> list[dict]:
             continue
         configs.append({**BASE, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split,
                         "num_warps": w, "num_stages": st})  # fmt: skip
+    return configs
+
+
+def deep_grid(m: int) -> list[dict]:
+    """Pipelines 4-8 deep around the decode defaults, tiled (split K) and persistent (TMA,
+    unsplit), within the shared memory of an H200 (232448 bytes)."""
+    bm = 16 if m <= 16 else 64
+    tiled = itertools.product([bm], [64, 128] if m <= 16 else [32, 64], [64, 128],
+                              [2, 4] if m <= 16 else [1, 2], [4, 6, 8] if m <= 16 else [5, 6, 7, 8],
+                              ["tiled"])  # fmt: skip
+    persistent = itertools.product([bm], [32, 64], [64, 128], [1], [4, 5, 6, 8], ["persistent"])
+    configs = []
+    for bm_, bn, bk, split, st, schedule in [*tiled, *persistent]:
+        smem = (bm_ * bk + bk * bn) * 2 * st + (bm_ * bn * 2 if schedule != "tiled" else 0)
+        if smem > 232448:
+            continue
+        configs.append({**BASE, "BLOCK_M": bm_, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split,
+                        "SCHEDULE": schedule, "num_stages": st})  # fmt: skip
     return configs
 
 
@@ -98,7 +119,7 @@ def main() -> None:
     for m in (int(x) for x in args.shapes.split(",")):
         started = time.perf_counter()
         scan = []
-        for cfg in grid(m, args.wide):
+        for cfg in deep_grid(m) if args.deep else grid(m, args.wide):
             row = measure(m, cfg, streamed=True, rounds=1)
             scan.append((cfg, row))
             print(f"scan M={m} {cfg} {row.get('ratio', row.get('error'))}", flush=True)
@@ -125,7 +146,7 @@ def main() -> None:
             c = row["config"]
             name = (
                 f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} s{c['SPLIT_K']} "
-                f"w{c['num_warps']} st{c['num_stages']} g{c['GROUP_M']}"
+                f"w{c['num_warps']} st{c['num_stages']} g{c['GROUP_M']} {c['SCHEDULE']}"
             )
             s, f = row["streamed"], row["flushed"]
             if "ratio" not in s:
@@ -138,7 +159,7 @@ def main() -> None:
                 f"{s['us']:6.1f} | {flushed}"
             )
         print(f"  streamed: {final[0]['streamed'].get('protocol')}")
-    name = f"skinny_protocol{'_wide' if args.wide else ''}.json"
+    name = f"skinny_protocol{'_deep' if args.deep else '_wide' if args.wide else ''}.json"
     (args.out / name).write_text(json.dumps(results, indent=1, default=str))
 
 

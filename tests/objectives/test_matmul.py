@@ -58,7 +58,7 @@ def test_default_problem_and_config() -> None:
         "SPLIT_K": 1,
         "SCHEDULE": "tiled",
         "num_warps": 4,
-        "num_stages": 5,
+        "num_stages": 6,
     }
     assert obj.flops == 2 * 64**3
     large = MatmulObjective({"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"})
