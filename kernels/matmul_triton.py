@@ -68,6 +68,12 @@ DEFAULT_CONFIG: dict[str, int | str] = {
     "num_warps": 4,
     "num_stages": 3,
 }
+#: The untuned config of a product large enough for one wave of 128x256 tiles: the best config
+#: of the recorded H200 grids at 4096^3 and 8192x14336x4096 (benchmarks/data/README.md), and
+#: side by side 0.92-1.00x cuBLAS at 8192^3 bf16/fp16, 8192x4096x4096 and 8192x14336x4096
+#: against 0.86-0.92x for DEFAULT_CONFIG's 128x128 tile (benchmarks/results/h200-2026-12-02-s22).
+WIDE_CONFIG: dict[str, int | str] = {**DEFAULT_CONFIG, "BLOCK_N": 256, "num_warps": 8,
+                                     "num_stages": 4}  # fmt: skip
 #: Output tile rows up to which a product is a decode product (few rows of activations, all
 #: of B to read): :func:`default_config` gives it a tile of its own.
 DECODE_M = 64
@@ -485,17 +491,20 @@ def _pow2_at_least(n: int) -> int:
 
 
 def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, int | str]:
-    """The untuned config for an (M, N, K) product: :data:`DEFAULT_CONFIG` (the tutorial's
-    tile), except for decode products (M <= :data:`DECODE_M`), which get one tile-row of
-    16-64 rows and split K until the programs would outnumber the ``sms`` (default: this
-    device's, 132 under the interpreter): a 128 x 128 tile there computes mostly padding on a
+    """The untuned config for an (M, N, K) product: :data:`WIDE_CONFIG` where its 128x256
+    tiles fill the ``sms`` at least once (default: this device's, 132 under the interpreter),
+    else :data:`DEFAULT_CONFIG` (the tutorial's tile), except for decode products
+    (M <= :data:`DECODE_M`), which get one tile-row of 16-64 rows and split K until the
+    programs would outnumber the ``sms``: a 128 x 128 tile there computes mostly padding on a
     few programs. The decode tiles are the best of grids measured on an H200 at N = K = 4096
     (benchmarks/results/h200-2026-12-02-late: 16x128x64 split 4 at M = 1 and 16, 64x32x128
     unsplit at M = 64; timed streamed); at M = 64, 6 stages read 0.946x cuBLAS against 0.912x
     for 5 and 0.923-0.930x for 7-8 (benchmarks/results/h200-2026-12-02-s22).
 
     Example:
-        >>> default_config(8192, 8192, 8192) == DEFAULT_CONFIG
+        >>> default_config(8192, 8192, 8192, sms=132) == WIDE_CONFIG  # 2048 tiles of 128x256
+        True
+        >>> default_config(1000, 3000, 500, sms=132) == DEFAULT_CONFIG  # 96 tiles of 128x256
         True
         >>> c = default_config(1, 4096, 4096, sms=132)  # 32 tiles, split 4: 128 programs
         >>> c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["SPLIT_K"]
@@ -504,11 +513,11 @@ def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, 
         >>> c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["SPLIT_K"], c["num_stages"]
         (64, 32, 128, 1, 6)
     """
-    if M > DECODE_M:
-        return dict(DEFAULT_CONFIG)
     if sms is None:
         sms = _EMULATED_SMS if INTERPRETED else torch.cuda.get_device_properties(
             torch.cuda.current_device()).multi_processor_count  # fmt: skip
+    if M > DECODE_M:
+        return dict(WIDE_CONFIG if _grid_size(M, N, 128, 256) >= sms else DEFAULT_CONFIG)
     block_m = min(DECODE_M, max(16, _pow2_at_least(M)))
     # over 16 rows each program reads its K-slabs of A too: narrow tiles of B, deep K-steps
     block_n = min(128 if M <= 16 else 32, max(32, _pow2_at_least(N)))
@@ -840,6 +849,7 @@ __all__ = [
     "CONFIG_KEYS",
     "SCHEDULES",
     "DEFAULT_CONFIG",
+    "WIDE_CONFIG",
     "DTYPES",
     "default_config",
     "INTERPRETED",

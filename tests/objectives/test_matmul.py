@@ -61,17 +61,21 @@ def test_default_problem_and_config() -> None:
         "num_stages": 6,
     }
     assert obj.flops == 2 * 64**3
+    # 4096^2: 512 tiles of 128x256, more than the emulated 132 SMs: the wide tile
     large = MatmulObjective({"M": 4096, "N": 4096, "K": 4096, "dtype": "bf16"})
     assert large.default_config() == {
         "BLOCK_M": 128,
-        "BLOCK_N": 128,
+        "BLOCK_N": 256,
         "BLOCK_K": 64,
         "GROUP_M": 8,
         "SPLIT_K": 1,
         "SCHEDULE": "tiled",
-        "num_warps": 4,
-        "num_stages": 3,
+        "num_warps": 8,
+        "num_stages": 4,
     }
+    # 1000x3000: 96 tiles of 128x256, under a wave: the tutorial's 128x128 tile
+    odd = MatmulObjective({"M": 1000, "N": 3000, "K": 500, "dtype": "fp16"})
+    assert (odd.default_config()["BLOCK_N"], odd.default_config()["num_warps"]) == (128, 4)
 
 
 @pytest.mark.parametrize("m", [1, 5, 16, 33, 64])
