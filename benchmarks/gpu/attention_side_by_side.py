@@ -27,6 +27,9 @@ from autotune.timing import interleaved
 ARGS = argparse.ArgumentParser()
 ARGS.add_argument("old")
 ARGS.add_argument("--rounds", type=int, default=5)
+ARGS.add_argument("--problems", default="", help="e.g. 'causal 16k' (default: all three)")
+ARGS.add_argument("--configs", default="",
+                  help="BMxBNxWARPSxSTAGES,... run with TMA only (default: CONFIGS, old too)")
 #: (BLOCK_M, BLOCK_N, num_warps, num_stages): the suite's winners (256x64 w8 st4), the default,
 #: and the tiles a Hopper flash forward commonly takes; all pass the space's constraints
 CONFIGS = [(256, 64, 8, 4), (128, 64, 4, 2), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
@@ -41,16 +44,20 @@ def main() -> None:
     old = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(old)
     print(f"{torch.cuda.get_device_name()}; {args.rounds} interleaved rounds, L2 flushed")
+    configs = ([tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
+               if args.configs else CONFIGS)  # fmt: skip
     for label, S, causal in PROBLEMS:
+        if args.problems and label not in args.problems.split(","):
+            continue
         gen = torch.Generator(device="cuda").manual_seed(S)
         q = torch.randn(1, 32, S, 128, generator=gen, device="cuda").bfloat16()
         k, v = (torch.randn(1, 8, S, 128, generator=gen, device="cuda").bfloat16()
                 for _ in range(2))  # fmt: skip
         ref = new.reference_attention(q, k, v, causal, dtype=torch.float32)
         fns, errors = {}, {}
-        candidates = [("old", old, c, 0) for c in OLD_CONFIGS]
-        candidates += [("new", new, c, 0) for c in OLD_CONFIGS]
-        candidates += [("tma", new, c, 1) for c in CONFIGS]
+        candidates = [] if args.configs else [("old", old, c, 0) for c in OLD_CONFIGS]
+        candidates += [] if args.configs else [("new", new, c, 0) for c in OLD_CONFIGS]
+        candidates += [("tma", new, c, 1) for c in configs]
         for tag, mod, (bm, bn, w, st), tma in candidates:
             name = f"{tag} {bm}x{bn} w{w} st{st}"
             out = torch.full_like(q, float("nan"))
