@@ -38,6 +38,8 @@ ARGS.add_argument("out", type=Path)
 ARGS.add_argument("--shapes", default="1,16,64")
 ARGS.add_argument("--wide", action="store_true")
 ARGS.add_argument("--deep", action="store_true")
+ARGS.add_argument("--tiles", default="",
+                  help="BMxBNxBKxSPLITxWARPSxSTAGES,... scan these tiled configs instead")
 ARGS.add_argument("--streamed-only", action="store_true")
 BASE = {"GROUP_M": 1, "SCHEDULE": "tiled", "num_warps": 4}
 #: the winners of the suite's sweeps on 2026-12-02 (benchmarks/results/h200-2026-12-02)
@@ -84,6 +86,13 @@ def deep_grid(m: int) -> list[dict]:
     return configs
 
 
+def listed(tiles: str) -> list[dict]:
+    """Tiled configs spelled BMxBNxBKxSPLITxWARPSxSTAGES, e.g. 64x32x256x1x4x3."""
+    keys = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages")
+    return [{**BASE, **dict(zip(keys, (int(x) for x in t.split("x")), strict=True))}
+            for t in tiles.split(",")]  # fmt: skip
+
+
 def measure(m: int, config: dict, streamed: bool, rounds: int) -> dict:
     kernel_objective.GPU_TIMING["rounds"] = rounds
     obj = MatmulObjective({"M": m, "N": 4096, "K": 4096, "dtype": "bf16"})
@@ -119,7 +128,9 @@ def main() -> None:
     for m in (int(x) for x in args.shapes.split(",")):
         started = time.perf_counter()
         scan = []
-        for cfg in deep_grid(m) if args.deep else grid(m, args.wide):
+        configs = (listed(args.tiles) if args.tiles else deep_grid(m) if args.deep
+                   else grid(m, args.wide))  # fmt: skip
+        for cfg in configs:
             row = measure(m, cfg, streamed=True, rounds=1)
             scan.append((cfg, row))
             print(f"scan M={m} {cfg} {row.get('ratio', row.get('error'))}", flush=True)
@@ -159,7 +170,8 @@ def main() -> None:
                 f"{s['us']:6.1f} | {flushed}"
             )
         print(f"  streamed: {final[0]['streamed'].get('protocol')}")
-    name = f"skinny_protocol{'_deep' if args.deep else '_wide' if args.wide else ''}.json"
+    kind = "_tiles" if args.tiles else "_deep" if args.deep else "_wide" if args.wide else ""
+    name = f"skinny_protocol{kind}.json"
     (args.out / name).write_text(json.dumps(results, indent=1, default=str))
 
 
