@@ -52,7 +52,10 @@ import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from autotune.kernels import tma  # noqa: E402
-from autotune.kernels.interpreter import check_shared_memory  # noqa: E402
+from autotune.kernels.interpreter import (  # noqa: E402
+    check_shared_memory,
+    is_pow2,
+)
 
 #: The tunables with an untuned but sensible value each (for D <= 128 on a Hopper GPU).
 DEFAULT_CONFIG: dict[str, int] = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}
@@ -229,10 +232,6 @@ def _attention_kernel(
 INTERPRETED: bool = not isinstance(_attention_kernel, JITFunction)
 
 
-def _is_pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
-
-
 def check_config(
     *, BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, TMA: int = 0
 ) -> None:
@@ -251,9 +250,9 @@ def check_config(
         ValueError: BLOCK_M=48 must be a power of two >= 16
     """
     for name, value in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N)):
-        if not (_is_pow2(int(value)) and value >= 16):
+        if not (is_pow2(int(value)) and value >= 16):
             raise ValueError(f"{name}={value} must be a power of two >= 16")
-    if not (_is_pow2(int(num_warps)) and num_warps <= 32):  # 32 warps x 32 threads = 1024
+    if not (is_pow2(int(num_warps)) and num_warps <= 32):  # 32 warps x 32 threads = 1024
         raise ValueError(f"num_warps={num_warps} must be a power of two in 1..32")
     if num_stages < 1:
         raise ValueError(f"num_stages={num_stages} must be >= 1")
@@ -262,7 +261,7 @@ def check_config(
 
 
 def _check_head_dim(D: int) -> None:
-    if not (_is_pow2(D) and 16 <= D <= 256):
+    if not (is_pow2(D) and 16 <= D <= 256):
         raise ValueError(f"head dim D={D} must be a power of two in 16..256")
 
 

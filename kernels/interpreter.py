@@ -1,5 +1,5 @@
 """Switch Triton to its interpreter on a machine without CUDA: import this before ``triton``;
-and the checks every kernel module shares.
+and the checks every kernel module shares (shared memory, powers of two).
 
 Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` runs, so a kernel module imports this
 first (see ``matmul_triton``'s docstring for why the order matters); an explicit
@@ -25,6 +25,16 @@ def cuda_present() -> bool:
 
 if not cuda_present():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def is_pow2(x: int) -> bool:
+    """True for 1, 2, 4, 8, ... (tile sizes and warp counts must be)."""
+    return x > 0 and x & (x - 1) == 0
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for n <= 1), e.g. ``pow2_at_least(48) == 64``."""
+    return 1 << max(0, n - 1).bit_length()
 
 
 def check_shared_memory(kernel: object) -> None:

@@ -54,7 +54,11 @@ import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from autotune.kernels import tma  # noqa: E402
-from autotune.kernels.interpreter import check_shared_memory  # noqa: E402
+from autotune.kernels.interpreter import (  # noqa: E402
+    check_shared_memory,
+    is_pow2,
+    pow2_at_least,
+)
 
 #: The tunables ``matmul`` takes, with an untuned but sensible value each (the tiled schedule with
 #: the tile of Triton's tutorial).
@@ -434,10 +438,6 @@ def _matmul_persistent_kernel(
 INTERPRETED: bool = not isinstance(_matmul_kernel, JITFunction)
 
 
-def _is_pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
-
-
 def check_config(
     *,
     BLOCK_M: int,
@@ -466,9 +466,9 @@ def check_config(
         ValueError: BLOCK_K=48 must be a power of two >= 16
     """
     for name, value in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N), ("BLOCK_K", BLOCK_K)):
-        if not (_is_pow2(int(value)) and value >= 16):
+        if not (is_pow2(int(value)) and value >= 16):
             raise ValueError(f"{name}={value} must be a power of two >= 16")
-    if not (_is_pow2(int(num_warps)) and num_warps <= 32):  # 32 warps x 32 threads = 1024
+    if not (is_pow2(int(num_warps)) and num_warps <= 32):  # 32 warps x 32 threads = 1024
         raise ValueError(f"num_warps={num_warps} must be a power of two in 1..32")
     if GROUP_M < 1:
         raise ValueError(f"GROUP_M={GROUP_M} must be >= 1")
@@ -484,10 +484,6 @@ def check_config(
         raise ValueError(f"EPILOGUE_SUBTILE={EPILOGUE_SUBTILE} must be 0 or 1")
     if EPILOGUE_SUBTILE and SCHEDULE == "tiled":
         raise ValueError("EPILOGUE_SUBTILE=1 needs a persistent schedule (a TMA store of C)")
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, int | str]:
@@ -518,10 +514,10 @@ def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, 
             torch.cuda.current_device()).multi_processor_count  # fmt: skip
     if M > DECODE_M:
         return dict(WIDE_CONFIG if _grid_size(M, N, 128, 256) >= sms else DEFAULT_CONFIG)
-    block_m = min(DECODE_M, max(16, _pow2_at_least(M)))
+    block_m = min(DECODE_M, max(16, pow2_at_least(M)))
     # over 16 rows each program reads its K-slabs of A too: narrow tiles of B, deep K-steps
-    block_n = min(128 if M <= 16 else 32, max(32, _pow2_at_least(N)))
-    block_k = min(64 if M <= 16 else 128, max(32, _pow2_at_least(K)))
+    block_n = min(128 if M <= 16 else 32, max(32, pow2_at_least(N)))
+    block_k = min(64 if M <= 16 else 128, max(32, pow2_at_least(K)))
     tiles = _grid_size(M, N, block_m, block_n)
     split = 1
     while tiles * split * 2 <= sms and split * 2 * block_k <= K:

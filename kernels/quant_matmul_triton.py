@@ -67,7 +67,10 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from autotune.kernels.interpreter import check_shared_memory  # noqa: E402
+from autotune.kernels.interpreter import (  # noqa: E402
+    check_shared_memory,
+    is_pow2,
+)
 
 #: The quantization levels and their group size along K (0: one scale per output channel).
 LEVELS: dict[str, int] = {"int8": 0, "int4-g128": 128, "int4-g64": 64}
@@ -203,10 +206,6 @@ def group_size(level: str) -> int:
     return LEVELS[level]
 
 
-def _is_pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
-
-
 def check_config(
     *,
     weights: str,
@@ -237,7 +236,7 @@ def check_config(
     """
     group = group_size(weights)
     for name, value in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N), ("BLOCK_K", BLOCK_K)):
-        if not (_is_pow2(int(value)) and value >= 16):
+        if not (is_pow2(int(value)) and value >= 16):
             raise ValueError(f"{name}={value} must be a power of two >= 16")
     if group:
         if BLOCK_K < 32:
@@ -248,7 +247,7 @@ def check_config(
             raise ValueError(f"K={K} is not a multiple of the {weights} group of {group}")
     if SPLIT_K < 1:
         raise ValueError(f"SPLIT_K={SPLIT_K} must be >= 1")
-    if not (_is_pow2(int(num_warps)) and num_warps <= 32):  # 32 warps x 32 threads = 1024
+    if not (is_pow2(int(num_warps)) and num_warps <= 32):  # 32 warps x 32 threads = 1024
         raise ValueError(f"num_warps={num_warps} must be a power of two in 1..32")
     if num_stages < 1:
         raise ValueError(f"num_stages={num_stages} must be >= 1")

@@ -38,14 +38,11 @@ import torch
 from autotune.correctness import TOLERANCE, check_close
 from autotune.failures import WrongResult
 from autotune.kernels import quant_matmul_triton as kern
+from autotune.kernels.interpreter import pow2_at_least
 from autotune.objectives.kernel import KernelObjective, Tensors, tensor_bytes
 from autotune.timing import Timing
 
 DEFAULT_MAX_ERROR = 0.2
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 class QuantMatmulObjective(KernelObjective):
@@ -87,8 +84,8 @@ class QuantMatmulObjective(KernelObjective):
         return {
             "weights": "int8",
             **kern.DEFAULT_CONFIG,
-            "BLOCK_M": min(64, max(16, _pow2_at_least(self.M))),
-            "BLOCK_N": min(64, max(32, _pow2_at_least(self.N))),
+            "BLOCK_M": min(64, max(16, pow2_at_least(self.M))),
+            "BLOCK_N": min(64, max(32, pow2_at_least(self.N))),
             "BLOCK_K": 64 if self.K >= 64 else 32,
         }
 
