@@ -34,6 +34,18 @@ def _matern52(x1: torch.Tensor, x2: torch.Tensor, length_scales: torch.Tensor) -
     return (1.0 + scaled + scaled**2 / 3.0) * torch.exp(-scaled)
 
 
+def _matern52_in_place(
+    x1: torch.Tensor, x2: torch.Tensor, length_scales: torch.Tensor, signal: torch.Tensor
+) -> torch.Tensor:
+    """``signal * _matern52(x1, x2, length_scales)``: the same operations on the same values
+    in the same order (so the same bits), in 3 buffers of m x n instead of 10; no autograd.
+    At 20,000 candidates and 100 measured configs (16 MB a buffer) a prediction took 78 ms
+    instead of 110 (medians of 9 timeit rounds, old and new interleaved, one thread)."""
+    scaled = torch.cdist(x1 / length_scales, x2 / length_scales).mul_(math.sqrt(5.0))
+    kernel = scaled.add(1.0).add_(scaled.pow(2).div_(3.0))  # (1 + s) + s**2 / 3
+    return kernel.mul_(scaled.neg_().exp_()).mul_(signal)
+
+
 @contextlib.contextmanager
 def _one_thread() -> Iterator[None]:
     """Matrices of a few hundred rows run fastest on one thread (and leave the other cores to
@@ -143,10 +155,11 @@ class GaussianProcess:
 
     def _predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         xt = torch.as_tensor(x, dtype=torch.float64)
-        cross = self._kernel(self._hyper, xt, self._x)
+        signal = torch.exp(self._hyper[-2])
+        cross = _matern52_in_place(xt, self._x, torch.exp(self._hyper[:-2]), signal)
         mean = (cross @ self._alpha)[:, 0]
         solved = torch.cholesky_solve(cross.T, self._chol)
-        variance = torch.exp(self._hyper[-2]) - (cross * solved.T).sum(dim=1)
+        variance = signal - cross.mul_(solved.T).sum(dim=1)  # cross is not read after this
         std = variance.clamp_min(1e-12).sqrt() * self._scale
         return (mean * self._scale + self._mean).numpy(), std.numpy()
 

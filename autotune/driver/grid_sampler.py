@@ -49,6 +49,7 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.driver.novelty import config_key
 from autotune.driver.transfer_prior import TransferPrior
 from autotune.driver.trial_attrs import INFEASIBLE, STATUS, is_repeat
+from autotune.driver.trial_memo import FinishedTrialMemo
 from autotune.space import Param, Space
 
 MAX_GRID = 50_000  # raw configs (before constraints) this sampler enumerates
@@ -73,22 +74,36 @@ def features(space: Space, configs: Sequence[Mapping[str, Any]]) -> np.ndarray:
         >>> features(space, [{"x": 16}, {"x": 64}, {"x": 256}])[:, 0].tolist()
         [0.0, 0.5, 1.0]
     """
+    # a column at a time, one-hot places from a dict: 20 ms over 22,500 configs instead of
+    # 98 (a nested list a column, list.index a one-hot value)
     columns: list[np.ndarray] = []
+    rows = len(configs)
     for param in space.params:
         values = param.values()
         present = [c.get(param.name) for c in configs]
         if param.kind == "bool":
-            columns.append(np.array([[float(bool(v))] for v in present]))
+            column = np.fromiter((float(bool(v)) for v in present), float, rows)
+            columns.append(column.reshape(rows, 1))
         elif param.kind in ("pow2", "int") or _is_ordered_number(values):
             position = _positions(param, values)
-            columns.append(np.array([[position.get(v, 0.0)] for v in present]))
+            column = np.fromiter((position.get(v, 0.0) for v in present), float, rows)
+            columns.append(column.reshape(rows, 1))
         else:
-            onehot = np.zeros((len(configs), len(values)))
-            for row, value in enumerate(present):
-                if value in values:
-                    onehot[row, values.index(value)] = 1.0
-            columns.append(onehot)
+            columns.append(_one_hot(values, present))
     return np.concatenate(columns, axis=1)
+
+
+def _one_hot(values: list[Any], present: list[Any]) -> np.ndarray:
+    """One column per value of ``values``: 1.0 where the config holds it (the first equal
+    value, as ``list.index`` finds it), 0 elsewhere (an inactive parameter: all 0)."""
+    place: dict[Any, int] = {}
+    for i, value in enumerate(values):
+        place.setdefault(value, i)
+    hits = [(row, place[v]) for row, v in enumerate(present) if v in place]
+    onehot = np.zeros((len(present), len(values)))
+    if hits:
+        onehot[tuple(np.array(hits).T)] = 1.0
+    return onehot
 
 
 def _positions(param: Param, values: list[Any]) -> dict[Any, float]:
@@ -104,6 +119,51 @@ def _positions(param: Param, values: list[Any]) -> dict[Any, float]:
         keys = [float(i) for i in range(len(values))]
     low, high = min(keys), max(keys)
     return {v: (k - low) / (high - low) for v, k in zip(values, keys, strict=True)}
+
+
+@dataclass
+class Enumeration:
+    """The feasible configs of a space at a problem and device, listed once, with each one's
+    key and place in the list; their features are computed at first use. Samplers over the
+    same space and problem can share one (the default portfolio's two members do: building
+    that sampler over 22,500 configs took 0.09 s instead of 0.58 s, 1 ms a trial of a
+    100-trial sweep instead of 6)."""
+
+    space: Space
+    configs: list[dict[str, Any]]
+    keys: list[tuple]
+    index: dict[tuple, int]
+    _features: np.ndarray | None = field(default=None, init=False, repr=False)
+
+    @classmethod
+    def of(
+        cls, space: Space, problem: Mapping[str, Any] | None, device: Mapping[str, Any] | None
+    ) -> Enumeration:
+        configs = list(space.grid(problem or {}, device or {}))
+        keys = [config_key(c) for c in configs]
+        return cls(space, configs, keys, {k: i for i, k in enumerate(keys)})
+
+    @property
+    def features(self) -> np.ndarray:
+        """:func:`features` of every config, one row each (0 x 0 without configs)."""
+        if self._features is None:
+            self._features = (
+                features(self.space, self.configs) if self.configs else np.zeros((0, 0))
+            )
+        return self._features
+
+
+@dataclass(frozen=True)
+class _TrialRow:
+    """What :meth:`EnumeratedSampler._read_trials` takes from one trial. ``kind``: repeat,
+    outside (not an enumerated config), pending, other (a state that says nothing: failed
+    or waiting), measured or failed."""
+
+    kind: str
+    key: tuple = ()
+    index: int = -1
+    drawn: bool = False
+    values: tuple[float, ...] = ()
 
 
 @dataclass
@@ -124,6 +184,8 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
         space: a discrete space (see :func:`is_enumerable`).
         problem, device: what the space's constraints read.
         seed: seeds the random draws.
+        grid: the space's :class:`Enumeration` at this problem and device, if another
+            sampler listed it already (else it is listed here).
     """
 
     def __init__(
@@ -133,15 +195,20 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
         device: Mapping[str, Any] | None = None,
         *,
         seed: int | None = None,
+        grid: Enumeration | None = None,
     ) -> None:
         self.space = space
         self._rng = random.Random(seed)
         self._fallback = optuna.samplers.RandomSampler(seed=seed)
-        self._configs = list(space.grid(problem or {}, device or {}))
-        self._keys = [config_key(c) for c in self._configs]
-        self._index = {k: i for i, k in enumerate(self._keys)}
+        self._grid = grid if grid is not None else Enumeration.of(space, problem, device)
+        self._configs = self._grid.configs
+        self._keys = self._grid.keys
+        self._index = self._grid.index
         self._distributions = {p.name: p.distribution() for p in space.params}
         self._left: int | None = None  # unvisited configs at the last proposal
+        # each finished trial read once, not at every proposal: at 139 trials reading the
+        # study took 0.06-0.10 ms a proposal instead of 0.42-0.48
+        self._rows = FinishedTrialMemo(self._trial_row)
 
     @property
     def feasible_configs(self) -> int:
@@ -188,27 +255,42 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
         objective, all finite) of each measured config. Repeats are skipped."""
         seen = _Observations()
         measured: dict[int, list[float]] = {}
-        for t in study.get_trials(deepcopy=False):
-            if is_repeat(t):
+        for row in self._rows.summaries(study, study.get_trials(deepcopy=False)):
+            if row.kind == "repeat":
                 continue
-            key = config_key(t.params)
-            seen.visited.add(key)
-            index = self._index.get(key)
-            if index is None:
+            seen.visited.add(row.key)
+            if row.kind == "outside":
                 continue
-            if t.state == TrialState.RUNNING:
-                seen.pending.append(index)
+            if row.kind == "pending":
+                seen.pending.append(row.index)
                 continue
-            if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+            if row.kind == "other":
                 continue
-            status = t.user_attrs.get(STATUS)
-            seen.drawn += "fixed_params" not in t.system_attrs and status != INFEASIBLE
-            if status == "ok" and t.values and all(math.isfinite(v) for v in t.values):
-                measured[index] = list(t.values)
+            seen.drawn += row.drawn
+            if row.kind == "measured":
+                measured[row.index] = list(row.values)
             else:
-                seen.failed.append(index)
+                seen.failed.append(row.index)
         seen.failed = [i for i in seen.failed if i not in measured]
         return seen, measured
+
+    def _trial_row(self, t: FrozenTrial) -> _TrialRow:
+        """What :meth:`_read_trials` takes from trial ``t``."""
+        if is_repeat(t):
+            return _TrialRow("repeat")
+        key = config_key(t.params)
+        index = self._index.get(key)
+        if index is None:
+            return _TrialRow("outside", key)
+        if t.state == TrialState.RUNNING:
+            return _TrialRow("pending", key, index)
+        if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+            return _TrialRow("other", key, index)
+        status = t.user_attrs.get(STATUS)
+        drawn = "fixed_params" not in t.system_attrs and status != INFEASIBLE
+        if status == "ok" and t.values and all(math.isfinite(v) for v in t.values):
+            return _TrialRow("measured", key, index, drawn, tuple(t.values))
+        return _TrialRow("failed", key, index, drawn)
 
     def sample_independent(
         self,
@@ -248,6 +330,8 @@ class GridBayesSampler(EnumeratedSampler):
         n_startup_trials: configs drawn at random before the model takes over. Enqueued
             configs (the untuned default, a warm start's) come on top: a warm start from an
             unlike problem must not leave the model with one cluster of points.
+        grid: the space's :class:`Enumeration`, shared with another sampler (see
+            :class:`EnumeratedSampler`).
     """
 
     def __init__(
@@ -261,13 +345,14 @@ class GridBayesSampler(EnumeratedSampler):
         target: str = "log",
         failures: str = "worst",
         region: str = "global",
+        grid: Enumeration | None = None,
     ) -> None:
-        super().__init__(space, problem, device, seed=seed)
+        super().__init__(space, problem, device, seed=seed, grid=grid)
         self.n_startup_trials = n_startup_trials
         self.target = target
         self.failures = failures
         self.region = region
-        self._features = features(space, self._configs) if self._configs else np.zeros((0, 0))
+        self._features = self._grid.features
         from autotune.driver.gp import GaussianProcess  # torch: only where a sampler is built
 
         self._model = GaussianProcess()

@@ -23,3 +23,18 @@ def test_later_fits_start_from_the_last_hyperparameters():
     first = gp._hyper.clone()
     gp.fit(x[:15], y[:15])  # no steps: the same hyperparameters, new data
     assert (gp._hyper == first).all()
+
+
+def test_a_prediction_gives_the_numbers_of_the_fitted_kernel_bit_for_bit():
+    # the prediction's kernel is computed in place: the same operations, the same bits
+    import torch
+
+    from autotune.driver.gp import _matern52, _matern52_in_place
+
+    rng = np.random.default_rng(0)
+    for rows, columns, dims in ((1, 3, 2), (17, 40, 6), (1297, 101, 13)):
+        x1 = torch.as_tensor(rng.random((rows, dims)))
+        x2 = torch.as_tensor(rng.random((columns, dims)))
+        scales, signal = torch.as_tensor(rng.random(dims) + 0.1), torch.tensor(1.7).double()
+        want = signal * _matern52(x1, x2, scales)
+        assert torch.equal(_matern52_in_place(x1, x2, scales, signal), want)

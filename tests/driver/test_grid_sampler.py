@@ -29,6 +29,22 @@ def test_features_keep_the_order_of_tile_sizes_and_one_hot_strings():
     assert rows[0][1:5].tolist() == [0.0, 0.0, 1.0, 0.0]  # precision one-hot: bf16
 
 
+def test_the_default_portfolio_lists_and_featurises_the_space_once_for_both_members():
+    space, problem = load_space("matmul"), {"M": 64, "N": 4096, "K": 4096}
+    members = make_sampler("bo", space=space, problem=problem, device=HOPPER).members
+    first, second = members["global"], members["local"]
+    assert first._grid is second._grid and first._features is second._features
+    configs = list(space.grid(problem, HOPPER))
+    assert first._configs == configs
+    assert (first._features == features(space, configs)).all()
+
+
+def test_one_hot_features_of_inactive_and_unknown_values_are_zero():
+    space = Space("s", [Param("kind", "categorical", choices=["a", "b"]), Param("x", "bool")])
+    rows = features(space, [{"kind": "b", "x": True}, {"x": False}, {"kind": "c"}])
+    assert rows.tolist() == [[0.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+
+
 def test_it_proposes_every_feasible_config_once_and_no_other():
     space = load_space("matmul")
     # small tiles, and K=60 rows are not 16-byte aligned for TMA: the tiled schedule only, 160

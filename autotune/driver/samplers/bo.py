@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from autotune.driver.grid_sampler import MAX_GRID, GridBayesSampler, is_enumerable
+from autotune.driver.grid_sampler import MAX_GRID, Enumeration, GridBayesSampler, is_enumerable
 from autotune.driver.portfolio import PortfolioSampler
 from autotune.driver.samplers.registry import SamplerContext, SamplerSpec, register
 
@@ -35,14 +35,16 @@ def discrete(ctx: SamplerContext) -> str | None:
 
 
 def global_and_local(ctx: SamplerContext) -> PortfolioSampler:
-    """The default: global and local GP-EI with a feasibility classifier, as a portfolio."""
+    """The default: global and local GP-EI with a feasibility classifier, as a portfolio;
+    the two list and featurise the space's configs once between them."""
+    grid = Enumeration.of(ctx.space, ctx.problem, ctx.device)
     members = {
         "global": GridBayesSampler(
-            ctx.space, ctx.problem, ctx.device, seed=ctx.seed, failures="classifier"
+            ctx.space, ctx.problem, ctx.device, seed=ctx.seed, failures="classifier", grid=grid
         ),
         "local": GridBayesSampler(
             ctx.space, ctx.problem, ctx.device, seed=ctx.seed, failures="classifier",
-            region="local",
+            region="local", grid=grid,
         ),
     }  # fmt: skip
     return PortfolioSampler(members)
