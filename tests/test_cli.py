@@ -203,7 +203,7 @@ def test_export_triton_configs_are_loadable(tmp_path):
     # a persistent schedule has its own epilogue parameter, the tiled one does not
     persistent = first.kwargs["SCHEDULE"] != "tiled"
     assert set(first.kwargs) == tiles | ({"EPILOGUE_SUBTILE"} if persistent else set())
-    assert first.num_warps in (4, 8) and 2 <= first.num_stages <= 5
+    assert first.num_warps in (4, 8) and 2 <= first.num_stages <= 6  # the space's range
     # a per-shape table for a kernel with the tutorial's names and neither schedule nor split
     table = tmp_path / "table.py"
     rename = "BLOCK_M=BLOCK_SIZE_M,BLOCK_N=BLOCK_SIZE_N,SPLIT_K=,SCHEDULE=,EPILOGUE_SUBTILE="
