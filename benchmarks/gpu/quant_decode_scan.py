@@ -9,8 +9,11 @@ benchmarks/results/h200-2026-12-02-late/quant_cuda_core_variant.patch: measured 
 tensor-core path at every shape (that folder's README), it was not kept, and the kept kernel
 refuses those configs (they print as Infeasible rows).
 
+``--deep`` scans int4 alone at M = 1 (tensor cores): fewer K-splits (2-8) and deeper
+pipelines (4-8 stages) than the first grid's (8-16 splits, 4 stages); the best five re-measured.
+
 Run (GPU machine, after benchmarks/gpu/setup.sh):
-    python benchmarks/gpu/quant_decode_scan.py OUT
+    python benchmarks/gpu/quant_decode_scan.py OUT [--deep]
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from autotune.objectives import kernel as kernel_objective
 from autotune.objectives.quant_matmul import QuantMatmulObjective
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+DEEP = "--deep" in sys.argv[2:]
+#: the best int4 config of the first grid at M = 1 (benchmarks/results/h200-2026-12-02-late)
+PREVIOUS_INT4 = {"weights": "int4-g64", "BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 64,
+                 "SPLIT_K": 8, "num_warps": 4, "num_stages": 4}  # fmt: skip
 
 
 def grid(m: int) -> list[dict]:
@@ -38,6 +45,18 @@ def grid(m: int) -> list[dict]:
             continue
         configs.append({"weights": level, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk,
                         "SPLIT_K": split, "num_warps": warps, "num_stages": 4})  # fmt: skip
+    return configs
+
+
+def deep_grid() -> list[dict]:
+    configs = []
+    for level, bn, bk, split, stages in itertools.product(
+        ["int4-g64", "int4-g128"], [64, 128], [64, 128], [2, 4, 8], [4, 6, 8]
+    ):
+        if level == "int4-g64" and bk > 64:
+            continue
+        configs.append({"weights": level, "BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": bk,
+                        "SPLIT_K": split, "num_warps": 4, "num_stages": stages})  # fmt: skip
     return configs
 
 
@@ -56,22 +75,25 @@ def measure(m: int, config: dict, rounds: int) -> dict:
 
 def name(c: dict) -> str:
     return (f"{c['weights']:9} {c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} s{c['SPLIT_K']} "
-            f"w{c['num_warps']}")  # fmt: skip
+            f"w{c['num_warps']} st{c['num_stages']}")  # fmt: skip
 
 
 def main() -> None:
     results = {}
-    for m in (1, 16):
-        scan = [(c, measure(m, c, 1)) for c in grid(m)]
+    for m in (1,) if DEEP else (1, 16):
+        scan = [(c, measure(m, c, 1)) for c in (deep_grid() if DEEP else grid(m))]
         for c, r in scan:
             print(f"scan M={m} {name(c)} {r}", flush=True)
         ok = sorted((x for x in scan if "ratio" in x[1]), key=lambda x: -x[1]["ratio"])
         best = {}
         for c, _ in ok:  # the best three on CUDA cores and the best three with tl.dot
             best.setdefault(c["BLOCK_M"] < 16, [])
-            if len(best[c["BLOCK_M"] < 16]) < 3:
+            if len(best[c["BLOCK_M"] < 16]) < (5 if DEEP else 3):
                 best[c["BLOCK_M"] < 16].append(c)
-        final = [(c, measure(m, c, 3)) for group in best.values() for c in group]
+        chosen = [c for group in best.values() for c in group]
+        if DEEP and PREVIOUS_INT4 not in chosen:  # the first grid's best int4, side by side
+            chosen.append(PREVIOUS_INT4)
+        final = [(c, measure(m, c, 3)) for c in chosen]
         results[m] = {"scan": [{"config": c, **r} for c, r in scan],
                       "final": [{"config": c, **r} for c, r in final]}  # fmt: skip
         print(f"\nM={m}, 3 rounds, streamed: config / x bf16 cuBLAS / us / GB/s / quant error")
@@ -83,7 +105,8 @@ def main() -> None:
                 )
             else:
                 print(f"  {name(c):36} {r['error']}")
-    (OUT / "quant_decode_scan.json").write_text(json.dumps(results, indent=1))
+    name_ = "quant_decode_scan_deep.json" if DEEP else "quant_decode_scan.json"
+    (OUT / name_).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
