@@ -254,13 +254,13 @@ def check_config(
 
 
 # -- quantizers and references (torch) ---------------------------------------------------
-def decode_config(N: int, K: int, programs: int) -> dict[str, int]:
+def decode_config(N: int, K: int, programs: int, block_n: int | None = None) -> dict[str, int]:
     """An untuned config for decode rows (up to 16; the caller sets ``BLOCK_M`` for more):
     :data:`DEFAULT_CONFIG` with K split in two until the grid has ``programs`` programs or a
     split would walk fewer than two ``BLOCK_K`` steps. Without a split a 1536-wide output is
     24 programs on a 132-SM H200; the kernel suite's tuned decode winners there (1x and
     16x4096x4096) ran 256-512 programs, split-K 8-16, at 2x the default's speed. Ask for about
-    two programs per SM.
+    two programs per SM. ``block_n`` (default ``DEFAULT_CONFIG``'s) sets the tile width.
 
     Example:
         >>> decode_config(N=4096, K=4096, programs=264)["SPLIT_K"]  # the 16-row int4 winner's
@@ -269,8 +269,12 @@ def decode_config(N: int, K: int, programs: int) -> dict[str, int]:
         8
         >>> decode_config(N=8192, K=4096, programs=264)["SPLIT_K"]  # 128 tiles
         4
+        >>> decode_config(N=4096, K=4096, programs=132, block_n=128)["SPLIT_K"]  # 32 tiles
+        8
     """
     config = dict(DEFAULT_CONFIG)
+    if block_n is not None:
+        config["BLOCK_N"] = block_n
     tiles = -(-N // config["BLOCK_N"])
     steps = -(-K // config["BLOCK_K"])
     split = 1

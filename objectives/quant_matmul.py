@@ -43,6 +43,14 @@ from autotune.objectives.kernel import KernelObjective, Tensors, tensor_bytes
 from autotune.timing import Timing
 
 DEFAULT_MAX_ERROR = 0.2
+#: Rows up to which a product is a decode step: the default config is int4 (where the gate
+#: allows) with K split across the SMs.
+DECODE_ROWS = 16
+#: int4-g64's relative error on Gaussian weights is about 0.11 (0.105-0.107 measured at
+#: 4096x4096): the default takes int4 for a ``max_error`` with room over that.
+INT4_DEFAULT_MIN_ERROR = 0.15
+#: SMs assumed under the interpreter (an H100's or H200's).
+EMULATED_SMS = 132
 
 
 class QuantMatmulObjective(KernelObjective):
@@ -78,9 +86,20 @@ class QuantMatmulObjective(KernelObjective):
         return {"M": 4, "N": 64, "K": 256, "dtype": "bf16", "max_error": DEFAULT_MAX_ERROR}
 
     def default_config(self) -> dict[str, Any]:
-        """int8 (Gaussian weights pass any ``max_error`` of 0.02 or more), one tile-row of up
-        to 64 rows, 64 x 64 weight blocks (smaller for a small problem), no split of K,
-        4 warps, 3 stages."""
+        """Decode rows (M <= 16): int4 in groups of 64 where ``max_error`` leaves room over its
+        error on Gaussian weights (about 0.11: ``max_error`` >= 0.15), else int8; 16 x 128 x 64
+        blocks, K split until the programs fill the SMs once, 4 warps, 4 stages. At 1x4096x4096
+        on the H200 that is int4 at split 8, 1.05x bf16 cuBLAS (3 rounds, streamed;
+        benchmarks/results/h200-2026-12-02-s22), where the unsplit int8 default before read
+        0.43x. More rows: int8, one tile-row of up to 64 rows, 64 x 64 weight blocks (smaller
+        for a small problem), no split of K, 4 warps, 3 stages."""
+        if self.M <= DECODE_ROWS:
+            int4 = self.max_error >= INT4_DEFAULT_MIN_ERROR and self.K % 64 == 0  # whole groups
+            level = "int4-g64" if int4 else "int8"
+            block_n = min(128, max(32, pow2_at_least(self.N)))
+            config = kern.decode_config(self.N, self.K, self.sms, block_n=block_n)
+            return {"weights": level, **config, "BLOCK_K": 64 if self.K >= 64 else 32,
+                    "num_stages": 4}  # fmt: skip
         return {
             "weights": "int8",
             **kern.DEFAULT_CONFIG,
@@ -88,6 +107,14 @@ class QuantMatmulObjective(KernelObjective):
             "BLOCK_N": min(64, max(32, pow2_at_least(self.N))),
             "BLOCK_K": 64 if self.K >= 64 else 32,
         }
+
+    @property
+    def sms(self) -> int:
+        """This GPU's SMs (132, an H200's, under the interpreter: a CPU sweep starts where an
+        H200's would)."""
+        if self.device != "cuda":
+            return EMULATED_SMS
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
 
     def checked_config(self, config: dict[str, Any]) -> dict[str, Any]:
         cfg = super().checked_config(config)

@@ -109,7 +109,26 @@ def test_a_sweep_of_the_new_workload_runs_with_the_default_first():
     study = Sweep(settings).run().study
     launched = [t for t in study.trials if t.user_attrs["status"] != "infeasible"]
     assert [t.user_attrs["status"] for t in launched] == ["ok"] * 4
+    # a decode problem (4 rows): int4 in groups of 64, K split in two (4 K-steps of 64)
     assert study.trials[0].params == {
-        "weights": "int8", "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 1,
-        "num_warps": 4, "num_stages": 3,
+        "weights": "int4-g64", "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 2,
+        "num_warps": 4, "num_stages": 4,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("problem", "level", "split"),
+    [
+        ({"M": 1, "N": 4096, "K": 4096}, "int4-g64", 8),  # 32 tiles x 8 = 256 programs
+        ({"M": 16, "N": 4096, "K": 4096, "max_error": 0.05}, "int8", 8),  # no room for int4
+        ({"M": 1, "N": 4096, "K": 4000}, "int8", 8),  # K not whole groups of 64
+    ],
+)
+def test_the_decode_default_takes_int4_where_the_gate_allows_and_passes_the_space(
+    problem, level, split
+):
+    full = {"dtype": "bf16", "max_error": 0.2, **problem}
+    config = get_objective("quant-matmul")(full).default_config()
+    assert (config["weights"], config["SPLIT_K"], config["BLOCK_N"]) == (level, split, 128)
+    device = {"type": "cuda", "max_shared_memory": 232448}
+    assert not load_space("quant_matmul").violations(config, full, device)
