@@ -27,6 +27,27 @@ if not cuda_present():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
+#: the SMs a kernel's launch plan assumes without a GPU (an H200's 132): the interpreter then
+#: takes the same tiles and K-splits as the device it stands for
+EMULATED_SMS = 132
+
+
+def sm_count(device: torch.device | int | None = None) -> int:
+    """Streaming multiprocessors of ``device`` (default: the current CUDA device), or
+    :data:`EMULATED_SMS` without CUDA; launch plans size their grids by it.
+
+    Example:
+        >>> sm_count() == (torch.cuda.get_device_properties(0).multi_processor_count
+        ...                if cuda_present() else EMULATED_SMS)
+        True
+    """
+    if not cuda_present() or os.environ.get("TRITON_INTERPRET") == "1":
+        return EMULATED_SMS
+    if device is None:
+        device = torch.cuda.current_device()
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)
+
+
 def is_pow2(x: int) -> bool:
     """True for 1, 2, 4, 8, ... (tile sizes and warp counts must be)."""
     return x > 0 and x & (x - 1) == 0

@@ -58,6 +58,7 @@ from autotune.kernels.interpreter import (  # noqa: E402
     check_shared_memory,
     is_pow2,
     pow2_at_least,
+    sm_count,
 )
 
 #: The tunables ``matmul`` takes, with an untuned but sensible value each (the tiled schedule with
@@ -81,10 +82,6 @@ WIDE_CONFIG: dict[str, int | str] = {**DEFAULT_CONFIG, "BLOCK_N": 256, "num_warp
 #: Output tile rows up to which a product is a decode product (few rows of activations, all
 #: of B to read): :func:`default_config` gives it a tile of its own.
 DECODE_M = 64
-#: SMs assumed under the interpreter, an H100's or H200's 132, so a CPU sweep starts from the
-#: default an H200 would.
-_EMULATED_SMS = 132
-
 #: Tunables of one schedule only, off unless a config sets them: ``EPILOGUE_SUBTILE`` (the
 #: persistent schedules) stores the C tile in two halves, so shared memory stages half of it.
 OPTIONAL_CONFIG: dict[str, int] = {"EPILOGUE_SUBTILE": 0}
@@ -510,8 +507,7 @@ def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, 
         (64, 32, 128, 1, 6)
     """
     if sms is None:
-        sms = _EMULATED_SMS if INTERPRETED else torch.cuda.get_device_properties(
-            torch.cuda.current_device()).multi_processor_count  # fmt: skip
+        sms = sm_count()  # an H200's 132 under the interpreter: a CPU sweep starts there too
     if M > DECODE_M:
         return dict(WIDE_CONFIG if _grid_size(M, N, 128, 256) >= sms else DEFAULT_CONFIG)
     block_m = min(DECODE_M, max(16, pow2_at_least(M)))
@@ -569,10 +565,7 @@ def _grid_size(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
 def persistent_programs(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
     """Programs of the persistent schedule: one per SM, no more than there are tiles
     (e.g. 8192 x 4096 in 128 x 256 tiles: 1024 tiles over the H200's 132 SMs)."""
-    if INTERPRETED:
-        sms = _INTERPRETER_PROGRAMS
-    else:
-        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    sms = _INTERPRETER_PROGRAMS if INTERPRETED else sm_count()
     return max(1, min(sms, _grid_size(M, N, BLOCK_M, BLOCK_N)))
 
 

@@ -38,7 +38,7 @@ import torch
 from autotune.correctness import TOLERANCE, check_close
 from autotune.failures import WrongResult
 from autotune.kernels import quant_matmul_triton as kern
-from autotune.kernels.interpreter import pow2_at_least
+from autotune.kernels.interpreter import EMULATED_SMS, pow2_at_least, sm_count
 from autotune.objectives.kernel import KernelObjective, Tensors, tensor_bytes
 from autotune.timing import Timing
 
@@ -49,8 +49,6 @@ DECODE_ROWS = 16
 #: int4-g64's relative error on Gaussian weights is about 0.11 (0.105-0.107 measured at
 #: 4096x4096): the default takes int4 for a ``max_error`` with room over that.
 INT4_DEFAULT_MIN_ERROR = 0.15
-#: SMs assumed under the interpreter (an H100's or H200's).
-EMULATED_SMS = 132
 
 
 class QuantMatmulObjective(KernelObjective):
@@ -114,7 +112,7 @@ class QuantMatmulObjective(KernelObjective):
         H200's would)."""
         if self.device != "cuda":
             return EMULATED_SMS
-        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        return sm_count()
 
     def checked_config(self, config: dict[str, Any]) -> dict[str, Any]:
         cfg = super().checked_config(config)
