@@ -37,6 +37,7 @@ from __future__ import annotations
 import torch
 
 from autotune.kernels import interpreter  # noqa: F401 - before triton, on purpose
+from autotune.kernels.interpreter import pow2_at_least, sm_count
 
 # isort: split
 import triton  # noqa: E402
@@ -53,6 +54,8 @@ COMPUTE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 CACHE_DTYPES = (*COMPUTE_DTYPES, torch.float8_e4m3fn)
 LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
+#: the most shares a row's keys are cut into (flash-decoding): 32 x 64 keys already cover 2k
+MAX_SPLITS = 32
 
 
 # Reductions through helpers of this module, not ``tl.max``/``tl.sum``: those are decorated when
@@ -76,13 +79,15 @@ def _paged_attention_kernel(
     stride_vn, stride_vp, stride_vh, stride_vd,
     stride_ob, stride_os, stride_oh, stride_od,
     stride_tb, stride_pb,
-    H, GROUP, Q, qk_scale, kv_scale,
+    m_ws_ptr, l_ws_ptr, acc_ws_ptr,
+    B, H, GROUP, Q, qk_scale, kv_scale,
     D: tl.constexpr, BLOCK_D: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
     UPCAST: tl.constexpr, IEEE: tl.constexpr, CONVERT: tl.constexpr,
 ):  # fmt: skip
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
+    split = tl.program_id(2)  # which share of the keys this program reads (SPLITS of them)
     b = bh // H
     h = bh % H
     kv_h = h // GROUP  # grouped-query: GROUP consecutive query heads share one K/V head
@@ -99,8 +104,13 @@ def _paged_attention_kernel(
     m_i = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     l_i = tl.full((BLOCK_M,), 0.0, dtype=tl.float32)
     acc = tl.full((BLOCK_M, BLOCK_D), 0.0, dtype=tl.float32)
-    hi = tl.reduce(pos, 0, _maximum) + 1  # keys 0..the last row's position
-    for start in range(0, hi, BLOCK_N):
+    # keys 0..the last row's position, cut in SPLITS shares of whole BLOCK_N steps: e.g. 1025
+    # keys, BLOCK_N 64, 4 splits: 17 steps, 5 a share; split 3 reads keys 960..1024
+    hi = tl.reduce(pos, 0, _maximum) + 1
+    share = tl.cdiv(tl.cdiv(hi, BLOCK_N), SPLITS) * BLOCK_N
+    lo = split * share
+    hi = tl.minimum(lo + share, hi)
+    for start in range(lo, hi, BLOCK_N):
         keys = start + tl.arange(0, BLOCK_N)
         in_range = keys < hi
         block = tl.load(table_ptr + b * stride_tb + keys // PAGE, mask=in_range, other=0)
@@ -132,10 +142,45 @@ def _paged_attention_kernel(
         else:
             acc = tl.dot(p, v, acc)
         m_i = m_new
-    out = (acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]).to(o_ptr.dtype.element_ty)
-    o_ptrs = o_ptr + b * stride_ob + h * stride_oh
-    tl.store(o_ptrs + rows[:, None] * stride_os + cols[None, :] * stride_od, out,
-             mask=live[:, None] & in_d[None, :])  # fmt: skip
+    in_q = rows < Q  # padding rows inside Q come out as zeros (no key, no weight)
+    if SPLITS == 1:
+        out = (acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]).to(o_ptr.dtype.element_ty)
+        o_ptrs = o_ptr + b * stride_ob + h * stride_oh
+        tl.store(o_ptrs + rows[:, None] * stride_os + cols[None, :] * stride_od, out,
+                 mask=in_q[:, None] & in_d[None, :])  # fmt: skip
+    else:  # this share's running max, sum and unscaled output, for _combine_kernel
+        slot = ((split * B + b) * Q + rows) * H + h  # (SPLITS, B, Q, H) workspaces
+        tl.store(m_ws_ptr + slot, m_i, mask=in_q)
+        tl.store(l_ws_ptr + slot, l_i, mask=in_q)
+        tl.store(acc_ws_ptr + slot[:, None] * BLOCK_D + cols[None, :], acc, mask=in_q[:, None])
+
+
+@triton.jit
+def _combine_kernel(
+    o_ptr, m_ws_ptr, l_ws_ptr, acc_ws_ptr,
+    stride_ob, stride_os, stride_oh, stride_od,
+    B, Q, H,
+    D: tl.constexpr, BLOCK_D: tl.constexpr, SPLITS: tl.constexpr,
+):  # fmt: skip
+    """One (sequence, query row, head) per program: its SPLITS shares, each weighed by
+    2^(its max - the overall max), summed and divided by the weighed sums."""
+    row_head = tl.program_id(0)  # (b * Q + row) * H + h
+    h = row_head % H
+    row = (row_head // H) % Q
+    b = row_head // (H * Q)
+    shares = tl.arange(0, SPLITS)
+    slot = shares * (B * Q * H) + row_head
+    m = tl.load(m_ws_ptr + slot)
+    l_s = tl.load(l_ws_ptr + slot)
+    m_all = tl.reduce(m, 0, _maximum)
+    m_safe = tl.where(m_all == float("-inf"), 0.0, m_all)  # a padding row: no share saw a key
+    weight = tl.exp2(m - m_safe)
+    total = tl.reduce(l_s * weight, 0, _add)
+    cols = tl.arange(0, BLOCK_D)
+    acc = tl.load(acc_ws_ptr + slot[:, None] * BLOCK_D + cols[None, :])
+    out = tl.reduce(acc * weight[:, None], 0, _add) / tl.where(total == 0.0, 1.0, total)
+    o_ptrs = o_ptr + b * stride_ob + row * stride_os + h * stride_oh + cols * stride_od
+    tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=cols < D)
 
 
 #: True under Triton's interpreter (no GPU compile; CPU tensors).
@@ -168,6 +213,26 @@ def _check_operands(
         raise ValueError(f"B * H = {B * H} exceeds the grid limit {_MAX_GRID_Y}")
 
 
+def decode_splits(programs: int, max_keys: int, block_n: int, sms: int) -> int:
+    """Shares to cut each row's keys in when ``programs`` (query tiles x sequences x heads)
+    leave SMs idle: doubled while the programs stay under two per SM and each share keeps at
+    least two ``block_n`` steps of the ``max_keys`` a table can hold (a power of two, at most
+    :data:`MAX_SPLITS`). A decode step of one sequence and 16 heads gets 16 shares on 132 SMs
+    (256 programs, where one program per head walked all of a 1k context alone).
+
+    Example:
+        >>> decode_splits(16, 2048, 64, 132), decode_splits(512, 2048, 64, 132)
+        (16, 1)
+        >>> decode_splits(16, 128, 64, 132)  # a short table: one share of two steps
+        1
+    """
+    splits = 1
+    while (programs * splits * 2 <= 2 * sms and splits * 2 <= MAX_SPLITS
+           and max_keys >= splits * 2 * 2 * block_n):  # fmt: skip
+        splits *= 2
+    return splits
+
+
 def paged_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -181,27 +246,48 @@ def paged_attention(
     BLOCK_N: int = DEFAULT_CONFIG["BLOCK_N"],
     num_warps: int = DEFAULT_CONFIG["num_warps"],
     num_stages: int = DEFAULT_CONFIG["num_stages"],
+    splits: int | None = None,
 ) -> torch.Tensor:
     """Causal attention of ``q`` over the paged keys and values: (B, Q, H, D) in q's dtype;
-    rows at position -1 come back as zeros. Every position's block must be in ``tables``."""
+    rows at position -1 come back as zeros. Every position's block must be in ``tables``.
+    ``splits`` (a power of two; default :func:`decode_splits`) cuts each row's keys in shares
+    read by programs of their own, whose partial results a second kernel combines."""
     check_config(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages)
     _check_operands(q, k, v, tables, positions)
     B, Q, H, D = q.shape
-    out = torch.zeros_like(q)
+    programs = triton.cdiv(Q, BLOCK_M) * B * H
+    if splits is None:
+        splits = decode_splits(programs, tables.shape[1] * k.shape[1], BLOCK_N, sm_count())
+    if splits < 1 or splits != pow2_at_least(splits):
+        raise ValueError(f"splits={splits} must be a power of two >= 1")
+    out = torch.empty_like(q)  # every row < Q is written: padding rows as zeros
+    block_d = triton.next_power_of_2(D)
+    if splits > 1:  # (splits, B, Q, H) maxima and sums, and unscaled outputs of block_d
+        m_ws = torch.empty(splits, B, Q, H, dtype=torch.float32, device=q.device)
+        l_ws = torch.empty_like(m_ws)
+        acc_ws = torch.empty(splits, B, Q, H, block_d, dtype=torch.float32, device=q.device)
+    else:
+        m_ws = l_ws = acc_ws = out  # not read
     upcast = INTERPRETED and q.dtype == torch.bfloat16  # the interpreter's bf16 is bit patterns
     scale = (D**-0.5 if sm_scale is None else float(sm_scale)) * LOG2E
-    grid = (triton.cdiv(Q, BLOCK_M), B * H)
+    grid = (triton.cdiv(Q, BLOCK_M), B * H, splits)
     _paged_attention_kernel[grid](
         q, k, v, out, tables, positions,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         tables.stride(0), positions.stride(0),
-        H, H // k.shape[2], Q, scale, float(kv_scale),
-        D=D, BLOCK_D=triton.next_power_of_2(D), PAGE=k.shape[1], BLOCK_M=BLOCK_M,
-        BLOCK_N=BLOCK_N, UPCAST=upcast,
+        m_ws, l_ws, acc_ws,
+        B, H, H // k.shape[2], Q, scale, float(kv_scale),
+        D=D, BLOCK_D=block_d, PAGE=k.shape[1], BLOCK_M=BLOCK_M,
+        BLOCK_N=BLOCK_N, SPLITS=splits, UPCAST=upcast,
         IEEE=q.dtype == torch.float32,
         CONVERT=upcast or k.dtype != q.dtype or float(kv_scale) != 1.0,
         num_warps=num_warps, num_stages=num_stages,
     )  # fmt: skip
+    if splits > 1:
+        _combine_kernel[(B * Q * H,)](
+            out, m_ws, l_ws, acc_ws, *out.stride(), B, Q, H,
+            D=D, BLOCK_D=block_d, SPLITS=splits, num_warps=4,
+        )  # fmt: skip
     return out
 
 

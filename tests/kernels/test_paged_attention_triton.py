@@ -133,3 +133,37 @@ def test_a_scale_applies_to_a_cache_in_the_compute_dtype_too():
     ref = reference_paged_attention(q, k, v, tables, positions, kv_scale=2.0)
     assert (out - ref).abs().max() < 1e-5
     assert (out - paged_attention(q, k, v, tables, positions)).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("splits", [2, 4, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn])
+def test_keys_cut_in_shares_give_the_unsplit_result(splits, dtype):
+    """Flash-decoding: each share's max, sum and output combined by a second kernel. The rows
+    are a long decode row (some shares of 16 keys see nothing past it), a prefill chunk whose
+    rows see different numbers of keys, and padding; grouped-query heads, D not a power of 2."""
+    cache_dtype = dtype
+    compute = torch.float32 if dtype == torch.float8_e4m3fn else dtype
+    k, v = _cache(4, 2, 24, torch.float32, blocks=20)
+    k, v = k.to(cache_dtype), v.to(cache_dtype)
+    tables = _tables([[7, 2, 9, 3, 11, 0, 13, 5], [4, 11, 5, 19]])
+    positions = torch.tensor([[29, -1, -1], [9, 10, 11]], dtype=torch.int32)
+    q = torch.randn(2, 3, 4, 24, generator=torch.Generator().manual_seed(3)).to(compute)
+    scale = 2.0 if dtype == torch.float8_e4m3fn else 1.0
+    whole = paged_attention(q, k, v, tables, positions, BLOCK_N=16, splits=1, kv_scale=scale)
+    shared = paged_attention(q, k, v, tables, positions, BLOCK_N=16, splits=splits,
+                             kv_scale=scale)  # fmt: skip
+    ref = reference_paged_attention(q, k, v, tables, positions, kv_scale=scale)
+    tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    assert (shared.float() - ref).abs().max() < tolerance
+    assert (shared.float() - whole.float()).abs().max() < tolerance
+    assert shared[0, 1:].abs().max() == 0  # padding rows: zeros, however many shares
+
+
+def test_decode_rows_of_few_sequences_are_split_to_fill_the_sms():
+    assert kernel.decode_splits(programs=16, max_keys=2048, block_n=64, sms=132) == 16
+    assert kernel.decode_splits(programs=512, max_keys=2048, block_n=64, sms=132) == 1
+    assert kernel.decode_splits(programs=1, max_keys=1 << 20, block_n=64, sms=132) == 32
+    with pytest.raises(ValueError, match="splits=3"):
+        k, v = _cache(4, 2, 16, torch.float32)
+        paged_attention(torch.randn(1, 1, 2, 16), k, v, _tables([[0]]),
+                        torch.tensor([[0]], dtype=torch.int32), splits=3)  # fmt: skip
