@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from autotune.kernels.interpreter import sm_count
 from autotune.kernels.llama import Llama, LlamaConfig, apply_rotary
 from autotune.kernels.paged_kv import KV_DTYPES, PagedKVCache
 
@@ -71,7 +72,7 @@ class QuantLinear:
         # decode_config): without a split, a 1536-wide output is 24 programs on 132 SMs
         self.config = dict(qm.DEFAULT_CONFIG)
         if weight.is_cuda:
-            sms = torch.cuda.get_device_properties(weight.device).multi_processor_count
+            sms = sm_count(weight.device)
             self.config = qm.decode_config(self.out_features, weight.shape[1], 2 * sms)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -99,6 +100,7 @@ class InferenceModel:
         *,
         fused_norm: bool | None = None,
         fused_rope: bool | None = None,
+        fused_swiglu: bool | None = None,
     ) -> None:
         if weights not in WEIGHTS:
             raise ValueError(f"weights={weights!r} is not one of {', '.join(WEIGHTS)}")
@@ -130,6 +132,9 @@ class InferenceModel:
         # blocks and 1.16x / 1.15x / 1.04x at batch 1 / 32 / 256 through the paged kernel on an
         # H200 (benchmarks/results/h200-2026-12-02-late); torch's path for an fp8 cache
         self.fused_rope = device.type == "cuda" if fused_rope is None else fused_rope
+        # SwiGLU's silu(gate) * up in one Triton launch (swiglu_triton) instead of two torch
+        # kernels a layer; on by default on a GPU, for the same reason
+        self.fused_swiglu = device.type == "cuda" if fused_swiglu is None else fused_swiglu
         self.linears: list[dict[str, object]] = []
         for block in model.blocks:
             layer = {}
@@ -237,6 +242,16 @@ class InferenceModel:
         h = self._layers(tokens, positions, slots, cache, attend, lambda y: y[:, 0])
         return F.linear(h, self.head).float()
 
+    def _swiglu(self, g: torch.Tensor, block: int) -> torch.Tensor:
+        """silu(gate) * up of the gate_up projection ``g`` (tokens, 2F) in blocks of
+        ``block``: one fused Triton launch with ``fused_swiglu``, else torch's ops."""
+        if self.fused_swiglu:
+            from autotune.kernels.swiglu_triton import silu_mul
+
+            return silu_mul(g, block)
+        g = g.view(*g.shape[:-1], -1, 2, block)
+        return (F.silu(g[..., 0, :]) * g[..., 1, :]).flatten(-2)
+
     def _add_norm(
         self, norm: torch.nn.Module, x: torch.Tensor, residual: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -294,9 +309,8 @@ class InferenceModel:
                 cache.write(index, slots, k, v)
             y = rows_of(attend(index, q)).reshape(-1, h * hd)
             x, normed = self._add_norm(mlp_norm, x, self._linear(w["out"], y))
-            g = self._linear(w["gate_up"], normed)
-            g = g.view(*g.shape[:-1], -1, 2, swiglu_block)
-            down = self._linear(w["down"], (F.silu(g[..., 0, :]) * g[..., 1, :]).flatten(-2))
+            down = self._linear(w["down"], self._swiglu(self._linear(w["gate_up"], normed),
+                                                        swiglu_block))  # fmt: skip
             following = self.blocks[index + 1][0] if index + 1 < len(self.blocks) else self.norm
             x, normed = self._add_norm(following, x, down)
         return normed

@@ -56,6 +56,19 @@ def test_the_fused_add_and_norm_gives_the_logits_of_torchs_ops() -> None:
         assert (t - f).abs().max() < 1e-4 * t.abs().max()
 
 
+def test_swiglus_gate_in_one_launch_gives_the_logits_of_torchs_ops() -> None:
+    """The fused silu(gate) * up (the interpreter here) against torch's two ops, through
+    prefill chunks and decode steps."""
+    cfg = LlamaConfig(vocab=64, d_model=48, n_layers=2, n_heads=2, seq_len=32)
+    torch.manual_seed(0)
+    llama = Llama(cfg)
+    torch_ops = InferenceModel(llama, "bf16", "paged", fused_swiglu=False)
+    fused = InferenceModel(llama, "bf16", "paged", fused_swiglu=True)
+    assert not InferenceModel(llama).fused_swiglu  # on a CPU: off unless asked for
+    for t, f in zip(_steps(torch_ops, "fp32"), _steps(fused, "fp32"), strict=True):
+        assert (t - f).abs().max() < 1e-4 * t.abs().max()
+
+
 @pytest.mark.parametrize("reads", ["gather", "paged"])
 def test_rotary_and_the_cache_write_in_one_launch_give_the_logits_of_torchs_ops(reads) -> None:
     """The fused rotary + KV write (the interpreter here) against torch's rotation and indexed
