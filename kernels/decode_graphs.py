@@ -37,6 +37,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
 import torch
 
 from autotune.kernels.llama_infer import Chunk, InferenceModel
@@ -61,6 +62,49 @@ def buckets(max_batch: int) -> list[int]:
     return sizes
 
 
+class TableRows:
+    """Host copies of sequences' block tables, padded with the scratch block to ``width``, each
+    rebuilt only when its table version changes; row 0 is all scratch (a padding row).
+
+    Example:
+        >>> cache = PagedKVCache(1, 8, 4, 1, 2, torch.float32, torch.device("cpu"))
+        >>> rows = TableRows(cache, width=3, scratch_block=7, capacity=4)
+        >>> _ = cache.allocate(0, 5); _ = cache.allocate(1, 2)
+        >>> out = np.empty((3, 3), dtype=np.int64)
+        >>> rows.gather([1, 0], pad=1, out=out); out.tolist()
+        [[2, 7, 7], [0, 1, 7], [7, 7, 7]]
+    """
+
+    def __init__(self, cache: PagedKVCache, width: int, scratch_block: int, capacity: int) -> None:
+        self.cache, self.scratch_block = cache, scratch_block
+        self.rows = np.full((capacity + 1, width), scratch_block, dtype=np.int64)
+        self.held: dict[int, tuple[int, int]] = {}  # seq -> (its table version, its row)
+        self.spare = list(range(capacity, 0, -1))
+
+    def gather(self, seqs: list[int], pad: int, out: np.ndarray) -> None:
+        """Write the tables of ``seqs``, then ``pad`` all-scratch rows, into ``out``'s rows."""
+        if len(seqs) > len(self.spare):  # room for every sequence of the step
+            self._forget_all_but(set(seqs))
+        index = [self._row(seq) for seq in seqs] + [0] * pad
+        np.take(self.rows, index, axis=0, out=out, mode="clip")  # "clip": unbuffered, in range
+
+    def _row(self, seq: int) -> int:
+        version = self.cache.table_version(seq)
+        held = self.held.get(seq)
+        if held is not None and held[0] == version:
+            return held[1]
+        row = self.spare.pop() if held is None else held[1]
+        own = self.cache.blocks_of(seq)
+        self.rows[row, : len(own)] = own
+        self.rows[row, len(own) :] = self.scratch_block
+        self.held[seq] = (version, row)
+        return row
+
+    def _forget_all_but(self, seqs: set[int]) -> None:
+        for seq in [s for s in self.held if s not in seqs]:
+            self.spare.append(self.held.pop(seq)[1])
+
+
 class DecodeGraphs:
     """Decode steps of up to ``max_batch`` sequences over ``cache`` (see the module)."""
 
@@ -82,13 +126,20 @@ class DecodeGraphs:
         self.buckets = buckets(max_batch)
         self.scratch_block = cache.blocks_of(SCRATCH_SEQ)[0]
         self.width = cache.blocks_needed(model.cfg.seq_len)  # blocks of the longest sequence
-        largest, dev = self.buckets[-1], model.device
-        self.tokens = torch.zeros(largest, dtype=torch.long, device=dev)
-        self.positions = torch.zeros(largest, dtype=torch.long, device=dev)
-        self.slots = torch.full((largest,), self.scratch_block * cache.block_size,
-                                dtype=torch.long, device=dev)  # fmt: skip
-        self.tables = torch.full((largest, self.width), self.scratch_block, dtype=torch.long,
-                                 device=dev)  # fmt: skip
+        largest = self.buckets[-1]
+        # every input in one host buffer and one device buffer (the same layout, one copy a
+        # step): tokens, positions and slots, then the block tables' rows. The host one is
+        # pageable, not pinned: a copy from it has read it when copy_ returns, so the next
+        # step may rewrite it at once
+        self._host = torch.zeros(3 * largest + largest * self.width, dtype=torch.long)
+        self._host[2 * largest : 3 * largest] = self.scratch_block * cache.block_size
+        self._host[3 * largest :] = self.scratch_block
+        self._device = self._host.to(model.device, copy=True)
+        self.tokens, self.positions, self.slots = self._device[: 3 * largest].view(3, largest)
+        self.tables = self._device[3 * largest :].view(largest, self.width)
+        self._host_steps = self._host[: 3 * largest].numpy().reshape(3, largest)
+        self._host_tables = self._host[3 * largest :].numpy().reshape(largest, self.width)
+        self._rows = TableRows(cache, self.width, self.scratch_block, 2 * largest)
         self.graphs: dict[int, tuple[Any, torch.Tensor]] = {}
         self.capture_s = 0.0
         if capture:
@@ -116,22 +167,21 @@ class DecodeGraphs:
     def _fill(self, chunks: list[Chunk], bucket: int) -> None:
         """Copy the step into the first ``bucket`` rows of the static buffers; rows past the
         step become padding (token 0 at position 0 of the scratch block)."""
-        cache, pad = self.cache, bucket - len(chunks)
-        block = cache.block_size
-        tokens = [c.tokens[0] for c in chunks] + [0] * pad
-        positions = [c.start for c in chunks] + [0] * pad
-        tables, slots = [], []
+        pad, block = bucket - len(chunks), self.cache.block_size
+        slots = []
         for c in chunks:
-            own = cache.blocks_of(c.seq)
+            own = self.cache.blocks_of(c.seq)
             if len(own) * block <= c.start:
                 raise ValueError(f"sequence {c.seq} holds no cache block for position {c.start}")
-            tables.append(own + [self.scratch_block] * (self.width - len(own)))
             slots.append(own[c.start // block] * block + c.start % block)
-        tables += [[self.scratch_block] * self.width] * pad
-        slots += [self.scratch_block * block] * pad
-        for buffer, values in ((self.tokens, tokens), (self.positions, positions),
-                               (self.slots, slots), (self.tables, tables)):  # fmt: skip
-            buffer[:bucket].copy_(torch.tensor(values, dtype=torch.long), non_blocking=True)
+        self._host_steps[:, :bucket] = [
+            [c.tokens[0] for c in chunks] + [0] * pad,
+            [c.start for c in chunks] + [0] * pad,
+            slots + [self.scratch_block * block] * pad,
+        ]
+        self._rows.gather([c.seq for c in chunks], pad, out=self._host_tables[:bucket])
+        used = 3 * self.buckets[-1] + bucket * self.width  # all but the tables' unused rows
+        self._device[:used].copy_(self._host[:used], non_blocking=True)
 
     def _inputs(self, bucket: int) -> tuple[torch.Tensor, ...]:
         return (self.tokens[:bucket], self.positions[:bucket], self.slots[:bucket],

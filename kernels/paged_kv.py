@@ -57,6 +57,8 @@ class PagedKVCache:
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(n_layers)]
         self._free = list(range(num_blocks))
         self._tables: dict[int, list[int]] = {}
+        self._versions: dict[int, int] = {}  # seq -> the stamp of its table's last change
+        self._stamp = 0
 
     # -- the block allocator ------------------------------------------------------------------
     @property
@@ -69,6 +71,20 @@ class PagedKVCache:
     def blocks_of(self, seq: int) -> list[int]:
         return self._tables.get(seq, [])
 
+    def table_version(self, seq: int) -> int:
+        """A number that changes whenever ``seq``'s block table does (blocks added or freed),
+        never the same for two different tables of ``seq``; 0 while it holds no table.
+
+        Example:
+            >>> cache = PagedKVCache(1, 4, 2, 1, 2, torch.float32, torch.device("cpu"))
+            >>> _ = cache.allocate(7, 2); first = cache.table_version(7)
+            >>> _ = cache.allocate(7, 1); cache.table_version(7) == first  # no block added
+            True
+            >>> cache.free(7); _ = cache.allocate(7, 2); cache.table_version(7) == first
+            False
+        """
+        return self._versions.get(seq, 0)
+
     def can_hold(self, seq: int, tokens: int) -> bool:
         """Whether ``seq`` can grow to ``tokens`` tokens with the blocks free now."""
         return self.blocks_needed(tokens) - len(self.blocks_of(seq)) <= len(self._free)
@@ -78,14 +94,19 @@ class PagedKVCache:
         if not self.can_hold(seq, tokens):
             return False
         table = self._tables.setdefault(seq, [])
-        while len(table) < self.blocks_needed(tokens):
+        added = self.blocks_needed(tokens) - len(table)
+        for _ in range(added):
             table.append(self._free.pop(0))
+        if added > 0:  # one stamp for the whole cache: a re-allocated table never reuses one
+            self._stamp += 1
+            self._versions[seq] = self._stamp
         return True
 
     def free(self, seq: int) -> None:
         """Give ``seq``'s blocks back (it finished, or was preempted)."""
         self._free.extend(self._tables.pop(seq, []))
         self._free.sort()
+        self._versions.pop(seq, None)
 
     # -- reads and writes -----------------------------------------------------------------
     def slots(self, seq: int, start: int, count: int, device: torch.device) -> torch.Tensor:

@@ -9,6 +9,7 @@ import torch
 from autotune.kernels.decode_graphs import SCRATCH_SEQ, DecodeGraphs, buckets
 from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import Chunk, InferenceModel
+from autotune.kernels.paged_kv import PagedKVCache
 
 CUDA = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if CUDA else "cpu")
@@ -70,9 +71,11 @@ def test_padding_rows_write_only_the_scratch_block():
     assert static.blocks_of(SCRATCH_SEQ) == [scratch]
     assert all(scratch not in static.blocks_of(seq) for seq in PROMPTS)
     assert static.k[0][scratch].abs().sum() > 0  # the bucket of 4 padded a row through it
-    untouched = set(range(static.num_blocks)) - {scratch} - {
-        b for seq in PROMPTS for b in static.blocks_of(seq)
-    }
+    untouched = (
+        set(range(static.num_blocks))
+        - {scratch}
+        - {b for seq in PROMPTS for b in static.blocks_of(seq)}
+    )
     assert all(static.k[0][b].abs().sum() == 0 for b in untouched)
 
 
@@ -96,6 +99,82 @@ def test_a_full_cache_has_no_room_for_the_scratch():
     assert cache.allocate(0, 8)
     with pytest.raises(ValueError, match="no free block"):
         DecodeGraphs(model, cache, max_batch=2, capture=False)
+
+
+def _filled(graphs: DecodeGraphs, chunks: list[Chunk]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fill a step; (what the device buffers hold, what they should hold: built row by row
+    from the cache's tables now), each (bucket, 3 + width): token, position, slot, table."""
+    bucket = next(size for size in graphs.buckets if size >= len(chunks))
+    graphs._fill(chunks, bucket)
+    got = torch.cat([torch.stack(graphs._inputs(bucket)[:3], dim=1), graphs.tables[:bucket]], 1)
+    cache, scratch, block = graphs.cache, graphs.scratch_block, graphs.cache.block_size
+    rows = []
+    for c in chunks:
+        own = cache.blocks_of(c.seq)
+        slot = own[c.start // block] * block + c.start % block
+        rows.append([c.tokens[0], c.start, slot] + own + [scratch] * (graphs.width - len(own)))
+    rows += [[0, 0, scratch * block] + [scratch] * graphs.width] * (bucket - len(chunks))
+    return got.cpu(), torch.tensor(rows)
+
+
+def _fill_cache(blocks: int, max_batch: int) -> tuple[PagedKVCache, DecodeGraphs]:
+    model = _model()
+    cache = model.new_cache(num_blocks=blocks, block_size=4, kv_dtype="fp32")
+    return cache, DecodeGraphs(model, cache, max_batch=max_batch, capture=False)
+
+
+def test_a_sequence_re_allocated_after_a_free_is_filled_with_its_new_blocks():
+    cache, graphs = _fill_cache(blocks=24, max_batch=4)
+    for seq in range(3):
+        assert cache.allocate(seq, 9)  # 3 blocks each
+    chunks = [Chunk(seq, 8, [seq + 1]) for seq in range(3)]
+    torch.testing.assert_close(*_filled(graphs, chunks))
+    old = cache.blocks_of(1)
+    cache.free(1)  # preempted: another sequence takes its blocks, it comes back with others
+    assert cache.allocate(7, 9) and cache.allocate(1, 9)
+    assert len(cache.blocks_of(1)) == len(old) and set(cache.blocks_of(1)).isdisjoint(old)
+    torch.testing.assert_close(*_filled(graphs, chunks))
+    assert cache.allocate(0, 13)  # a sequence grows a block
+    torch.testing.assert_close(*_filled(graphs, [Chunk(0, 12, [5])] + chunks[1:]))
+
+
+def test_rows_left_by_a_sequence_become_scratch_padding_and_reordered_rows_follow():
+    cache, graphs = _fill_cache(blocks=24, max_batch=4)
+    for seq in range(4):
+        assert cache.allocate(seq, 5 + seq)
+    steps = [[0, 1, 2, 3], [0, 1, 3], [3, 1, 0, 2], [2], [1, 0, 3]]  # buckets 4, 4, 4, 1, 4
+    for seqs in steps:
+        got, want = _filled(graphs, [Chunk(s, 4 + s, [s + 1]) for s in seqs])
+        torch.testing.assert_close(got, want)
+    assert (got[3, 3:] == graphs.scratch_block).all()  # the last row, padding again
+
+
+def test_more_sequences_over_time_than_the_rows_kept_for_them():
+    cache, graphs = _fill_cache(blocks=40, max_batch=2)  # tables of 4 sequences kept
+    for step in range(12):  # new sequences every step (done after it), sequence 0 every other
+        seqs = [2 * step + 1, 2 * step + 2] if step % 2 else [0, 2 * step + 1]
+        for seq in seqs:
+            assert cache.allocate(seq, 4 * (1 + step % 3) + 1)
+        torch.testing.assert_close(*_filled(graphs, [Chunk(s, 4, [1]) for s in seqs]))
+        for seq in seqs:
+            if seq != 0:
+                cache.free(seq)
+
+
+def test_a_tables_version_changes_with_its_blocks_and_never_repeats():
+    cache = PagedKVCache(1, 8, 4, 1, 2, torch.float32, torch.device("cpu"))
+    assert cache.table_version(0) == 0  # no table yet
+    assert cache.allocate(0, 4)
+    first = cache.table_version(0)
+    assert cache.allocate(0, 3) and cache.table_version(0) == first  # no block added
+    assert cache.allocate(1, 8) and cache.table_version(0) == first  # another sequence's
+    assert cache.allocate(0, 5) and cache.table_version(0) not in (0, first)  # grew a block
+    grown = cache.table_version(0)
+    cache.free(0)
+    assert cache.table_version(0) == 0
+    assert cache.allocate(0, 5) and cache.table_version(0) not in (0, first, grown)
+    again = cache.table_version(0)
+    assert not cache.allocate(0, 40) and cache.table_version(0) == again  # no room: no change
 
 
 @pytest.mark.skipif(CUDA, reason="on a GPU the graphs are captured (the test below)")
