@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks.serving
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.serving, after autotune
 
 from autotune.kernels import decode_graphs, paged_attention_triton  # noqa: E402
 from autotune.kernels.llama import Llama, LlamaConfig  # noqa: E402
