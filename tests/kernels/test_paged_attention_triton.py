@@ -160,7 +160,9 @@ def test_keys_cut_in_shares_give_the_unsplit_result(splits, dtype):
 
 
 def test_decode_rows_of_few_sequences_are_split_to_fill_the_sms():
-    assert kernel.decode_splits(programs=16, max_keys=2048, block_n=64, sms=132) == 16
+    assert kernel.decode_splits(programs=16, max_keys=2048, block_n=64, sms=132) == 32
+    assert kernel.decode_splits(programs=16, max_keys=1040, block_n=64, sms=132) == 16
+    assert kernel.decode_splits(programs=64, max_keys=2048, block_n=64, sms=132) == 8
     assert kernel.decode_splits(programs=512, max_keys=2048, block_n=64, sms=132) == 1
     assert kernel.decode_splits(programs=1, max_keys=1 << 20, block_n=64, sms=132) == 32
     with pytest.raises(ValueError, match="splits=3"):
