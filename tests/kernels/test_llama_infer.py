@@ -51,30 +51,17 @@ def test_an_unknown_way_of_reading_is_refused() -> None:
 
 
 @interpreter_only
-def test_the_fused_add_and_norm_gives_the_logits_of_torchs_ops() -> None:
-    """The GPU default (residual add + RMSNorm in one Triton launch, the interpreter here)
-    against torch's ops, through prefill chunks and decode steps; d_model 48 is not a power of
-    two, so the kernel's masked row is exercised."""
+@pytest.mark.parametrize("option, reads", [("fused_norm", "gather"), ("fused_swiglu", "paged")])
+def test_a_fused_launch_gives_the_logits_of_torchs_ops(option: str, reads: str) -> None:
+    """A GPU default (the residual add + RMSNorm, or SwiGLU's silu(gate) * up, in one Triton
+    launch; the interpreter here) against torch's ops, through prefill chunks and decode
+    steps; d_model 48 is not a power of two, so the norm kernel's masked row is exercised."""
     cfg = LlamaConfig(vocab=64, d_model=48, n_layers=2, n_heads=2, seq_len=32)
     torch.manual_seed(0)
     llama = Llama(cfg)
-    torch_ops = InferenceModel(llama, "bf16", "gather", fused_norm=False)
-    fused = InferenceModel(llama, "bf16", "gather", fused_norm=True)
-    assert not InferenceModel(llama).fused_norm  # on a CPU: off unless asked for
-    for t, f in zip(_steps(torch_ops, "fp32"), _steps(fused, "fp32"), strict=True):
-        assert (t - f).abs().max() < 1e-4 * t.abs().max()
-
-
-@interpreter_only
-def test_swiglus_gate_in_one_launch_gives_the_logits_of_torchs_ops() -> None:
-    """The fused silu(gate) * up (the interpreter here) against torch's two ops, through
-    prefill chunks and decode steps."""
-    cfg = LlamaConfig(vocab=64, d_model=48, n_layers=2, n_heads=2, seq_len=32)
-    torch.manual_seed(0)
-    llama = Llama(cfg)
-    torch_ops = InferenceModel(llama, "bf16", "paged", fused_swiglu=False)
-    fused = InferenceModel(llama, "bf16", "paged", fused_swiglu=True)
-    assert not InferenceModel(llama).fused_swiglu  # on a CPU: off unless asked for
+    torch_ops = InferenceModel(llama, "bf16", reads, **{option: False})
+    fused = InferenceModel(llama, "bf16", reads, **{option: True})
+    assert not getattr(InferenceModel(llama), option)  # on a CPU: off unless asked for
     for t, f in zip(_steps(torch_ops, "fp32"), _steps(fused, "fp32"), strict=True):
         assert (t - f).abs().max() < 1e-4 * t.abs().max()
 
