@@ -12,6 +12,10 @@ refuses those configs (they print as Infeasible rows).
 ``--deep`` scans int4 alone at M = 1 (tensor cores): fewer K-splits (2-8) and deeper
 pipelines (4-8 stages) than the first grid's (8-16 splits, 4 stages); the best five re-measured.
 
+``--rows16`` scans int4-g64 at M = 16 around session 21's best (16x64x64, split 8, 2 warps,
+5 stages: 1.019x) with the objective's default beside it; the best five and the default
+re-measured.
+
 Run (GPU machine, after benchmarks/gpu/setup.sh):
     python benchmarks/gpu/quant_decode_scan.py OUT [--deep]
 """
@@ -28,6 +32,7 @@ from autotune.objectives.quant_matmul import QuantMatmulObjective
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
 DEEP = "--deep" in sys.argv[2:]
+ROWS16 = "--rows16" in sys.argv[2:]
 #: the best int4 config of the first grid at M = 1 (benchmarks/results/h200-2026-12-02-late)
 PREVIOUS_INT4 = {"weights": "int4-g64", "BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 64,
                  "SPLIT_K": 8, "num_warps": 4, "num_stages": 4}  # fmt: skip
@@ -60,6 +65,14 @@ def deep_grid() -> list[dict]:
     return configs
 
 
+def rows16_grid() -> list[dict]:
+    configs = []
+    for bn, split, warps, stages in itertools.product([64, 128], [4, 8, 16], [2, 4], [4, 5, 6]):
+        configs.append({"weights": "int4-g64", "BLOCK_M": 16, "BLOCK_N": bn, "BLOCK_K": 64,
+                        "SPLIT_K": split, "num_warps": warps, "num_stages": stages})  # fmt: skip
+    return configs
+
+
 def measure(m: int, config: dict, rounds: int) -> dict:
     kernel_objective.GPU_TIMING["rounds"] = rounds
     obj = QuantMatmulObjective({"M": m, "N": 4096, "K": 4096, "dtype": "bf16"})
@@ -80,19 +93,24 @@ def name(c: dict) -> str:
 
 def main() -> None:
     results = {}
-    for m in (1,) if DEEP else (1, 16):
-        scan = [(c, measure(m, c, 1)) for c in (deep_grid() if DEEP else grid(m))]
+    for m in (1,) if DEEP else (16,) if ROWS16 else (1, 16):
+        configs = deep_grid() if DEEP else rows16_grid() if ROWS16 else grid(m)
+        scan = [(c, measure(m, c, 1)) for c in configs]
         for c, r in scan:
             print(f"scan M={m} {name(c)} {r}", flush=True)
         ok = sorted((x for x in scan if "ratio" in x[1]), key=lambda x: -x[1]["ratio"])
         best = {}
         for c, _ in ok:  # the best three on CUDA cores and the best three with tl.dot
             best.setdefault(c["BLOCK_M"] < 16, [])
-            if len(best[c["BLOCK_M"] < 16]) < (5 if DEEP else 3):
+            if len(best[c["BLOCK_M"] < 16]) < (5 if DEEP or ROWS16 else 3):
                 best[c["BLOCK_M"] < 16].append(c)
         chosen = [c for group in best.values() for c in group]
         if DEEP and PREVIOUS_INT4 not in chosen:  # the first grid's best int4, side by side
             chosen.append(PREVIOUS_INT4)
+        if ROWS16:  # the objective's default beside the scan's best
+            default = QuantMatmulObjective({"M": m, "N": 4096, "K": 4096,
+                                            "dtype": "bf16"}).default_config()  # fmt: skip
+            chosen = [c for c in chosen if c != default] + [default]
         final = [(c, measure(m, c, 3)) for c in chosen]
         results[m] = {"scan": [{"config": c, **r} for c, r in scan],
                       "final": [{"config": c, **r} for c, r in final]}  # fmt: skip
@@ -105,7 +123,8 @@ def main() -> None:
                 )
             else:
                 print(f"  {name(c):36} {r['error']}")
-    name_ = "quant_decode_scan_deep.json" if DEEP else "quant_decode_scan.json"
+    name_ = ("quant_decode_scan_deep.json" if DEEP else "quant_decode_rows16.json" if ROWS16
+             else "quant_decode_scan.json")  # fmt: skip
     (OUT / name_).write_text(json.dumps(results, indent=1))
 
 
