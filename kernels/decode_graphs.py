@@ -1,14 +1,23 @@
-"""Decode steps replayed from CUDA graphs, one graph captured per batch bucket, as vLLM and
-SGLang run decode: a step of ``b`` sequences is padded to the smallest bucket ``>= b`` (1, 2,
-4, ... up to the largest batch), its inputs are copied into that bucket's static buffers and
-its graph is replayed: one launch for the hundreds of kernel launches of a step, so a small
-batch is no longer bound by the CPU issuing them.
+"""Engine steps replayed from CUDA graphs, one graph captured per bucket of tokens, as vLLM and
+SGLang run decode: a step of ``n`` tokens is padded to the smallest bucket ``>= n`` (1, 2, 4,
+... up to the largest step), its inputs are copied into that bucket's static buffers and its
+graph is replayed: one launch for the hundreds of kernel launches of a step, so a small batch
+is no longer bound by the CPU issuing them.
+
+Every token is a row of its own: its id, position, cache slot and the row of its sequence's
+block table. A decode step has one token per sequence. Over a model that reads the cache in
+place (``attention_reads="paged"``), a mixed step of prefill chunks and decode tokens (what
+chunked prefill makes of most steps under load) runs from the graphs too: a chunk's tokens are
+rows of one sequence at consecutive positions, whose keys are written before any row attends,
+so each row's causal read of its table is the chunk's attention. The logits of each sequence's
+last token are picked inside the graph.
 
 Padding rows decode token 0 at position 0 of a scratch block that the runner takes from the
 cache when it starts (held by the pseudo-sequence :data:`SCRATCH_SEQ`, never given to a
-request), so they write no real sequence's keys and values. Every buffer, table width
-included, has its largest shape from the start: a graph reads the same addresses at every
-replay. The logits come back as a copy, since the next replay overwrites the graph's output.
+request), through an all-scratch table, so they write no real sequence's keys and values.
+Every buffer, table width included, has its largest shape from the start: a graph reads the
+same addresses at every replay. The logits come back as a copy, since the next replay
+overwrites the graph's output.
 
 Without a CUDA device (``capture=False``) the same static path, padding and scratch block
 included, runs eagerly through :meth:`~autotune.kernels.llama_infer.InferenceModel.decode`:
@@ -106,7 +115,9 @@ class TableRows:
 
 
 class DecodeGraphs:
-    """Decode steps of up to ``max_batch`` sequences over ``cache`` (see the module)."""
+    """Steps of up to ``max_batch`` sequences over ``cache`` (see the module): decode steps,
+    and, over a model that reads the cache in place (``attention_reads="paged"``), mixed steps
+    of prefill chunks and decode tokens of up to ``max_tokens`` tokens in all."""
 
     def __init__(
         self,
@@ -114,78 +125,130 @@ class DecodeGraphs:
         cache: PagedKVCache,
         max_batch: int,
         *,
+        max_tokens: int | None = None,
         capture: bool | None = None,
     ) -> None:
         cuda = model.device.type == "cuda"
         capture = cuda if capture is None else capture
         if capture and not cuda:
             raise ValueError("CUDA graphs need a CUDA device")
+        # a prefill token is a row of its own that reads its sequence's blocks in place; over
+        # gathered blocks every row would copy its sequence's whole context, so decode only
+        self.mixed = model.attention_reads == "paged"
+        max_tokens = max_batch if max_tokens is None or not self.mixed else max_tokens
+        if max_tokens < max_batch:
+            raise ValueError(f"max_tokens={max_tokens} must hold a step of max_batch="
+                             f"{max_batch} decode tokens")  # fmt: skip
         if not cache.allocate(SCRATCH_SEQ, 1):
             raise ValueError("the KV cache has no free block for the decode graphs' scratch")
         self.model, self.cache = model, cache
-        self.buckets = buckets(max_batch)
+        self.buckets = buckets(max_tokens)  # tokens a step's graph runs
+        self.max_chunks = buckets(max_batch)[-1]  # sequences a step holds
         self.scratch_block = cache.blocks_of(SCRATCH_SEQ)[0]
         self.width = cache.blocks_needed(model.cfg.seq_len)  # blocks of the longest sequence
-        largest = self.buckets[-1]
+        tokens, chunks = self.buckets[-1], self.max_chunks
         # every input in one host buffer and one device buffer (the same layout, one copy a
-        # step): tokens, positions and slots, then the block tables' rows. The host one is
-        # pageable, not pinned: a copy from it has read it when copy_ returns, so the next
-        # step may rewrite it at once
-        self._host = torch.zeros(3 * largest + largest * self.width, dtype=torch.long)
-        self._host[2 * largest : 3 * largest] = self.scratch_block * cache.block_size
-        self._host[3 * largest :] = self.scratch_block
+        # step): per token its id, position, cache slot and table row; per sequence the token
+        # whose logits it gets; then the sequences' block tables, and an all-scratch one for
+        # padding tokens. The host one is pageable, not pinned: a copy from it has read it
+        # when copy_ returns, so the next step may rewrite it at once
+        self._head = 4 * tokens + chunks
+        self._host = torch.zeros(self._head + (chunks + 1) * self.width, dtype=torch.long)
+        self._host[2 * tokens : 3 * tokens] = self.scratch_block * cache.block_size
+        self._host[3 * tokens : 4 * tokens] = chunks  # the padding table's row
+        self._host[self._head :] = self.scratch_block
         self._device = self._host.to(model.device, copy=True)
-        self.tokens, self.positions, self.slots = self._device[: 3 * largest].view(3, largest)
-        self.tables = self._device[3 * largest :].view(largest, self.width)
-        self._host_steps = self._host[: 3 * largest].numpy().reshape(3, largest)
-        self._host_tables = self._host[3 * largest :].numpy().reshape(largest, self.width)
-        self._rows = TableRows(cache, self.width, self.scratch_block, 2 * largest)
+        per_token = self._device[: 4 * tokens].view(4, tokens)
+        self.tokens, self.positions, self.slots, self.rows = per_token
+        self.picks = self._device[4 * tokens : self._head]
+        self.tables = self._device[self._head :].view(chunks + 1, self.width)
+        self._host_steps = self._host[: 4 * tokens].numpy().reshape(4, tokens)
+        self._host_picks = self._host[4 * tokens : self._head].numpy()
+        self._host_tables = self._host[self._head :].numpy().reshape(chunks + 1, self.width)
+        self._table_rows = TableRows(cache, self.width, self.scratch_block, 2 * chunks)
         self.graphs: dict[int, tuple[Any, torch.Tensor]] = {}
         self.capture_s = 0.0
+        self.steps = 0  # steps run
         if capture:
             self._capture()
 
     def can_run(self, chunks: list[Chunk]) -> bool:
-        """Whether a step is one these graphs take: one token per chunk, no more chunks than
-        the largest bucket."""
-        return 0 < len(chunks) <= self.buckets[-1] and all(len(c.tokens) == 1 for c in chunks)
+        """Whether a step is one these graphs take: at most ``max_batch`` (rounded up to a
+        bucket) chunks of at most the largest bucket's tokens in all; one token each unless
+        the model reads the cache in place."""
+        if not 0 < len(chunks) <= self.max_chunks:
+            return False
+        if not self.mixed:
+            return all(len(c.tokens) == 1 for c in chunks)
+        return sum(len(c.tokens) for c in chunks) <= self.buckets[-1]
 
     def __call__(self, chunks: list[Chunk]) -> torch.Tensor:
-        """The logits (len(chunks), vocab) in fp32 of one decode step; every chunk's sequence
-        must already hold cache blocks up to its position."""
+        """The logits (len(chunks), vocab) in fp32 of each chunk's last token; every chunk's
+        sequence must already hold cache blocks up to its last position."""
         if not self.can_run(chunks):
-            raise ValueError(f"a decode-graph step takes 1..{self.buckets[-1]} one-token chunks")
-        b = len(chunks)
-        bucket = next(size for size in self.buckets if size >= b)
+            tokens = f"{self.buckets[-1]} tokens in all" if self.mixed else "one token each"
+            raise ValueError(f"a graph step takes 1..{self.max_chunks} chunks of {tokens}")
+        count = sum(len(c.tokens) for c in chunks)
+        bucket = next(size for size in self.buckets if size >= count)
         self._fill(chunks, bucket)
+        self.steps += 1
         if bucket in self.graphs:
             graph, logits = self.graphs[bucket]
             graph.replay()
-            return logits[:b].clone()
-        return self.model.decode(*self._inputs(bucket), self.cache)[:b]
+            return logits[: len(chunks)].clone()
+        return self._decode(bucket)[: len(chunks)]
 
     def _fill(self, chunks: list[Chunk], bucket: int) -> None:
-        """Copy the step into the first ``bucket`` rows of the static buffers; rows past the
-        step become padding (token 0 at position 0 of the scratch block)."""
-        pad, block = bucket - len(chunks), self.cache.block_size
-        slots = []
-        for c in chunks:
-            own = self.cache.blocks_of(c.seq)
-            if len(own) * block <= c.start:
-                raise ValueError(f"sequence {c.seq} holds no cache block for position {c.start}")
-            slots.append(own[c.start // block] * block + c.start % block)
-        self._host_steps[:, :bucket] = [
-            [c.tokens[0] for c in chunks] + [0] * pad,
-            [c.start for c in chunks] + [0] * pad,
-            slots + [self.scratch_block * block] * pad,
-        ]
-        self._rows.gather([c.seq for c in chunks], pad, out=self._host_tables[:bucket])
-        used = 3 * self.buckets[-1] + bucket * self.width  # all but the tables' unused rows
+        """Copy the step into the static buffers: its tokens into the first ``bucket`` rows
+        (those past the step become padding: token 0 at position 0 of the scratch block, read
+        through the all-scratch table), its sequences' tables and picks into theirs."""
+        block, steps = self.cache.block_size, self._host_steps
+        if all(len(c.tokens) == 1 for c in chunks):  # decode: a row per sequence, in order
+            count, slots = len(chunks), []
+            for c in chunks:
+                own = self.cache.blocks_of(c.seq)
+                if len(own) * block <= c.start:
+                    raise ValueError(f"sequence {c.seq} holds no cache block for position "
+                                     f"{c.start}")  # fmt: skip
+                slots.append(own[c.start // block] * block + c.start % block)
+            steps[:3, :count] = [[c.tokens[0] for c in chunks], [c.start for c in chunks], slots]
+            steps[3, :count] = self._host_picks[:count] = np.arange(count)
+        else:
+            count = self._fill_mixed(chunks)
+        steps[:, count:bucket] = np.array([[0], [0], [self.scratch_block * block],
+                                           [self.max_chunks]])  # fmt: skip
+        self._table_rows.gather([c.seq for c in chunks], 0,
+                                out=self._host_tables[: len(chunks)])  # fmt: skip
+        self._host_picks[len(chunks) :] = 0
+        used = self._head + len(chunks) * self.width  # all but the tables' unused rows
         self._device[:used].copy_(self._host[:used], non_blocking=True)
 
-    def _inputs(self, bucket: int) -> tuple[torch.Tensor, ...]:
-        return (self.tokens[:bucket], self.positions[:bucket], self.slots[:bucket],
-                self.tables[:bucket])  # fmt: skip
+    def _fill_mixed(self, chunks: list[Chunk]) -> int:
+        """The per-token rows of a step with prefill chunks; how many tokens it has."""
+        block, steps, at = self.cache.block_size, self._host_steps, 0
+        for index, c in enumerate(chunks):
+            n = len(c.tokens)
+            own = np.asarray(self.cache.blocks_of(c.seq), dtype=np.int64)
+            end = c.start + n
+            if len(own) * block < end:
+                raise ValueError(f"sequence {c.seq} holds no cache block for position "
+                                 f"{end - 1}")  # fmt: skip
+            positions = np.arange(c.start, end)
+            steps[0, at : at + n] = c.tokens
+            steps[1, at : at + n] = positions
+            steps[2, at : at + n] = own[positions // block] * block + positions % block
+            steps[3, at : at + n] = index
+            at += n
+            self._host_picks[index] = at - 1
+        return at
+
+    def _decode(self, bucket: int) -> torch.Tensor:
+        """The model's static step over the buffers' first ``bucket`` tokens: every table, and
+        as many picks as a bucket of that many tokens can have sequences."""
+        return self.model.decode(
+            self.tokens[:bucket], self.positions[:bucket], self.slots[:bucket], self.tables,
+            self.cache, rows=self.rows[:bucket], picks=self.picks[: min(bucket, self.max_chunks)],
+        )  # fmt: skip
 
     def _capture(self) -> None:
         """One graph per bucket, the largest first so that the smaller ones reuse its memory
@@ -195,15 +258,14 @@ class DecodeGraphs:
         pool = torch.cuda.graph_pool_handle()
         side = torch.cuda.Stream(self.model.device)
         for bucket in reversed(self.buckets):
-            inputs = self._inputs(bucket)
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
                 for _ in range(2):
-                    self.model.decode(*inputs, self.cache)
+                    self._decode(bucket)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool):
-                logits = self.model.decode(*inputs, self.cache)
+                logits = self._decode(bucket)
             self.graphs[bucket] = (graph, logits)
         torch.cuda.synchronize(self.model.device)
         self.capture_s = time.perf_counter() - started

@@ -215,12 +215,20 @@ class InferenceModel:
         slots: torch.Tensor,
         tables: torch.Tensor,
         cache: PagedKVCache,
+        *,
+        rows: torch.Tensor | None = None,
+        picks: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """One decode token per row, from device tensors only: the step a CUDA graph captures
-        (no host value is read, no shape depends on the data). ``tokens``, ``positions`` and
-        ``slots`` (flat cache slots) are (batch,) int64, ``tables`` (batch, blocks) int64 block
-        tables wide enough for every position; returns the (batch, vocab) fp32 logits."""
+        """A step of one row per token, from device tensors only: the step a CUDA graph
+        captures (no host value is read, no shape depends on the data). ``tokens``,
+        ``positions`` and ``slots`` (flat cache slots) are (n,) int64; ``tables`` (t, blocks)
+        int64 block tables wide enough for every position, row ``rows[i]`` token i's (default:
+        row i); each token attends to its table's keys up to its position, so a prefill chunk
+        is rows of one sequence at consecutive positions (``attention_reads="paged"`` only:
+        gathered blocks would be copied per row). Returns the fp32 logits of the tokens at
+        ``picks`` (default: all), (len(picks), vocab)."""
         q_pos = positions[:, None]
+        tables = tables if rows is None else tables[rows]
         if self.attention_reads == "paged":
             from autotune.kernels.paged_attention_triton import paged_attention
 
@@ -240,7 +248,7 @@ class InferenceModel:
                 return y.transpose(1, 2)
 
         h = self._layers(tokens, positions, slots, cache, attend, lambda y: y[:, 0])
-        return F.linear(h, self.head).float()
+        return F.linear(h if picks is None else h[picks], self.head).float()
 
     def _swiglu(self, g: torch.Tensor, block: int) -> torch.Tensor:
         """silu(gate) * up of the gate_up projection ``g`` (tokens, 2F) in blocks of

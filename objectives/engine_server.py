@@ -174,7 +174,10 @@ def main(argv: list[str] | None = None) -> None:
     with torch.device(device):
         model = InferenceModel(Llama(cfg), args.weights)
     cache = model.new_cache(args.num_blocks, args.block_size, args.kv_cache_dtype)
-    graphs = DecodeGraphs(model, cache, args.max_num_seqs) if args.cuda_graphs else None
+    graphs = None
+    if args.cuda_graphs:
+        graphs = DecodeGraphs(model, cache, args.max_num_seqs,
+                              max_tokens=args.max_num_batched_tokens)  # fmt: skip
     engine = Engine(model, Scheduler(cache, args.max_num_seqs, args.max_num_batched_tokens,
                                      args.policy), graphs)  # fmt: skip
     server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, "autotune-llama",

@@ -18,9 +18,10 @@ Tunables: ``max_num_seqs``, ``max_num_batched_tokens`` (the step's token budget,
 prefill), ``block_size``, ``kv_dtype`` (bf16 | fp8), ``weights`` (bf16 | int8 | int4),
 ``policy`` (fcfs | prefill-first), ``attention_backend`` (default | math | efficient: SDPA's
 over the gathered blocks; paged: a Triton kernel that reads the blocks in place), and
-``cuda_graphs`` (decode steps replayed from CUDA graphs captured per batch bucket,
-:mod:`autotune.kernels.decode_graphs`; on by default on a GPU, as in vLLM; the capture's
-seconds are reported as ``graph_capture_s`` and, like a compile, left out of the served time).
+``cuda_graphs`` (steps replayed from CUDA graphs captured per bucket of tokens,
+:mod:`autotune.kernels.decode_graphs`: decode steps, and with ``paged`` attention the mixed
+steps of prefill chunks too; on by default on a GPU, as in vLLM; the capture's seconds are
+reported as ``graph_capture_s`` and, like a compile, left out of the served time).
 
 Example:
     >>> obj = ServingObjective({**ServingObjective.default_problem({"type": "cpu"}),
@@ -285,9 +286,12 @@ class ServingObjective(Objective):
         with attention:
             graphs = None
             if c["cuda_graphs"]:  # captured under the trial's SDPA backend
-                graphs = DecodeGraphs(model, cache, int(c["max_num_seqs"]))
+                graphs = DecodeGraphs(model, cache, int(c["max_num_seqs"]),
+                                      max_tokens=int(c["max_num_batched_tokens"]))  # fmt: skip
             run = {"sync": sync, "graphs": graphs}
             run_trace(model, scheduler(), requests(self.entries[:2]), **run)  # warm-up
+            if graphs is not None:
+                graphs.steps = 0
             sched = scheduler()
             energy_before = _energy_mj(self.device)
             started = time.perf_counter()
@@ -298,6 +302,7 @@ class ServingObjective(Objective):
         metrics = self._metrics(done, wall, sched)
         if graphs is not None:
             metrics["graph_capture_s"] = graphs.capture_s
+            metrics["graph_step_share"] = graphs.steps / max(1, sched.steps)
         out_tokens = sum(len(r.generated) for r in done)
         if energy is not None and energy_before is not None and out_tokens:
             metrics["energy_j_per_token"] = (energy - energy_before) / 1e3 / out_tokens
@@ -320,7 +325,7 @@ class ServingObjective(Objective):
                               complete=r.finish_s is not None) for r in done]  # fmt: skip
         metrics = latency_summary(rows, wall, float(p["slo_ttft_ms"]), float(p["slo_tpot_ms"]))
         return {**metrics, "finished": sum(r.finish_s is not None for r in done),
-                "requests": len(done), "preemptions": sched.preemptions,
+                "requests": len(done), "preemptions": sched.preemptions, "steps": sched.steps,
                 "peak_running": sched.peak_running}  # fmt: skip
 
     def close(self) -> None:

@@ -40,7 +40,7 @@ from autotune.kernels.paged_kv import PagedKVCache
 POLICIES = ("fcfs", "prefill-first")
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: the scheduler's lists hold each request once
 class Request:
     """One request of a trace, and what happened to it."""
 
@@ -59,6 +59,16 @@ class Request:
         return self.prompt + self.generated
 
     @property
+    def context_len(self) -> int:
+        """``len(self.context())``, without building the list."""
+        return len(self.prompt) + len(self.generated)
+
+    @property
+    def last_token(self) -> int:
+        """The context's last token: the one a decode step feeds."""
+        return self.generated[-1] if self.generated else self.prompt[-1]
+
+    @property
     def done(self) -> bool:
         return len(self.generated) >= self.output_len
 
@@ -66,7 +76,7 @@ class Request:
     def prefilling(self) -> bool:
         """Whether prompt (or, after a preemption, already generated) tokens are still to be
         computed before the next token can be sampled."""
-        return self.computed < len(self.context()) - (1 if self.generated else 0)
+        return self.computed < self.context_len - (1 if self.generated else 0)
 
 
 class Scheduler:
@@ -91,6 +101,7 @@ class Scheduler:
         self.running: list[Request] = []
         self.preemptions = 0
         self.peak_running = 0
+        self.steps = 0  # steps completed
 
     def add(self, request: Request) -> None:
         self.waiting.append(request)
@@ -122,18 +133,20 @@ class Scheduler:
 
     def _decodes(self) -> list[tuple[Request, Chunk]]:
         step: list[tuple[Request, Chunk]] = []
+        preempted: set[int] = set()  # ids of the sequences this step made give way
         for request in list(self.running):
-            if request not in self.running or request.prefilling or len(step) >= self.budget:
+            if id(request) in preempted or request.prefilling or len(step) >= self.budget:
                 continue
-            need = len(request.context())
+            need = request.context_len
             while not self.cache.allocate(request.id, need):
                 victim = self.running[-1]  # the newest sequence gives its blocks back
                 self._preempt(victim)
+                preempted.add(id(victim))
                 if victim is request:
                     break
-            if request not in self.running:
+            if id(request) in preempted:
                 continue
-            step.append((request, Chunk(request.id, need - 1, [request.context()[-1]])))
+            step.append((request, Chunk(request.id, need - 1, [request.last_token])))
         return step
 
     def _prefills(self, budget: int) -> list[tuple[Request, Chunk]]:
@@ -145,15 +158,15 @@ class Scheduler:
         for request in candidates:
             if budget <= 0:
                 break
-            context = request.context()
-            upto = len(context) - (1 if request.generated else 0)  # a resumed request's last
-            count = min(upto - request.computed, budget)  # token goes in its decode step
+            upto = request.context_len - (1 if request.generated else 0)  # a resumed request's
+            count = min(upto - request.computed, budget)  # last token goes in its decode step
             if count <= 0:
                 continue
             if not self.cache.allocate(request.id, request.computed + count):
                 continue  # no room yet
             start = request.computed
-            step.append((request, Chunk(request.id, start, context[start : start + count])))
+            tokens = request.context()[start : start + count]
+            step.append((request, Chunk(request.id, start, tokens)))
             budget -= count
         # admitted but given no block: back to the head of the queue, in their order
         for request in reversed([r for r in self.running if not self.cache.blocks_of(r.id)]):
@@ -180,10 +193,11 @@ class Scheduler:
         """Record a step's results: the next token of every request whose context is now all
         computed (greedy), and the requests that finished (their blocks freed)."""
         finished = []
+        self.steps += 1
         next_tokens = logits.argmax(dim=-1).tolist()
         for (request, chunk), token in zip(step, next_tokens, strict=True):
             request.computed = chunk.start + len(chunk.tokens)
-            if request.computed < len(request.context()):
+            if request.computed < request.context_len:
                 continue  # more of the context to compute first: these logits sample nothing
             request.generated.append(int(token))
             if request.first_token_s is None:

@@ -79,26 +79,63 @@ def test_padding_rows_write_only_the_scratch_block():
     assert all(static.k[0][b].abs().sum() == 0 for b in untouched)
 
 
-def test_only_one_token_chunks_within_the_largest_bucket_run_as_graphs():
+def test_a_gathering_model_runs_only_decode_steps_within_the_largest_bucket():
     model = _model()
     cache = model.new_cache(num_blocks=8, block_size=4, kv_dtype="fp32")
-    graphs = DecodeGraphs(model, cache, max_batch=2, capture=False)
-    assert graphs.buckets == [1, 2] and cache.free_blocks == 7
+    graphs = DecodeGraphs(model, cache, max_batch=2, max_tokens=64, capture=False)
+    assert graphs.buckets == [1, 2] and cache.free_blocks == 7  # no room asked for prefill
     assert not graphs.can_run([Chunk(0, 0, [1, 2])])  # a prefill chunk
     assert not graphs.can_run([Chunk(s, 1, [1]) for s in range(3)])  # past the largest bucket
-    with pytest.raises(ValueError, match="one-token chunks"):
+    with pytest.raises(ValueError, match="one token each"):
         graphs([Chunk(0, 0, [1, 2])])
     with pytest.raises(ValueError, match="holds no cache block"):
         graphs([Chunk(5, 0, [1])])
     assert buckets(3) == [1, 2, 4]
 
 
-def test_a_full_cache_has_no_room_for_the_scratch():
-    model = _model()
-    cache = model.new_cache(num_blocks=2, block_size=4, kv_dtype="fp32")
-    assert cache.allocate(0, 8)
-    with pytest.raises(ValueError, match="no free block"):
-        DecodeGraphs(model, cache, max_batch=2, capture=False)
+#: a mixed step, a step of two prefill chunks with a decode token, then a decode step in
+#: another order: sequence 1's prompt goes in two chunks, 2's crosses two block boundaries
+MIXED_STEPS = [
+    [Chunk(0, 0, [3, 1, 4, 1, 5]), Chunk(1, 0, [9])],
+    [Chunk(0, 5, [7]), Chunk(1, 1, [2]), Chunk(2, 0, [6, 5, 3, 5, 8, 9, 7, 2, 4])],
+    [Chunk(2, 9, [1]), Chunk(0, 6, [2]), Chunk(1, 2, [3])],
+]
+
+
+def test_mixed_steps_of_a_paged_model_give_the_engines_logits_and_keys():
+    model = _model("paged")
+    kv_dtype = "bf16" if CUDA else "fp32"
+    plain = model.new_cache(num_blocks=24, block_size=4, kv_dtype=kv_dtype)
+    static = model.new_cache(num_blocks=25, block_size=4, kv_dtype=kv_dtype)
+    graphs = DecodeGraphs(model, static, max_batch=3, max_tokens=12, capture=False)
+    assert graphs.buckets == [1, 2, 4, 8, 16] and graphs.max_chunks == 4
+    tolerance = {"atol": 2e-2, "rtol": 2e-2} if CUDA else {"atol": 2e-4, "rtol": 1e-4}
+    for chunks in MIXED_STEPS:
+        assert graphs.can_run(chunks)
+        for cache in (plain, static):
+            for c in chunks:
+                assert cache.allocate(c.seq, c.start + len(c.tokens))
+        want = model.forward(chunks, plain)
+        torch.testing.assert_close(graphs(chunks), want, **tolerance)
+    for seq in range(3):  # every position's keys and values, as the forward wrote them
+        for layer in range(model.cfg.n_layers):
+            for got, ref in ((static.k, plain.k), (static.v, plain.v)):
+                torch.testing.assert_close(got[layer][static.blocks_of(seq)].float(),
+                                           ref[layer][plain.blocks_of(seq)].float())  # fmt: skip
+
+
+def test_a_paged_step_past_the_largest_bucket_or_sequence_count_is_not_a_graph_step():
+    model = _model("paged")
+    cache = model.new_cache(num_blocks=16, block_size=4, kv_dtype="bf16" if CUDA else "fp32")
+    graphs = DecodeGraphs(model, cache, max_batch=2, max_tokens=6, capture=False)
+    assert graphs.buckets == [1, 2, 4, 8]  # a step of 6 tokens pads to 8
+    assert graphs.can_run([Chunk(0, 0, list(range(8)))])
+    assert not graphs.can_run([Chunk(0, 0, list(range(9)))])
+    assert not graphs.can_run([Chunk(s, 0, [1]) for s in range(3)])  # 3 sequences: bucket 4 > 2
+    with pytest.raises(ValueError, match="8 tokens in all"):
+        graphs([Chunk(0, 0, list(range(9)))])
+    with pytest.raises(ValueError, match="must hold a step of max_batch=4"):
+        DecodeGraphs(model, cache, max_batch=4, max_tokens=2, capture=False)
 
 
 def _filled(graphs: DecodeGraphs, chunks: list[Chunk]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,7 +143,8 @@ def _filled(graphs: DecodeGraphs, chunks: list[Chunk]) -> tuple[torch.Tensor, to
     from the cache's tables now), each (bucket, 3 + width): token, position, slot, table."""
     bucket = next(size for size in graphs.buckets if size >= len(chunks))
     graphs._fill(chunks, bucket)
-    got = torch.cat([torch.stack(graphs._inputs(bucket)[:3], dim=1), graphs.tables[:bucket]], 1)
+    steps = torch.stack([graphs.tokens, graphs.positions, graphs.slots], dim=1)[:bucket]
+    got = torch.cat([steps, graphs.tables[graphs.rows[:bucket]]], 1)
     cache, scratch, block = graphs.cache, graphs.scratch_block, graphs.cache.block_size
     rows = []
     for c in chunks:
@@ -202,3 +240,17 @@ def test_captured_graphs_replay_the_eager_decode(reads):
         for batch in (1, 3):  # buckets of 1 and 4
             chunks = [Chunk(seq, len(PROMPTS[seq]) + step, [step + 1]) for seq in range(batch)]
             torch.testing.assert_close(graphs(chunks), eager(chunks), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.skipif(not CUDA, reason="CUDA graphs need a CUDA device")
+def test_captured_graphs_replay_the_eager_mixed_steps():
+    model = _model("paged")
+    caches = [model.new_cache(num_blocks=25, block_size=4, kv_dtype="bf16") for _ in range(2)]
+    eager = DecodeGraphs(model, caches[0], max_batch=3, max_tokens=12, capture=False)
+    graphs = DecodeGraphs(model, caches[1], max_batch=3, max_tokens=12, capture=True)
+    assert sorted(graphs.graphs) == [1, 2, 4, 8, 16]
+    for chunks in MIXED_STEPS:
+        for cache in caches:
+            for c in chunks:
+                assert cache.allocate(c.seq, c.start + len(c.tokens))
+        torch.testing.assert_close(graphs(chunks), eager(chunks), atol=2e-2, rtol=2e-2)

@@ -66,6 +66,24 @@ def test_every_schedule_generates_what_greedy_decoding_does(
         assert sched.preemptions > 0
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU tensors through Triton need the "
+                    "interpreter")  # fmt: skip
+def test_a_paged_model_runs_every_step_prefill_included_from_the_graphs(llama) -> None:
+    # the "preempting" case above (each step of the Triton interpreter takes a while)
+    model = InferenceModel(llama, attention_reads="paged")
+    cache = model.new_cache(12, 4, "fp32")
+    runner = DecodeGraphs(model, cache, 4, max_tokens=16, capture=False)
+    tokens, plain_decode = [], model.decode
+    model.decode = lambda *a, **k: tokens.append(a[0].shape[0]) or plain_decode(*a, **k)
+    model.forward = None  # not one step goes through the forward
+    sched = Scheduler(cache, max_num_seqs=4, max_num_batched_tokens=16)
+    requests = run_trace(model, sched, _requests(5, prompt_len=9, output_len=6), graphs=runner)
+    for r in requests:
+        assert r.generated == greedy(llama, r.prompt, 6), (r.id, r.preemptions)
+    assert max(tokens) > runner.max_chunks  # steps of prefill chunks, padded to a bucket
+    assert sched.preemptions > 0
+
+
 def test_chunked_prefill_keeps_each_step_within_the_token_budget(llama) -> None:
     model = InferenceModel(llama)
     sched = Scheduler(model.new_cache(64, 4, "fp32"), max_num_seqs=4, max_num_batched_tokens=6)

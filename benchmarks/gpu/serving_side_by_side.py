@@ -1,0 +1,93 @@
+"""Serving configs side by side on one GPU: the same request trace (the objective's GPU
+default: the 760m preset, Poisson arrivals at ``--rate``, 512-token prompts, 128-token outputs)
+replayed through :class:`ServingObjective` with each config, rounds interleaved and their order
+rotated; the median of each figure over the rounds, and goodput over the default config's.
+
+``before`` rows run the decode graphs as they were before mixed steps ran from them: buckets up
+to ``max_num_seqs``, one-token (decode) steps only; every step with a prefill chunk through the
+engine's eager forward.
+
+Run (GPU machine, after benchmarks/gpu/setup.sh):
+    python benchmarks/gpu/serving_side_by_side.py OUT [--rate 20] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from autotune.kernels.decode_graphs import DecodeGraphs
+from autotune.kernels.llama_infer import Chunk
+from autotune.objectives import serving as serving_module
+from autotune.objectives.serving import ServingObjective
+
+
+class DecodeOnlyGraphs(DecodeGraphs):
+    """The decode graphs before mixed steps: batch buckets, one-token steps only."""
+
+    def __init__(self, model, cache, max_batch, *, max_tokens=None, capture=None) -> None:  # noqa: ANN001
+        super().__init__(model, cache, max_batch, capture=capture)
+
+    def can_run(self, chunks: list[Chunk]) -> bool:
+        return all(len(c.tokens) == 1 for c in chunks) and super().can_run(chunks)
+
+
+PAGED = {"attention_backend": "paged", "cuda_graphs": True}
+#: name: (config over the default, graphs class)
+VARIANTS = {
+    "default": ({}, DecodeGraphs),
+    "paged, decode graphs (before)": (PAGED, DecodeOnlyGraphs),
+    "paged, every step graphed": (PAGED, DecodeGraphs),
+    "paged, every step graphed, budget 512": (
+        {**PAGED, "max_num_batched_tokens": 512}, DecodeGraphs),
+}  # fmt: skip
+FIGURES = ("goodput_tok_s", "output_tok_s", "ttft_p99_ms", "tpot_p99_ms", "tpot_p50_ms",
+           "graph_step_share", "steps", "within_slo", "graph_capture_s")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    problem = {**ServingObjective.default_problem({"type": "cuda"}), "rate": args.rate}
+    obj = ServingObjective(problem)
+    names = list(VARIANTS)
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for round_ in range(args.rounds):
+        order = names[round_ % len(names) :] + names[: round_ % len(names)]
+        for name in order:
+            config, graphs_class = VARIANTS[name]
+            serving_module.DecodeGraphs = graphs_class
+            m = obj.evaluate(config)
+            row = {**m.values, **m.metrics}
+            runs[name].append({k: row.get(k) for k in FIGURES})
+            print(f"round {round_} {name}: {json.dumps(runs[name][-1])}", flush=True)
+    serving_module.DecodeGraphs = DecodeGraphs
+    obj.close()
+    default = statistics.median(r["goodput_tok_s"] for r in runs["default"])
+    print(f"\nrate {args.rate:g}/s, {problem['num_requests']} requests, median of "
+          f"{args.rounds} interleaved rounds; SLO: TTFT p99 <= {problem['slo_ttft_ms']:g} ms, "
+          f"TPOT p99 <= {problem['slo_tpot_ms']:g} ms")  # fmt: skip
+    print("| config | goodput tok/s | x default | output tok/s | TTFT p99 ms | TPOT p99 ms "
+          "| steps from graphs |\n|---|---|---|---|---|---|---|")  # fmt: skip
+    summary = {}
+    for name in names:
+        med = {k: statistics.median(r[k] for r in runs[name] if r[k] is not None)
+               for k in FIGURES if any(r[k] is not None for r in runs[name])}  # fmt: skip
+        summary[name] = med
+        ratio = med["goodput_tok_s"] / default if default > 0 else float("inf")
+        print(f"| {name} | {med['goodput_tok_s']:.0f} | {ratio:.2f} | {med['output_tok_s']:.0f} "
+              f"| {med['ttft_p99_ms']:.0f} | {med['tpot_p99_ms']:.1f} "
+              f"| {med.get('graph_step_share', 0):.2f} |")  # fmt: skip
+    (args.out / "serving_side_by_side.json").write_text(
+        json.dumps({"rate": args.rate, "runs": runs, "median": summary}, indent=1)
+    )
+
+
+if __name__ == "__main__":
+    main()
