@@ -289,6 +289,12 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True) -> None:
     for row in rows:
         noise = " (within noise of the winner)" if row.within_noise and row is not winner else ""
         noise += " (the untuned default)" if row.baseline else ""
+        if row.over_slo:
+            ratio = winner.median / row.median if row.median else float("inf")
+            if not maximize:
+                ratio = 1 / ratio if ratio else float("inf")
+            noise += (f": over the SLO in the sweep, so not a candidate; the winner is "
+                      f"{ratio:.2f}x it")  # fmt: skip
         better = row.median > winner.median if maximize else row.median < winner.median
         if better and not row.baseline:
             noise += " (a better median, but not measurably better than the untuned default)"

@@ -14,7 +14,9 @@ both); or, unpaired, when their medians differ by more than the larger of their 
 
 The untuned default (the sweep's trial 0) is re-measured with them, and stays the answer unless
 a config measurably beats it: a tuned config that is not measurably faster is not worth
-shipping. Of those that do, the best median wins.
+shipping. Of those that do, the best median wins. A default that the sweep found over the SLO
+(``--slo``) is re-measured too, as the figure the winner is compared with, but it is never
+the answer: its row (``over_slo``) comes last.
 
 Example:
     >>> rows = summarise_samples({3: [10.0, 10.4, 9.8], 7: [10.1, 10.3, 9.9], 9: [8.0, 8.1, 8.0]},
@@ -34,7 +36,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import ok_trials
-from autotune.driver.trial_attrs import BASELINE, FINISH
+from autotune.driver.trial_attrs import BASELINE, FINISH, trial_status
 from autotune.executors.base import Executor
 from autotune.timing import rotated
 
@@ -72,6 +74,7 @@ class FinishRow:
     within_noise: bool = False  # of the winner (the winner itself: True)
     baseline: bool = False  # the untuned default
     rounds: list[int] | None = None
+    over_slo: bool = False  # the default, over the SLO in the sweep: compared, never chosen
 
     def by_round(self) -> dict[int, float]:
         """Round -> reading."""
@@ -128,6 +131,9 @@ def keep_default(rows: list[FinishRow], maximize: bool = True) -> list[FinishRow
     default = next((r for r in rows if r.baseline), None)
     if default is None:
         return rows
+    if default.over_slo:  # a reference, not a candidate
+        rest = [r for r in rows if r is not default]
+        return _mark_noise(rest + [default], maximize) if rest else rows
     better = [r for r in rows if r is not default and beats(r, default, maximize)]
     winner = better[0] if better else default
     return _mark_noise([winner] + [r for r in rows if r is not winner], maximize)
@@ -170,8 +176,11 @@ def finish(
     trials = sorted(ok_trials(study), key=lambda t: -t.values[0] if maximize else t.values[0])
     chosen = trials[:top]
     default = next((t for t in trials if t.user_attrs.get(BASELINE)), None)
+    over_slo = None if default is not None or not trials else _default_over_slo(study)
     if default is not None and default not in chosen:
         chosen.append(default)  # re-measured beside them: the answer unless they beat it
+    if over_slo is not None:
+        chosen.append(over_slo)  # re-measured beside them: what they are compared with
     samples: dict[int, list[float]] = {t.number: [] for t in chosen}
     rounds_of: dict[int, list[int]] = {t.number: [] for t in chosen}
     failures: dict[int, str] = {}
@@ -195,9 +204,11 @@ def finish(
                     on_sample(trial.number, len(samples[trial.number]), value)
     rows = summarise_samples(samples, maximize, rounds_of)
     by_number = {t.number: t for t in chosen}
+    reference = default or over_slo
     for row in rows:
         row.config = dict(by_number[row.trial].params)
-        row.baseline = default is not None and row.trial == default.number
+        row.baseline = reference is not None and row.trial == reference.number
+        row.over_slo = over_slo is not None and row.trial == over_slo.number
     rows = keep_default(rows, maximize)
     study.set_user_attr(
         FINISH,
@@ -205,7 +216,8 @@ def finish(
             "metric": metric,
             "rounds": done_rounds,
             "protocol": f"fresh worker process; top {min(top, len(trials))} configs and the "
-            f"untuned default re-measured in {done_rounds} interleaved rounds, the order rotated "
+            f"untuned default (if over the SLO, a reference only) re-measured in {done_rounds} "
+            "interleaved rounds, the order rotated "
             "each round; winner by median, "
             "the default kept unless measurably beaten (every paired round won by more than "
             "the rounds' range, or medians apart by more than the spreads)",
@@ -215,3 +227,10 @@ def finish(
         },
     )
     return rows
+
+
+def _default_over_slo(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
+    """The untuned default's trial when the sweep measured it over the SLO, else None."""
+    return next((t for t in study.get_trials(deepcopy=False)
+                 if t.user_attrs.get(BASELINE) and trial_status(t) == "slo_violated"),
+                None)  # fmt: skip

@@ -9,6 +9,9 @@ median over rounds of each, the step against the first variant's, and bytes a st
 bandwidth measured in the same run.
 
     python benchmarks/gpu/decode_side_by_side.py --old-attention OLD.py --old-graphs OLD.py
+
+``--graphs-only``: two variants, the old graphs and the new, both over the new attention and
+fused SwiGLU (``--old-attention`` is then not read).
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ def _load(path: Path, name: str):  # noqa: ANN202
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--old-attention", type=Path, required=True)
+    parser.add_argument("--old-attention", type=Path)
+    parser.add_argument("--graphs-only", action="store_true")
     parser.add_argument("--old-graphs", type=Path, required=True)
     parser.add_argument("--model", default="760m")
     parser.add_argument("--context", type=int, default=1024)
@@ -48,8 +52,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
-    old_attention = _load(args.old_attention, "paged_attention_old").paged_attention
     new_attention = paged_attention_triton.paged_attention
+    old_attention = new_attention
+    if not args.graphs_only:
+        old_attention = _load(args.old_attention, "paged_attention_old").paged_attention
     old_graphs = _load(args.old_graphs, "decode_graphs_old").DecodeGraphs
     new_graphs = decode_graphs.DecodeGraphs
     # name: (attention, fused SwiGLU, graphs class)
@@ -59,6 +65,9 @@ def main() -> int:
         "+ fused SwiGLU": (new_attention, True, old_graphs),
         "+ host fill (all new)": (new_attention, True, new_graphs),
     }
+    if args.graphs_only:
+        variants = {"old graphs": (new_attention, True, old_graphs),
+                    "new graphs": (new_attention, True, new_graphs)}  # fmt: skip
     device = torch.device("cuda")
     copy_bps = copy_bandwidth(device)
     cfg = LlamaConfig(**MODEL_PRESETS[args.model], seq_len=2048)

@@ -177,3 +177,25 @@ def test_a_trial_running_when_the_budget_ends_is_stopped_there():
     first = summary.study.trials[0]
     assert first.user_attrs["status"] == "interrupted"
     assert "time budget ended" in first.user_attrs["reason"]
+
+
+def test_a_default_over_the_slo_is_remeasured_as_the_reference_but_never_chosen():
+    # the default scores as well as the best, but runs over the latency limit: the sweep marks
+    # it slo_violated; the finish measures it beside the winner, last, and never keeps it
+    space = Space("d", [Param("delay", "categorical", choices=[0.0, 0.1]),
+                        Param("score", "categorical", choices=[1.0, 5.0])])  # fmt: skip
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+        sampler="grid", n_trials=4, storage="memory", executor="local",
+        baseline={"delay": 0.1, "score": 5.0}, warm_start="off", slo={"latency_s": 0.05},
+    )  # fmt: skip
+    sweep = Sweep(settings)
+    study = sweep.run().study
+    assert study.trials[0].user_attrs["status"] == "slo_violated"
+    rows = sweep.finish(study, top=2, rounds=2)
+    assert [r.config for r in rows][0] == {"delay": 0.0, "score": 5.0}
+    assert rows[-1].baseline and rows[-1].over_slo and rows[-1].config["delay"] == 0.1
+    assert rows[-1].samples == [5.0, 5.0]  # measured, as the reference
+    assert not any(r.over_slo for r in rows[:-1])
+    assert study.user_attrs["finish"]["default_kept"] is False
+    assert best_record(study)["config"] == {"delay": 0.0, "score": 5.0}
