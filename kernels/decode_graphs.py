@@ -166,6 +166,9 @@ class DecodeGraphs:
         self._host_picks = self._host[4 * tokens : self._head].numpy()
         self._host_tables = self._host[self._head :].numpy().reshape(chunks + 1, self.width)
         self._table_rows = TableRows(cache, self.width, self.scratch_block, 2 * chunks)
+        self._order = np.arange(chunks)
+        # a padding token's id, position, slot and table row
+        self._padding = np.array([[0], [0], [self.scratch_block * cache.block_size], [chunks]])
         self.graphs: dict[int, tuple[Any, torch.Tensor]] = {}
         self.capture_s = 0.0
         self.steps = 0  # steps run
@@ -212,14 +215,13 @@ class DecodeGraphs:
                                      f"{c.start}")  # fmt: skip
                 slots.append(own[c.start // block] * block + c.start % block)
             steps[:3, :count] = [[c.tokens[0] for c in chunks], [c.start for c in chunks], slots]
-            steps[3, :count] = self._host_picks[:count] = np.arange(count)
+            steps[3, :count] = self._host_picks[:count] = self._order[:count]
         else:
             count = self._fill_mixed(chunks)
-        steps[:, count:bucket] = np.array([[0], [0], [self.scratch_block * block],
-                                           [self.max_chunks]])  # fmt: skip
+        steps[:, count:bucket] = self._padding
         self._table_rows.gather([c.seq for c in chunks], 0,
                                 out=self._host_tables[: len(chunks)])  # fmt: skip
-        self._host_picks[len(chunks) :] = 0
+        self._host_picks[len(chunks) : min(bucket, self.max_chunks)] = 0  # in range: row 0
         used = self._head + len(chunks) * self.width  # all but the tables' unused rows
         self._device[:used].copy_(self._host[:used], non_blocking=True)
 
