@@ -3,20 +3,24 @@ default: the 760m preset, Poisson arrivals at ``--rate``, 512-token prompts, 128
 replayed through :class:`ServingObjective` with each config, rounds interleaved and their order
 rotated; the median of each figure over the rounds, and goodput over the default config's.
 
-``before`` rows run the decode graphs as they were before mixed steps ran from them: buckets up
-to ``max_num_seqs``, one-token (decode) steps only; every step with a prefill chunk through the
-engine's eager forward.
+``decode graphs`` rows run the decode graphs as they were before mixed steps ran from them:
+buckets up to ``max_num_seqs``, one-token (decode) steps only; every step with a prefill chunk
+through the engine's eager forward. ``--old-engine FILE`` (a copy of an earlier
+objectives/serving_engine.py) adds a row with that file's scheduler, requests and loop as well.
 
 Run (GPU machine, after benchmarks/gpu/setup.sh):
-    python benchmarks/gpu/serving_side_by_side.py OUT [--rate 20] [--rounds 3]
+    python benchmarks/gpu/serving_side_by_side.py OUT [--rate 20] [--rounds 3] [--old-engine F]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama_infer import Chunk
@@ -35,16 +39,33 @@ class DecodeOnlyGraphs(DecodeGraphs):
 
 
 PAGED = {"attention_backend": "paged", "cuda_graphs": True}
-#: name: (config over the default, graphs class)
+#: name: (config over the default, graphs class, engine module)
 VARIANTS = {
-    "default": ({}, DecodeGraphs),
-    "paged, decode graphs (before)": (PAGED, DecodeOnlyGraphs),
-    "paged, every step graphed": (PAGED, DecodeGraphs),
+    "default": ({}, DecodeGraphs, None),
+    "paged, decode graphs": (PAGED, DecodeOnlyGraphs, None),
+    "paged, every step graphed": (PAGED, DecodeGraphs, None),
     "paged, every step graphed, budget 512": (
-        {**PAGED, "max_num_batched_tokens": 512}, DecodeGraphs),
+        {**PAGED, "max_num_batched_tokens": 512}, DecodeGraphs, None),
 }  # fmt: skip
+ENGINE_NAMES = ("Request", "Scheduler", "run_trace")
 FIGURES = ("goodput_tok_s", "output_tok_s", "ttft_p99_ms", "tpot_p99_ms", "tpot_p50_ms",
            "graph_step_share", "steps", "within_slo", "graph_capture_s")  # fmt: skip
+
+
+def old_engine(module):  # noqa: ANN001, ANN201
+    """``module``'s engine, its scheduler counting steps (which the objective reports)."""
+
+    class CountingScheduler(module.Scheduler):
+        def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+            super().__init__(*args, **kwargs)
+            self.steps = 0
+
+        def complete(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            self.steps += 1
+            return super().complete(*args, **kwargs)
+
+    return SimpleNamespace(Request=module.Request, Scheduler=CountingScheduler,
+                           run_trace=module.run_trace)  # fmt: skip
 
 
 def main() -> None:
@@ -52,22 +73,36 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--old-engine", type=Path)
+    parser.add_argument("--skip", default="", help="variant names to leave out, separated by ;")
     args = parser.parse_args()
+    variants = {k: v for k, v in VARIANTS.items() if k not in args.skip.split(";")}
+    if args.old_engine is not None:
+        spec = importlib.util.spec_from_file_location("serving_engine_old", args.old_engine)
+        old = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = old  # its dataclasses look their module up
+        spec.loader.exec_module(old)
+        variants["paged, decode graphs, old engine"] = (PAGED, DecodeOnlyGraphs, old_engine(old))
+    current = {name: getattr(serving_module, name) for name in ENGINE_NAMES}
     args.out.mkdir(parents=True, exist_ok=True)
     problem = {**ServingObjective.default_problem({"type": "cuda"}), "rate": args.rate}
     obj = ServingObjective(problem)
-    names = list(VARIANTS)
+    names = list(variants)
     runs: dict[str, list[dict]] = {name: [] for name in names}
     for round_ in range(args.rounds):
         order = names[round_ % len(names) :] + names[: round_ % len(names)]
         for name in order:
-            config, graphs_class = VARIANTS[name]
+            config, graphs_class, engine = variants[name]
             serving_module.DecodeGraphs = graphs_class
+            for attr in ENGINE_NAMES:
+                setattr(serving_module, attr, getattr(engine, attr) if engine else current[attr])
             m = obj.evaluate(config)
             row = {**m.values, **m.metrics}
             runs[name].append({k: row.get(k) for k in FIGURES})
             print(f"round {round_} {name}: {json.dumps(runs[name][-1])}", flush=True)
     serving_module.DecodeGraphs = DecodeGraphs
+    for attr in ENGINE_NAMES:
+        setattr(serving_module, attr, current[attr])
     obj.close()
     default = statistics.median(r["goodput_tok_s"] for r in runs["default"])
     print(f"\nrate {args.rate:g}/s, {problem['num_requests']} requests, median of "
