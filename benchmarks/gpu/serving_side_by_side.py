@@ -104,7 +104,9 @@ def main() -> None:
     for attr in ENGINE_NAMES:
         setattr(serving_module, attr, current[attr])
     obj.close()
-    default = statistics.median(r["goodput_tok_s"] for r in runs["default"])
+    default = None  # the default config's goodput, when it ran
+    if "default" in runs:
+        default = statistics.median(r["goodput_tok_s"] for r in runs["default"])
     print(f"\nrate {args.rate:g}/s, {problem['num_requests']} requests, median of "
           f"{args.rounds} interleaved rounds; SLO: TTFT p99 <= {problem['slo_ttft_ms']:g} ms, "
           f"TPOT p99 <= {problem['slo_tpot_ms']:g} ms")  # fmt: skip
@@ -115,8 +117,9 @@ def main() -> None:
         med = {k: statistics.median(r[k] for r in runs[name] if r[k] is not None)
                for k in FIGURES if any(r[k] is not None for r in runs[name])}  # fmt: skip
         summary[name] = med
-        ratio = med["goodput_tok_s"] / default if default > 0 else float("inf")
-        print(f"| {name} | {med['goodput_tok_s']:.0f} | {ratio:.2f} | {med['output_tok_s']:.0f} "
+        ratio = "-" if default is None else (
+            f"{med['goodput_tok_s'] / default:.2f}" if default > 0 else "inf")  # fmt: skip
+        print(f"| {name} | {med['goodput_tok_s']:.0f} | {ratio} | {med['output_tok_s']:.0f} "
               f"| {med['ttft_p99_ms']:.0f} | {med['tpot_p99_ms']:.1f} "
               f"| {med.get('graph_step_share', 0):.2f} |")  # fmt: skip
     (args.out / "serving_side_by_side.json").write_text(
