@@ -8,7 +8,8 @@ events, one ``data: {...}`` per token, then ``data: [DONE]``). Every request is 
 continuous-batching scheduler; HTTP threads hand it requests and read their tokens.
 
     python -m autotune.objectives.engine_server --port 8000 --max-num-seqs 64 \\
-        --max-num-batched-tokens 2048 --block-size 16 --policy fcfs [--d-model 128 ...]
+        --max-num-batched-tokens 2048 --block-size 16 --policy fcfs [--attention-reads paged]
+        [--cuda-graphs] [--d-model 128 ...]
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import torch
 
 from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
-from autotune.kernels.llama_infer import InferenceModel
+from autotune.kernels.llama_infer import ATTENTION_READS, InferenceModel
 from autotune.objectives.serving_engine import Request, Scheduler, step_logits
 
 _DONE = None
@@ -159,8 +160,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kv-cache-dtype", default="bf16")
     parser.add_argument("--weights", default="bf16")
     parser.add_argument("--policy", default="fcfs")
+    parser.add_argument("--attention-reads", choices=ATTENTION_READS, default="gather",
+                        help="SDPA over gathered blocks, or the Triton kernel that reads them "
+                             "in place (on a CPU: Triton's interpreter, slow)")  # fmt: skip
     parser.add_argument("--cuda-graphs", action="store_true",
-                        help="replay decode steps from CUDA graphs (a GPU only)")  # fmt: skip
+                        help="replay steps from CUDA graphs (a GPU only): decode steps, and "
+                             "with --attention-reads paged every step")  # fmt: skip
     for name, default in (("vocab", 512), ("d-model", 128), ("n-layers", 2), ("n-heads", 4),
                           ("max-context", 512), ("seed", 0)):  # fmt: skip
         parser.add_argument(f"--{name}", type=int, default=default)
@@ -172,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = LlamaConfig(vocab=args.vocab, d_model=args.d_model, n_layers=args.n_layers,
                       n_heads=args.n_heads, seq_len=args.max_context)  # fmt: skip
     with torch.device(device):
-        model = InferenceModel(Llama(cfg), args.weights)
+        model = InferenceModel(Llama(cfg), args.weights, args.attention_reads)
     cache = model.new_cache(args.num_blocks, args.block_size, args.kv_cache_dtype)
     graphs = None
     if args.cuda_graphs:

@@ -77,3 +77,17 @@ def test_the_engine_server_refuses_decode_graphs_without_a_gpu() -> None:
     )  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].endswith("--cuda-graphs needs a CUDA device")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(),
+                    reason="the CPU engine runs the paged kernel in Triton's interpreter")  # fmt: skip
+def test_the_engine_server_streams_through_the_paged_kernel() -> None:
+    from autotune.objectives.server import ENGINE_COMMAND
+
+    obj = _objective(command=ENGINE_COMMAND + " --attention-reads paged --n-layers 1",
+                     num_requests=2, output_len=3, prompt_len=6)  # fmt: skip
+    m = obj.evaluate(obj.default_config())
+    assert m.metrics["errors"] == 0 and m.metrics["requests"] == 2
+    assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(
+        sum(_lengths(obj)), rel=1e-6
+    )
