@@ -10,6 +10,8 @@ Example:
     >>> import torch
     >>> if torch.cuda.is_available():
     ...     ensure_allocator()  # idempotent
+    >>> has_tma("cpu")
+    False
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ import torch
 import triton
 
 _SET = False
+#: the first compute capability with the tensor memory accelerator (Hopper)
+TMA_MIN_MAJOR = 9
+
+
+def has_tma(device: str = "cuda") -> bool:
+    """Whether ``device`` ("cuda": the current GPU) has the tensor memory accelerator that
+    tensor descriptors load through (compute capability 9.0+); False on a CPU, where the
+    interpreter takes TMA code paths too but nothing favours them."""
+    return device == "cuda" and torch.cuda.get_device_capability()[0] >= TMA_MIN_MAJOR
 
 
 def ensure_allocator() -> None:

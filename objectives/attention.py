@@ -37,6 +37,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.correctness import TOLERANCE, check_close
 from autotune.kernels import attention_triton as kern
+from autotune.kernels import tma
 from autotune.objectives.kernel import KernelObjective, Tensors
 from autotune.timing import Timing
 
@@ -74,7 +75,7 @@ class AttentionObjective(KernelObjective):
         self.dtype = kern.DTYPES[self.dtype_name]
         self._gqa_modes: dict[str, bool] | None = None  # backend -> takes enable_gqa natively
         # tensor descriptors (TMA) by default where the GPU has the copy engine (Hopper, 9.0+)
-        self.tma = self.device == "cuda" and torch.cuda.get_device_capability()[0] >= 9
+        self.tma = tma.has_tma(self.device)
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def test_the_engine_server_refuses_decode_graphs_without_a_gpu() -> None:
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(),
-                    reason="the CPU engine runs the paged kernel in Triton's interpreter")  # fmt: skip
+                    reason="on a CPU the paged kernel runs in Triton's interpreter")  # fmt: skip
 def test_the_engine_server_streams_through_the_paged_kernel() -> None:
     from autotune.objectives.server import ENGINE_COMMAND
 
