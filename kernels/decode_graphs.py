@@ -135,10 +135,9 @@ class DecodeGraphs:
         # a prefill token is a row of its own that reads its sequence's blocks in place; over
         # gathered blocks every row would copy its sequence's whole context, so decode only
         self.mixed = model.attention_reads == "paged"
+        # a step holds a decode token of each of max_batch sequences at least
         max_tokens = max_batch if max_tokens is None or not self.mixed else max_tokens
-        if max_tokens < max_batch:
-            raise ValueError(f"max_tokens={max_tokens} must hold a step of max_batch="
-                             f"{max_batch} decode tokens")  # fmt: skip
+        max_tokens = max(max_tokens, max_batch)
         if not cache.allocate(SCRATCH_SEQ, 1):
             raise ValueError("the KV cache has no free block for the decode graphs' scratch")
         self.model, self.cache = model, cache
