@@ -10,6 +10,8 @@ objectives/serving_engine.py) adds a row with that file's scheduler, requests an
 
 Run (GPU machine, after benchmarks/gpu/setup.sh):
     python benchmarks/gpu/serving_side_by_side.py OUT [--rate 20] [--rounds 3] [--old-engine F]
+        [--problem prompt_len=4096,max_context=8192,...] (to see where long prompt chunks
+        make the graphs' per-row prefill attention slower than the forward)
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--problem", default="", help="KEY=VALUE,... over the default problem")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--old-engine", type=Path)
     parser.add_argument("--skip", default="", help="variant names to leave out, separated by ;")
@@ -86,6 +89,9 @@ def main() -> None:
     current = {name: getattr(serving_module, name) for name in ENGINE_NAMES}
     args.out.mkdir(parents=True, exist_ok=True)
     problem = {**ServingObjective.default_problem({"type": "cuda"}), "rate": args.rate}
+    for item in filter(None, args.problem.split(",")):
+        key, value = item.split("=", 1)
+        problem[key] = type(problem[key])(value) if key in problem else value
     obj = ServingObjective(problem)
     names = list(variants)
     runs: dict[str, list[dict]] = {name: [] for name in names}
@@ -107,7 +113,8 @@ def main() -> None:
     default = None  # the default config's goodput, when it ran
     if "default" in runs:
         default = statistics.median(r["goodput_tok_s"] for r in runs["default"])
-    print(f"\nrate {args.rate:g}/s, {problem['num_requests']} requests, median of "
+    print(f"\nrate {args.rate:g}/s, {problem['num_requests']} requests of "
+          f"{problem['prompt_len']} + {problem['output_len']} tokens, median of "
           f"{args.rounds} interleaved rounds; SLO: TTFT p99 <= {problem['slo_ttft_ms']:g} ms, "
           f"TPOT p99 <= {problem['slo_tpot_ms']:g} ms")  # fmt: skip
     print("| config | goodput tok/s | x default | output tok/s | TTFT p99 ms | TPOT p99 ms "
