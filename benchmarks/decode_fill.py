@@ -16,7 +16,6 @@ and re-allocated (every table new). ``--against FILE`` times another copy of dec
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import random
 import statistics
 import sys
@@ -32,6 +31,7 @@ from autotune.kernels import decode_graphs  # noqa: E402
 from autotune.kernels.llama import Llama, LlamaConfig  # noqa: E402
 from autotune.kernels.llama_infer import Chunk, InferenceModel  # noqa: E402
 from autotune.kernels.paged_kv import PagedKVCache  # noqa: E402
+from benchmarks.module_file import load_module  # noqa: E402
 
 BATCHES, LARGEST, CONTEXT, BLOCK = (1, 32, 256), 256, 1024, 16
 
@@ -72,13 +72,6 @@ def measure(graphs, cache: PagedKVCache, batch: int, steps: int, rounds: int) ->
     return [statistics.median(times) for times in (decoding, shuffled, fresh)]
 
 
-def load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("decode_graphs_against", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=48, help="decode steps a round (<= 48)")
@@ -88,7 +81,9 @@ def main() -> int:
     args = parser.parse_args()
     random.seed(0)
     device = torch.device(args.device)
-    modules = {"this": decode_graphs} | ({"against": load(args.against)} if args.against else {})
+    modules = {"this": decode_graphs}
+    if args.against:
+        modules["against"] = load_module(args.against, "decode_graphs_against")
     print(f"{'code':8} {'batch':>5} {'decode us':>10} {'shuffled us':>12} {'fresh us':>9}")
     for name, module in modules.items():
         graphs, cache = build(module, device)

@@ -11,7 +11,6 @@ The scheduler runs before every engine step, so this adds to each step's time.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -24,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from autotune.kernels.paged_kv import PagedKVCache  # noqa: E402
 from autotune.objectives import serving_engine  # noqa: E402
+from benchmarks.module_file import load_module  # noqa: E402
 
 RUNNING = (32, 128, 256)
 
@@ -45,21 +45,15 @@ def step_ms(module: ModuleType, running: int, steps: int) -> float:
     return (time.perf_counter() - start) / steps * 1e3
 
 
-def load(path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("serving_engine_against", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--against", type=Path, help="another copy of serving_engine.py")
     args = parser.parse_args()
-    modules = {"this": serving_engine} | ({"against": load(args.against)} if args.against else {})
+    modules = {"this": serving_engine}
+    if args.against:
+        modules["against"] = load_module(args.against, "serving_engine_against")
     times: dict[tuple[str, int], list[float]] = {}
     for _ in range(args.rounds):  # rounds interleave the copies
         for name, module in modules.items():

@@ -16,13 +16,17 @@ Run (GPU machine, after benchmarks/gpu/setup.sh):
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import sys
+from pathlib import Path
 
 import torch
 
-from autotune.kernels import attention_triton as new
-from autotune.objectives.attention import AttentionObjective
-from autotune.timing import interleaved
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after autotune
+
+from autotune.kernels import attention_triton as new  # noqa: E402
+from autotune.objectives.attention import AttentionObjective  # noqa: E402
+from autotune.timing import interleaved  # noqa: E402
+from benchmarks.module_file import load_module  # noqa: E402
 
 ARGS = argparse.ArgumentParser()
 ARGS.add_argument("old")
@@ -40,9 +44,7 @@ PROBLEMS = [("causal 4k", 4096, True), ("full 4k", 4096, False), ("causal 16k", 
 
 def main() -> None:
     args = ARGS.parse_args()
-    spec = importlib.util.spec_from_file_location("attention_old", args.old)
-    old = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(old)
+    old = load_module(args.old, "attention_old")
     print(f"{torch.cuda.get_device_name()}; {args.rounds} interleaved rounds, L2 flushed")
     configs = ([tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
                if args.configs else CONFIGS)  # fmt: skip

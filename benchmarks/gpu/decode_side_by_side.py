@@ -17,7 +17,6 @@ fused SwiGLU (``--old-attention`` is then not read).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
@@ -25,20 +24,14 @@ from pathlib import Path
 
 import torch
 
-sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.serving, after autotune
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after autotune
 
 from autotune.kernels import decode_graphs, paged_attention_triton  # noqa: E402
 from autotune.kernels.llama import Llama, LlamaConfig  # noqa: E402
 from autotune.kernels.llama_infer import Chunk, InferenceModel  # noqa: E402
 from autotune.objectives.train_step import MODEL_PRESETS  # noqa: E402
+from benchmarks.module_file import load_module  # noqa: E402
 from benchmarks.serving import copy_bandwidth  # noqa: E402
-
-
-def _load(path: Path, name: str):  # noqa: ANN202
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> int:
@@ -55,8 +48,8 @@ def main() -> int:
     new_attention = paged_attention_triton.paged_attention
     old_attention = new_attention
     if not args.graphs_only:
-        old_attention = _load(args.old_attention, "paged_attention_old").paged_attention
-    old_graphs = _load(args.old_graphs, "decode_graphs_old").DecodeGraphs
+        old_attention = load_module(args.old_attention, "paged_attention_old").paged_attention
+    old_graphs = load_module(args.old_graphs, "decode_graphs_old").DecodeGraphs
     new_graphs = decode_graphs.DecodeGraphs
     # name: (attention, fused SwiGLU, graphs class)
     variants = {

@@ -9,17 +9,18 @@ Run (GPU machine, after benchmarks/gpu/setup.sh): python benchmarks/gpu/int4_sid
 
 from __future__ import annotations
 
-import importlib.util
 import sys
+from pathlib import Path
 
 import torch
 
-from autotune.kernels import quant_matmul_triton as new
-from autotune.timing import interleaved
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after autotune
 
-spec = importlib.util.spec_from_file_location("quant_old", sys.argv[1])
-old = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(old)
+from autotune.kernels import quant_matmul_triton as new  # noqa: E402
+from autotune.timing import interleaved  # noqa: E402
+from benchmarks.module_file import load_module  # noqa: E402
+
+old = load_module(sys.argv[1], "quant_old")
 
 CONFIGS = {  # the best int4 configs of the 2026-12-02-late scan (tensor cores)
     "int4-g64": dict(BLOCK_M=16, BLOCK_N=128, BLOCK_K=64, SPLIT_K=8, num_warps=4, num_stages=4),

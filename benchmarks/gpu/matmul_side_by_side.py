@@ -14,14 +14,17 @@ Run (GPU machine, after benchmarks/gpu/setup.sh):
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
+from pathlib import Path
 
 import torch
 import triton
 
-from autotune.kernels import matmul_triton as new
-from autotune.timing import interleaved
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after autotune
+
+from autotune.kernels import matmul_triton as new  # noqa: E402
+from autotune.timing import interleaved  # noqa: E402
+from benchmarks.module_file import load_module  # noqa: E402
 
 ARGS = argparse.ArgumentParser()
 ARGS.add_argument("old")
@@ -34,14 +37,6 @@ SHAPES = [(8192, 8192, 8192, "bf16"), (8192, 8192, 8192, "fp16"), (8192, 4096, 4
 TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1,
         "SCHEDULE": "tiled", "num_warps": 4, "num_stages": 3}  # the tutorial's form  # fmt: skip
 WIDE = {**TILE, "BLOCK_N": 256, "num_warps": 8, "num_stages": 4}  # the recorded grids' best
-
-
-def load(name: str, path: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # a dataclass in it looks its module up there
-    spec.loader.exec_module(module)
-    return module
 
 
 def tutorial_launcher(tut, a, b, c, cfg):
@@ -62,11 +57,12 @@ def tutorial_launcher(tut, a, b, c, cfg):
 
 def main() -> None:
     args = ARGS.parse_args()
-    old, tut = load("matmul_old", args.old), load("tutorial_matmul", args.tutorial)
+    old = load_module(args.old, "matmul_old")
+    tut = load_module(args.tutorial, "tutorial_matmul")
     modules = {"old": old, "new": new}
     for spec in args.variant:
         name, path = spec.split("=", 1)
-        modules[name] = load(f"matmul_{name}", path)
+        modules[name] = load_module(path, f"matmul_{name}")
     print(f"{torch.cuda.get_device_name()}; {args.rounds} interleaved rounds, L2 flushed")
     for M, N, K, dtype in SHAPES:
         dt = new.DTYPES[dtype]

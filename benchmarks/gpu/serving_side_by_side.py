@@ -17,17 +17,19 @@ Run (GPU machine, after benchmarks/gpu/setup.sh):
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from autotune.kernels.decode_graphs import DecodeGraphs
-from autotune.kernels.llama_infer import Chunk
-from autotune.objectives import serving as serving_module
-from autotune.objectives.serving import ServingObjective
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after autotune
+
+from autotune.kernels.decode_graphs import DecodeGraphs  # noqa: E402
+from autotune.kernels.llama_infer import Chunk  # noqa: E402
+from autotune.objectives import serving as serving_module  # noqa: E402
+from autotune.objectives.serving import ServingObjective  # noqa: E402
+from benchmarks.module_file import load_module  # noqa: E402
 
 
 class DecodeOnlyGraphs(DecodeGraphs):
@@ -81,10 +83,7 @@ def main() -> None:
     args = parser.parse_args()
     variants = {k: v for k, v in VARIANTS.items() if k not in args.skip.split(";")}
     if args.old_engine is not None:
-        spec = importlib.util.spec_from_file_location("serving_engine_old", args.old_engine)
-        old = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = old  # its dataclasses look their module up
-        spec.loader.exec_module(old)
+        old = load_module(args.old_engine, "serving_engine_old")
         variants["paged, decode graphs, old engine"] = (PAGED, DecodeOnlyGraphs, old_engine(old))
     current = {name: getattr(serving_module, name) for name in ENGINE_NAMES}
     args.out.mkdir(parents=True, exist_ok=True)
