@@ -12,6 +12,12 @@ rows of one sequence at consecutive positions, whose keys are written before any
 so each row's causal read of its table is the chunk's attention. The logits of each sequence's
 last token are picked inside the graph.
 
+Each such row reads its keys on its own, where the forward's kernel reads them once for a tile
+of rows: a chunk of ``n`` rows reads about ``n / 2`` times its context more. A step whose chunks
+would read more than :data:`EXTRA_READ_BYTES` a layer beyond the forward's tiles
+(:func:`extra_key_reads`; long prompts) is left to the forward, whose launches then cost less
+than those reads.
+
 Padding rows decode token 0 at position 0 of a scratch block that the runner takes from the
 cache when it starts (held by the pseudo-sequence :data:`SCRATCH_SEQ`, never given to a
 request), through an all-scratch table, so they write no real sequence's keys and values.
@@ -54,6 +60,37 @@ from autotune.kernels.paged_kv import PagedKVCache
 
 #: the pseudo-sequence holding the scratch block that padding rows write to
 SCRATCH_SEQ = -1
+#: The most key and value bytes a layer's per-row attention may read beyond the forward's tiles
+#: of rows before a step is left to the forward: between where the graphs were still faster
+#: (1.6 GiB: 0.52-0.80x the forward's step) and slower (2.8 GiB: 0.72-1.39x; 3.5 GiB and up
+#: 0.92-7.8x), measured on an H200 with the 760m preset, one chunk of 16-2048 tokens from
+#: position 0-4096 with and without 32 decode tokens
+#: (benchmarks/gpu/graph_chunk_crossover.py; benchmarks/results/h200-2026-12-02-s25).
+EXTRA_READ_BYTES = 2 * 2**30
+#: query rows a tile of the forward's paged attention (its default ``BLOCK_M``)
+FORWARD_TILE = 16
+
+
+def extra_key_reads(chunks: list[Chunk], tile: int = FORWARD_TILE) -> int:
+    """Keys (per layer and KV head) the graphs' per-row attention reads for ``chunks`` beyond
+    what the forward's tiles of ``tile`` rows read: a row at position ``p`` reads keys ``0..p``
+    on its own, a tile reads up to its last row's once for all of its rows. A decode token is
+    one row either way.
+
+    Example:
+        >>> extra_key_reads([Chunk(0, 0, [1, 2, 3, 4])], tile=2)  # rows 1+2+3+4, tiles 2+4
+        4
+        >>> extra_key_reads([Chunk(0, 100, [1]), Chunk(1, 8, [1, 2])], tile=2)  # rows 9+10, tile 10
+        9
+    """
+    extra = 0
+    for c in chunks:
+        n, start = len(c.tokens), c.start
+        rows = n * start + n * (n + 1) // 2
+        full, rest = divmod(n, tile)
+        tiles = full * start + tile * full * (full + 1) // 2 + (start + n if rest else 0)
+        extra += rows - tiles
+    return extra
 
 
 def buckets(max_batch: int) -> list[int]:
@@ -127,6 +164,7 @@ class DecodeGraphs:
         *,
         max_tokens: int | None = None,
         capture: bool | None = None,
+        max_extra_read_bytes: float = EXTRA_READ_BYTES,
     ) -> None:
         cuda = model.device.type == "cuda"
         capture = cuda if capture is None else capture
@@ -141,6 +179,10 @@ class DecodeGraphs:
         if not cache.allocate(SCRATCH_SEQ, 1):
             raise ValueError("the KV cache has no free block for the decode graphs' scratch")
         self.model, self.cache = model, cache
+        # a layer's K and V bytes of one token, and how many of them a step may read beyond
+        # the forward's (see extra_key_reads)
+        self.key_bytes = 2 * cache.k[0][0, 0].numel() * cache.k[0].element_size()
+        self.max_extra_read_bytes = max_extra_read_bytes
         self.buckets = buckets(max_tokens)  # tokens a step's graph runs
         self.max_chunks = buckets(max_batch)[-1]  # sequences a step holds
         self.scratch_block = cache.blocks_of(SCRATCH_SEQ)[0]
@@ -177,18 +219,28 @@ class DecodeGraphs:
     def can_run(self, chunks: list[Chunk]) -> bool:
         """Whether a step is one these graphs take: at most ``max_batch`` (rounded up to a
         bucket) chunks of at most the largest bucket's tokens in all; one token each unless
-        the model reads the cache in place."""
+        the model reads the cache in place, and then chunks whose per-row reads exceed the
+        forward's by at most ``max_extra_read_bytes`` a layer."""
         if not 0 < len(chunks) <= self.max_chunks:
             return False
         if not self.mixed:
             return all(len(c.tokens) == 1 for c in chunks)
-        return sum(len(c.tokens) for c in chunks) <= self.buckets[-1]
+        if sum(len(c.tokens) for c in chunks) > self.buckets[-1]:
+            return False
+        return self.extra_read_bytes(chunks) <= self.max_extra_read_bytes
+
+    def extra_read_bytes(self, chunks: list[Chunk]) -> int:
+        """The K and V bytes a layer of these graphs reads for ``chunks`` beyond the forward's
+        (:func:`extra_key_reads` over every KV head)."""
+        return extra_key_reads(chunks) * self.key_bytes
 
     def __call__(self, chunks: list[Chunk]) -> torch.Tensor:
         """The logits (len(chunks), vocab) in fp32 of each chunk's last token; every chunk's
         sequence must already hold cache blocks up to its last position."""
         if not self.can_run(chunks):
-            tokens = f"{self.buckets[-1]} tokens in all" if self.mixed else "one token each"
+            tokens = (f"{self.buckets[-1]} tokens in all, reading at most "
+                      f"{self.max_extra_read_bytes:.0f} bytes a layer beyond the forward"
+                      if self.mixed else "one token each")  # fmt: skip
             raise ValueError(f"a graph step takes 1..{self.max_chunks} chunks of {tokens}")
         count = sum(len(c.tokens) for c in chunks)
         bucket = next(size for size in self.buckets if size >= count)

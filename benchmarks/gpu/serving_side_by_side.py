@@ -3,6 +3,8 @@ default: the 760m preset, Poisson arrivals at ``--rate``, 512-token prompts, 128
 replayed through :class:`ServingObjective` with each config, rounds interleaved and their order
 rotated; the median of each figure over the rounds, and goodput over the default config's.
 
+``no read limit`` runs every step from the graphs, long prompt chunks included (as before
+``DecodeGraphs.max_extra_read_bytes`` sent those steps to the forward).
 ``decode graphs`` rows run the decode graphs as they were before mixed steps ran from them:
 buckets up to ``max_num_seqs``, one-token (decode) steps only; every step with a prefill chunk
 through the engine's eager forward. ``--old-engine FILE`` (a copy of an earlier
@@ -42,12 +44,21 @@ class DecodeOnlyGraphs(DecodeGraphs):
         return all(len(c.tokens) == 1 for c in chunks) and super().can_run(chunks)
 
 
+class UnlimitedGraphs(DecodeGraphs):
+    """Every step from the graphs, as before a step's extra key reads sent it to the forward."""
+
+    def __init__(self, model, cache, max_batch, *, max_tokens=None, capture=None) -> None:  # noqa: ANN001
+        super().__init__(model, cache, max_batch, max_tokens=max_tokens, capture=capture,
+                         max_extra_read_bytes=float("inf"))  # fmt: skip
+
+
 PAGED = {"attention_backend": "paged", "cuda_graphs": True}
 #: name: (config over the default, graphs class, engine module)
 VARIANTS = {
     "default": ({}, DecodeGraphs, None),
     "paged, decode graphs": (PAGED, DecodeOnlyGraphs, None),
     "paged, every step graphed": (PAGED, DecodeGraphs, None),
+    "paged, every step graphed, no read limit": (PAGED, UnlimitedGraphs, None),
     "paged, every step graphed, budget 512": (
         {**PAGED, "max_num_batched_tokens": 512}, DecodeGraphs, None),
 }  # fmt: skip

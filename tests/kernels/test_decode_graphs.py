@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autotune.kernels.decode_graphs import SCRATCH_SEQ, DecodeGraphs, buckets
+from autotune.kernels.decode_graphs import SCRATCH_SEQ, DecodeGraphs, buckets, extra_key_reads
 from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import Chunk, InferenceModel
 from autotune.kernels.paged_kv import PagedKVCache
@@ -137,6 +137,29 @@ def test_a_paged_step_past_the_largest_bucket_or_sequence_count_is_not_a_graph_s
     small = model.new_cache(num_blocks=16, block_size=4, kv_dtype="bf16" if CUDA else "fp32")
     assert DecodeGraphs(model, small, max_batch=4, max_tokens=2,
                         capture=False).buckets == [1, 2, 4]  # a decode step of 4 still fits
+
+
+def test_a_chunk_whose_rows_would_read_far_more_than_the_forwards_tiles_is_not_a_graph_step():
+    model = _model("paged")
+    cache = model.new_cache(num_blocks=16, block_size=4, kv_dtype="bf16" if CUDA else "fp32")
+    graphs = DecodeGraphs(model, cache, max_batch=4, max_tokens=32, capture=False)
+    assert graphs.key_bytes == 2 * 4 * 16 * cache.k[0].element_size()  # K and V, 4 heads of 16
+    limit = 20 * graphs.key_bytes
+    graphs.max_extra_read_bytes = limit
+    # a decode token reads alike both ways, whatever its context
+    assert extra_key_reads([Chunk(0, 40, [1]), Chunk(1, 30, [2])]) == 0
+    assert graphs.can_run([Chunk(0, 40, [1]), Chunk(1, 30, [2])])
+    # rows 1..5 read 15 keys, one tile of the forward 5: 10 more
+    assert extra_key_reads([Chunk(0, 0, [1] * 5)]) == 10
+    assert graphs.can_run([Chunk(0, 0, [1] * 5)])
+    # from position 8: rows 9..13 read 55 keys, the tile 13: 42 more
+    assert extra_key_reads([Chunk(0, 8, [1] * 5)]) == 42
+    assert not graphs.can_run([Chunk(0, 8, [1] * 5)])
+    assert not graphs.can_run([Chunk(0, 0, [1] * 5), Chunk(1, 0, [1] * 5), Chunk(2, 0, [1] * 4)])
+    # two tiles of 16 rows read 16 + 32 keys; the rows 1..32 read 528
+    assert extra_key_reads([Chunk(0, 0, [1] * 32)]) == 528 - 48
+    with pytest.raises(ValueError, match="beyond the forward"):
+        graphs([Chunk(0, 8, [1] * 5)])
 
 
 def _filled(graphs: DecodeGraphs, chunks: list[Chunk]) -> tuple[torch.Tensor, torch.Tensor]:

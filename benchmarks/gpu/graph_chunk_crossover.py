@@ -1,0 +1,104 @@
+"""Where a step with a prefill chunk costs the same from the CUDA graphs as through the forward.
+
+The graphs run every token as a row of its own, whose paged attention reads its keys alone; the
+forward's kernel reads them once for a tile of rows but launches hundreds of kernels from
+Python. For one chunk of ``n`` tokens from position ``start`` (with and without 32 decode
+tokens of other sequences at context 1024 in the same step), this times the engine's whole step
+both ways, side by side and alternating, on a paged 760m model; the extra bytes a layer of the
+graphs reads (``DecodeGraphs.extra_read_bytes``) against the time either way, and where the
+graphs stop being faster: what ``kernels.decode_graphs.EXTRA_READ_BYTES`` is set from.
+
+Run (GPU machine, after benchmarks/gpu/setup.sh):
+    python benchmarks/gpu/graph_chunk_crossover.py OUT [--model 760m] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from autotune.kernels.decode_graphs import DecodeGraphs
+from autotune.kernels.llama import Llama, LlamaConfig
+from autotune.kernels.llama_infer import Chunk, InferenceModel
+from autotune.objectives.train_step import MODEL_PRESETS
+
+STARTS = (0, 1024, 4096)
+LENGTHS = (16, 64, 128, 256, 512, 1024, 2048)
+DECODES = (0, 32)
+DECODE_CONTEXT = 1024
+MAX_TOKENS = 2048  # the serving default's step budget
+CHUNK_SEQ = 10_000
+
+
+def _timed_ms(run: Callable[[], object]) -> float:
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    run()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--model", default="760m")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    cfg = LlamaConfig(**MODEL_PRESETS[args.model], seq_len=8192)
+    torch.manual_seed(0)
+    model = InferenceModel(Llama(cfg).to("cuda"), attention_reads="paged")
+    per_seq = -(-8192 // 16)
+    cache = model.new_cache(per_seq + max(DECODES) * -(-(DECODE_CONTEXT + 1) // 16) + 1, 16, "bf16")
+    graphs = DecodeGraphs(model, cache, max(DECODES) + 1, max_tokens=MAX_TOKENS,
+                          max_extra_read_bytes=float("inf"))  # fmt: skip
+    for seq in range(max(DECODES)):
+        cache.allocate(seq, DECODE_CONTEXT + 1)
+    rows = []
+    for decodes in DECODES:
+        for start in STARTS:
+            for n in LENGTHS:
+                if n + decodes > MAX_TOKENS:
+                    continue
+                cache.allocate(CHUNK_SEQ, start + n)
+                chunk = Chunk(CHUNK_SEQ, start, torch.randint(0, cfg.vocab, (n,)).tolist())
+                chunks = [chunk] + [Chunk(s, DECODE_CONTEXT, [1]) for s in range(decodes)]
+                ways = {"graphs": lambda c=chunks: graphs(c),
+                        "forward": lambda c=chunks: model.forward(c, cache)}  # fmt: skip
+                taken: dict[str, list[float]] = {name: [] for name in ways}
+                for round_ in range(args.rounds + 2):  # two warm-up rounds
+                    order = list(ways) if round_ % 2 == 0 else list(reversed(ways))
+                    for name in order:
+                        ms = _timed_ms(ways[name])
+                        if round_ >= 2:
+                            taken[name].append(ms)
+                cache.free(CHUNK_SEQ)
+                row = {"start": start, "n": n, "decodes": decodes,
+                       "extra_mib": graphs.extra_read_bytes(chunks) / 2**20,
+                       **{f"{k}_ms": statistics.median(v) for k, v in taken.items()}}  # fmt: skip
+                row["graphs_over_forward"] = row["graphs_ms"] / row["forward_ms"]
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    rows.sort(key=lambda r: r["extra_mib"])
+    print(f"\n{args.model}, paged bf16 cache, medians of {args.rounds} alternating rounds of the "
+          "engine's whole step (host inputs, kernels, logits)")  # fmt: skip
+    print("| extra MiB a layer | start | chunk | decode rows | graphs ms | forward ms | graphs / "
+          "forward |\n|---|---|---|---|---|---|---|")  # fmt: skip
+    for r in rows:
+        print(f"| {r['extra_mib']:.2f} | {r['start']} | {r['n']} | {r['decodes']} "
+              f"| {r['graphs_ms']:.2f} | {r['forward_ms']:.2f} | {r['graphs_over_forward']:.2f} |")
+    faster = [r["extra_mib"] for r in rows if r["graphs_over_forward"] < 1]
+    slower = [r["extra_mib"] for r in rows if r["graphs_over_forward"] >= 1]
+    print(f"graphs faster up to {max(faster, default=0):.1f} MiB; slower from "
+          f"{min(slower, default=float('inf')):.1f} MiB")  # fmt: skip
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "graph_chunk_crossover.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
