@@ -16,6 +16,7 @@ re-measurements.
 
 Run (GPU machine, after benchmarks/gpu/setup.sh):
     python benchmarks/gpu/skinny_protocol.py OUT [--shapes 1,16,64] [--wide] [--streamed-only]
+        [--n N]
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ ARGS.add_argument("--deep", action="store_true")
 ARGS.add_argument("--tiles", default="",
                   help="BMxBNxBKxSPLITxWARPSxSTAGES,... scan these tiled configs instead")
 ARGS.add_argument("--streamed-only", action="store_true")
+ARGS.add_argument("--n", type=int, default=4096, help="N of every shape (K stays 4096)")
 BASE = {"GROUP_M": 1, "SCHEDULE": "tiled", "num_warps": 4}
 #: the winners of the suite's sweeps on 2026-12-02 (benchmarks/results/h200-2026-12-02)
 PREVIOUS = {
@@ -93,9 +95,9 @@ def listed(tiles: str) -> list[dict]:
             for t in tiles.split(",")]  # fmt: skip
 
 
-def measure(m: int, config: dict, streamed: bool, rounds: int) -> dict:
+def measure(m: int, config: dict, streamed: bool, rounds: int, n: int = 4096) -> dict:
     kernel_objective.GPU_TIMING["rounds"] = rounds
-    obj = MatmulObjective({"M": m, "N": 4096, "K": 4096, "dtype": "bf16"})
+    obj = MatmulObjective({"M": m, "N": n, "K": 4096, "dtype": "bf16"})
     obj.streams = streamed
     try:
         meas = obj.evaluate(config)
@@ -131,18 +133,19 @@ def main() -> None:
         configs = (listed(args.tiles) if args.tiles else deep_grid(m) if args.deep
                    else grid(m, args.wide))  # fmt: skip
         for cfg in configs:
-            row = measure(m, cfg, streamed=True, rounds=1)
+            row = measure(m, cfg, streamed=True, rounds=1, n=args.n)
             scan.append((cfg, row))
             print(f"scan M={m} {cfg} {row.get('ratio', row.get('error'))}", flush=True)
         ok = sorted((r for r in scan if "ratio" in r[1]), key=lambda r: -r[1]["ratio"])
         top = [cfg for cfg, _ in ok[:5]]
-        for known in (PREVIOUS.get(m), mt.default_config(m, 4096, 4096)):
+        for known in (PREVIOUS.get(m), mt.default_config(m, args.n, 4096)):
             if known is not None and known not in top:
                 top.append(known)
         final = []
         for cfg in top:
-            flushed = {"error": "not run"} if args.streamed_only else measure(m, cfg, False, 3)
-            final.append({"config": cfg, "streamed": measure(m, cfg, True, 3),
+            flushed = ({"error": "not run"} if args.streamed_only
+                       else measure(m, cfg, False, 3, args.n))  # fmt: skip
+            final.append({"config": cfg, "streamed": measure(m, cfg, True, 3, args.n),
                           "flushed": flushed})  # fmt: skip
         results[m] = {"scan": [{"config": c, **r} for c, r in scan], "final": final}
         print(
@@ -171,7 +174,7 @@ def main() -> None:
             )
         print(f"  streamed: {final[0]['streamed'].get('protocol')}")
     kind = "_tiles" if args.tiles else "_deep" if args.deep else "_wide" if args.wide else ""
-    name = f"skinny_protocol{kind}.json"
+    name = f"skinny_protocol{kind}{'' if args.n == 4096 else f'_n{args.n}'}.json"
     (args.out / name).write_text(json.dumps(results, indent=1, default=str))
 
 
