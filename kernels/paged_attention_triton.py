@@ -73,7 +73,7 @@ def _add(a, b):  # noqa: ANN001, ANN202
 
 @triton.jit
 def _paged_attention_kernel(
-    q_ptr, k_ptr, v_ptr, o_ptr, table_ptr, pos_ptr,
+    q_ptr, k_ptr, v_ptr, o_ptr, table_ptr, pos_ptr, start_ptr, count_ptr,
     stride_qb, stride_qs, stride_qh, stride_qd,
     stride_kn, stride_kp, stride_kh, stride_kd,
     stride_vn, stride_vp, stride_vh, stride_vd,
@@ -83,7 +83,7 @@ def _paged_attention_kernel(
     B, H, GROUP, Q, qk_scale, kv_scale,
     D: tl.constexpr, BLOCK_D: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
-    UPCAST: tl.constexpr, IEEE: tl.constexpr, CONVERT: tl.constexpr,
+    UPCAST: tl.constexpr, IEEE: tl.constexpr, CONVERT: tl.constexpr, TILED: tl.constexpr,
 ):  # fmt: skip
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
@@ -94,10 +94,19 @@ def _paged_attention_kernel(
     rows = start_m + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_D)  # the head dim padded to a power of two (96 -> 128)
     in_d = cols < D
-    pos = tl.load(pos_ptr + b * stride_pb + rows, mask=rows < Q, other=-1)
+    if TILED:  # "sequence" b is a tile: rows start[b] .. + count[b] - 1 of a (T, 1, H, D) q
+        flat = tl.load(start_ptr + b) + rows
+        in_q = rows < tl.load(count_ptr + b)
+        pos = tl.load(pos_ptr + flat * stride_pb, mask=in_q, other=-1)
+        q_rows = flat * stride_qb
+        o_rows = flat * stride_ob
+    else:
+        in_q = rows < Q
+        pos = tl.load(pos_ptr + b * stride_pb + rows, mask=in_q, other=-1)
+        q_rows = b * stride_qb + rows * stride_qs
+        o_rows = b * stride_ob + rows * stride_os
     live = pos >= 0  # padding rows (position -1) see nothing and are not stored
-    q_ptrs = q_ptr + b * stride_qb + h * stride_qh
-    q = tl.load(q_ptrs + rows[:, None] * stride_qs + cols[None, :] * stride_qd,
+    q = tl.load(q_ptr + h * stride_qh + q_rows[:, None] + cols[None, :] * stride_qd,
                 mask=live[:, None] & in_d[None, :], other=0.0)  # fmt: skip
     if UPCAST:
         q = q.to(tl.float32)
@@ -142,11 +151,10 @@ def _paged_attention_kernel(
         else:
             acc = tl.dot(p, v, acc)
         m_i = m_new
-    in_q = rows < Q  # padding rows inside Q come out as zeros (no key, no weight)
+    # padding rows inside Q (or a tile's count) come out as zeros (no key, no weight)
     if SPLITS == 1:
         out = (acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]).to(o_ptr.dtype.element_ty)
-        o_ptrs = o_ptr + b * stride_ob + h * stride_oh
-        tl.store(o_ptrs + rows[:, None] * stride_os + cols[None, :] * stride_od, out,
+        tl.store(o_ptr + h * stride_oh + o_rows[:, None] + cols[None, :] * stride_od, out,
                  mask=in_q[:, None] & in_d[None, :])  # fmt: skip
     else:  # this share's running max, sum and unscaled output, for _combine_kernel
         slot = ((split * B + b) * Q + rows) * H + h  # (SPLITS, B, Q, H) workspaces
@@ -157,17 +165,23 @@ def _paged_attention_kernel(
 
 @triton.jit
 def _combine_kernel(
-    o_ptr, m_ws_ptr, l_ws_ptr, acc_ws_ptr,
+    o_ptr, m_ws_ptr, l_ws_ptr, acc_ws_ptr, start_ptr, count_ptr,
     stride_ob, stride_os, stride_oh, stride_od,
     B, Q, H,
-    D: tl.constexpr, BLOCK_D: tl.constexpr, SPLITS: tl.constexpr,
+    D: tl.constexpr, BLOCK_D: tl.constexpr, SPLITS: tl.constexpr, TILED: tl.constexpr,
 ):  # fmt: skip
-    """One (sequence, query row, head) per program: its SPLITS shares, each weighed by
+    """One (sequence or tile, query row, head) per program: its SPLITS shares, each weighed by
     2^(its max - the overall max), summed and divided by the weighed sums."""
     row_head = tl.program_id(0)  # (b * Q + row) * H + h
     h = row_head % H
     row = (row_head // H) % Q
     b = row_head // (H * Q)
+    if TILED:  # a row past the tile's count is not one of its rows: nothing to write
+        if row >= tl.load(count_ptr + b):
+            return
+        o_row = (tl.load(start_ptr + b) + row) * stride_ob
+    else:
+        o_row = b * stride_ob + row * stride_os
     shares = tl.arange(0, SPLITS)
     slot = shares * (B * Q * H) + row_head
     m = tl.load(m_ws_ptr + slot)
@@ -179,7 +193,7 @@ def _combine_kernel(
     cols = tl.arange(0, BLOCK_D)
     acc = tl.load(acc_ws_ptr + slot[:, None] * BLOCK_D + cols[None, :])
     out = tl.reduce(acc * weight[:, None], 0, _add) / tl.where(total == 0.0, 1.0, total)
-    o_ptrs = o_ptr + b * stride_ob + row * stride_os + h * stride_oh + cols * stride_od
+    o_ptrs = o_ptr + o_row + h * stride_oh + cols * stride_od
     tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=cols < D)
 
 
@@ -248,20 +262,56 @@ def paged_attention(
     num_warps: int = DEFAULT_CONFIG["num_warps"],
     num_stages: int = DEFAULT_CONFIG["num_stages"],
     splits: int | None = None,
+    tiles: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Causal attention of ``q`` over the paged keys and values: (B, Q, H, D) in q's dtype;
     rows at position -1 come back as zeros. Every position's block must be in ``tables``.
     ``splits`` (a power of two; default :func:`decode_splits`) cuts each row's keys in shares
-    read by programs of their own, whose partial results a second kernel combines."""
+    read by programs of their own, whose partial results a second kernel combines.
+
+    ``tiles`` = (starts, counts), int32 (n,): ``q`` is then (T, 1, H, D), one row per token
+    with ``positions`` (T, 1), and tile ``i`` is its rows ``starts[i] .. starts[i] +
+    counts[i] - 1`` (at most ``BLOCK_M``), all of one sequence, whose table is row ``i`` of
+    ``tables`` (n, blocks): the tile's programs read its keys once for all of its rows, where
+    rows of their own would each read them. Rows in no tile are not written.
+
+    Example (a chunk of 3 tokens at positions 0-2 and a decode token at 5, of two sequences):
+        >>> dev = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> k, v = (torch.randn(4, 4, 1, 16, device=dev) for _ in range(2))
+        >>> tables = torch.tensor([[0, 2], [1, 3]], dtype=torch.int32, device=dev)
+        >>> positions = torch.tensor([[0], [1], [2], [5]], dtype=torch.int32, device=dev)
+        >>> q = torch.randn(4, 1, 1, 16, device=dev)
+        >>> tiles = (torch.tensor([0, 3], dtype=torch.int32, device=dev),
+        ...          torch.tensor([3, 1], dtype=torch.int32, device=dev))
+        >>> out = paged_attention(q, k, v, tables, positions, tiles=tiles, BLOCK_N=16)
+        >>> per_row = paged_attention(q, k, v, tables[[0, 0, 0, 1]], positions, BLOCK_N=16)
+        >>> bool((out - per_row).abs().max() < 1e-5)
+        True
+    """
     check_config(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages)
-    _check_operands(q, k, v, tables, positions)
-    B, Q, H, D = q.shape
+    if tiles is None:
+        _check_operands(q, k, v, tables, positions)
+        B, Q, H, D = q.shape
+        starts = counts = positions  # not read
+    else:
+        starts, counts = tiles
+        if q.ndim != 4 or q.shape[1] != 1 or positions.shape != (q.shape[0], 1):
+            raise ValueError(f"tiles need q (T, 1, H, D) and positions (T, 1), got "
+                             f"{tuple(q.shape)}, {tuple(positions.shape)}")  # fmt: skip
+        if starts.shape != counts.shape or starts.ndim != 1 or starts.dtype != torch.int32 \
+                or counts.dtype != torch.int32:  # fmt: skip
+            raise ValueError("tiles must be two int32 vectors of one length (starts, counts)")
+        # the tiles as sequences of BLOCK_M rows for the checks (and the kernel's B and Q)
+        B, Q, H, D = starts.shape[0], BLOCK_M, q.shape[2], q.shape[3]
+        _check_operands(q.new_empty(()).expand(B, Q, H, D), k, v, tables,
+                        positions.new_empty(()).expand(B, Q))  # fmt: skip
     programs = triton.cdiv(Q, BLOCK_M) * B * H
     if splits is None:
         splits = decode_splits(programs, tables.shape[1] * k.shape[1], BLOCK_N, sm_count())
     if splits < 1 or splits != pow2_at_least(splits):
         raise ValueError(f"splits={splits} must be a power of two >= 1")
-    out = torch.empty_like(q)  # every row < Q is written: padding rows as zeros
+    # every row < Q (every row of a tile) is written: padding rows as zeros
+    out = torch.empty_like(q)
     block_d = triton.next_power_of_2(D)
     if splits > 1:  # (splits, B, Q, H) maxima and sums, and unscaled outputs of block_d
         m_ws = torch.empty(splits, B, Q, H, dtype=torch.float32, device=q.device)
@@ -273,7 +323,7 @@ def paged_attention(
     scale = (D**-0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     grid = (triton.cdiv(Q, BLOCK_M), B * H, splits)
     _paged_attention_kernel[grid](
-        q, k, v, out, tables, positions,
+        q, k, v, out, tables, positions, starts, counts,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         tables.stride(0), positions.stride(0),
         m_ws, l_ws, acc_ws,
@@ -281,13 +331,13 @@ def paged_attention(
         D=D, BLOCK_D=block_d, PAGE=k.shape[1], BLOCK_M=BLOCK_M,
         BLOCK_N=BLOCK_N, SPLITS=splits, UPCAST=upcast,
         IEEE=q.dtype == torch.float32,
-        CONVERT=upcast or k.dtype != q.dtype or float(kv_scale) != 1.0,
+        CONVERT=upcast or k.dtype != q.dtype or float(kv_scale) != 1.0, TILED=tiles is not None,
         num_warps=num_warps, num_stages=num_stages,
     )  # fmt: skip
     if splits > 1:
         _combine_kernel[(B * Q * H,)](
-            out, m_ws, l_ws, acc_ws, *out.stride(), B, Q, H,
-            D=D, BLOCK_D=block_d, SPLITS=splits, num_warps=4,
+            out, m_ws, l_ws, acc_ws, starts, counts, *out.stride(), B, Q, H,
+            D=D, BLOCK_D=block_d, SPLITS=splits, TILED=tiles is not None, num_warps=4,
         )  # fmt: skip
     return out
 

@@ -15,8 +15,10 @@ DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def paged_attention(*operands: object, **options: object) -> torch.Tensor:
-    """The kernel on DEVICE, its result back on the CPU."""
+    """The kernel on DEVICE (tiles too), its result back on the CPU."""
     moved = [t.to(DEVICE) if isinstance(t, torch.Tensor) else t for t in operands]
+    if "tiles" in options:
+        options["tiles"] = tuple(t.to(DEVICE) for t in options["tiles"])
     return kernel.paged_attention(*moved, **options).cpu()
 
 
@@ -169,3 +171,42 @@ def test_decode_rows_of_few_sequences_are_split_to_fill_the_sms():
         k, v = _cache(4, 2, 16, torch.float32)
         paged_attention(torch.randn(1, 1, 2, 16), k, v, _tables([[0]]),
                         torch.tensor([[0]], dtype=torch.int32), splits=3)  # fmt: skip
+
+
+@pytest.mark.parametrize("splits", [1, 4])
+@pytest.mark.parametrize("H, H_KV, D", [(2, 2, 16), (4, 2, 24)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tiles_of_one_sequences_rows_give_what_rows_of_their_own_do(splits, H, H_KV, D, dtype):
+    page = 4
+    k, v = _cache(page, H_KV, D, dtype, blocks=16)
+    # one row per token: a chunk of 19 tokens of sequence 0 at positions 3..21 (tiles of 16 and
+    # 3), a decode token of sequence 1 at 6, a chunk of 2 of sequence 2 at 0..1, then a row that
+    # no tile holds (left as it is)
+    tables = _tables([[7, 2, 9, 12, 3, 14], [4, 11], [5]])
+    positions = torch.tensor([[p] for p in [*range(3, 22), 6, 0, 1, 0]], dtype=torch.int32)
+    owner = [0] * 19 + [1, 2, 2]
+    starts = torch.tensor([0, 16, 19, 20], dtype=torch.int32)
+    counts = torch.tensor([16, 3, 1, 2], dtype=torch.int32)
+    q = torch.randn(23, 1, H, D, generator=torch.Generator().manual_seed(2)).to(dtype)
+    out = paged_attention(q, k, v, tables[[0, 0, 1, 2]], positions, tiles=(starts, counts),
+                          BLOCK_M=16, BLOCK_N=16, splits=splits)  # fmt: skip
+    ref = reference_paged_attention(q[:22], k, v, tables[owner], positions[:22])
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    assert out.shape == q.shape and (out[:22].float() - ref).abs().max() < tolerance
+    # a tile read through another sequence's table is another result: the tables are used
+    wrong = paged_attention(q, k, v, tables[[1, 0, 1, 2]], positions, tiles=(starts, counts),
+                            BLOCK_M=16, BLOCK_N=16, splits=splits)  # fmt: skip
+    assert (wrong[:16].float() - ref[:16]).abs().max() > 0.1
+
+
+def test_tiles_are_refused_over_operands_of_the_wrong_shape():
+    k, v = _cache(4, 2, 16, torch.float32)
+    tables = _tables([[1, 2]])
+    one, at = torch.tensor([0], dtype=torch.int32), torch.zeros(2, 1, dtype=torch.int32)
+    with pytest.raises(ValueError, match="tiles need q"):
+        paged_attention(torch.randn(2, 2, 2, 16), k, v, tables, at.expand(2, 2), tiles=(one, one))
+    with pytest.raises(ValueError, match="int32 vectors"):
+        paged_attention(torch.randn(2, 1, 2, 16), k, v, tables, at, tiles=(one.long(), one))
+    with pytest.raises(ValueError, match="tables must be"):
+        paged_attention(torch.randn(2, 1, 2, 16), k, v, _tables([[1], [2]]),
+                        torch.zeros(2, 1, dtype=torch.int32), tiles=(one, one))  # fmt: skip
