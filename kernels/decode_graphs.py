@@ -9,14 +9,10 @@ block table. A decode step has one token per sequence. Over a model that reads t
 place (``attention_reads="paged"``), a mixed step of prefill chunks and decode tokens (what
 chunked prefill makes of most steps under load) runs from the graphs too: a chunk's tokens are
 rows of one sequence at consecutive positions, whose keys are written before any row attends,
-so each row's causal read of its table is the chunk's attention. The logits of each sequence's
-last token are picked inside the graph.
-
-Each such row reads its keys on its own, where the forward's kernel reads them once for a tile
-of rows: a chunk of ``n`` rows reads about ``n / 2`` times its context more. A step whose chunks
-would read more than :data:`EXTRA_READ_BYTES` a layer beyond the forward's tiles
-(:func:`extra_key_reads`; long prompts) is left to the forward, whose launches then cost less
-than those reads.
+so each row's causal read of its table is the chunk's attention. Attention reads a chunk's keys
+once for each tile of up to :data:`TILE_ROWS` of its rows, as the forward's kernel does (a decode
+token is a tile of its own): rows reading alone would read a chunk's context about ``n / 2``
+times over for ``n`` rows. The logits of each sequence's last token are picked inside the graph.
 
 Padding rows decode token 0 at position 0 of a scratch block that the runner takes from the
 cache when it starts (held by the pseudo-sequence :data:`SCRATCH_SEQ`, never given to a
@@ -60,37 +56,9 @@ from autotune.kernels.paged_kv import PagedKVCache
 
 #: the pseudo-sequence holding the scratch block that padding rows write to
 SCRATCH_SEQ = -1
-#: The most key and value bytes a layer's per-row attention may read beyond the forward's tiles
-#: of rows before a step is left to the forward: between where the graphs were still faster
-#: (1.6 GiB: 0.52-0.80x the forward's step) and slower (2.8 GiB: 0.72-1.39x; 3.5 GiB and up
-#: 0.92-7.8x), measured on an H200 with the 760m preset, one chunk of 16-2048 tokens from
-#: position 0-4096 with and without 32 decode tokens
-#: (benchmarks/gpu/graph_chunk_crossover.py; benchmarks/results/h200-2026-12-02-s25).
-EXTRA_READ_BYTES = 2 * 2**30
-#: query rows a tile of the forward's paged attention (its default ``BLOCK_M``)
-FORWARD_TILE = 16
-
-
-def extra_key_reads(chunks: list[Chunk], tile: int = FORWARD_TILE) -> int:
-    """Keys (per layer and KV head) the graphs' per-row attention reads for ``chunks`` beyond
-    what the forward's tiles of ``tile`` rows read: a row at position ``p`` reads keys ``0..p``
-    on its own, a tile reads up to its last row's once for all of its rows. A decode token is
-    one row either way.
-
-    Example:
-        >>> extra_key_reads([Chunk(0, 0, [1, 2, 3, 4])], tile=2)  # rows 1+2+3+4, tiles 2+4
-        4
-        >>> extra_key_reads([Chunk(0, 100, [1]), Chunk(1, 8, [1, 2])], tile=2)  # rows 9+10, tile 10
-        9
-    """
-    extra = 0
-    for c in chunks:
-        n, start = len(c.tokens), c.start
-        rows = n * start + n * (n + 1) // 2
-        full, rest = divmod(n, tile)
-        tiles = full * start + tile * full * (full + 1) // 2 + (start + n if rest else 0)
-        extra += rows - tiles
-    return extra
+#: rows a tile of attention holds at most: the paged attention's default ``BLOCK_M``, which
+#: :meth:`~autotune.kernels.llama_infer.InferenceModel.decode` runs it with (as the forward does)
+TILE_ROWS = 16
 
 
 def buckets(max_batch: int) -> list[int]:
@@ -164,7 +132,6 @@ class DecodeGraphs:
         *,
         max_tokens: int | None = None,
         capture: bool | None = None,
-        max_extra_read_bytes: float = EXTRA_READ_BYTES,
     ) -> None:
         cuda = model.device.type == "cuda"
         capture = cuda if capture is None else capture
@@ -179,37 +146,36 @@ class DecodeGraphs:
         if not cache.allocate(SCRATCH_SEQ, 1):
             raise ValueError("the KV cache has no free block for the decode graphs' scratch")
         self.model, self.cache = model, cache
-        # a layer's K and V bytes of one token, and how many of them a step may read beyond
-        # the forward's (see extra_key_reads)
-        self.key_bytes = 2 * cache.k[0][0, 0].numel() * cache.k[0].element_size()
-        self.max_extra_read_bytes = max_extra_read_bytes
         self.buckets = buckets(max_tokens)  # tokens a step's graph runs
         self.max_chunks = buckets(max_batch)[-1]  # sequences a step holds
         self.scratch_block = cache.blocks_of(SCRATCH_SEQ)[0]
         self.width = cache.blocks_needed(model.cfg.seq_len)  # blocks of the longest sequence
         tokens, chunks = self.buckets[-1], self.max_chunks
         # every input in one host buffer and one device buffer (the same layout, one copy a
-        # step): per token its id, position, cache slot and table row; per sequence the token
-        # whose logits it gets; then the sequences' block tables, and an all-scratch one for
-        # padding tokens. The host one is pageable, not pinned: a copy from it has read it
-        # when copy_ returns, so the next step may rewrite it at once
-        self._head = 4 * tokens + chunks
+        # step): per token its id, position, cache slot and table row; per tile of attention
+        # rows (no more tiles than tokens) its first row, row count and table row; per sequence
+        # the token whose logits it gets; then the sequences' block tables, and an all-scratch
+        # one for padding tokens. The host one is pageable, not pinned: a copy from it has
+        # read it when copy_ returns, so the next step may rewrite it at once
+        self._head = 7 * tokens + chunks
         self._host = torch.zeros(self._head + (chunks + 1) * self.width, dtype=torch.long)
         self._host[2 * tokens : 3 * tokens] = self.scratch_block * cache.block_size
         self._host[3 * tokens : 4 * tokens] = chunks  # the padding table's row
         self._host[self._head :] = self.scratch_block
         self._device = self._host.to(model.device, copy=True)
-        per_token = self._device[: 4 * tokens].view(4, tokens)
-        self.tokens, self.positions, self.slots, self.rows = per_token
-        self.picks = self._device[4 * tokens : self._head]
+        per_token = self._device[: 7 * tokens].view(7, tokens)
+        self.tokens, self.positions, self.slots, self.rows = per_token[:4]
+        self.tile_starts, self.tile_counts, self.tile_rows = per_token[4:]
+        self.picks = self._device[7 * tokens : self._head]
         self.tables = self._device[self._head :].view(chunks + 1, self.width)
-        self._host_steps = self._host[: 4 * tokens].numpy().reshape(4, tokens)
-        self._host_picks = self._host[4 * tokens : self._head].numpy()
+        self._host_steps = self._host[: 7 * tokens].numpy().reshape(7, tokens)
+        self._host_picks = self._host[7 * tokens : self._head].numpy()
         self._host_tables = self._host[self._head :].numpy().reshape(chunks + 1, self.width)
         self._table_rows = TableRows(cache, self.width, self.scratch_block, 2 * chunks)
         self._order = np.arange(chunks)
         # a padding token's id, position, slot and table row
         self._padding = np.array([[0], [0], [self.scratch_block * cache.block_size], [chunks]])
+        self._arange = np.arange(tokens)
         self.graphs: dict[int, tuple[Any, torch.Tensor]] = {}
         self.capture_s = 0.0
         self.steps = 0  # steps run
@@ -219,28 +185,18 @@ class DecodeGraphs:
     def can_run(self, chunks: list[Chunk]) -> bool:
         """Whether a step is one these graphs take: at most ``max_batch`` (rounded up to a
         bucket) chunks of at most the largest bucket's tokens in all; one token each unless
-        the model reads the cache in place, and then chunks whose per-row reads exceed the
-        forward's by at most ``max_extra_read_bytes`` a layer."""
+        the model reads the cache in place."""
         if not 0 < len(chunks) <= self.max_chunks:
             return False
         if not self.mixed:
             return all(len(c.tokens) == 1 for c in chunks)
-        if sum(len(c.tokens) for c in chunks) > self.buckets[-1]:
-            return False
-        return self.extra_read_bytes(chunks) <= self.max_extra_read_bytes
-
-    def extra_read_bytes(self, chunks: list[Chunk]) -> int:
-        """The K and V bytes a layer of these graphs reads for ``chunks`` beyond the forward's
-        (:func:`extra_key_reads` over every KV head)."""
-        return extra_key_reads(chunks) * self.key_bytes
+        return sum(len(c.tokens) for c in chunks) <= self.buckets[-1]
 
     def __call__(self, chunks: list[Chunk]) -> torch.Tensor:
         """The logits (len(chunks), vocab) in fp32 of each chunk's last token; every chunk's
         sequence must already hold cache blocks up to its last position."""
         if not self.can_run(chunks):
-            tokens = (f"{self.buckets[-1]} tokens in all, reading at most "
-                      f"{self.max_extra_read_bytes:.0f} bytes a layer beyond the forward"
-                      if self.mixed else "one token each")  # fmt: skip
+            tokens = f"{self.buckets[-1]} tokens in all" if self.mixed else "one token each"
             raise ValueError(f"a graph step takes 1..{self.max_chunks} chunks of {tokens}")
         count = sum(len(c.tokens) for c in chunks)
         bucket = next(size for size in self.buckets if size >= count)
@@ -267,18 +223,27 @@ class DecodeGraphs:
                 slots.append(own[c.start // block] * block + c.start % block)
             steps[:3, :count] = [[c.tokens[0] for c in chunks], [c.start for c in chunks], slots]
             steps[3, :count] = self._host_picks[:count] = self._order[:count]
+            tiles = count  # a tile of its own for each token
+            steps[4, :count], steps[5, :count] = self._arange[:count], 1
+            steps[6, :count] = steps[3, :count]
         else:
-            count = self._fill_mixed(chunks)
-        steps[:, count:bucket] = self._padding
+            count, tiles = self._fill_mixed(chunks)
+        steps[:4, count:bucket] = self._padding
+        # then a tile for each padding token, and tiles of no rows
+        pad_tiles = tiles + bucket - count
+        steps[4, tiles:pad_tiles] = self._arange[count:bucket]
+        steps[5, tiles:pad_tiles], steps[6, tiles:pad_tiles] = 1, self._padding[3, 0]
+        steps[5, pad_tiles:bucket] = 0
         self._table_rows.gather([c.seq for c in chunks], 0,
                                 out=self._host_tables[: len(chunks)])  # fmt: skip
         self._host_picks[len(chunks) : min(bucket, self.max_chunks)] = 0  # in range: row 0
         used = self._head + len(chunks) * self.width  # all but the tables' unused rows
         self._device[:used].copy_(self._host[:used], non_blocking=True)
 
-    def _fill_mixed(self, chunks: list[Chunk]) -> int:
-        """The per-token rows of a step with prefill chunks; how many tokens it has."""
-        block, steps, at = self.cache.block_size, self._host_steps, 0
+    def _fill_mixed(self, chunks: list[Chunk]) -> tuple[int, int]:
+        """The per-token rows of a step with prefill chunks, and each chunk's tiles of up to
+        :data:`TILE_ROWS` rows; how many tokens and tiles it has."""
+        block, steps, at, tiles = self.cache.block_size, self._host_steps, 0, 0
         for index, c in enumerate(chunks):
             n = len(c.tokens)
             own = np.asarray(self.cache.blocks_of(c.seq), dtype=np.int64)
@@ -291,16 +256,23 @@ class DecodeGraphs:
             steps[1, at : at + n] = positions
             steps[2, at : at + n] = own[positions // block] * block + positions % block
             steps[3, at : at + n] = index
+            first = np.arange(at, at + n, TILE_ROWS)
+            steps[4, tiles : tiles + len(first)] = first
+            steps[5, tiles : tiles + len(first)] = np.minimum(at + n - first, TILE_ROWS)
+            steps[6, tiles : tiles + len(first)] = index
+            tiles += len(first)
             at += n
             self._host_picks[index] = at - 1
-        return at
+        return at, tiles
 
     def _decode(self, bucket: int) -> torch.Tensor:
         """The model's static step over the buffers' first ``bucket`` tokens: every table, and
         as many picks as a bucket of that many tokens can have sequences."""
+        tiles = (self.tile_starts[:bucket], self.tile_counts[:bucket], self.tile_rows[:bucket])
         return self.model.decode(
             self.tokens[:bucket], self.positions[:bucket], self.slots[:bucket], self.tables,
             self.cache, rows=self.rows[:bucket], picks=self.picks[: min(bucket, self.max_chunks)],
+            tiles=tiles if self.mixed else None,
         )  # fmt: skip
 
     def _capture(self) -> None:

@@ -218,6 +218,7 @@ class InferenceModel:
         *,
         rows: torch.Tensor | None = None,
         picks: torch.Tensor | None = None,
+        tiles: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """A step of one row per token, from device tensors only: the step a CUDA graph
         captures (no host value is read, no shape depends on the data). ``tokens``,
@@ -225,18 +226,29 @@ class InferenceModel:
         int64 block tables wide enough for every position, row ``rows[i]`` token i's (default:
         row i); each token attends to its table's keys up to its position, so a prefill chunk
         is rows of one sequence at consecutive positions (``attention_reads="paged"`` only:
-        gathered blocks would be copied per row). Returns the fp32 logits of the tokens at
+        gathered blocks would be copied per row). ``tiles`` = (starts, counts, table rows),
+        (n,) each (paged only): attention reads keys once for each tile of up to 16 rows of one
+        sequence (``starts[i] .. + counts[i] - 1``, its table at ``table rows[i]``), every
+        token in one tile; else once per token. Returns the fp32 logits of the tokens at
         ``picks`` (default: all), (len(picks), vocab)."""
         q_pos = positions[:, None]
-        tables = tables if rows is None else tables[rows]
+        if tiles is None:
+            tables = tables if rows is None else tables[rows]
         if self.attention_reads == "paged":
             from autotune.kernels.paged_attention_triton import paged_attention
 
-            tables32, q_pos32 = tables.to(torch.int32), q_pos.to(torch.int32)
+            q_pos32 = q_pos.to(torch.int32)
+            options: dict[str, object] = {}
+            if tiles is not None:
+                starts, counts, tile_rows = tiles
+                tables = tables[tile_rows]
+                # tiles of up to the kernel's default BLOCK_M rows (16)
+                options = {"tiles": (starts.to(torch.int32), counts.to(torch.int32))}
+            tables32 = tables.to(torch.int32)
 
             def attend(layer: int, q: torch.Tensor) -> torch.Tensor:
                 return paged_attention(q[:, None], cache.k[layer], cache.v[layer], tables32,
-                                       q_pos32, kv_scale=cache.read_scale)  # fmt: skip
+                                       q_pos32, kv_scale=cache.read_scale, **options)  # fmt: skip
         else:
             keys = torch.arange(tables.shape[1] * cache.block_size, device=tokens.device)
             mask = (keys[None, :] <= q_pos)[:, None, None, :]  # (batch, 1, 1, keys)

@@ -1,12 +1,11 @@
-"""Where a step with a prefill chunk costs the same from the CUDA graphs as through the forward.
+"""A step with a prefill chunk from the CUDA graphs against the same step through the forward.
 
-The graphs run every token as a row of its own, whose paged attention reads its keys alone; the
-forward's kernel reads them once for a tile of rows but launches hundreds of kernels from
-Python. For one chunk of ``n`` tokens from position ``start`` (with and without 32 decode
-tokens of other sequences at context 1024 in the same step), this times the engine's whole step
-both ways, side by side and alternating, on a paged 760m model; the extra bytes a layer of the
-graphs reads (``DecodeGraphs.extra_read_bytes``) against the time either way, and where the
-graphs stop being faster: what ``kernels.decode_graphs.EXTRA_READ_BYTES`` is set from.
+The graphs replay a step's hundreds of kernels in one launch; the forward launches them from
+Python but lays a chunk's rows out per sequence. For one chunk of ``n`` tokens from position
+``start`` (with and without 32 decode tokens of other sequences at context 1024 in the same
+step), this times the engine's whole step both ways, side by side and alternating, on a paged
+760m model, with the key reads a layer's attention would make if each of the chunk's rows read
+its keys alone ("per-row MiB": what the graphs did before their attention read tiles of rows).
 
 Run (GPU machine, after benchmarks/gpu/setup.sh):
     python benchmarks/gpu/graph_chunk_crossover.py OUT [--model 760m] [--rounds 7]
@@ -55,8 +54,8 @@ def main() -> None:
     model = InferenceModel(Llama(cfg).to("cuda"), attention_reads="paged")
     per_seq = -(-8192 // 16)
     cache = model.new_cache(per_seq + max(DECODES) * -(-(DECODE_CONTEXT + 1) // 16) + 1, 16, "bf16")
-    graphs = DecodeGraphs(model, cache, max(DECODES) + 1, max_tokens=MAX_TOKENS,
-                          max_extra_read_bytes=float("inf"))  # fmt: skip
+    graphs = DecodeGraphs(model, cache, max(DECODES) + 1, max_tokens=MAX_TOKENS)
+    key_bytes = 2 * cache.k[0][0, 0].numel() * cache.k[0].element_size()  # K and V, all heads
     for seq in range(max(DECODES)):
         cache.allocate(seq, DECODE_CONTEXT + 1)
     rows = []
@@ -79,23 +78,21 @@ def main() -> None:
                             taken[name].append(ms)
                 cache.free(CHUNK_SEQ)
                 row = {"start": start, "n": n, "decodes": decodes,
-                       "extra_mib": graphs.extra_read_bytes(chunks) / 2**20,
+                       "per_row_mib": (start * n + n * (n + 1) // 2) * key_bytes / 2**20,
                        **{f"{k}_ms": statistics.median(v) for k, v in taken.items()}}  # fmt: skip
                 row["graphs_over_forward"] = row["graphs_ms"] / row["forward_ms"]
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    rows.sort(key=lambda r: r["extra_mib"])
+    rows.sort(key=lambda r: r["per_row_mib"])
     print(f"\n{args.model}, paged bf16 cache, medians of {args.rounds} alternating rounds of the "
           "engine's whole step (host inputs, kernels, logits)")  # fmt: skip
-    print("| extra MiB a layer | start | chunk | decode rows | graphs ms | forward ms | graphs / "
+    print("| per-row MiB a layer | start | chunk | decode rows | graphs ms | forward ms | graphs / "
           "forward |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for r in rows:
-        print(f"| {r['extra_mib']:.2f} | {r['start']} | {r['n']} | {r['decodes']} "
+        print(f"| {r['per_row_mib']:.1f} | {r['start']} | {r['n']} | {r['decodes']} "
               f"| {r['graphs_ms']:.2f} | {r['forward_ms']:.2f} | {r['graphs_over_forward']:.2f} |")
-    faster = [r["extra_mib"] for r in rows if r["graphs_over_forward"] < 1]
-    slower = [r["extra_mib"] for r in rows if r["graphs_over_forward"] >= 1]
-    print(f"graphs faster up to {max(faster, default=0):.1f} MiB; slower from "
-          f"{min(slower, default=float('inf')):.1f} MiB")  # fmt: skip
+    slower = [r for r in rows if r["graphs_over_forward"] >= 1]
+    print(f"graphs slower than the forward in {len(slower)} of {len(rows)} steps")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "graph_chunk_crossover.json").write_text(json.dumps(rows, indent=1))
 

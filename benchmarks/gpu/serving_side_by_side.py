@@ -3,8 +3,9 @@ default: the 760m preset, Poisson arrivals at ``--rate``, 512-token prompts, 128
 replayed through :class:`ServingObjective` with each config, rounds interleaved and their order
 rotated; the median of each figure over the rounds, and goodput over the default config's.
 
-``no read limit`` runs every step from the graphs, long prompt chunks included (as before
-``DecodeGraphs.max_extra_read_bytes`` sent those steps to the forward).
+``--old-graphs FILE`` (a copy of an earlier kernels/decode_graphs.py) adds a row of every step
+from that file's graphs (e.g. 49099d6's, whose attention read a prefill chunk's keys once per
+row rather than per tile of rows).
 ``decode graphs`` rows run the decode graphs as they were before mixed steps ran from them:
 buckets up to ``max_num_seqs``, one-token (decode) steps only; every step with a prefill chunk
 through the engine's eager forward. ``--old-engine FILE`` (a copy of an earlier
@@ -12,8 +13,7 @@ objectives/serving_engine.py) adds a row with that file's scheduler, requests an
 
 Run (GPU machine, after benchmarks/gpu/setup.sh):
     python benchmarks/gpu/serving_side_by_side.py OUT [--rate 20] [--rounds 3] [--old-engine F]
-        [--problem prompt_len=4096,max_context=8192,...] (to see where long prompt chunks
-        make the graphs' per-row prefill attention slower than the forward)
+        [--problem prompt_len=4096,max_context=8192,...] (long prompts) [--old-graphs F]
 """
 
 from __future__ import annotations
@@ -44,21 +44,12 @@ class DecodeOnlyGraphs(DecodeGraphs):
         return all(len(c.tokens) == 1 for c in chunks) and super().can_run(chunks)
 
 
-class UnlimitedGraphs(DecodeGraphs):
-    """Every step from the graphs, as before a step's extra key reads sent it to the forward."""
-
-    def __init__(self, model, cache, max_batch, *, max_tokens=None, capture=None) -> None:  # noqa: ANN001
-        super().__init__(model, cache, max_batch, max_tokens=max_tokens, capture=capture,
-                         max_extra_read_bytes=float("inf"))  # fmt: skip
-
-
 PAGED = {"attention_backend": "paged", "cuda_graphs": True}
 #: name: (config over the default, graphs class, engine module)
 VARIANTS = {
     "default": ({}, DecodeGraphs, None),
     "paged, decode graphs": (PAGED, DecodeOnlyGraphs, None),
     "paged, every step graphed": (PAGED, DecodeGraphs, None),
-    "paged, every step graphed, no read limit": (PAGED, UnlimitedGraphs, None),
     "paged, every step graphed, budget 512": (
         {**PAGED, "max_num_batched_tokens": 512}, DecodeGraphs, None),
 }  # fmt: skip
@@ -90,12 +81,16 @@ def main() -> None:
     parser.add_argument("--problem", default="", help="KEY=VALUE,... over the default problem")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--old-engine", type=Path)
+    parser.add_argument("--old-graphs", type=Path)
     parser.add_argument("--skip", default="", help="variant names to leave out, separated by ;")
     args = parser.parse_args()
     variants = {k: v for k, v in VARIANTS.items() if k not in args.skip.split(";")}
     if args.old_engine is not None:
         old = load_module(args.old_engine, "serving_engine_old")
         variants["paged, decode graphs, old engine"] = (PAGED, DecodeOnlyGraphs, old_engine(old))
+    if args.old_graphs is not None:
+        old_graphs = load_module(args.old_graphs, "decode_graphs_old").DecodeGraphs
+        variants["paged, every step graphed, old graphs"] = (PAGED, old_graphs, None)
     current = {name: getattr(serving_module, name) for name in ENGINE_NAMES}
     args.out.mkdir(parents=True, exist_ok=True)
     problem = {**ServingObjective.default_problem({"type": "cuda"}), "rate": args.rate}

@@ -84,26 +84,6 @@ def test_a_paged_model_runs_every_step_prefill_included_from_the_graphs(llama) -
     assert sched.preemptions > 0
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU tensors through Triton need the "
-                    "interpreter")  # fmt: skip
-def test_steps_whose_chunks_read_too_much_from_the_graphs_go_through_the_forward(llama) -> None:
-    model = InferenceModel(llama, attention_reads="paged")
-    cache = model.new_cache(40, 4, "fp32")
-    runner = DecodeGraphs(model, cache, 4, max_tokens=16, capture=False)
-    runner.max_extra_read_bytes = 0  # every chunk of two tokens or more reads more
-    graphed, forwarded = [], []
-    plain_decode, plain_forward = model.decode, model.forward
-    model.decode = lambda *a, **k: graphed.append(a[0].shape[0]) or plain_decode(*a, **k)
-    model.forward = lambda chunks, c: (forwarded.append([len(x.tokens) for x in chunks])
-                                       or plain_forward(chunks, c))  # fmt: skip
-    sched = Scheduler(cache, max_num_seqs=4, max_num_batched_tokens=16)
-    requests = run_trace(model, sched, _requests(3, prompt_len=9, output_len=4), graphs=runner)
-    for r in requests:
-        assert r.generated == greedy(llama, r.prompt, 4), r.id
-    assert forwarded and all(max(step) > 1 for step in forwarded)  # the prefill steps
-    assert graphed and runner.steps == len(graphed)  # the decode steps
-
-
 def test_chunked_prefill_keeps_each_step_within_the_token_budget(llama) -> None:
     model = InferenceModel(llama)
     sched = Scheduler(model.new_cache(64, 4, "fp32"), max_num_seqs=4, max_num_batched_tokens=6)
