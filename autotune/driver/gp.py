@@ -167,14 +167,17 @@ class GaussianProcess:
 def standard_normal_cdf(z: torch.Tensor) -> torch.Tensor:
     """Phi(z), the formula of ``torch.distributions.Normal(0, 1).cdf`` to the bit, without
     building and validating a distribution per call (about 1 ms of the driver's time a trial
-    at 1,000 configs, where the formula takes 0.01 ms).
+    at 1,000 configs, where the formula takes 0.01 ms), on one thread: on two cores, with the
+    other one busy (a trial's worker), torch's float64 erf of 1,000 values took 0.5 ms on two
+    threads against 0.005 ms on one.
 
     Example:
         >>> z = torch.linspace(-3, 3, 7, dtype=torch.float64)
         >>> bool(torch.equal(standard_normal_cdf(z), torch.distributions.Normal(0.0, 1.0).cdf(z)))
         True
     """
-    return 0.5 * (1 + torch.erf(z * 1.0 / math.sqrt(2)))
+    with _one_thread():  # elementwise: a second thread's start-up costs more than it saves
+        return 0.5 * (1 + torch.erf(z * 1.0 / math.sqrt(2)))
 
 
 def standard_normal_log_pdf(z: torch.Tensor) -> torch.Tensor:
@@ -198,5 +201,7 @@ def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.n
     """
     m = torch.as_tensor(mean, dtype=torch.float64)
     s = torch.as_tensor(std, dtype=torch.float64)
-    z = (m - best) / s
-    return ((m - best) * standard_normal_cdf(z) + s * torch.exp(standard_normal_log_pdf(z))).numpy()
+    with _one_thread():
+        z = (m - best) / s
+        density = torch.exp(standard_normal_log_pdf(z))
+        return ((m - best) * standard_normal_cdf(z) + s * density).numpy()
