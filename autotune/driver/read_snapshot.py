@@ -43,6 +43,22 @@ from optuna.trial import FrozenTrial, TrialState
 
 #: Seconds a snapshot serves reads at most, when this driver writes nothing meanwhile.
 MAX_AGE_S = 0.25
+#: Seconds between the tries of a write that SQLite refused as locked (it doubles each time)
+LOCKED_BACKOFF_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.6)
+
+
+def _sqlite_locked(exc: BaseException) -> bool:
+    """Whether SQLite refused a write as locked anywhere in ``exc``'s chain of causes: with
+    several drivers on one file it answers so at once, whatever its busy timeout, when two
+    transactions that read would both write (each would wait for the other)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if type(cause).__name__ == "OperationalError" and "database is locked" in str(cause):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def snapshot_reads(storage: BaseStorage, max_age_s: float = MAX_AGE_S) -> BaseStorage:
@@ -65,15 +81,24 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
         # study id -> (writes when the read began, when it began, its trials sorted by number)
         self._snapshots: dict[int, tuple[int, float, list[FrozenTrial]]] = {}
         self.fresh_reads = 0
+        self.locked_retries = 0  # writes tried again after SQLite refused them as locked
 
     # -- the snapshot ------------------------------------------------------------------------
     def _write(self, write: Any, *args: Any) -> Any:
         """``write(*args)`` on the inner storage, the count bumped before and after it: a read
-        begun while the write was under way must not stand either."""
+        begun while the write was under way must not stand either. A write SQLite refused as
+        locked is tried again after :data:`LOCKED_BACKOFF_S` (Optuna rolled it back whole)."""
         with self._lock:
             self._writes += 1
         try:
-            return write(*args)
+            for pause in (*LOCKED_BACKOFF_S, None):
+                try:
+                    return write(*args)
+                except Exception as exc:
+                    if pause is None or not _sqlite_locked(exc):
+                        raise
+                    self.locked_retries += 1
+                    time.sleep(pause)
         finally:
             with self._lock:
                 self._writes += 1
