@@ -30,6 +30,7 @@ from autotune.kernels import decode_graphs, paged_attention_triton  # noqa: E402
 from autotune.kernels.llama import Llama, LlamaConfig  # noqa: E402
 from autotune.kernels.llama_infer import Chunk, InferenceModel  # noqa: E402
 from autotune.objectives.train_step import MODEL_PRESETS  # noqa: E402
+from autotune.timing import rotated  # noqa: E402
 from benchmarks.module_file import load_module  # noqa: E402
 from benchmarks.serving import copy_bandwidth  # noqa: E402
 
@@ -90,7 +91,7 @@ def main() -> int:
         replay_ms: dict[str, list[float]] = {n: [] for n in variants}
         names = list(variants)
         for r in range(args.rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
+            for name in rotated(names, r):
                 runner = runners[name]
                 steps, replays = [], []
                 for _ in range(args.steps):

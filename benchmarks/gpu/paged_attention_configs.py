@@ -35,6 +35,7 @@ from autotune.kernels.decode_graphs import DecodeGraphs  # noqa: E402
 from autotune.kernels.llama import Llama, LlamaConfig  # noqa: E402
 from autotune.kernels.llama_infer import Chunk, InferenceModel  # noqa: E402
 from autotune.objectives.train_step import MODEL_PRESETS  # noqa: E402
+from autotune.timing import rotated  # noqa: E402
 from benchmarks.serving import copy_bandwidth  # noqa: E402
 
 PAGE, H, D = 16, 16, 96
@@ -75,7 +76,7 @@ def scan(batches: list[int], context: int, layers: int, rounds: int) -> dict[str
         times: dict[str, list[float]] = {n: [] for n in runs}
         names = list(runs)
         for r in range(rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
+            for name in rotated(names, r):
                 times[name].append(do_bench_cudagraph(runs[name], rep=20) / layers)
         kv_bytes = 2 * batch * (context + 1) * H * D * 2
         for name in names:
@@ -113,7 +114,7 @@ def steps(variants: dict[str, dict], batches: list[int], context: int, rounds: i
         names = list(variants)
         chunks = [Chunk(seq, context, [1]) for seq in range(batch)]
         for r in range(rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
+            for name in rotated(names, r):
                 each = []
                 for _ in range(count):
                     torch.cuda.synchronize()

@@ -17,6 +17,7 @@ import torch
 from triton.testing import do_bench_cudagraph
 
 from autotune.kernels import paged_attention_triton as kernel
+from autotune.timing import rotated
 
 
 def _layers(q: torch.Tensor, caches: list, tables, positions, **options: object) -> None:  # noqa: ANN001
@@ -61,7 +62,7 @@ def main() -> int:
         times: dict[str, list[float]] = {n: [] for n in runs}
         names = list(runs)
         for r in range(args.rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:
+            for name in rotated(names, r):
                 times[name].append(do_bench_cudagraph(runs[name], rep=30) * 1e3 / args.layers)
         kv_bytes = 2 * batch * (args.context + 1) * H * D * 2
         auto = kernel.decode_splits(batch * H, tables.shape[1] * page, 64, kernel.sm_count())

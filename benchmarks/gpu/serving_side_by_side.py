@@ -31,6 +31,7 @@ from autotune.kernels.decode_graphs import DecodeGraphs  # noqa: E402
 from autotune.kernels.llama_infer import Chunk  # noqa: E402
 from autotune.objectives import serving as serving_module  # noqa: E402
 from autotune.objectives.serving import ServingObjective  # noqa: E402
+from autotune.timing import rotated  # noqa: E402
 from benchmarks.module_file import load_module  # noqa: E402
 
 
@@ -101,8 +102,7 @@ def main() -> None:
     names = list(variants)
     runs: dict[str, list[dict]] = {name: [] for name in names}
     for round_ in range(args.rounds):
-        order = names[round_ % len(names) :] + names[: round_ % len(names)]
-        for name in order:
+        for name in rotated(names, round_):
             config, graphs_class, engine = variants[name]
             serving_module.DecodeGraphs = graphs_class
             for attr in ENGINE_NAMES:
