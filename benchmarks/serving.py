@@ -53,6 +53,28 @@ def copy_bandwidth(device: torch.device) -> float:
     return 2 * src.numel() / statistics.median(times)
 
 
+def decode_step_bytes(model: InferenceModel, batch: int, context: int) -> int:
+    """Bytes a decode step must read, the roofline's numerator: the weights once, and the
+    keys and values of ``context`` tokens of each of ``batch`` sequences (bf16, every head)."""
+    cfg = model.cfg
+    return model.weight_bytes() + batch * context * 2 * cfg.n_layers * cfg.d_model * 2
+
+
+def step_summary(
+    ms: list[float], first_ms: float, need: float, copy_bps: float
+) -> tuple[float, float, float, float]:
+    """Of one variant's step times over rounds (ms): the median, the spread (max - min over
+    the median), the first variant's median over it, and the fraction of the roofline (``need``
+    bytes at the copy's ``copy_bps``).
+
+    Example:
+        >>> [round(x, 3) for x in step_summary([2.0, 2.2, 2.1], 2.1, 4.2e9, 4e12)]
+        [2.1, 0.095, 1.0, 0.5]
+    """
+    med = statistics.median(ms)
+    return med, (max(ms) - min(ms)) / med, first_ms / med, need / (med / 1e3) / copy_bps
+
+
 def decode_step_s(
     model: InferenceModel, batch: int, context: int, steps: int, graphs: bool = False
 ) -> float:
@@ -108,8 +130,8 @@ def main() -> int:
             model = InferenceModel(llama, weights, reads, fused_norm=fused, fused_rope=rope)
             for batch in (1, 32, 256) if weights == "bf16" else (1,):
                 step = decode_step_s(model, batch, args.context, args.steps, graphs)
-                kv = batch * args.context * 2 * cfg.n_layers * cfg.d_model * 2
-                fraction = (model.weight_bytes() + kv) / step / (results["copy_gbps"] * 1e9)
+                need = decode_step_bytes(model, batch, args.context)
+                fraction = need / step / (results["copy_gbps"] * 1e9)
                 rows.append({"weights": weights, "attention": reads, "cuda_graphs": graphs,
                              "fused_norm": fused, "fused_rope": rope, "batch": batch,
                              "step_ms": step * 1e3,

@@ -32,7 +32,7 @@ from autotune.kernels.llama_infer import Chunk, InferenceModel  # noqa: E402
 from autotune.objectives.train_step import MODEL_PRESETS  # noqa: E402
 from autotune.timing import rotated  # noqa: E402
 from benchmarks.module_file import load_module  # noqa: E402
-from benchmarks.serving import copy_bandwidth  # noqa: E402
+from benchmarks.serving import copy_bandwidth, decode_step_bytes, step_summary  # noqa: E402
 
 
 def main() -> int:
@@ -111,17 +111,15 @@ def main() -> int:
                     replays.append(time.perf_counter() - start)
                 step_ms[name].append(statistics.median(steps) * 1e3)
                 replay_ms[name].append(statistics.median(replays) * 1e3)
-        kv = batch * (args.context + 1) * 2 * cfg.n_layers * cfg.d_model * 2
-        need = model.weight_bytes() + kv
+        need = decode_step_bytes(model, batch, args.context + 1)
         first = statistics.median(step_ms[names[0]])
         print(f"\nbatch {batch}: {need / 1e9:.2f} GB a step")
         print(f"{'variant':24s} {'step ms':>8s} {'spread':>7s} {'replay ms':>9s} "
               f"{'x before':>8s} {'of copy bw':>10s}")  # fmt: skip
         for name in names:
-            med = statistics.median(step_ms[name])
-            spread = (max(step_ms[name]) - min(step_ms[name])) / med
+            med, spread, ratio, roofline = step_summary(step_ms[name], first, need, copy_bps)
             print(f"{name:24s} {med:8.3f} {spread:6.1%} {statistics.median(replay_ms[name]):9.3f} "
-                  f"{first / med:8.3f} {need / (med / 1e3) / copy_bps:10.3f}")  # fmt: skip
+                  f"{ratio:8.3f} {roofline:10.3f}")  # fmt: skip
         del runners, cache
         torch.cuda.empty_cache()
     return 0

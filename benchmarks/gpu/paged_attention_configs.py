@@ -36,7 +36,7 @@ from autotune.kernels.llama import Llama, LlamaConfig  # noqa: E402
 from autotune.kernels.llama_infer import Chunk, InferenceModel  # noqa: E402
 from autotune.objectives.train_step import MODEL_PRESETS  # noqa: E402
 from autotune.timing import rotated  # noqa: E402
-from benchmarks.serving import copy_bandwidth  # noqa: E402
+from benchmarks.serving import copy_bandwidth, decode_step_bytes, step_summary  # noqa: E402
 
 PAGE, H, D = 16, 16, 96
 
@@ -123,14 +123,13 @@ def steps(variants: dict[str, dict], batches: list[int], context: int, rounds: i
                     torch.cuda.synchronize()
                     each.append(time.perf_counter() - start)
                 taken[name].append(statistics.median(each) * 1e3)
-        need = model.weight_bytes() + batch * length * 2 * cfg.n_layers * cfg.d_model * 2
+        need = decode_step_bytes(model, batch, length)
         first = statistics.median(taken[names[0]])
         print(f"\nbatch {batch}: {need / 1e9:.2f} GB a step, {rounds} rounds x {count} steps")
         for name in names:
-            med = statistics.median(taken[name])
-            spread = (max(taken[name]) - min(taken[name])) / med
-            print(f"  {name:32s} {med:8.3f} ms {spread:6.1%}  x default {first / med:6.3f}  "
-                  f"of copy bw {need / (med / 1e3) / copy_bps:6.3f}")  # fmt: skip
+            med, spread, ratio, roofline = step_summary(taken[name], first, need, copy_bps)
+            print(f"  {name:32s} {med:8.3f} ms {spread:6.1%}  x default {ratio:6.3f}  "
+                  f"of copy bw {roofline:6.3f}")  # fmt: skip
         del runners, cache
         torch.cuda.empty_cache()
 
