@@ -29,6 +29,7 @@ import torch
 from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import Chunk, InferenceModel
+from autotune.kernels.paged_kv import PagedKVCache
 from autotune.objectives.train_step import MODEL_PRESETS
 
 #: decode variants timed for bf16: (attention read, CUDA graphs, fused add + RMSNorm, fused
@@ -75,19 +76,26 @@ def step_summary(
     return med, (max(ms) - min(ms)) / med, first_ms / med, need / (med / 1e3) / copy_bps
 
 
+def filled_cache(model: InferenceModel, batch: int, tokens: int, spare: int = 1) -> PagedKVCache:
+    """A bf16 cache of 16-token blocks holding ``batch`` sequences of ``tokens`` tokens of
+    random keys and values (a prefilled context stands in), plus ``spare`` free blocks (each
+    decode graphs' runner takes one for its scratch)."""
+    cache = model.new_cache(batch * -(-tokens // 16) + spare, 16, "bf16")
+    for seq in range(batch):
+        cache.allocate(seq, tokens)
+    for layer in range(len(cache.k)):
+        cache.k[layer].normal_()
+        cache.v[layer].normal_()
+    return cache
+
+
 def decode_step_s(
     model: InferenceModel, batch: int, context: int, steps: int, graphs: bool = False
 ) -> float:
     """Median seconds of a decode step of ``batch`` sequences at ``context`` tokens, through
     the engine's forward or (``graphs``) replayed from a CUDA graph of the batch's bucket."""
-    blocks = batch * (-(-(context + steps + 1) // 16)) + 1  # + the decode graphs' scratch
-    cache = model.new_cache(blocks, 16, "bf16")
+    cache = filled_cache(model, batch, context + steps + 1)
     runner = DecodeGraphs(model, cache, batch) if graphs else None
-    for seq in range(batch):
-        cache.allocate(seq, context + steps + 1)
-    for layer in range(len(cache.k)):  # random keys and values stand for a prefilled context
-        cache.k[layer].normal_()
-        cache.v[layer].normal_()
     times = []
     for step in range(steps):
         chunks = [Chunk(seq, context + step, [1]) for seq in range(batch)]

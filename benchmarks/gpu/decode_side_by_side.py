@@ -32,7 +32,12 @@ from autotune.kernels.llama_infer import Chunk, InferenceModel  # noqa: E402
 from autotune.objectives.train_step import MODEL_PRESETS  # noqa: E402
 from autotune.timing import rotated  # noqa: E402
 from benchmarks.module_file import load_module  # noqa: E402
-from benchmarks.serving import copy_bandwidth, decode_step_bytes, step_summary  # noqa: E402
+from benchmarks.serving import (  # noqa: E402
+    copy_bandwidth,
+    decode_step_bytes,
+    filled_cache,
+    step_summary,
+)
 
 
 def main() -> int:
@@ -75,13 +80,7 @@ def main() -> int:
     for batch in [int(b) for b in args.batches.split(",")]:
         model = models[True]
         length = args.context + 1  # every step decodes position ``context`` again: same work
-        blocks = batch * -(-length // 16) + len(variants)  # + each runner's scratch block
-        cache = model.new_cache(blocks, 16, "bf16")
-        for seq in range(batch):
-            cache.allocate(seq, length)
-        for layer in range(cfg.n_layers):
-            cache.k[layer].normal_()
-            cache.v[layer].normal_()
+        cache = filled_cache(model, batch, length, spare=len(variants))
         runners = {}
         for name, (attention, fused, graphs_class) in variants.items():
             paged_attention_triton.paged_attention = attention  # read when a graph is captured

@@ -36,7 +36,12 @@ from autotune.kernels.llama import Llama, LlamaConfig  # noqa: E402
 from autotune.kernels.llama_infer import Chunk, InferenceModel  # noqa: E402
 from autotune.objectives.train_step import MODEL_PRESETS  # noqa: E402
 from autotune.timing import rotated  # noqa: E402
-from benchmarks.serving import copy_bandwidth, decode_step_bytes, step_summary  # noqa: E402
+from benchmarks.serving import (  # noqa: E402
+    copy_bandwidth,
+    decode_step_bytes,
+    filled_cache,
+    step_summary,
+)
 
 PAGE, H, D = 16, 16, 96
 
@@ -99,12 +104,7 @@ def steps(variants: dict[str, dict], batches: list[int], context: int, rounds: i
     plain = kernel.paged_attention
     for batch in batches:
         length = context + 1  # every step decodes position ``context`` again: the same work
-        cache = model.new_cache(batch * -(-length // 16) + len(variants), 16, "bf16")
-        for seq in range(batch):
-            cache.allocate(seq, length)
-        for layer in range(cfg.n_layers):
-            cache.k[layer].normal_()
-            cache.v[layer].normal_()
+        cache = filled_cache(model, batch, length, spare=len(variants))
         runners = {}
         for name, options in variants.items():
             kernel.paged_attention = functools.partial(plain, **options)  # read at capture
