@@ -161,6 +161,10 @@ class DecodeGraphs:
         self._host = torch.zeros(self._head + (chunks + 1) * self.width, dtype=torch.long)
         self._host[2 * tokens : 3 * tokens] = self.scratch_block * cache.block_size
         self._host[3 * tokens : 4 * tokens] = chunks  # the padding table's row
+        # until a step is filled (the capture's runs), each padding row is a tile of its own
+        self._host[4 * tokens : 5 * tokens] = torch.arange(tokens)
+        self._host[5 * tokens : 6 * tokens] = 1
+        self._host[6 * tokens : 7 * tokens] = chunks
         self._host[self._head :] = self.scratch_block
         self._device = self._host.to(model.device, copy=True)
         per_token = self._device[: 7 * tokens].view(7, tokens)

@@ -132,6 +132,10 @@ def test_chunks_longer_than_a_tile_read_as_tiles_and_give_the_engines_logits():
     static = model.new_cache(num_blocks=25, block_size=4, kv_dtype=kv_dtype)
     graphs = DecodeGraphs(model, static, max_batch=3, max_tokens=40, capture=False)
     assert paged_attention_triton.DEFAULT_CONFIG["BLOCK_M"] == TILE_ROWS  # what decode tiles by
+    # before any step (what a capture runs): every row a padding row and a tile of its own
+    assert graphs.tile_starts.tolist() == list(range(64))
+    assert set(graphs.tile_counts.tolist()) == {1}
+    assert set(graphs.tile_rows.tolist()) == {graphs.max_chunks}
     tolerance = {"atol": 2e-2, "rtol": 2e-2} if CUDA else {"atol": 2e-4, "rtol": 1e-4}
     steps = [
         [Chunk(0, 0, list(range(1, 21))), Chunk(1, 0, [4, 5, 6])],  # tiles of 16 + 4, and 3
