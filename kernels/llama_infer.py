@@ -232,6 +232,8 @@ class InferenceModel:
         token in one tile; else once per token. Returns the fp32 logits of the tokens at
         ``picks`` (default: all), (len(picks), vocab)."""
         q_pos = positions[:, None]
+        if tiles is not None and self.attention_reads != "paged":
+            raise ValueError("tiles need attention_reads='paged'")
         if tiles is None:
             tables = tables if rows is None else tables[rows]
         if self.attention_reads == "paged":

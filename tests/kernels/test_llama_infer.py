@@ -50,6 +50,15 @@ def test_an_unknown_way_of_reading_is_refused() -> None:
         InferenceModel(Llama(cfg), "bf16", "copy")
 
 
+def test_tiles_over_gathered_blocks_are_refused() -> None:
+    cfg = LlamaConfig(vocab=64, d_model=32, n_layers=1, n_heads=2, seq_len=32)
+    model = InferenceModel(Llama(cfg), "bf16", "gather")
+    cache = model.new_cache(num_blocks=4, block_size=4, kv_dtype="fp32")
+    one = torch.zeros(1, dtype=torch.long)
+    with pytest.raises(ValueError, match="tiles need attention_reads='paged'"):
+        model.decode(one, one, one, one[None], cache, tiles=(one, one + 1, one))
+
+
 @interpreter_only
 @pytest.mark.parametrize("option, reads", [("fused_norm", "gather"), ("fused_swiglu", "paged")])
 def test_a_fused_launch_gives_the_logits_of_torchs_ops(option: str, reads: str) -> None:
