@@ -227,17 +227,18 @@ class DecodeGraphs:
                 slots.append(own[c.start // block] * block + c.start % block)
             steps[:3, :count] = [[c.tokens[0] for c in chunks], [c.start for c in chunks], slots]
             steps[3, :count] = self._host_picks[:count] = self._order[:count]
-            tiles = count  # a tile of its own for each token
-            steps[4, :count], steps[5, :count] = self._arange[:count], 1
-            steps[6, :count] = steps[3, :count]
+            tiles = count  # a tile of its own for each token (read over paged blocks only)
+            if self.mixed:
+                steps[4, :count], steps[5, :count] = self._arange[:count], 1
+                steps[6, :count] = steps[3, :count]
         else:
             count, tiles = self._fill_mixed(chunks)
         steps[:4, count:bucket] = self._padding
-        # then a tile for each padding token, and tiles of no rows
-        pad_tiles = tiles + bucket - count
-        steps[4, tiles:pad_tiles] = self._arange[count:bucket]
-        steps[5, tiles:pad_tiles], steps[6, tiles:pad_tiles] = 1, self._padding[3, 0]
-        steps[5, pad_tiles:bucket] = 0
+        if self.mixed:  # then a tile for each padding token, and tiles of no rows
+            pad_tiles = tiles + bucket - count
+            steps[4, tiles:pad_tiles] = self._arange[count:bucket]
+            steps[5, tiles:pad_tiles], steps[6, tiles:pad_tiles] = 1, self._padding[3, 0]
+            steps[5, pad_tiles:bucket] = 0
         self._table_rows.gather([c.seq for c in chunks], 0,
                                 out=self._host_tables[: len(chunks)])  # fmt: skip
         self._host_picks[len(chunks) : min(bucket, self.max_chunks)] = 0  # in range: row 0
