@@ -14,9 +14,9 @@ position -1 is padding and is not written. Any block size works, one key row per
 Operands: ``q`` (B, Q, H, D) in the compute dtype (bf16, fp16 or fp32); the cache's ``k`` and
 ``v`` (num_blocks, PAGE, H_KV, D) in bf16, fp16, fp32 or fp8 e4m3 (multiplied by ``kv_scale`` as
 they are read); ``tables`` (B, max_blocks) and ``positions`` (B, Q), int32. Tunables:
-``BLOCK_M``, ``BLOCK_N``, ``num_warps``, ``num_stages``; grid (cdiv(Q, BLOCK_M), B * H). A head
-dim ``D`` that is not a power of two (96 in the 760m preset) is padded to one in registers and
-masked: the padding reads and writes nothing.
+``BLOCK_M``, ``BLOCK_N``, ``num_warps``, ``num_stages``; grid (cdiv(Q, BLOCK_M), B * H, shares),
+with tiles (tiles * H, 1, shares). A head dim ``D`` that is not a power of two (96 in the 760m
+preset) is padded to one in registers and masked: the padding reads and writes nothing.
 Without a GPU it runs under Triton's interpreter (slowly: tests and CPU checks only).
 
 Example:
@@ -53,6 +53,7 @@ CONFIG_KEYS: tuple[str, ...] = tuple(DEFAULT_CONFIG)
 COMPUTE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 CACHE_DTYPES = (*COMPUTE_DTYPES, torch.float8_e4m3fn)
 LOG2E = 1.4426950408889634
+#: CUDA's limit on a grid's second and third axes (the first takes up to 2^31 - 1)
 _MAX_GRID_Y = 65535
 #: the most shares a row's keys are cut into (flash-decoding): 32 x 64 keys already cover 2k
 MAX_SPLITS = 32
@@ -85,8 +86,12 @@ def _paged_attention_kernel(
     BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
     UPCAST: tl.constexpr, IEEE: tl.constexpr, CONVERT: tl.constexpr, TILED: tl.constexpr,
 ):  # fmt: skip
-    start_m = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1)
+    if TILED:  # a tile's BLOCK_M rows are all its query rows: every (tile, head) on axis 0
+        start_m = 0
+        bh = tl.program_id(0)
+    else:
+        start_m = tl.program_id(0) * BLOCK_M
+        bh = tl.program_id(1)
     split = tl.program_id(2)  # which share of the keys this program reads (SPLITS of them)
     b = bh // H
     h = bh % H
@@ -303,8 +308,10 @@ def paged_attention(
             raise ValueError("tiles must be two int32 vectors of one length (starts, counts)")
         # the tiles as sequences of BLOCK_M rows for the checks (and the kernel's B and Q)
         B, Q, H, D = starts.shape[0], BLOCK_M, q.shape[2], q.shape[3]
-        _check_operands(q.new_empty(()).expand(B, Q, H, D), k, v, tables,
-                        positions.new_empty(()).expand(B, Q))  # fmt: skip
+        _check_operands(q.new_empty(()).expand(1, Q, H, D), k, v, tables[:1],
+                        positions.new_empty(()).expand(1, Q))  # fmt: skip
+        if tables.shape[0] != B:
+            raise ValueError(f"tables must be (n, blocks) for {B} tiles, got {tuple(tables.shape)}")
     programs = triton.cdiv(Q, BLOCK_M) * B * H
     if splits is None:
         splits = decode_splits(programs, tables.shape[1] * k.shape[1], BLOCK_N, sm_count())
@@ -321,7 +328,9 @@ def paged_attention(
         m_ws = l_ws = acc_ws = out  # not read
     upcast = INTERPRETED and q.dtype == torch.bfloat16  # the interpreter's bf16 is bit patterns
     scale = (D**-0.5 if sm_scale is None else float(sm_scale)) * LOG2E
-    grid = (triton.cdiv(Q, BLOCK_M), B * H, splits)
+    # tiles: one program a (tile, head) on the grid's first axis, which takes up to 2^31 - 1
+    # (the second takes 65535: 4096 tiles of 16 heads would not fit there)
+    grid = (B * H, 1, splits) if tiles is not None else (triton.cdiv(Q, BLOCK_M), B * H, splits)
     _paged_attention_kernel[grid](
         q, k, v, out, tables, positions, starts, counts,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),

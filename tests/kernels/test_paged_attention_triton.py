@@ -210,3 +210,19 @@ def test_tiles_are_refused_over_operands_of_the_wrong_shape():
     with pytest.raises(ValueError, match="tables must be"):
         paged_attention(torch.randn(2, 1, 2, 16), k, v, _tables([[1], [2]]),
                         torch.zeros(2, 1, dtype=torch.int32), tiles=(one, one))  # fmt: skip
+
+
+def test_tiles_take_the_grids_first_axis_past_the_limit_of_the_second(monkeypatch):
+    # CUDA's second grid axis takes 65535 programs: 4096 tiles of 16 heads (a 4096-token step
+    # of the 760m model from the decode graphs) would not fit there; cut to 4 here
+    monkeypatch.setattr(kernel, "_MAX_GRID_Y", 4)
+    k, v = _cache(4, 2, 16, torch.float32)
+    tables = _tables([[3, 5], [7]])
+    positions = torch.tensor([[4], [5], [2], [3]], dtype=torch.int32)  # 2 rows of each
+    q = torch.randn(4, 1, 2, 16, generator=torch.Generator().manual_seed(3))
+    with pytest.raises(ValueError, match="B \\* H = 8 exceeds the grid limit 4"):
+        paged_attention(q, k, v, tables[[0, 0, 1, 1]], positions)  # rows of their own
+    tiles = (torch.tensor([0, 1, 2, 3], dtype=torch.int32), torch.ones(4, dtype=torch.int32))
+    out = paged_attention(q, k, v, tables[[0, 0, 1, 1]], positions, tiles=tiles)  # 8 programs
+    ref = reference_paged_attention(q, k, v, tables[[0, 0, 1, 1]], positions)
+    assert (out - ref).abs().max() < 1e-5
