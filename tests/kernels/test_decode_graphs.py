@@ -103,21 +103,33 @@ MIXED_STEPS = [
 ]
 
 
-def test_mixed_steps_of_a_paged_model_give_the_engines_logits_and_keys():
+def _paged_pair(max_tokens: int) -> tuple[InferenceModel, PagedKVCache, DecodeGraphs]:
+    """A paged model, a cache for its forward, and graphs (eager on a CPU) over another."""
     model = _model("paged")
     kv_dtype = "bf16" if CUDA else "fp32"
     plain = model.new_cache(num_blocks=24, block_size=4, kv_dtype=kv_dtype)
     static = model.new_cache(num_blocks=25, block_size=4, kv_dtype=kv_dtype)
-    graphs = DecodeGraphs(model, static, max_batch=3, max_tokens=12, capture=False)
-    assert graphs.buckets == [1, 2, 4, 8, 16] and graphs.max_chunks == 4
+    return model, plain, DecodeGraphs(model, static, max_batch=3, max_tokens=max_tokens,
+                                      capture=False)  # fmt: skip
+
+
+def _steps_match_the_forward(model, plain, graphs, steps) -> None:  # noqa: ANN001
+    """Each step through the graphs gives the forward's logits over the other cache."""
     tolerance = {"atol": 2e-2, "rtol": 2e-2} if CUDA else {"atol": 2e-4, "rtol": 1e-4}
-    for chunks in MIXED_STEPS:
+    for chunks in steps:
         assert graphs.can_run(chunks)
-        for cache in (plain, static):
+        for cache in (plain, graphs.cache):
             for c in chunks:
                 assert cache.allocate(c.seq, c.start + len(c.tokens))
         want = model.forward(chunks, plain)
         torch.testing.assert_close(graphs(chunks), want, **tolerance)
+
+
+def test_mixed_steps_of_a_paged_model_give_the_engines_logits_and_keys():
+    model, plain, graphs = _paged_pair(max_tokens=12)
+    static = graphs.cache
+    assert graphs.buckets == [1, 2, 4, 8, 16] and graphs.max_chunks == 4
+    _steps_match_the_forward(model, plain, graphs, MIXED_STEPS)
     for seq in range(3):  # every position's keys and values, as the forward wrote them
         for layer in range(model.cfg.n_layers):
             for got, ref in ((static.k, plain.k), (static.v, plain.v)):
@@ -126,27 +138,17 @@ def test_mixed_steps_of_a_paged_model_give_the_engines_logits_and_keys():
 
 
 def test_chunks_longer_than_a_tile_read_as_tiles_and_give_the_engines_logits():
-    model = _model("paged")
-    kv_dtype = "bf16" if CUDA else "fp32"
-    plain = model.new_cache(num_blocks=24, block_size=4, kv_dtype=kv_dtype)
-    static = model.new_cache(num_blocks=25, block_size=4, kv_dtype=kv_dtype)
-    graphs = DecodeGraphs(model, static, max_batch=3, max_tokens=40, capture=False)
+    model, plain, graphs = _paged_pair(max_tokens=40)
     assert paged_attention_triton.DEFAULT_CONFIG["BLOCK_M"] == TILE_ROWS  # what decode tiles by
     # before any step (what a capture runs): every row a padding row and a tile of its own
     assert graphs.tile_starts.tolist() == list(range(64))
     assert set(graphs.tile_counts.tolist()) == {1}
     assert set(graphs.tile_rows.tolist()) == {graphs.max_chunks}
-    tolerance = {"atol": 2e-2, "rtol": 2e-2} if CUDA else {"atol": 2e-4, "rtol": 1e-4}
     steps = [
         [Chunk(0, 0, list(range(1, 21))), Chunk(1, 0, [4, 5, 6])],  # tiles of 16 + 4, and 3
         [Chunk(1, 3, [7] * 18), Chunk(0, 20, [9]), Chunk(2, 0, list(range(33, 50)))],
     ]
-    for chunks in steps:
-        for cache in (plain, static):
-            for c in chunks:
-                assert cache.allocate(c.seq, c.start + len(c.tokens))
-        want = model.forward(chunks, plain)
-        torch.testing.assert_close(graphs(chunks), want, **tolerance)
+    _steps_match_the_forward(model, plain, graphs, steps)
     # the last step's tiles: sequence 1's 18 rows as 16 + 2, sequence 0's decode row, sequence
     # 2's 17 rows as 16 + 1, then a tile for each of the bucket's 28 padding rows, then none
     starts, counts, rows = (t.cpu().tolist() for t in (graphs.tile_starts, graphs.tile_counts,
