@@ -28,11 +28,12 @@ import optuna
 from autotune.driver.novelty import config_key
 from autotune.driver.samplers import make_sampler
 from autotune.driver.trial_attrs import INFEASIBLE, STATUS, mark_feasibility
+from autotune.failures import TrialStatus
 from autotune.space import Space
 
 STUCK = 5
-#: config -> the metric (maximised), or None for a failed measurement
-Measure = Callable[[dict[str, Any]], float | None]
+#: config -> the metric (maximised); a failed measurement: its failure state, or None
+Measure = Callable[[dict[str, Any]], float | TrialStatus | None]
 
 
 class AskTellSearch:
@@ -97,9 +98,11 @@ class AskTellSearch:
                     self.study.enqueue_trial(self.feasible[self._draws.choice(unvisited)])
                     free_in_a_row = 0
                 continue
-            value = self.measure(config)
+            measured = self.measure(config)
+            value = measured if isinstance(measured, int | float) else None
+            failure = measured.value if isinstance(measured, TrialStatus) else "failed"
             self.seen[key] = value
-            self._tell(trial, "ok" if value is not None else "failed", value)
+            self._tell(trial, "ok" if value is not None else failure, value)
             if value is not None and value > self.best_value:
                 self.best_value, self.best_config = value, dict(config)
             return value

@@ -53,6 +53,9 @@ from autotune.driver.trial_memo import FinishedTrialMemo
 from autotune.space import Param, Space
 
 MAX_GRID = 50_000  # raw configs (before constraints) this sampler enumerates
+#: failure states that a config dominating the failed one shares (more of every ordered
+#: parameter asks for more of the resource): not proposed while others are left
+RESOURCE_FAILURES = frozenset({"out_of_resources", "oom"})
 
 
 def is_enumerable(space: Space) -> bool:
@@ -121,6 +124,33 @@ def _positions(param: Param, values: list[Any]) -> dict[Any, float]:
     return {v: (k - low) / (high - low) for v, k in zip(values, keys, strict=True)}
 
 
+def _dominance_view(
+    space: Space, configs: Sequence[Mapping[str, Any]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per config (rows): the value of each numeric parameter (int, power of two, or a choice
+    of numbers, as a table's columns are; an inactive one at -1), and a code of each other
+    parameter's value (strings and bools: a bool such as activation checkpointing may need
+    less memory when on, so only equal values count)."""
+    ordered: list[list[float]] = []
+    codes: list[list[int]] = []
+    for param in space.params:
+        present = [c.get(param.name) for c in configs]
+        if param.kind in ("pow2", "int") or (
+            param.kind == "categorical" and _is_ordered_number(param.values())
+        ):
+            ordered.append([-1.0 if v is None else float(v) for v in present])
+        else:
+            codes.append([hash(repr(v)) for v in present])
+    return _columns(ordered, float, len(configs)), _columns(codes, np.int64, len(configs))
+
+
+def _columns(columns: list[list[Any]], dtype: Any, rows: int) -> np.ndarray:
+    """``columns`` as a (rows, len(columns)) array."""
+    if not columns:
+        return np.zeros((rows, 0), dtype=dtype)
+    return np.array(columns, dtype=dtype).T
+
+
 @dataclass
 class Enumeration:
     """The feasible configs of a space at a problem and device, listed once, with each one's
@@ -134,6 +164,7 @@ class Enumeration:
     keys: list[tuple]
     index: dict[tuple, int]
     _features: np.ndarray | None = field(default=None, init=False, repr=False)
+    _order: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def of(
@@ -152,6 +183,31 @@ class Enumeration:
             )
         return self._features
 
+    def dominating(self, failed: Sequence[int], candidates: Sequence[int]) -> np.ndarray:
+        """Which of ``candidates`` (indices) dominate a ``failed`` config: at least its value in
+        every ordered parameter and its value in every other one. A config
+        that ran out of shared memory, registers or device memory does so at every config
+        that dominates it (tiles, stages, micro-batch only ever ask for more).
+        Ordered: numeric parameters; the others (strings, bools) must be equal.
+
+        Example:
+            >>> space = Space("s", [Param("x", "pow2", low=16, high=64), Param("g", "categorical",
+            ...                     choices=["a", "b"])])
+            >>> grid = Enumeration.of(space, None, None)
+            >>> [grid.configs[i] for i in (0, 3)]
+            [{'x': 16, 'g': 'a'}, {'x': 32, 'g': 'b'}]
+            >>> grid.dominating([2], range(6)).tolist()  # x = 32, g = a failed
+            [False, False, True, False, True, False]
+        """
+        if self._order is None:
+            self._order = _dominance_view(self.space, self.configs)
+        ordered, codes = self._order
+        rows = np.asarray(list(candidates), dtype=np.int64)
+        hit = np.zeros(len(rows), dtype=bool)
+        for f in failed:
+            hit |= (ordered[rows] >= ordered[f]).all(axis=1) & (codes[rows] == codes[f]).all(axis=1)
+        return hit
+
 
 @dataclass(frozen=True)
 class _TrialRow:
@@ -164,6 +220,7 @@ class _TrialRow:
     index: int = -1
     drawn: bool = False
     values: tuple[float, ...] = ()
+    status: str = ""
 
 
 @dataclass
@@ -172,6 +229,8 @@ class _Observations:
     targets: dict[int, float] = field(default_factory=dict)
     pending: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    #: failed for want of a resource (shared memory, device memory): see RESOURCE_FAILURES
+    short_of_resources: list[int] = field(default_factory=list)
     drawn: int = 0
 
 
@@ -271,7 +330,10 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
                 measured[row.index] = list(row.values)
             else:
                 seen.failed.append(row.index)
+                if row.status in RESOURCE_FAILURES:
+                    seen.short_of_resources.append(row.index)
         seen.failed = [i for i in seen.failed if i not in measured]
+        seen.short_of_resources = [i for i in seen.short_of_resources if i not in measured]
         return seen, measured
 
     def _trial_row(self, t: FrozenTrial) -> _TrialRow:
@@ -290,7 +352,7 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
         drawn = "fixed_params" not in t.system_attrs and status != INFEASIBLE
         if status == "ok" and t.values and all(math.isfinite(v) for v in t.values):
             return _TrialRow("measured", key, index, drawn, tuple(t.values))
-        return _TrialRow("failed", key, index, drawn)
+        return _TrialRow("failed", key, index, drawn, status=str(status))
 
     def sample_independent(
         self,
@@ -361,6 +423,10 @@ class GridBayesSampler(EnumeratedSampler):
         self._codes: np.ndarray | None = None  # a value code per config and parameter
 
     def _choose(self, seen: _Observations, unvisited: list[int]) -> int:
+        if seen.short_of_resources:
+            doomed = self._grid.dominating(seen.short_of_resources, unvisited)
+            if not doomed.all():
+                unvisited = [i for i, out in zip(unvisited, doomed, strict=True) if not out]
         if len(set(seen.targets.values())) < 2:
             return self._rng.choice(unvisited)
         if seen.drawn < self.n_startup_trials and not self._prior_trusted(seen):

@@ -19,9 +19,16 @@ from collections.abc import Callable
 import optuna
 
 from autotune.driver.ask_tell import AskTellSearch
+from autotune.failures import TrialStatus
 from benchmarks.search.landscapes import Landscape
 
 SamplerFactory = Callable[[Landscape, int], optuna.samplers.BaseSampler]
+
+
+def _measured(landscape: Landscape, config: dict) -> float | TrialStatus:
+    """The recorded metric of ``config``, or its recorded failure state."""
+    status, value = landscape.lookup(config)
+    return value if value is not None else TrialStatus(status)
 
 
 def run_sampler(
@@ -29,7 +36,7 @@ def run_sampler(
 ) -> list[float]:
     """Best-so-far value after each measured config of the sampler ``factory`` builds."""
     search = AskTellSearch(
-        landscape.space(), lambda config: landscape.lookup(config)[1],
+        landscape.space(), lambda config: _measured(landscape, config),
         sampler=factory(landscape, seed), seed=seed, problem=landscape.problem,
         device=landscape.device, first=landscape.first_config(),
     )  # fmt: skip

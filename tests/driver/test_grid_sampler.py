@@ -2,7 +2,7 @@ import optuna
 import pytest
 
 from autotune.driver import Sweep, SweepSettings, study_setup
-from autotune.driver.grid_sampler import GridBayesSampler, features, is_enumerable
+from autotune.driver.grid_sampler import Enumeration, GridBayesSampler, features, is_enumerable
 from autotune.driver.novelty import config_key
 from autotune.driver.samplers import SamplerError, make_sampler, resolve_sampler
 from autotune.space import Param, Space, load_space
@@ -76,6 +76,61 @@ def test_a_config_that_came_back_infeasible_is_not_proposed_again():
         study.tell(trial, float(config["x"]))
         seen.append(config_key(config))
     assert len(set(seen)) == 8
+
+
+def test_dominance_orders_numbers_and_matches_strings_bools_and_inactive_values():
+    space = Space("s", [
+        Param("tile", "pow2", low=16, high=64), Param("group", "categorical", choices=[1, 8]),
+        Param("ckpt", "bool"), Param("mode", "categorical", choices=["a", "b"]),
+    ])  # fmt: skip
+    grid = Enumeration.of(space, None, None)
+    failed = grid.index[config_key({"tile": 32, "group": 1, "ckpt": False, "mode": "a"})]
+    doomed = grid.dominating([failed], range(len(grid.configs)))
+    hit = [c for c, out in zip(grid.configs, doomed, strict=True) if out]
+    # more of every number (tile, group), the same bool and string
+    assert sorted((c["tile"], c["group"]) for c in hit) == [(32, 1), (32, 8), (64, 1), (64, 8)]
+    assert all(c["ckpt"] is False and c["mode"] == "a" for c in hit)
+
+
+def _tell(study, space, config, status, value=0.0):
+    study.enqueue_trial(config)
+    trial = study.ask()
+    space.sample(trial)
+    trial.set_user_attr("status", status)
+    study.tell(trial, value)
+
+
+@pytest.mark.parametrize("member", ["global", "local"])
+@pytest.mark.parametrize("status", ["out_of_resources", "oom"])
+def test_configs_that_dominate_a_resource_failure_wait_until_no_other_is_left(status, member):
+    space = Space("s", [Param("tile", "pow2", low=16, high=128),
+                        Param("stages", "int", low=1, high=4)])  # fmt: skip
+    sampler = make_sampler("bo", space=space, seed=0).members[member]
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    _tell(study, space, {"tile": 16, "stages": 1}, "ok", 1.0)
+    _tell(study, space, {"tile": 16, "stages": 2}, "ok", 2.0)
+    _tell(study, space, {"tile": 32, "stages": 3}, status)  # so every tile >= 32, stages >= 3
+    doomed = {(t, s) for t in (32, 64, 128) for s in (3, 4)} - {(32, 3)}
+    proposed = []
+    for _ in range(16 - 3):
+        trial = study.ask()
+        config = space.sample(trial)
+        trial.set_user_attr("status", "ok")
+        study.tell(trial, float(config["tile"] * config["stages"]))  # the model would go there
+        proposed.append((config["tile"], config["stages"]))
+    others = len(proposed) - len(doomed)
+    assert not doomed & set(proposed[:others])
+    assert set(proposed[others:]) == doomed  # proposed once nothing else is left
+
+
+def test_other_failures_say_nothing_of_the_configs_that_dominate_them():
+    space = Space("s", [Param("tile", "pow2", low=16, high=64)])
+    sampler = GridBayesSampler(space, seed=0, n_startup_trials=0, failures="classifier")
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    _tell(study, space, {"tile": 16}, "ok", 1.0)
+    _tell(study, space, {"tile": 32}, "compile_error")
+    seen = sampler._observations(study)
+    assert seen.failed and not seen.short_of_resources
 
 
 @pytest.mark.parametrize("workers", [1, 3])
