@@ -7,8 +7,12 @@ step), this times the engine's whole step both ways, side by side and alternatin
 760m model, with the key reads a layer's attention would make if each of the chunk's rows read
 its keys alone ("per-row MiB": what the graphs did before their attention read tiles of rows).
 
+Each shape's first step also compares the two ways' logits (``max |graphs - forward|``): a
+step the graphs cannot capture or run fails here rather than timing nothing.
+
 Run (GPU machine, after benchmarks/gpu/setup.sh):
     python benchmarks/gpu/graph_chunk_crossover.py OUT [--model 760m] [--rounds 7]
+        [--max-tokens 2048] [--lengths 16,64,...] [--starts 0,1024,4096] [--decodes 0,32]
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ MAX_TOKENS = 2048  # the serving default's step budget
 CHUNK_SEQ = 10_000
 
 
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(","))
+
+
 def _timed_ms(run: Callable[[], object]) -> float:
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -48,27 +56,36 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--model", default="760m")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS,
+                        help="the graphs' step budget (their largest bucket)")  # fmt: skip
+    parser.add_argument("--lengths", type=_ints, default=LENGTHS)
+    parser.add_argument("--starts", type=_ints, default=STARTS)
+    parser.add_argument("--decodes", type=_ints, default=DECODES)
     args = parser.parse_args()
-    cfg = LlamaConfig(**MODEL_PRESETS[args.model], seq_len=8192)
+    context = max(args.starts) + max(args.lengths)
+    cfg = LlamaConfig(**MODEL_PRESETS[args.model], seq_len=max(8192, context))
     torch.manual_seed(0)
     model = InferenceModel(Llama(cfg).to("cuda"), attention_reads="paged")
-    per_seq = -(-8192 // 16)
-    cache = model.new_cache(per_seq + max(DECODES) * -(-(DECODE_CONTEXT + 1) // 16) + 1, 16, "bf16")
-    graphs = DecodeGraphs(model, cache, max(DECODES) + 1, max_tokens=MAX_TOKENS)
+    per_seq = -(-cfg.seq_len // 16)
+    decodes_most = max(args.decodes)
+    blocks = per_seq + decodes_most * -(-(DECODE_CONTEXT + 1) // 16) + 1
+    cache = model.new_cache(blocks, 16, "bf16")
+    graphs = DecodeGraphs(model, cache, decodes_most + 1, max_tokens=args.max_tokens)
     key_bytes = 2 * cache.k[0][0, 0].numel() * cache.k[0].element_size()  # K and V, all heads
-    for seq in range(max(DECODES)):
+    for seq in range(decodes_most):
         cache.allocate(seq, DECODE_CONTEXT + 1)
     rows = []
-    for decodes in DECODES:
-        for start in STARTS:
-            for n in LENGTHS:
-                if n + decodes > MAX_TOKENS:
+    for decodes in args.decodes:
+        for start in args.starts:
+            for n in args.lengths:
+                if n + decodes > args.max_tokens:
                     continue
                 cache.allocate(CHUNK_SEQ, start + n)
                 chunk = Chunk(CHUNK_SEQ, start, torch.randint(0, cfg.vocab, (n,)).tolist())
                 chunks = [chunk] + [Chunk(s, DECODE_CONTEXT, [1]) for s in range(decodes)]
                 ways = {"graphs": lambda c=chunks: graphs(c),
                         "forward": lambda c=chunks: model.forward(c, cache)}  # fmt: skip
+                difference = (graphs(chunks) - model.forward(chunks, cache)).abs().max().item()
                 taken: dict[str, list[float]] = {name: [] for name in ways}
                 for round_ in range(args.rounds + 2):  # two warm-up rounds
                     order = list(ways) if round_ % 2 == 0 else list(reversed(ways))
@@ -79,6 +96,7 @@ def main() -> None:
                 cache.free(CHUNK_SEQ)
                 row = {"start": start, "n": n, "decodes": decodes,
                        "per_row_mib": (start * n + n * (n + 1) // 2) * key_bytes / 2**20,
+                       "max_logit_difference": difference,
                        **{f"{k}_ms": statistics.median(v) for k, v in taken.items()}}  # fmt: skip
                 row["graphs_over_forward"] = row["graphs_ms"] / row["forward_ms"]
                 rows.append(row)
@@ -89,10 +107,15 @@ def main() -> None:
     print("| per-row MiB a layer | start | chunk | decode rows | graphs ms | forward ms | graphs / "
           "forward |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for r in rows:
-        print(f"| {r['per_row_mib']:.1f} | {r['start']} | {r['n']} | {r['decodes']} "
-              f"| {r['graphs_ms']:.2f} | {r['forward_ms']:.2f} | {r['graphs_over_forward']:.2f} |")
+        print(
+            f"| {r['per_row_mib']:.1f} | {r['start']} | {r['n']} | {r['decodes']} "
+            f"| {r['graphs_ms']:.2f} | {r['forward_ms']:.2f} | {r['graphs_over_forward']:.2f} |"
+        )
     slower = [r for r in rows if r["graphs_over_forward"] >= 1]
-    print(f"graphs slower than the forward in {len(slower)} of {len(rows)} steps")
+    print(
+        f"graphs slower than the forward in {len(slower)} of {len(rows)} steps; largest "
+        f"max |graphs - forward| logit: {max(r['max_logit_difference'] for r in rows):.3g}"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "graph_chunk_crossover.json").write_text(json.dumps(rows, indent=1))
 
