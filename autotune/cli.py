@@ -181,7 +181,9 @@ def tune(
         str | None,
         typer.Option(
             help="Limits on measured metrics, e.g. ttft_p99_ms=500,tpot_p99_ms=50: a trial "
-            "over one is slo_violated and told to the sampler as infeasible."
+            "over one is slo_violated and told to the sampler as infeasible. A serving "
+            "workload's goodput counts the requests within the same TTFT and TPOT limits "
+            "(unless --problem sets slo_ttft_ms / slo_tpot_ms)."
         ),
     ] = None,
     cache: Annotated[
@@ -199,6 +201,7 @@ def tune(
     from autotune.progress import ProgressDisplay
     from autotune.sweep_setup import build_settings
 
+    limits = parse_slo(slo)
     settings = build_settings(
         workload=workload,
         space=space,
@@ -223,6 +226,7 @@ def tune(
         ray_address=address,
         gpus_per_trial=gpus_per_trial,
         compile_ahead=compile_ahead,
+        slo=limits,
     )
     if cache and settings.fingerprint and settings.study_name is None:
         from autotune.storage import open_storage
@@ -242,7 +246,7 @@ def tune(
     finishing = get_objective(settings.workload).measures and len(settings.objectives) == 1
     # the time budget holds the finish's estimated time back: it bounds the whole run
     settings.finish_top = finish_top if finishing and finish_top > 1 else 0
-    settings.slo = parse_slo(slo)
+    settings.slo = limits
     settings.finish_rounds = finish_rounds
     sweep = Sweep(settings, ProgressDisplay(err))
     budget_ends = (

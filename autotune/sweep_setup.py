@@ -52,6 +52,29 @@ def parse_objectives(text: str | None, defaults: dict[str, str]) -> dict[str, st
     return chosen
 
 
+def with_slo_limits(
+    workload: str, overrides: dict[str, Any], slo: dict[str, float]
+) -> dict[str, Any]:
+    """``overrides`` plus the workload's per-request limits taken from ``slo`` where
+    ``overrides`` does not set them: a serving sweep under ``--slo ttft_p99_ms=1000`` counts
+    in goodput the requests whose TTFT is within 1000 ms, not the problem's default 500.
+
+    Example:
+        >>> with_slo_limits("serving", {"rate": 4}, {"ttft_p99_ms": 1000.0})
+        {'rate': 4, 'slo_ttft_ms': 1000.0}
+        >>> with_slo_limits("serving", {"slo_ttft_ms": 300}, {"ttft_p99_ms": 1000.0})
+        {'slo_ttft_ms': 300}
+        >>> with_slo_limits("matmul", {}, {"ttft_p99_ms": 1000.0})
+        {}
+    """
+    try:
+        keys = get_objective(workload).slo_problem_keys
+    except KeyError:  # an unknown workload: resolve_workload says so
+        return overrides
+    limits = {keys[m]: limit for m, limit in slo.items() if m in keys and keys[m] not in overrides}
+    return {**overrides, **limits}
+
+
 def resolve_workload(
     workload: str, space_path: str | None, overrides: dict[str, Any], device: dict[str, Any]
 ) -> tuple[type[Objective], Space, dict[str, Any]]:
@@ -178,8 +201,11 @@ def build_settings(
     ray_address: str | None = None,
     gpus_per_trial: float | None = None,
     compile_ahead: int | None = None,
+    slo: dict[str, float] | None = None,
 ) -> SweepSettings:
-    """Settings for ``autotune tune``; a stored ``study`` supplies whatever is not given."""
+    """Settings for ``autotune tune``; a stored ``study`` supplies whatever is not given.
+    ``slo`` (``--slo``'s limits) also sets the per-request limits of a workload's problem that
+    ``--problem`` leaves (:func:`with_slo_limits`)."""
     stored = _stored_info(storage, study)
     label = ""
     baseline = None
@@ -200,6 +226,7 @@ def build_settings(
     else:
         default_job = workload is None
         workload = workload or DEFAULT_WORKLOAD
+        problem = with_slo_limits(workload, problem, slo or {})
         objective_cls, space_obj, problem = resolve_workload(workload, space, problem, device)
         objectives = parse_objectives(objective, objective_cls.directions)
         try:

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialFailure, TrialTimeout
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
-from autotune.objectives.serving import RequestTiming, latency_summary
+from autotune.objectives.serving import SLO_PROBLEM_KEYS, RequestTiming, latency_summary
 from autotune.objectives.serving_trace import poisson_trace
 from autotune.objectives.train_parallel import free_port
 
@@ -71,6 +71,7 @@ class ServerObjective(Objective):
     name: ClassVar[str] = "server"
     space: ClassVar[str] = "server.yaml"
     directions: ClassVar[dict[str, str]] = {"goodput_tok_s": "maximize", "ttft_p99_ms": "minimize"}
+    slo_problem_keys: ClassVar[dict[str, str]] = SLO_PROBLEM_KEYS
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:

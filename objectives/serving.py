@@ -60,6 +60,8 @@ ATTENTION = {"default": None, "math": SDPBackend.MATH, "efficient": SDPBackend.E
 CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_dtype", "weights",
                "policy", "attention_backend", "cuda_graphs")  # fmt: skip
 _QUALITY_PROMPTS = 8
+#: ``--slo ttft_p99_ms=500`` also makes 500 ms the TTFT a request must meet to count in goodput
+SLO_PROBLEM_KEYS = {"ttft_p99_ms": "slo_ttft_ms", "tpot_p99_ms": "slo_tpot_ms"}
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -128,6 +130,7 @@ class ServingObjective(Objective):
         "goodput_tok_s": "maximize",
         "ttft_p99_ms": "minimize",
     }
+    slo_problem_keys: ClassVar[dict[str, str]] = SLO_PROBLEM_KEYS
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
