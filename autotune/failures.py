@@ -59,6 +59,12 @@ class OutOfMemory(TrialFailure):
     status = TrialStatus.OOM
 
 
+class SloViolated(TrialFailure):
+    """Over a limit of ``--slo`` for certain before the measurement ended (stopped early)."""
+
+    status = TrialStatus.SLO_VIOLATED
+
+
 class WrongResult(TrialFailure):
     status = TrialStatus.WRONG_RESULT
 

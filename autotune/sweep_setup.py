@@ -55,15 +55,16 @@ def parse_objectives(text: str | None, defaults: dict[str, str]) -> dict[str, st
 def with_slo_limits(
     workload: str, overrides: dict[str, Any], slo: dict[str, float]
 ) -> dict[str, Any]:
-    """``overrides`` plus the workload's per-request limits taken from ``slo`` where
-    ``overrides`` does not set them: a serving sweep under ``--slo ttft_p99_ms=1000`` counts
-    in goodput the requests whose TTFT is within 1000 ms, not the problem's default 500.
+    """``overrides`` plus the workload's problem keys that take a limit of ``slo``
+    (``slo_problem_keys``) where ``overrides`` does not set them: a serving sweep under
+    ``--slo ttft_p99_ms=1000`` counts in goodput the requests whose TTFT is within 1000 ms, not
+    the problem's default 500, and stops a trial once its TTFT p99 is certain to pass 1000.
 
     Example:
         >>> with_slo_limits("serving", {"rate": 4}, {"ttft_p99_ms": 1000.0})
-        {'rate': 4, 'slo_ttft_ms': 1000.0}
+        {'rate': 4, 'slo_ttft_ms': 1000.0, 'stop_ttft_p99_ms': 1000.0}
         >>> with_slo_limits("serving", {"slo_ttft_ms": 300}, {"ttft_p99_ms": 1000.0})
-        {'slo_ttft_ms': 300}
+        {'slo_ttft_ms': 300, 'stop_ttft_p99_ms': 1000.0}
         >>> with_slo_limits("matmul", {}, {"ttft_p99_ms": 1000.0})
         {}
     """
@@ -71,7 +72,8 @@ def with_slo_limits(
         keys = get_objective(workload).slo_problem_keys
     except KeyError:  # an unknown workload: resolve_workload says so
         return overrides
-    limits = {keys[m]: limit for m, limit in slo.items() if m in keys and keys[m] not in overrides}
+    limits = {key: limit for metric, limit in slo.items() for key in keys.get(metric, ())
+              if key not in overrides}  # fmt: skip
     return {**overrides, **limits}
 
 

@@ -46,10 +46,10 @@ class Objective(ABC):
     #: True for an objective whose ``prepare`` compiles a config ahead of its trial (into an
     #: on-disk cache the trial then reads), so that the driver's compile-ahead pool pays.
     compiles: ClassVar[bool] = False
-    #: ``--slo`` limit -> the problem key that holds the same limit per request (a serving
-    #: objective's goodput counts the requests within it): ``autotune tune --slo`` sets the
-    #: key where ``--problem`` does not, so goodput and the sweep's limits agree
-    slo_problem_keys: ClassVar[dict[str, str]] = {}
+    #: ``--slo`` limit -> the problem keys that take the same limit (a serving objective's
+    #: goodput counts the requests within it, and it stops a trial once it is certain to be
+    #: broken): ``autotune tune --slo`` sets each key that ``--problem`` does not
+    slo_problem_keys: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init__(self, problem: dict[str, Any]) -> None:
         self.problem = dict(problem)

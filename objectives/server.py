@@ -71,7 +71,7 @@ class ServerObjective(Objective):
     name: ClassVar[str] = "server"
     space: ClassVar[str] = "server.yaml"
     directions: ClassVar[dict[str, str]] = {"goodput_tok_s": "maximize", "ttft_p99_ms": "minimize"}
-    slo_problem_keys: ClassVar[dict[str, str]] = SLO_PROBLEM_KEYS
+    slo_problem_keys: ClassVar[dict[str, tuple[str, ...]]] = SLO_PROBLEM_KEYS
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:

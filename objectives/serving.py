@@ -8,7 +8,9 @@ requests a second (or ``trace=FILE.jsonl``), lengths around ``prompt_len`` / ``o
 Per request it times TTFT (arrival to first token) and TPOT (the mean gap between the later
 tokens); a request meets the SLO when TTFT <= ``slo_ttft_ms`` and TPOT <= ``slo_tpot_ms``, and
 goodput counts the output tokens of those requests a second. ``--slo ttft_p99_ms=500,...``
-turns measured percentiles into constraints the sampler is told about.
+turns measured percentiles into constraints the sampler is told about, sets those per-request
+limits, and stops a trial as soon as its p99 is certain to break one (``stop_ttft_p99_ms``,
+``stop_tpot_p99_ms``; :mod:`~autotune.objectives.serving_slo`): ``slo_violated``.
 
 A quality gate guards quantized weights and fp8 caches: the next-token distributions of fixed
 prompts must stay within ``max_kl`` (mean KL divergence, nats) of the bf16 model with a bf16
@@ -37,7 +39,9 @@ import contextlib
 import gc
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import count
 from typing import Any, ClassVar
 
 import torch
@@ -52,6 +56,7 @@ from autotune.kernels.paged_kv import KV_DTYPES
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.objectives.serving_engine import POLICIES, Request, Scheduler, run_trace
+from autotune.objectives.serving_slo import SloWatch
 from autotune.objectives.serving_trace import load_trace, poisson_trace
 
 #: SDPA's backend over the gathered blocks; ``paged``: the Triton kernel reads them in place
@@ -61,7 +66,9 @@ CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_dtype
                "policy", "attention_backend", "cuda_graphs")  # fmt: skip
 _QUALITY_PROMPTS = 8
 #: ``--slo ttft_p99_ms=500`` also makes 500 ms the TTFT a request must meet to count in goodput
-SLO_PROBLEM_KEYS = {"ttft_p99_ms": "slo_ttft_ms", "tpot_p99_ms": "slo_tpot_ms"}
+SLO_PROBLEM_KEYS = {"ttft_p99_ms": ("slo_ttft_ms",), "tpot_p99_ms": ("slo_tpot_ms",)}
+#: ... and the limit this engine stops a trial on (:mod:`~autotune.objectives.serving_slo`)
+STOP_KEYS = {"ttft_p99_ms": "stop_ttft_p99_ms", "tpot_p99_ms": "stop_tpot_p99_ms"}
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -130,7 +137,9 @@ class ServingObjective(Objective):
         "goodput_tok_s": "maximize",
         "ttft_p99_ms": "minimize",
     }
-    slo_problem_keys: ClassVar[dict[str, str]] = SLO_PROBLEM_KEYS
+    slo_problem_keys: ClassVar[dict[str, tuple[str, ...]]] = {
+        metric: (*keys, STOP_KEYS[metric]) for metric, keys in SLO_PROBLEM_KEYS.items()
+    }
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +149,10 @@ class ServingObjective(Objective):
             >>> ServingObjective.default_problem({"type": "cpu"})["d_model"]
             128
         """
-        common = {"seed": 0, "max_kl": 0.05, "trace": "", "model": ""}
+        # stop_*: a limit (ms) on the trace's p99 to stop a sweep's trial on once it is
+        # certain to be broken (0: off; --slo sets them)
+        common = {"seed": 0, "max_kl": 0.05, "trace": "", "model": "", "stop_ttft_p99_ms": 0.0,
+                  "stop_tpot_p99_ms": 0.0}  # fmt: skip
         if device.get("type") == "cuda":
             return {**common, "vocab": 32000, "d_model": 1536, "n_layers": 24, "n_heads": 16,
                     "max_context": 2048, "rate": 20.0, "num_requests": 200, "prompt_len": 512,
@@ -296,10 +308,12 @@ class ServingObjective(Objective):
             if graphs is not None:
                 graphs.steps = 0
             sched = scheduler()
+            measured = requests(self.entries)
+            watch = self._slo_watch(measured, report)
             energy_before = _energy_mj(self.device)
             started = time.perf_counter()
             deadline = self.entries[-1].arrival_s * 2 + 60.0
-            done = run_trace(model, sched, requests(self.entries), deadline_s=deadline, **run)
+            done = run_trace(model, sched, measured, deadline_s=deadline, after_step=watch, **run)
             wall = time.perf_counter() - started
             energy = _energy_mj(self.device)
         metrics = self._metrics(done, wall, sched)
@@ -321,6 +335,18 @@ class ServingObjective(Objective):
             values["ttft_p99_ms"] = metrics["ttft_p99_ms"]
         return Measurement(values=values, metrics=metrics,
                            telemetry=read_telemetry(self.device.index or 0))  # fmt: skip
+
+    def _slo_watch(
+        self, requests: list[Request], report: Reporter
+    ) -> Callable[[float], None] | None:
+        """After each step of the measured trace: stop the trial (through ``report``) once a
+        ``stop_*`` limit of the problem is certain to be broken; None without one."""
+        limits = {metric: float(self.problem.get(key) or 0.0) for metric, key in STOP_KEYS.items()}
+        limits = {metric: limit for metric, limit in limits.items() if limit > 0}
+        if not limits:
+            return None
+        watch, steps = SloWatch(requests, limits), count()
+        return lambda now: watch.after_step(now, report, next(steps) + 1)
 
     def _metrics(self, done: list[Request], wall: float, sched: Scheduler) -> dict[str, Any]:
         p = self.problem

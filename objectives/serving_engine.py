@@ -231,11 +231,13 @@ def run_trace(
     deadline_s: float | None = None,
     sync: Callable[[], None] = lambda: None,
     graphs: DecodeGraphs | None = None,
+    after_step: Callable[[float], None] | None = None,
 ) -> list[Request]:
     """Replay ``requests`` in real time (each enters the queue at its ``arrival_s`` after the
     start) until all finish or ``deadline_s`` passes; the requests, with their times. Steps of
     one-token chunks go through ``graphs`` (decode graphs over the scheduler's cache) when
-    given, the others through the model's forward."""
+    given, the others through the model's forward. ``after_step(now)`` is called after each
+    step with the seconds since the start (it may raise to stop the replay)."""
     if graphs is not None and graphs.cache is not scheduler.cache:
         raise ValueError("the decode graphs were captured over another KV cache")
     pending = deque(sorted(requests, key=lambda r: r.arrival_s))
@@ -256,4 +258,6 @@ def run_trace(
         logits = step_logits(model, [chunk for _, chunk in step], scheduler.cache, graphs)
         sync()
         scheduler.complete(step, logits, time.perf_counter() - start)
+        if after_step is not None:
+            after_step(time.perf_counter() - start)
     return requests
