@@ -11,6 +11,9 @@ config that breaks a constraint or repeats one, and a measured region informs it
 
 Failed trials enter the model at the worst value measured, so the region around a crash, an
 OOM or a config the objective cannot run (``infeasible``) is left; none is proposed again.
+A config that dominates one that ran out of a resource (``out_of_resources``, ``oom``: at least
+its value in every numeric parameter, the same strings and bools) waits until no other is
+left: more of every tile size, stage or micro-batch never needs less shared or device memory.
 Configs still running (several trials in flight, or other drivers of the same study) are
 never proposed, and enter the model at their predicted mean (the kriging believer): the
 variance around them shrinks, so the next pick goes elsewhere instead of next to them.
@@ -185,10 +188,9 @@ class Enumeration:
 
     def dominating(self, failed: Sequence[int], candidates: Sequence[int]) -> np.ndarray:
         """Which of ``candidates`` (indices) dominate a ``failed`` config: at least its value in
-        every ordered parameter and its value in every other one. A config
-        that ran out of shared memory, registers or device memory does so at every config
-        that dominates it (tiles, stages, micro-batch only ever ask for more).
-        Ordered: numeric parameters; the others (strings, bools) must be equal.
+        every numeric parameter, the same value in every other one (strings, bools). A config
+        that ran out of shared memory or device memory does so at every config that dominates
+        it: larger tiles, more stages, a larger micro-batch only ever ask for more.
 
         Example:
             >>> space = Space("s", [Param("x", "pow2", low=16, high=64), Param("g", "categorical",
@@ -203,9 +205,10 @@ class Enumeration:
             self._order = _dominance_view(self.space, self.configs)
         ordered, codes = self._order
         rows = np.asarray(list(candidates), dtype=np.int64)
+        at, code = ordered[rows], codes[rows]
         hit = np.zeros(len(rows), dtype=bool)
         for f in failed:
-            hit |= (ordered[rows] >= ordered[f]).all(axis=1) & (codes[rows] == codes[f]).all(axis=1)
+            hit |= (at >= ordered[f]).all(axis=1) & (code == codes[f]).all(axis=1)
         return hit
 
 
