@@ -156,11 +156,10 @@ LANDSCAPES: list[Landscape] = [
             raw=True, split="development"),
     _matmul("raw_mlp", "matmul 8192x14336x4096 bf16, raw", {"M": 8192, "N": 14336, "K": 4096},
             raw=True, split="development"),
-    # held-out: recorded 2026-12-01 after the default was frozen (commit a315da3), over raw
-    # spaces; raw_decode's first 529 rows were recorded before the freeze, but no strategy was
-    # run on it before (an incomplete table cannot be replayed)
+    # development since 2026-12-02 (session 26): recorded 2026-12-01 as held-out; the rule
+    # that keeps configs dominating a resource failure back (f572177) was chosen on it
     _matmul("raw_decode", "matmul 64x4096x4096 bf16, raw", {"M": 64, "N": 4096, "K": 4096},
-            raw=True, split="held-out"),
+            raw=True, split="development"),
     # held-out: recorded 2026-12-02 (session 22, streamed: the problem fits in L2) with the
     # default frozen since a315da3; no strategy ran on it before its row was first printed
     _matmul("raw_odd", "matmul 1000x3000x500 fp16, raw, streamed",
@@ -176,6 +175,17 @@ LANDSCAPES: list[Landscape] = [
               DATA / "rmsnorm_raw_norm4k_h200.csv", ["BLOCK_N", "ROWS", "num_warps"], "gbps",
               None, {"M": 8192, "N": 4096}, "held-out", kind="rmsnorm",
               default={"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8}),
+    # held-out: recorded 2026-12-02 (session 26) with the default frozen at f572177 (its
+    # code in the working tree while they were recorded); no strategy ran on them before
+    # their rows were first printed
+    _matmul("raw_prefill", "matmul 512x6144x4096 fp16, raw", {"M": 512, "N": 6144, "K": 4096},
+            raw=True, split="held-out"),
+    _matmul("raw_dec16", "matmul 16x14336x4096 bf16, raw", {"M": 16, "N": 14336, "K": 4096},
+            raw=True, split="held-out"),
+    Landscape("raw_attn4k", "attention forward, causal 4k tokens, 32/8 heads x 128, bf16, raw",
+              DATA / "attention_raw_attn4k_h200.csv", ["BLOCK_M", "BLOCK_N", "num_warps",
+              "num_stages"], "tflops", None, {"S": 4096, "D": 128}, "held-out",
+              kind="attention"),
 ]  # fmt: skip
 
 
