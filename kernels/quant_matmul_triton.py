@@ -26,14 +26,18 @@ share, and the fp32 sum is scaled once per column. An int4 block of packed bytes
 (``BLOCK_K/2 x BLOCK_N``) is split into its low nibbles (even k) and high nibbles (odd k), each
 minus 8; x's even and odd columns are loaded apart and two ``tl.dot`` s give the block's
 product, which the block's group scale then multiplies per column (``G % BLOCK_K == 0``, so a
-block never straddles two groups). With ``SPLIT_K == 1`` the tile is written directly. Otherwise
-each program writes its fp32 partial tile to a workspace ``[SPLIT_K, M, N]``, and takes a ticket
-from the tile's counter (an ``acq_rel`` atomic add after a barrier, so its partial is visible
-first); the program that draws the last ticket sums the ``SPLIT_K`` partials in a fixed order
-(the result does not depend on which split finished last), writes y and puts the counter back
-to 0, so the next launch needs no memset: one launch, no second reduction kernel. The
-launcher allocates the workspace and the counters once. The module knows nothing about the
-tuner.
+block never straddles two groups). ``BLOCK_M = 1`` (one decode row a program) leaves the
+tensor cores out: ``tl.dot`` pads its rows to 16 and takes the dequantized weights through a
+shared-memory layout change, while one row's product is a multiply-add per weight on the CUDA
+cores, in fp32, where the weight tile was loaded; each thread sums its own products over the
+whole share and the threads' sums are added once at the end. With ``SPLIT_K == 1`` the tile
+is written directly. Otherwise each program writes its fp32 partial tile to a workspace
+``[SPLIT_K, M, N]``, and takes a ticket from the tile's counter (an ``acq_rel`` atomic add
+after a barrier, so its partial is visible first); the program that draws the last ticket sums
+the ``SPLIT_K`` partials in a fixed order (the result does not depend on which split finished
+last), writes y and puts the counter back to 0, so the next launch needs no memset: one
+launch, no second reduction kernel. The launcher allocates the workspace and the counters
+once. The module knows nothing about the tuner.
 
 Without a GPU the kernel runs under Triton's interpreter on torch CPU tensors (importing this
 module switches it on first, see ``interpreter``).
@@ -85,6 +89,19 @@ DEFAULT_CONFIG: dict[str, int] = {
     "num_warps": 4,
     "num_stages": 3,
 }
+#: An untuned one-row config (``BLOCK_M = 1``: a decode step of one sequence, on the CUDA
+#: cores), K split by :func:`decode_config`; its loads unpipelined (3 or 5 stages read no
+#: faster there). At 1x4096x4096 int4-g128 on the H200 it read
+#: 1.19x bf16 cuBLAS against 1.01x for the 16-row tile (streamed, 3 rounds;
+#: benchmarks/results/h200-2026-12-03-s27); :func:`decode_config` sets K blocks by level.
+ONE_ROW_CONFIG: dict[str, int] = {
+    "BLOCK_M": 1,
+    "BLOCK_N": 128,
+    "BLOCK_K": 128,
+    "SPLIT_K": 1,
+    "num_warps": 8,
+    "num_stages": 1,
+}
 CONFIG_KEYS: tuple[str, ...] = tuple(DEFAULT_CONFIG)
 DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -102,6 +119,7 @@ def _quant_matmul_kernel(
     stride_xm, stride_xk, stride_qk, stride_qn, stride_sg, stride_sn, stride_ym, stride_yn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, GROUP: tl.constexpr, MASK_K: tl.constexpr, UPCAST: tl.constexpr,
+    LOOP_STAGES: tl.constexpr,
 ):  # fmt: skip
     # GROUP == 0: int8 (K, N) with one scale per column; else int4 nibbles packed along K,
     # (K/2, N) uint8, with one scale per GROUP rows of W and column.
@@ -121,51 +139,77 @@ def _quant_matmul_kernel(
     last = tl.minimum(first + per_split, k_blocks)
 
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
+    # BLOCK_M == 1 (one decode row): on the CUDA cores, each thread keeping its own products in
+    # a (k, n) accumulator laid out as the weight tile is loaded; k is summed across threads
+    # once, after the loop (summing every block would cross warps through shared memory). Its
+    # loads are pipelined only when the loop asks (LOOP_STAGES): Triton stages through shared
+    # memory by itself only the loads that feed tl.dot
+    DEPTH: tl.constexpr = BLOCK_K if GROUP == 0 else BLOCK_K // 2
+    acc2 = tl.full((DEPTH if BLOCK_M == 1 else 1, BLOCK_N), 0.0, dtype=tl.float32)
+    row = tile // tiles_n  # the row of a one-row tile
     if GROUP == 0:
         # --- int8: sum the whole share, then scale each column once ---------------------
         ks = tl.arange(0, BLOCK_K)
-        for kb in range(first, last):
+        for kb in tl.range(first, last, num_stages=LOOP_STAGES):
             k = kb * BLOCK_K + ks
-            x_ptrs = x_ptr + rows[:, None] * stride_xm + k[None, :] * stride_xk
             q_ptrs = q_ptr + k[:, None] * stride_qk + cols[None, :] * stride_qn
             if MASK_K:  # K not a multiple of BLOCK_K: the last block overhangs
-                a = tl.load(x_ptrs, mask=row_ok[:, None] & (k[None, :] < K), other=0.0)
                 w = tl.load(q_ptrs, mask=(k[:, None] < K) & col_ok[None, :], other=0)
             else:
-                a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
                 w = tl.load(q_ptrs, mask=col_ok[None, :], other=0)
-            if UPCAST:  # interpreter only, see _upcast
-                acc = tl.dot(a.to(tl.float32), w.to(tl.float32), acc)
-            else:  # -127..127 are exact in bf16 and fp16
-                acc = tl.dot(a, w.to(a.dtype), acc)
+            if BLOCK_M == 1:  # one multiply-add a weight
+                x_ptrs = x_ptr + row * stride_xm + k * stride_xk
+                a = tl.load(x_ptrs, mask=k < K, other=0.0) if MASK_K else tl.load(x_ptrs)
+                acc2 += a.to(tl.float32)[:, None] * w.to(tl.float32)
+            else:
+                x_ptrs = x_ptr + rows[:, None] * stride_xm + k[None, :] * stride_xk
+                if MASK_K:
+                    a = tl.load(x_ptrs, mask=row_ok[:, None] & (k[None, :] < K), other=0.0)
+                else:
+                    a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+                if UPCAST:  # interpreter only, see _upcast
+                    acc = tl.dot(a.to(tl.float32), w.to(tl.float32), acc)
+                else:  # -127..127 are exact in bf16 and fp16
+                    acc = tl.dot(a, w.to(a.dtype), acc)
+        if BLOCK_M == 1:
+            acc = tl.sum(acc2, 0)[None, :]
         scale = tl.load(s_ptr + cols * stride_sn, mask=col_ok, other=0.0)
         acc = acc * scale.to(tl.float32)[None, :]
     else:
         # --- int4: per block, low nibbles against even k, high against odd k ------------
         half = tl.arange(0, BLOCK_K // 2)
         ks = tl.arange(0, BLOCK_K)
-        for kb in range(first, last):
+        for kb in tl.range(first, last, num_stages=LOOP_STAGES):
             k0 = kb * BLOCK_K  # even; the block's packed rows are k0/2 .. k0/2 + BLOCK_K/2
+            q_ptrs = q_ptr + (k0 // 2 + half)[:, None] * stride_qk + cols[None, :] * stride_qn
+            packed = tl.load(q_ptrs, mask=col_ok[None, :], other=0)
+            # the whole block lies in group k0 // GROUP (GROUP % BLOCK_K == 0)
+            s_ptrs = s_ptr + (k0 // GROUP) * stride_sg + cols * stride_sn
+            scale = tl.load(s_ptrs, mask=col_ok, other=0.0).to(tl.float32)
             # x's block in one contiguous load (vector copies, pipelined like the weights),
             # then its even and odd columns apart in registers: two strided loads of every
             # other element were one 2-byte load each, outside the pipeline
-            x_ptrs = x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :] * stride_xk
-            a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
-            a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_M, BLOCK_K // 2, 2)))
-            q_ptrs = q_ptr + (k0 // 2 + half)[:, None] * stride_qk + cols[None, :] * stride_qn
-            packed = tl.load(q_ptrs, mask=col_ok[None, :], other=0)
-            lo = (packed & 15).to(tl.int8) - 8  # q[k0 + 2j], in -8..7
-            hi = (packed >> 4).to(tl.int8) - 8  # q[k0 + 2j + 1]
-            if UPCAST:
-                part = tl.dot(a_even.to(tl.float32), lo.to(tl.float32))
-                part = tl.dot(a_odd.to(tl.float32), hi.to(tl.float32), part)
+            if BLOCK_M == 1:  # no tile padded to tl.dot's 16 rows, no MMA operand layout
+                a = tl.load(x_ptr + row * stride_xm + (k0 + ks) * stride_xk).to(tl.float32)
+                a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_K // 2, 2)))
+                lo_w = ((packed & 15).to(tl.int8) - 8).to(tl.float32)  # q[k0 + 2j]
+                hi_w = ((packed >> 4).to(tl.int8) - 8).to(tl.float32)  # q[k0 + 2j + 1]
+                acc2 += (a_even[:, None] * lo_w + a_odd[:, None] * hi_w) * scale[None, :]
             else:
-                part = tl.dot(a_even, lo.to(a_even.dtype))
-                part = tl.dot(a_odd, hi.to(a_odd.dtype), part)
-            # the whole block lies in group k0 // GROUP (GROUP % BLOCK_K == 0)
-            s_ptrs = s_ptr + (k0 // GROUP) * stride_sg + cols * stride_sn
-            scale = tl.load(s_ptrs, mask=col_ok, other=0.0)
-            acc += part * scale.to(tl.float32)[None, :]
+                x_ptrs = x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :] * stride_xk
+                a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+                a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_M, BLOCK_K // 2, 2)))
+                lo = (packed & 15).to(tl.int8) - 8  # q[k0 + 2j], in -8..7
+                hi = (packed >> 4).to(tl.int8) - 8  # q[k0 + 2j + 1]
+                if UPCAST:
+                    part = tl.dot(a_even.to(tl.float32), lo.to(tl.float32))
+                    part = tl.dot(a_odd.to(tl.float32), hi.to(tl.float32), part)
+                else:
+                    part = tl.dot(a_even, lo.to(a_even.dtype))
+                    part = tl.dot(a_odd, hi.to(a_odd.dtype), part)
+                acc += part * scale[None, :]
+        if BLOCK_M == 1:
+            acc = tl.sum(acc2, 0)[None, :]
 
     # --- write y, directly or through the workspace ----------------------------------------
     y_ptrs = y_ptr + rows[:, None] * stride_ym + cols[None, :] * stride_yn
@@ -222,7 +266,8 @@ def check_config(
     ``K`` (when given) is checked too: int4 weights need whole groups.
 
     Raises:
-        ValueError: an unknown level; tile sizes not powers of two >= 16 (``tl.dot``);
+        ValueError: an unknown level; tile sizes not powers of two >= 16 (``tl.dot``),
+            except ``BLOCK_M`` 1 (one row on the CUDA cores);
             for int4 a ``BLOCK_K`` below 32 (each half-block dot is ``BLOCK_K/2`` deep) or
             not dividing the group; ``SPLIT_K`` or ``num_stages`` below 1; ``num_warps`` not
             a power of two in 1..32; K not a multiple of the group.
@@ -235,7 +280,9 @@ def check_config(
         ValueError: BLOCK_K=256 must divide the int4-g128 group of 128 rows
     """
     group = group_size(weights)
-    for name, value in (("BLOCK_M", BLOCK_M), ("BLOCK_N", BLOCK_N), ("BLOCK_K", BLOCK_K)):
+    if not (BLOCK_M == 1 or (is_pow2(int(BLOCK_M)) and BLOCK_M >= 16)):
+        raise ValueError(f"BLOCK_M={BLOCK_M} must be 1 or a power of two >= 16")
+    for name, value in (("BLOCK_N", BLOCK_N), ("BLOCK_K", BLOCK_K)):
         if not (is_pow2(int(value)) and value >= 16):
             raise ValueError(f"{name}={value} must be a power of two >= 16")
     if group:
@@ -254,13 +301,17 @@ def check_config(
 
 
 # -- quantizers and references (torch) ---------------------------------------------------
-def decode_config(N: int, K: int, programs: int, block_n: int | None = None) -> dict[str, int]:
+def decode_config(
+    N: int, K: int, programs: int, block_n: int | None = None, *, level: str | None = None
+) -> dict[str, int]:
     """An untuned config for decode rows (up to 16; the caller sets ``BLOCK_M`` for more):
     :data:`DEFAULT_CONFIG` with K split in two until the grid has ``programs`` programs or a
     split would walk fewer than two ``BLOCK_K`` steps. Without a split a 1536-wide output is
     24 programs on a 132-SM H200; the kernel suite's tuned decode winners there (1x and
     16x4096x4096) ran 256-512 programs, split-K 8-16, at 2x the default's speed. Ask for about
     two programs per SM. ``block_n`` (default ``DEFAULT_CONFIG``'s) sets the tile width.
+    ``level`` asks for the one-row tile (:data:`ONE_ROW_CONFIG`, for one decode row) with K
+    blocks that fit that level's groups.
 
     Example:
         >>> decode_config(N=4096, K=4096, programs=264)["SPLIT_K"]  # the 16-row int4 winner's
@@ -271,8 +322,19 @@ def decode_config(N: int, K: int, programs: int, block_n: int | None = None) -> 
         4
         >>> decode_config(N=4096, K=4096, programs=132, block_n=128)["SPLIT_K"]  # 32 tiles
         8
+        >>> one_row = decode_config(N=4096, K=4096, programs=264, level="int4-g64")
+        >>> [one_row[k] for k in ("BLOCK_M", "BLOCK_K", "SPLIT_K")]
+        [1, 64, 16]
     """
     config = dict(DEFAULT_CONFIG)
+    if level is not None:
+        config = dict(ONE_ROW_CONFIG)
+        # the best of each level in the H200 scans (1x4096x4096): K blocks of 128 for groups
+        # of 128 (8 warps: 1.19-1.21x bf16 cuBLAS), 64 for groups of 64 (a block inside one
+        # group; 4 warps: 1.16-1.18x, 8 warps 1.00x) and for int8 (8 warps: 1.08-1.09x)
+        group = group_size(level)
+        config["BLOCK_K"] = 128 if group >= 128 else 64
+        config["num_warps"] = 4 if group == 64 else 8
     if block_n is not None:
         config["BLOCK_N"] = block_n
     tiles = -(-N // config["BLOCK_N"])
@@ -453,9 +515,13 @@ def _tiles(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
     return triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
 
 
-def _constexprs(level: str, K: int, BLOCK_K: int, dtype: torch.dtype) -> dict[str, Any]:
+def _constexprs(
+    level: str, K: int, BLOCK_M: int, BLOCK_K: int, num_stages: int, dtype: torch.dtype
+) -> dict[str, Any]:
+    # one-row tiles pipeline their loads num_stages deep; tl.dot's tiles as Triton does anyway
     group = group_size(level)
-    return {"GROUP": group, "MASK_K": bool(K % BLOCK_K), "UPCAST": _upcast(dtype)}
+    return {"GROUP": group, "MASK_K": bool(K % BLOCK_K), "UPCAST": _upcast(dtype),
+            "LOOP_STAGES": num_stages if BLOCK_M == 1 else None}  # fmt: skip
 
 
 def launcher(
@@ -516,7 +582,7 @@ def launcher(
     counters = torch.zeros(tiles, dtype=torch.int32, device=x.device)
     args = (x, q, s, y, workspace, counters, M, N, K,
             *x.stride(), *q.stride(), *s.stride(), *y.stride())  # fmt: skip
-    constexprs = _constexprs(level, K, BLOCK_K, x.dtype)
+    constexprs = _constexprs(level, K, BLOCK_M, BLOCK_K, num_stages, x.dtype)
 
     def run() -> None:
         kernel(*args, **tunables, **constexprs)
@@ -577,7 +643,8 @@ def compile_only(
         N, 1,  # q (K, N) int8 or (K/2, N) packed
         N, 1,  # s (groups, N)
         N, 1,  # y (M, N)
-        **tunables, **{**_constexprs(level, K, BLOCK_K, dtype), "UPCAST": False},
+        **tunables,
+        **{**_constexprs(level, K, BLOCK_M, BLOCK_K, num_stages, dtype), "UPCAST": False},
         grid=(1,),
     )  # fmt: skip
     check_shared_memory(kernel)
@@ -590,6 +657,7 @@ __all__ = [
     "DTYPES",
     "INTERPRETED",
     "LEVELS",
+    "ONE_ROW_CONFIG",
     "SCALE_DTYPE",
     "check_config",
     "compile_only",

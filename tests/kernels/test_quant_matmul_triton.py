@@ -1,6 +1,8 @@
 """The weight-only quantized matmul: quantizers, nibble packing, and the kernel against its
 float64 dequantized reference, under Triton's interpreter on the CPU (real runs, no mocks)."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -85,13 +87,28 @@ def test_kernel_matches_the_dequantized_reference(level, split_k, M, dtype):
     check_close(y, ref, tolerance=TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("M", [1, 3])  # 3: three one-row tiles
+@pytest.mark.parametrize("split_k", [1, 4])
+@pytest.mark.parametrize("level", list(qm.LEVELS))
+def test_one_row_tiles_on_the_cuda_cores_match_the_dequantized_reference(level, split_k, M):
+    K, N = 256, 48
+    x = _randn(M, K, seed=12, dtype=torch.bfloat16)
+    q, s = qm.quantize(_randn(K, N, seed=13), level)
+    y = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device=DEVICE)  # poisoned
+    run = qm.launcher(x, q, s, y, BLOCK_M=1, BLOCK_N=32, BLOCK_K=64, SPLIT_K=split_k,
+                      num_warps=4, num_stages=1)  # fmt: skip
+    run()
+    check_close(y, qm.reference_quant_matmul(x, q, s), tolerance=TOLERANCE["bf16"])
+
+
 def test_int8_with_k_not_a_multiple_of_the_block_and_more_splits_than_blocks():
     M, K, N = 3, 200, 40  # 200 = 3 * 64 + 8: the last K-block overhangs
     x = _randn(M, K, seed=4, dtype=torch.bfloat16)
     q, s = qm.quantize_int8(_randn(K, N, seed=5))
     ref = qm.reference_quant_matmul(x, q, s)
-    for split_k in (1, 3, 8):  # 4 blocks: shares of 2, 2, 0 with 3; 8 leaves 4 splits empty
-        y = qm.quant_matmul(x, q, s, BLOCK_M=16, BLOCK_N=16, BLOCK_K=64, SPLIT_K=split_k)
+    for split_k, block_m in itertools.product((1, 3, 8), (16, 1)):
+        # 4 blocks: shares of 2, 2, 0 with 3; 8 leaves 4 splits empty; one-row tiles alike
+        y = qm.quant_matmul(x, q, s, BLOCK_M=block_m, BLOCK_N=16, BLOCK_K=64, SPLIT_K=split_k)
         check_close(y, ref, tolerance=TOLERANCE["bf16"])
 
 
@@ -128,6 +145,7 @@ def test_a_config_the_kernel_cannot_express_is_refused():
     qm.check_config(**good, K=4096)
     for bad, match in (
         ({"BLOCK_N": 48}, "power of two"),
+        ({"BLOCK_M": 8}, "1 or a power of two >= 16"),
         ({"BLOCK_K": 128}, "divide the int4-g64 group"),
         ({"BLOCK_K": 16}, ">= 32 for int4"),
         ({"SPLIT_K": 0}, "SPLIT_K"),
@@ -164,6 +182,7 @@ def _sm90_case(level: str, M: int, K: int, cfg: dict) -> dict:
         "stride_yn": 1, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
         "BLOCK_K": cfg["BLOCK_K"], "SPLIT_K": cfg["SPLIT_K"], "GROUP": group,
         "MASK_K": bool(K % cfg["BLOCK_K"]), "UPCAST": False,
+        "LOOP_STAGES": cfg["num_stages"] if cfg["BLOCK_M"] == 1 else None,
     }  # fmt: skip
     return {"args": args, "options": {k: cfg[k] for k in ("num_warps", "num_stages")}}
 
@@ -188,6 +207,9 @@ def test_the_kernel_compiles_for_hopper_and_the_space_bounds_its_shared_memory()
         ("int4-g128", 16, 4096, cfg(16, 128, 128, 4, 4, 4), 37120),  # x buffered in 3 stages
         ("int4-g64", 16, 4096, cfg(16, 128, 64, 4, 4, 2), 8192),
         ("int4-g64", 1, 4096, cfg(16, 128, 64, 16, 4, 4), None),
+        # one-row tiles (CUDA cores), their loads pipelined: 3 buffered weight blocks, x rows
+        ("int4-g64", 1, 4096, cfg(1, 128, 64, 16, 4, 4), 12928),
+        ("int8", 1, 4096, cfg(1, 128, 64, 8, 8, 4), 24576),
     ]
     results = cross.compile_in_subprocess(
         "autotune.kernels.quant_matmul_triton",
@@ -209,8 +231,8 @@ def test_the_kernel_compiles_for_hopper_and_the_space_bounds_its_shared_memory()
         assert broken(shared - 1), (level, config)  # the estimate is at least the real figure
         if expected is not None:
             assert shared == expected, (level, config)
-        if level == "int8" and K % config["BLOCK_K"] == 0:
-            assert not broken(shared), (level, config)  # and exactly it
+        if level == "int8" and K % config["BLOCK_K"] == 0 and config["BLOCK_M"] >= 16:
+            assert not broken(shared), (level, config)  # and exactly it (tensor cores)
     assert results[0]["shared"] <= hopper < results[1]["shared"]
 
 
