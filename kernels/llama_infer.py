@@ -70,14 +70,20 @@ class QuantLinear:
         self.out_features = weight.shape[0]
         # decode steps split K until the grid has two programs per SM (untuned; see
         # decode_config): without a split, a 1536-wide output is 24 programs on 132 SMs
+        # one row (a decode step of one sequence) takes the one-row tile on the CUDA cores
         self.config = dict(qm.DEFAULT_CONFIG)
+        self.one_row = dict(qm.ONE_ROW_CONFIG)
         if weight.is_cuda:
             sms = sm_count(weight.device)
             self.config = qm.decode_config(self.out_features, weight.shape[1], 2 * sms)
+            self.one_row = qm.decode_config(self.out_features, weight.shape[1], 2 * sms,
+                                            level=_LEVEL[level])  # fmt: skip
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
-        if flat.is_cuda and flat.shape[0] <= _KERNEL_ROWS:
+        if flat.is_cuda and flat.shape[0] == 1:
+            y = self.qm.quant_matmul(flat.contiguous(), self.q, self.s, **self.one_row)
+        elif flat.is_cuda and flat.shape[0] <= _KERNEL_ROWS:
             rows = max(16, 1 << (flat.shape[0] - 1).bit_length())
             y = self.qm.quant_matmul(flat.contiguous(), self.q, self.s,
                                      **{**self.config, "BLOCK_M": rows})  # fmt: skip

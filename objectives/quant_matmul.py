@@ -89,12 +89,18 @@ class QuantMatmulObjective(KernelObjective):
         blocks, K split until the programs fill the SMs once, 4 warps, 4 stages. At 1x4096x4096
         on the H200 that is int4 at split 8, 1.05x bf16 cuBLAS (3 rounds, streamed;
         benchmarks/results/h200-2026-12-02-s22), where the unsplit int8 default before read
-        0.43x. More rows: int8, one tile-row of up to 64 rows, 64 x 64 weight blocks (smaller
-        for a small problem), no split of K, 4 warps, 3 stages."""
+        0.43x. One row (M = 1) takes the one-row tile on the CUDA cores instead
+        (``ONE_ROW_CONFIG``: 1 x 128, 8 warps, K split until two programs per SM), 1.19x there
+        on the H200 against 1.01x for the 16-row tile (benchmarks/results/h200-2026-12-03-s27).
+        More rows: int8, one tile-row of up to 64 rows, 64 x 64 weight blocks (smaller for a
+        small problem), no split of K, 4 warps, 3 stages."""
         if self.M <= DECODE_ROWS:
             int4 = self.max_error >= INT4_DEFAULT_MIN_ERROR and self.K % 64 == 0  # whole groups
             level = "int4-g64" if int4 else "int8"
             block_n = min(128, max(32, pow2_at_least(self.N)))
+            if self.M == 1 and self.K >= 64:  # one row: the one-row tile, on the CUDA cores
+                config = kern.decode_config(self.N, self.K, 2 * self.sms, level=level)
+                return {"weights": level, **config, "BLOCK_N": block_n}
             config = kern.decode_config(self.N, self.K, self.sms, block_n=block_n)
             return {"weights": level, **config, "BLOCK_K": 64 if self.K >= 64 else 32,
                     "num_stages": 4}  # fmt: skip

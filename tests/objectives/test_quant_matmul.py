@@ -117,18 +117,21 @@ def test_a_sweep_of_the_new_workload_runs_with_the_default_first():
 
 
 @pytest.mark.parametrize(
-    ("problem", "level", "split"),
+    ("problem", "level", "split", "rows"),
     [
-        ({"M": 1, "N": 4096, "K": 4096}, "int4-g64", 8),  # 32 tiles x 8 = 256 programs
-        ({"M": 16, "N": 4096, "K": 4096, "max_error": 0.05}, "int8", 8),  # no room for int4
-        ({"M": 1, "N": 4096, "K": 4000}, "int8", 8),  # K not whole groups of 64
+        # one row: the one-row tile, 32 tiles x 16 = 512 programs (two per SM asked: 264)
+        ({"M": 1, "N": 4096, "K": 4096}, "int4-g64", 16, 1),
+        ({"M": 16, "N": 4096, "K": 4096, "max_error": 0.05}, "int8", 8, 16),  # no room for int4
+        ({"M": 1, "N": 4096, "K": 4000}, "int8", 16, 1),  # K not whole groups of 64
+        ({"M": 2, "N": 4096, "K": 4096}, "int4-g64", 8, 16),  # two rows: tensor cores
     ],
 )
 def test_the_decode_default_takes_int4_where_the_gate_allows_and_passes_the_space(
-    problem, level, split
+    problem, level, split, rows
 ):
     full = {"dtype": "bf16", "max_error": 0.2, **problem}
     config = get_objective("quant-matmul")(full).default_config()
     assert (config["weights"], config["SPLIT_K"], config["BLOCK_N"]) == (level, split, 128)
+    assert config["BLOCK_M"] == rows
     device = {"type": "cuda", "max_shared_memory": 232448}
     assert not load_space("quant_matmul").violations(config, full, device)
