@@ -10,7 +10,8 @@ and a tuned sweep's goodput against the default config's under an SLO.
 3. ``autotune tune serving`` at ``--rate`` under ``--slo``: the finish's re-measured winner
    against the untuned default (its trial 0), goodput within the SLO.
 
-    python benchmarks/serving.py --out DIR [--model 760m] [--budget-s 240 (0: no sweep)]
+    python benchmarks/serving.py --out DIR [--model 760m] [--batches 1,32,256]
+        [--budget-s 240 (0: no sweep)]
 """
 
 from __future__ import annotations
@@ -115,12 +116,15 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--model", default="760m")
     parser.add_argument("--context", type=int, default=1024)
+    parser.add_argument("--batches", default="1,32,256",
+                        help="Decode batch sizes of the bf16 rows (quantized rows: batch 1).")
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--slo", default="ttft_p99_ms=500,tpot_p99_ms=50")
     parser.add_argument("--budget-s", type=float, default=240.0,
                         help="The serving sweep's time budget; 0 skips the sweep.")
     args = parser.parse_args()
+    batches = [int(b) for b in args.batches.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda")
     cfg = LlamaConfig(**MODEL_PRESETS[args.model], seq_len=args.context + 64)
@@ -136,7 +140,7 @@ def main() -> int:
         variants = VARIANTS if weights == "bf16" else [("gather", True, True, False)]
         for reads, graphs, fused, rope in variants:
             model = InferenceModel(llama, weights, reads, fused_norm=fused, fused_rope=rope)
-            for batch in (1, 32, 256) if weights == "bf16" else (1,):
+            for batch in batches if weights == "bf16" else (1,):
                 step = decode_step_s(model, batch, args.context, args.steps, graphs)
                 need = decode_step_bytes(model, batch, args.context)
                 fraction = need / step / (results["copy_gbps"] * 1e9)

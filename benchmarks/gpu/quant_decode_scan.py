@@ -4,10 +4,14 @@ through the real objective (`QuantMatmulObjective.evaluate`: fresh inputs, both 
 kernel and bf16 cuBLAS interleaved, streamed over rotated input sets from a CUDA graph), one
 round a config; the best six per shape then re-measured in 3 rounds. Prints a table last.
 
-The CUDA-core rows (BLOCK_M = 1) need the kernel variant of
-benchmarks/results/h200-2026-12-02-late/quant_cuda_core_variant.patch: measured slower than the
-tensor-core path at every shape (that folder's README), it was not kept, and the kept kernel
-refuses those configs (they print as Infeasible rows).
+The first grid's CUDA-core rows (BLOCK_M = 1) were measured (2026-12-02 late) with the
+kernel variant of benchmarks/results/h200-2026-12-02-late/quant_cuda_core_variant.patch, which
+was slower than the tensor-core path at every shape and was not kept.
+
+``--gemv`` scans the kernel's one-row path (BLOCK_M = 1: CUDA cores, a (k, n) accumulator in the
+weight tile's own layout, summed once) at M = 1: every level, wider tiles and more K-splits;
+its loads pipelined 1 or 4 deep; the best five re-measured in 3 rounds beside the
+objective's default (tensor cores).
 
 ``--deep`` scans int4 alone at M = 1 (tensor cores): fewer K-splits (2-8) and deeper
 pipelines (4-8 stages) than the first grid's (8-16 splits, 4 stages); the best five re-measured.
@@ -17,7 +21,7 @@ pipelines (4-8 stages) than the first grid's (8-16 splits, 4 stages); the best f
 re-measured.
 
 Run (GPU machine, after benchmarks/gpu/setup.sh):
-    python benchmarks/gpu/quant_decode_scan.py OUT [--deep]
+    python benchmarks/gpu/quant_decode_scan.py OUT [--deep | --rows16 | --gemv] [--shape=NxK]
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ from autotune.objectives.quant_matmul import QuantMatmulObjective
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
 DEEP = "--deep" in sys.argv[2:]
 ROWS16 = "--rows16" in sys.argv[2:]
+GEMV = "--gemv" in sys.argv[2:]
+#: ``--shape NxK`` (default 4096x4096): the weight's output and input sizes
+SHAPE = next((a.split("=")[1] for a in sys.argv[2:] if a.startswith("--shape=")), "4096x4096")
+N, K = (int(v) for v in SHAPE.split("x"))
 #: the best int4 config of the first grid at M = 1 (benchmarks/results/h200-2026-12-02-late)
 PREVIOUS_INT4 = {"weights": "int4-g64", "BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 64,
                  "SPLIT_K": 8, "num_warps": 4, "num_stages": 4}  # fmt: skip
@@ -65,6 +73,19 @@ def deep_grid() -> list[dict]:
     return configs
 
 
+def gemv_grid() -> list[dict]:
+    configs = []
+    for level, bk, split, warps, stages in itertools.product(
+        ["int4-g64", "int4-g128", "int8"], [64, 128], [4, 8, 16], [4, 8], [1, 4]
+    ):
+        depth = bk if level == "int8" else bk // 2  # weight rows a block loads
+        if (level == "int4-g64" and bk > 64) or depth * 128 > 64 * 32 * warps:
+            continue
+        configs.append({"weights": level, "BLOCK_M": 1, "BLOCK_N": 128, "BLOCK_K": bk,
+                        "SPLIT_K": split, "num_warps": warps, "num_stages": stages})  # fmt: skip
+    return configs
+
+
 def rows16_grid() -> list[dict]:
     configs = []
     for bn, split, warps, stages in itertools.product([64, 128], [4, 8, 16], [2, 4], [4, 5, 6]):
@@ -75,7 +96,7 @@ def rows16_grid() -> list[dict]:
 
 def measure(m: int, config: dict, rounds: int) -> dict:
     kernel_objective.GPU_TIMING["rounds"] = rounds
-    obj = QuantMatmulObjective({"M": m, "N": 4096, "K": 4096, "dtype": "bf16"})
+    obj = QuantMatmulObjective({"M": m, "N": N, "K": K, "dtype": "bf16"})
     try:
         meas = obj.evaluate(config)
     except Exception as exc:  # noqa: BLE001 - a failing config is a row too
@@ -93,8 +114,9 @@ def name(c: dict) -> str:
 
 def main() -> None:
     results = {}
-    for m in (1,) if DEEP else (16,) if ROWS16 else (1, 16):
-        configs = deep_grid() if DEEP else rows16_grid() if ROWS16 else grid(m)
+    for m in (1,) if DEEP or GEMV else (16,) if ROWS16 else (1, 16):
+        configs = (deep_grid() if DEEP else rows16_grid() if ROWS16 else gemv_grid() if GEMV
+                   else grid(m))  # fmt: skip
         scan = [(c, measure(m, c, 1)) for c in configs]
         for c, r in scan:
             print(f"scan M={m} {name(c)} {r}", flush=True)
@@ -102,19 +124,20 @@ def main() -> None:
         best = {}
         for c, _ in ok:  # the best three on CUDA cores and the best three with tl.dot
             best.setdefault(c["BLOCK_M"] < 16, [])
-            if len(best[c["BLOCK_M"] < 16]) < (5 if DEEP or ROWS16 else 3):
+            if len(best[c["BLOCK_M"] < 16]) < (5 if DEEP or ROWS16 or GEMV else 3):
                 best[c["BLOCK_M"] < 16].append(c)
         chosen = [c for group in best.values() for c in group]
         if DEEP and PREVIOUS_INT4 not in chosen:  # the first grid's best int4, side by side
             chosen.append(PREVIOUS_INT4)
-        if ROWS16:  # the objective's default beside the scan's best
-            default = QuantMatmulObjective({"M": m, "N": 4096, "K": 4096,
+        if ROWS16 or GEMV:  # the objective's default beside the scan's best
+            default = QuantMatmulObjective({"M": m, "N": N, "K": K,
                                             "dtype": "bf16"}).default_config()  # fmt: skip
             chosen = [c for c in chosen if c != default] + [default]
         final = [(c, measure(m, c, 3)) for c in chosen]
         results[m] = {"scan": [{"config": c, **r} for c, r in scan],
                       "final": [{"config": c, **r} for c, r in final]}  # fmt: skip
-        print(f"\nM={m}, 3 rounds, streamed: config / x bf16 cuBLAS / us / GB/s / quant error")
+        print(f"\nM={m} N={N} K={K}, 3 rounds, streamed: config / x bf16 cuBLAS / us / GB/s / "
+              "quant error")
         for c, r in final:
             if "ratio" in r:
                 print(
@@ -124,7 +147,7 @@ def main() -> None:
             else:
                 print(f"  {name(c):36} {r['error']}")
     name_ = ("quant_decode_scan_deep.json" if DEEP else "quant_decode_rows16.json" if ROWS16
-             else "quant_decode_scan.json")  # fmt: skip
+             else f"quant_decode_gemv_{SHAPE}.json" if GEMV else "quant_decode_scan.json")
     (OUT / name_).write_text(json.dumps(results, indent=1))
 
 
