@@ -17,7 +17,10 @@ they are read); ``tables`` (B, max_blocks) and ``positions`` (B, Q), int32. Tuna
 ``BLOCK_M``, ``BLOCK_N``, ``num_warps``, ``num_stages``; grid (cdiv(Q, BLOCK_M), B * H, shares),
 with tiles (tiles * H, 1, shares). A head dim ``D`` that is not a power of two (96 in the 760m
 preset) is padded to one in registers and masked: the padding reads and writes nothing.
-Without a GPU it runs under Triton's interpreter (slowly: tests and CPU checks only).
+Without a GPU it runs under Triton's interpreter (slowly: tests and CPU checks only). It calls
+``tl.max``/``tl.sum``, Triton's own ``@jit`` helpers (the interpreter reduces them in numpy, five
+times faster than a custom combine), so there the process must not import triton before this
+module switches the interpreter on, as for every kernel of the suite.
 
 Example:
     >>> import torch
@@ -57,19 +60,6 @@ LOG2E = 1.4426950408889634
 _MAX_GRID_Y = 65535
 #: the most shares a row's keys are cut into (flash-decoding): 32 x 64 keys already cover 2k
 MAX_SPLITS = 32
-
-
-# Reductions through helpers of this module, not ``tl.max``/``tl.sum``: those are decorated when
-# ``triton`` is first imported, and a process that imported it before the interpreter was
-# switched on (torch may) could not call them from an interpreted kernel.
-@triton.jit
-def _maximum(a, b):  # noqa: ANN001, ANN202
-    return tl.maximum(a, b)
-
-
-@triton.jit
-def _add(a, b):  # noqa: ANN001, ANN202
-    return a + b
 
 
 @triton.jit
@@ -120,7 +110,7 @@ def _paged_attention_kernel(
     acc = tl.full((BLOCK_M, BLOCK_D), 0.0, dtype=tl.float32)
     # keys 0..the last row's position, cut in SPLITS shares of whole BLOCK_N steps: e.g. 1025
     # keys, BLOCK_N 64, 4 splits: 17 steps, 5 a share; split 3 reads keys 960..1024
-    hi = tl.reduce(pos, 0, _maximum) + 1
+    hi = tl.max(pos, 0) + 1
     share = tl.cdiv(tl.cdiv(hi, BLOCK_N), SPLITS) * BLOCK_N
     lo = split * share
     hi = tl.minimum(lo + share, hi)
@@ -144,11 +134,11 @@ def _paged_attention_kernel(
         else:
             qk = tl.dot(q, k) * qk_scale
         qk = tl.where((keys[None, :] <= pos[:, None]) & in_range[None, :], qk, float("-inf"))
-        m_new = tl.maximum(m_i, tl.reduce(qk, 1, _maximum))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # padding rows stay finite
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(qk - m_safe[:, None])
-        l_i = l_i * alpha + tl.reduce(p, 1, _add)
+        l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
         p = p.to(q.dtype)
         if IEEE:  # noqa: SIM108
@@ -191,13 +181,13 @@ def _combine_kernel(
     slot = shares * (B * Q * H) + row_head
     m = tl.load(m_ws_ptr + slot)
     l_s = tl.load(l_ws_ptr + slot)
-    m_all = tl.reduce(m, 0, _maximum)
+    m_all = tl.max(m, 0)
     m_safe = tl.where(m_all == float("-inf"), 0.0, m_all)  # a padding row: no share saw a key
     weight = tl.exp2(m - m_safe)
-    total = tl.reduce(l_s * weight, 0, _add)
+    total = tl.sum(l_s * weight, 0)
     cols = tl.arange(0, BLOCK_D)
     acc = tl.load(acc_ws_ptr + slot[:, None] * BLOCK_D + cols[None, :])
-    out = tl.reduce(acc * weight[:, None], 0, _add) / tl.where(total == 0.0, 1.0, total)
+    out = tl.sum(acc * weight[:, None], 0) / tl.where(total == 0.0, 1.0, total)
     o_ptrs = o_ptr + o_row + h * stride_oh + cols * stride_od
     tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=cols < D)
 

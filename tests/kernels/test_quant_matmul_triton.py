@@ -180,9 +180,10 @@ def _sm90_case(level: str, M: int, K: int, cfg: dict) -> dict:
         "count_ptr": "torch.int32", "M": M, "N": N, "K": K, "stride_xm": K, "stride_xk": 1,
         "stride_qk": N, "stride_qn": 1, "stride_sg": N, "stride_sn": 1, "stride_ym": N,
         "stride_yn": 1, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
-        "BLOCK_K": cfg["BLOCK_K"], "SPLIT_K": cfg["SPLIT_K"], "GROUP": group,
-        "MASK_K": bool(K % cfg["BLOCK_K"]), "UPCAST": False,
-        "LOOP_STAGES": cfg["num_stages"] if cfg["BLOCK_M"] == 1 else None,
+        "BLOCK_K": cfg["BLOCK_K"], "SPLIT_K": cfg["SPLIT_K"],
+        # the launcher's own constexprs, compiled (no interpreter upcast)
+        **qm._constexprs(level, K, cfg["BLOCK_M"], cfg["BLOCK_K"], cfg["num_stages"],
+                         torch.bfloat16), "UPCAST": False,
     }  # fmt: skip
     return {"args": args, "options": {k: cfg[k] for k in ("num_warps", "num_stages")}}
 
