@@ -59,6 +59,20 @@ class Chunk:
     tokens: list[int]
 
 
+def _kernel_level(level: str, in_features: int) -> str:
+    """The kernel suite's level for the engine's ``level``: int4 in groups of 128 input
+    features, or of 64 where 128 does not divide them (the 7b preset's 10944-wide MLP).
+
+    Example:
+        >>> _kernel_level("int4", 4096), _kernel_level("int4", 10944), _kernel_level("int8", 10)
+        ('int4-g128', 'int4-g64', 'int8')
+    """
+    kernel_level = _LEVEL[level]
+    if kernel_level == "int4-g128" and in_features % 128:
+        return "int4-g64"
+    return kernel_level
+
+
 class QuantLinear:
     """A weight-only quantized ``y = x @ W.T`` (``W``: an nn.Linear's (out, in) weight)."""
 
@@ -66,26 +80,31 @@ class QuantLinear:
         from autotune.kernels import quant_matmul_triton as qm
 
         self.qm = qm
-        self.q, self.s = qm.quantize(weight.detach().t().contiguous(), _LEVEL[level])
+        kernel_level = _kernel_level(level, weight.shape[1])
+        self.q, self.s = qm.quantize(weight.detach().t().contiguous(), kernel_level)
         self.out_features = weight.shape[0]
         # decode steps split K until the grid has two programs per SM (untuned; see
         # decode_config): without a split, a 1536-wide output is 24 programs on 132 SMs
         # one row (a decode step of one sequence) takes the one-row tile on the CUDA cores
         self.config = dict(qm.DEFAULT_CONFIG)
         self.one_row = dict(qm.ONE_ROW_CONFIG)
+        # kept across calls (each launch leaves them at zero): no fill kernel a linear a step;
+        # every kernel call below is one row tile of BLOCK_M >= its rows (or a one-row one)
+        self.counters = qm.tile_counters(self.out_features, rows=1, device=weight.device)
         if weight.is_cuda:
             sms = sm_count(weight.device)
             self.config = qm.decode_config(self.out_features, weight.shape[1], 2 * sms)
             self.one_row = qm.decode_config(self.out_features, weight.shape[1], 2 * sms,
-                                            level=_LEVEL[level])  # fmt: skip
+                                            level=kernel_level)  # fmt: skip
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])
         if flat.is_cuda and flat.shape[0] == 1:
-            y = self.qm.quant_matmul(flat.contiguous(), self.q, self.s, **self.one_row)
+            y = self.qm.quant_matmul(flat.contiguous(), self.q, self.s, counters=self.counters,
+                                     **self.one_row)  # fmt: skip
         elif flat.is_cuda and flat.shape[0] <= _KERNEL_ROWS:
             rows = max(16, 1 << (flat.shape[0] - 1).bit_length())
-            y = self.qm.quant_matmul(flat.contiguous(), self.q, self.s,
+            y = self.qm.quant_matmul(flat.contiguous(), self.q, self.s, counters=self.counters,
                                      **{**self.config, "BLOCK_M": rows})  # fmt: skip
         else:
             y = flat @ self.qm.dequantize(self.q, self.s).to(flat.dtype)

@@ -536,12 +536,16 @@ def launcher(
     SPLIT_K: int,
     num_warps: int,
     num_stages: int,
+    counters: torch.Tensor | None = None,
 ) -> Callable[[], None]:
     """Return a no-argument function that computes ``y = x @ dequantize(q, s)``: one launch.
 
     The level is read off ``q`` and ``s`` (:func:`level_of`). Shapes, strides, the grid
     ``(tiles, SPLIT_K)``, the fp32 workspace ``[SPLIT_K, M, N]`` and the per-tile counters
-    (zeros; each launch leaves them at zero again) are set up once, here.
+    (zeros; each launch leaves them at zero again) are set up once, here. A caller that
+    launches often (a serving engine's linears, a decode step captured in a CUDA graph) passes
+    ``counters`` it keeps: int32 zeros, at least a tile's worth (see :func:`tile_counters`),
+    which saves the fill kernel of fresh ones in every call.
 
     Example:
         >>> dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -579,7 +583,13 @@ def launcher(
     # SPLIT_K == 1 writes y directly: a one-element workspace stands in
     workspace = torch.empty(SPLIT_K * M * N if SPLIT_K > 1 else 1, dtype=torch.float32,
                             device=x.device)  # fmt: skip
-    counters = torch.zeros(tiles, dtype=torch.int32, device=x.device)
+    if counters is None:
+        counters = torch.zeros(tiles, dtype=torch.int32, device=x.device)
+    elif counters.dtype != torch.int32 or counters.numel() < tiles or counters.device != x.device:
+        raise ValueError(
+            f"counters must be int32 on {x.device}, at least {tiles} of them; "
+            f"got {counters.numel()} {counters.dtype} on {counters.device}"
+        )
     args = (x, q, s, y, workspace, counters, M, N, K,
             *x.stride(), *q.stride(), *s.stride(), *y.stride())  # fmt: skip
     constexprs = _constexprs(level, K, BLOCK_M, BLOCK_K, num_stages, x.dtype)
@@ -592,14 +602,27 @@ def launcher(
 
 def quant_matmul(
     x: torch.Tensor, q: torch.Tensor, s: torch.Tensor, *, out: torch.Tensor | None = None,
-    **config: int,
+    counters: torch.Tensor | None = None, **config: int,
 ) -> torch.Tensor:  # fmt: skip
     """``x @ dequantize(q, s)`` with the kernel; ``config`` as :data:`DEFAULT_CONFIG` (missing
-    keys take its values); returns ``out`` (allocated when None)."""
+    keys take its values); returns ``out`` (allocated when None); ``counters`` as
+    :func:`launcher`'s."""
     if out is None:
         out = torch.empty(x.shape[0], q.shape[1], dtype=x.dtype, device=x.device)
-    launcher(x, q, s, out, **{**DEFAULT_CONFIG, **config})()
+    launcher(x, q, s, out, counters=counters, **{**DEFAULT_CONFIG, **config})()
     return out
+
+
+def tile_counters(N: int, rows: int, device: torch.device | str) -> torch.Tensor:
+    """Per-tile counters for every launch over ``rows`` rows or fewer and ``N`` columns,
+    whatever the tiles (BLOCK_N >= 16, BLOCK_M >= 1): keep them and pass them to
+    :func:`quant_matmul` or :func:`launcher` in each call.
+
+    Example:
+        >>> tile_counters(4096, rows=1, device="cpu").shape  # 256 tiles of 1 x 16 at most
+        torch.Size([256])
+    """
+    return torch.zeros(rows * triton.cdiv(N, 16), dtype=torch.int32, device=device)
 
 
 def compile_only(

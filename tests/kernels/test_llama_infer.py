@@ -5,8 +5,9 @@ CPU), through chunked prefill and decode steps of several sequences."""
 import pytest
 import torch
 
+from autotune.kernels import quant_matmul_triton as qm
 from autotune.kernels.llama import Llama, LlamaConfig
-from autotune.kernels.llama_infer import Chunk, InferenceModel
+from autotune.kernels.llama_infer import Chunk, InferenceModel, QuantLinear
 
 #: these tests build the model on the CPU and ask for its Triton paths, which run on CPU tensors
 #: only in Triton's interpreter (a CPU machine, as CI); on a GPU machine the same kernels are
@@ -91,3 +92,17 @@ def test_rotary_and_the_cache_write_in_one_launch_give_the_logits_of_torchs_ops(
     # an fp8 cache keeps torch's path (its scale), with the same logits as without the option
     for t, f in zip(_steps(torch_ops, "fp8"), _steps(fused, "fp8"), strict=True):
         assert torch.equal(t, f)
+
+
+def test_int4_takes_groups_of_64_where_128_does_not_divide_the_inputs() -> None:
+    # the 7b preset's MLP is 10944 wide: 85.5 groups of 128, 171 of 64
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+    x = torch.randn(1, 192, device=device).to(torch.bfloat16 if device == "cuda" else torch.float32)
+    for in_features, level in ((256, "int4-g128"), (192, "int4-g64")):
+        weight = torch.randn(32, in_features, device=device)
+        linear = QuantLinear(weight, "int4")
+        assert qm.level_of(linear.q, linear.s) == level
+    y = linear(x).float()
+    ref = x.float() @ qm.dequantize(linear.q, linear.s).float()
+    assert ((y - ref).norm() / ref.norm()).item() < 1e-2

@@ -252,3 +252,24 @@ def test_int4_loads_its_activations_in_vector_copies_not_element_by_element():
     counts = result["ptx_counts"]
     assert counts["cp.async.cg.shared.global"] > 0
     assert counts["ld.global.b16"] <= 1  # the scales: one fp16 per thread and block
+
+
+def test_counters_kept_by_the_caller_serve_every_launch_and_are_left_at_zero():
+    # what the serving engine's linears do: one set of counters for one-row and 16-row tiles,
+    # split-K or not, reused launch after launch without being filled again
+    K, N = 256, 96
+    q, s = qm.quantize(_randn(K, N, seed=21), "int4-g64")
+    counters = qm.tile_counters(N, rows=1, device=DEVICE)
+    configs = [dict(qm.ONE_ROW_CONFIG, BLOCK_N=32, BLOCK_K=64, SPLIT_K=4, num_warps=4),
+               dict(qm.DEFAULT_CONFIG, BLOCK_N=16, SPLIT_K=2), dict(qm.DEFAULT_CONFIG)]  # fmt: skip
+    for M, cfg in itertools.product((1, 3), configs):
+        if cfg["BLOCK_M"] == 1 and M > 1:
+            continue
+        x = _randn(M, K, seed=M, dtype=torch.bfloat16)
+        for _ in range(2):
+            y = qm.quant_matmul(x, q, s, counters=counters, **cfg)
+            check_close(y, qm.reference_quant_matmul(x, q, s), tolerance=TOLERANCE["bf16"])
+        assert int(counters.abs().sum()) == 0
+    too_few = torch.zeros(2, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="at least 6 of them; got 2"):
+        qm.quant_matmul(x, q, s, counters=too_few, **configs[1])
