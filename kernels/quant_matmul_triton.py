@@ -30,7 +30,8 @@ block never straddles two groups). ``BLOCK_M = 1`` (one decode row a program) le
 tensor cores out: ``tl.dot`` pads its rows to 16 and takes the dequantized weights through a
 shared-memory layout change, while one row's product is a multiply-add per weight on the CUDA
 cores, in fp32, where the weight tile was loaded; each thread sums its own products over the
-whole share and the threads' sums are added once at the end. With ``SPLIT_K == 1`` the tile
+whole share and the threads' sums are added once at the end; its ``num_stages`` (1 or 2) is
+how many K-blocks it loads before it uses any. With ``SPLIT_K == 1`` the tile
 is written directly. Otherwise each program writes its fp32 partial tile to a workspace
 ``[SPLIT_K, M, N]``, and takes a ticket from the tile's counter (an ``acq_rel`` atomic add
 after a barrier, so its partial is visible first); the program that draws the last ticket sums
@@ -90,8 +91,8 @@ DEFAULT_CONFIG: dict[str, int] = {
     "num_stages": 3,
 }
 #: An untuned one-row config (``BLOCK_M = 1``: a decode step of one sequence, on the CUDA
-#: cores), K split by :func:`decode_config`; its loads unpipelined (3 or 5 stages read no
-#: faster there). At 1x4096x4096 int4-g128 on the H200 it read
+#: cores), K split by :func:`decode_config`. A one-row tile's ``num_stages`` is how many
+#: K-blocks it loads before it uses any: 1 or 2. At 1x4096x4096 int4-g128 on the H200 it read
 #: 1.19x bf16 cuBLAS against 1.01x for the 16-row tile (streamed, 3 rounds;
 #: benchmarks/results/h200-2026-12-03-s27); :func:`decode_config` sets K blocks by level.
 ONE_ROW_CONFIG: dict[str, int] = {
@@ -114,12 +115,53 @@ _INT32_LIMIT = 2**31
 
 
 @triton.jit
+def _row_block(
+    x_ptr, q_ptr, s_ptr, row, kb, valid, cols, col_ok, K,
+    stride_xm, stride_xk, stride_qk, stride_qn, stride_sg, stride_sn,
+    BLOCK_K: tl.constexpr, GROUP: tl.constexpr, MASK_K: tl.constexpr,
+):  # fmt: skip
+    # one K-block of a one-row tile: its weights (int8, or int4 pairs packed), x's block in
+    # fp32 (0 where the block is past the share: it then adds nothing) and the block's scales
+    # (int4; int8 scales each column once, after the loop)
+    ks = tl.arange(0, BLOCK_K)
+    k = kb * BLOCK_K + ks
+    x_ok = valid & (k < K) if MASK_K else valid
+    a = tl.load(x_ptr + row * stride_xm + k * stride_xk, mask=x_ok, other=0.0).to(tl.float32)
+    if GROUP == 0:
+        w_ok = valid & (k[:, None] < K) & col_ok[None, :] if MASK_K else valid & col_ok[None, :]
+        w = tl.load(q_ptr + k[:, None] * stride_qk + cols[None, :] * stride_qn, mask=w_ok,
+                    other=0)  # fmt: skip
+        scale = tl.full((BLOCK_K,), 1.0, tl.float32)  # unused
+    else:
+        half = tl.arange(0, BLOCK_K // 2)
+        rows_q = kb * (BLOCK_K // 2) + half  # packed rows: two k's each
+        q_ptrs = q_ptr + rows_q[:, None] * stride_qk + cols[None, :] * stride_qn
+        w = tl.load(q_ptrs, mask=valid & col_ok[None, :], other=0)
+        s_ptrs = s_ptr + ((kb * BLOCK_K) // GROUP) * stride_sg + cols * stride_sn
+        scale = tl.load(s_ptrs, mask=valid & col_ok, other=0.0).to(tl.float32)
+    return w, a, scale
+
+
+@triton.jit
+def _row_fma(acc2, w, a, scale, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
+    # acc2 (k, n) += one block's products, as the one-row loop below does
+    if GROUP == 0:
+        acc2 += a[:, None] * w.to(tl.float32)
+    else:
+        a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_K // 2, 2)))
+        lo_w = ((w & 15).to(tl.int8) - 8).to(tl.float32)
+        hi_w = ((w >> 4).to(tl.int8) - 8).to(tl.float32)
+        acc2 += (a_even[:, None] * lo_w + a_odd[:, None] * hi_w) * scale[None, :]
+    return acc2
+
+
+@triton.jit
 def _quant_matmul_kernel(
     x_ptr, q_ptr, s_ptr, y_ptr, ws_ptr, count_ptr, M, N, K,
     stride_xm, stride_xk, stride_qk, stride_qn, stride_sg, stride_sn, stride_ym, stride_yn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, GROUP: tl.constexpr, MASK_K: tl.constexpr, UPCAST: tl.constexpr,
-    LOOP_STAGES: tl.constexpr,
+    ROW_BLOCKS: tl.constexpr,
 ):  # fmt: skip
     # GROUP == 0: int8 (K, N) with one scale per column; else int4 nibbles packed along K,
     # (K/2, N) uint8, with one scale per GROUP rows of W and column.
@@ -139,47 +181,55 @@ def _quant_matmul_kernel(
     last = tl.minimum(first + per_split, k_blocks)
 
     acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
-    # BLOCK_M == 1 (one decode row): on the CUDA cores, each thread keeping its own products in
-    # a (k, n) accumulator laid out as the weight tile is loaded; k is summed across threads
-    # once, after the loop (summing every block would cross warps through shared memory). Its
-    # loads are pipelined only when the loop asks (LOOP_STAGES): Triton stages through shared
-    # memory by itself only the loads that feed tl.dot
-    DEPTH: tl.constexpr = BLOCK_K if GROUP == 0 else BLOCK_K // 2
-    acc2 = tl.full((DEPTH if BLOCK_M == 1 else 1, BLOCK_N), 0.0, dtype=tl.float32)
-    row = tile // tiles_n  # the row of a one-row tile
-    if GROUP == 0:
-        # --- int8: sum the whole share, then scale each column once ---------------------
+    if BLOCK_M == 1:
+        # --- one decode row, on the CUDA cores: each thread keeps its own products in a (k, n)
+        # accumulator laid out as the weight tile is loaded; k is summed across threads once,
+        # after the loop (summing every block would cross warps through shared memory).
+        # ROW_BLOCKS K-blocks are loaded before any is used: their bytes in flight together
+        DEPTH: tl.constexpr = BLOCK_K if GROUP == 0 else BLOCK_K // 2
+        acc2 = tl.full((DEPTH, BLOCK_N), 0.0, dtype=tl.float32)
+        row = tile // tiles_n
+        for kb in tl.range(first, last, ROW_BLOCKS):
+            w0, a0, s0 = _row_block(x_ptr, q_ptr, s_ptr, row, kb, kb < last, cols, col_ok, K,
+                                    stride_xm, stride_xk, stride_qk, stride_qn, stride_sg,
+                                    stride_sn, BLOCK_K, GROUP, MASK_K)  # fmt: skip
+            if ROW_BLOCKS == 2:  # the next block (0 past the share) before the first's math
+                w1, a1, s1 = _row_block(x_ptr, q_ptr, s_ptr, row, kb + 1, kb + 1 < last, cols,
+                                        col_ok, K, stride_xm, stride_xk, stride_qk, stride_qn,
+                                        stride_sg, stride_sn, BLOCK_K, GROUP, MASK_K)  # fmt: skip
+            acc2 = _row_fma(acc2, w0, a0, s0, BLOCK_K, GROUP)
+            if ROW_BLOCKS == 2:
+                acc2 = _row_fma(acc2, w1, a1, s1, BLOCK_K, GROUP)
+        acc = tl.sum(acc2, 0)[None, :]
+        if GROUP == 0:  # int8: one scale a column, applied once
+            scale = tl.load(s_ptr + cols * stride_sn, mask=col_ok, other=0.0)
+            acc = acc * scale.to(tl.float32)[None, :]
+    elif GROUP == 0:
+        # --- int8 on tensor cores: sum the whole share, then scale each column once ---------
         ks = tl.arange(0, BLOCK_K)
-        for kb in tl.range(first, last, num_stages=LOOP_STAGES):
+        for kb in range(first, last):
             k = kb * BLOCK_K + ks
             q_ptrs = q_ptr + k[:, None] * stride_qk + cols[None, :] * stride_qn
             if MASK_K:  # K not a multiple of BLOCK_K: the last block overhangs
                 w = tl.load(q_ptrs, mask=(k[:, None] < K) & col_ok[None, :], other=0)
             else:
                 w = tl.load(q_ptrs, mask=col_ok[None, :], other=0)
-            if BLOCK_M == 1:  # one multiply-add a weight
-                x_ptrs = x_ptr + row * stride_xm + k * stride_xk
-                a = tl.load(x_ptrs, mask=k < K, other=0.0) if MASK_K else tl.load(x_ptrs)
-                acc2 += a.to(tl.float32)[:, None] * w.to(tl.float32)
+            x_ptrs = x_ptr + rows[:, None] * stride_xm + k[None, :] * stride_xk
+            if MASK_K:
+                a = tl.load(x_ptrs, mask=row_ok[:, None] & (k[None, :] < K), other=0.0)
             else:
-                x_ptrs = x_ptr + rows[:, None] * stride_xm + k[None, :] * stride_xk
-                if MASK_K:
-                    a = tl.load(x_ptrs, mask=row_ok[:, None] & (k[None, :] < K), other=0.0)
-                else:
-                    a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
-                if UPCAST:  # interpreter only, see _upcast
-                    acc = tl.dot(a.to(tl.float32), w.to(tl.float32), acc)
-                else:  # -127..127 are exact in bf16 and fp16
-                    acc = tl.dot(a, w.to(a.dtype), acc)
-        if BLOCK_M == 1:
-            acc = tl.sum(acc2, 0)[None, :]
+                a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+            if UPCAST:  # interpreter only, see _upcast
+                acc = tl.dot(a.to(tl.float32), w.to(tl.float32), acc)
+            else:  # -127..127 are exact in bf16 and fp16
+                acc = tl.dot(a, w.to(a.dtype), acc)
         scale = tl.load(s_ptr + cols * stride_sn, mask=col_ok, other=0.0)
         acc = acc * scale.to(tl.float32)[None, :]
     else:
-        # --- int4: per block, low nibbles against even k, high against odd k ------------
+        # --- int4 on tensor cores: per block, low nibbles against even k, high against odd k
         half = tl.arange(0, BLOCK_K // 2)
         ks = tl.arange(0, BLOCK_K)
-        for kb in tl.range(first, last, num_stages=LOOP_STAGES):
+        for kb in range(first, last):
             k0 = kb * BLOCK_K  # even; the block's packed rows are k0/2 .. k0/2 + BLOCK_K/2
             q_ptrs = q_ptr + (k0 // 2 + half)[:, None] * stride_qk + cols[None, :] * stride_qn
             packed = tl.load(q_ptrs, mask=col_ok[None, :], other=0)
@@ -189,27 +239,18 @@ def _quant_matmul_kernel(
             # x's block in one contiguous load (vector copies, pipelined like the weights),
             # then its even and odd columns apart in registers: two strided loads of every
             # other element were one 2-byte load each, outside the pipeline
-            if BLOCK_M == 1:  # no tile padded to tl.dot's 16 rows, no MMA operand layout
-                a = tl.load(x_ptr + row * stride_xm + (k0 + ks) * stride_xk).to(tl.float32)
-                a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_K // 2, 2)))
-                lo_w = ((packed & 15).to(tl.int8) - 8).to(tl.float32)  # q[k0 + 2j]
-                hi_w = ((packed >> 4).to(tl.int8) - 8).to(tl.float32)  # q[k0 + 2j + 1]
-                acc2 += (a_even[:, None] * lo_w + a_odd[:, None] * hi_w) * scale[None, :]
+            x_ptrs = x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :] * stride_xk
+            a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
+            a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_M, BLOCK_K // 2, 2)))
+            lo = (packed & 15).to(tl.int8) - 8  # q[k0 + 2j], in -8..7
+            hi = (packed >> 4).to(tl.int8) - 8  # q[k0 + 2j + 1]
+            if UPCAST:
+                part = tl.dot(a_even.to(tl.float32), lo.to(tl.float32))
+                part = tl.dot(a_odd.to(tl.float32), hi.to(tl.float32), part)
             else:
-                x_ptrs = x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :] * stride_xk
-                a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
-                a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_M, BLOCK_K // 2, 2)))
-                lo = (packed & 15).to(tl.int8) - 8  # q[k0 + 2j], in -8..7
-                hi = (packed >> 4).to(tl.int8) - 8  # q[k0 + 2j + 1]
-                if UPCAST:
-                    part = tl.dot(a_even.to(tl.float32), lo.to(tl.float32))
-                    part = tl.dot(a_odd.to(tl.float32), hi.to(tl.float32), part)
-                else:
-                    part = tl.dot(a_even, lo.to(a_even.dtype))
-                    part = tl.dot(a_odd, hi.to(a_odd.dtype), part)
-                acc += part * scale[None, :]
-        if BLOCK_M == 1:
-            acc = tl.sum(acc2, 0)[None, :]
+                part = tl.dot(a_even, lo.to(a_even.dtype))
+                part = tl.dot(a_odd, hi.to(a_odd.dtype), part)
+            acc += part * scale[None, :]
 
     # --- write y, directly or through the workspace ----------------------------------------
     y_ptrs = y_ptr + rows[:, None] * stride_ym + cols[None, :] * stride_yn
@@ -269,8 +310,9 @@ def check_config(
         ValueError: an unknown level; tile sizes not powers of two >= 16 (``tl.dot``),
             except ``BLOCK_M`` 1 (one row on the CUDA cores);
             for int4 a ``BLOCK_K`` below 32 (each half-block dot is ``BLOCK_K/2`` deep) or
-            not dividing the group; ``SPLIT_K`` or ``num_stages`` below 1; ``num_warps`` not
-            a power of two in 1..32; K not a multiple of the group.
+            not dividing the group; ``SPLIT_K`` or ``num_stages`` below 1, or ``num_stages``
+            above 2 for a one-row tile (there: K-blocks loaded before any is used);
+            ``num_warps`` not a power of two in 1..32; K not a multiple of the group.
 
     Example:
         >>> check_config(weights="int4-g128", **DEFAULT_CONFIG)
@@ -298,6 +340,8 @@ def check_config(
         raise ValueError(f"num_warps={num_warps} must be a power of two in 1..32")
     if num_stages < 1:
         raise ValueError(f"num_stages={num_stages} must be >= 1")
+    if BLOCK_M == 1 and num_stages > 2:
+        raise ValueError(f"num_stages={num_stages}: a one-row tile has 1 or 2 K-blocks in flight")
 
 
 # -- quantizers and references (torch) ---------------------------------------------------
@@ -518,10 +562,11 @@ def _tiles(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
 def _constexprs(
     level: str, K: int, BLOCK_M: int, BLOCK_K: int, num_stages: int, dtype: torch.dtype
 ) -> dict[str, Any]:
-    # one-row tiles pipeline their loads num_stages deep; tl.dot's tiles as Triton does anyway
+    # a one-row tile loads num_stages K-blocks before it uses any (Triton's own pipelining
+    # stages only the loads that feed tl.dot: the tensor-core tiles', num_stages deep)
     group = group_size(level)
     return {"GROUP": group, "MASK_K": bool(K % BLOCK_K), "UPCAST": _upcast(dtype),
-            "LOOP_STAGES": num_stages if BLOCK_M == 1 else None}  # fmt: skip
+            "ROW_BLOCKS": num_stages if BLOCK_M == 1 else 1}  # fmt: skip
 
 
 def launcher(

@@ -8,10 +8,10 @@ The first grid's CUDA-core rows (BLOCK_M = 1) were measured (2026-12-02 late) wi
 kernel variant of benchmarks/results/h200-2026-12-02-late/quant_cuda_core_variant.patch, which
 was slower than the tensor-core path at every shape and was not kept.
 
-``--gemv`` scans the kernel's one-row path (BLOCK_M = 1: CUDA cores, a (k, n) accumulator in the
-weight tile's own layout, summed once) at M = 1: every level, wider tiles and more K-splits;
-its loads pipelined 1 or 4 deep; the best five re-measured in 3 rounds beside the
-objective's default (tensor cores).
+``--gemv`` scans the kernel's one-row path (BLOCK_M = 1: CUDA cores, a (k, n) accumulator in
+the weight tile's own layout, summed once) at M = 1: every level, wider tiles and more
+K-splits; one or two K-blocks in flight (num_stages; session 27 pipelined 1 or 4 deep); the
+best five re-measured in 3 rounds beside the objective's default.
 
 ``--deep`` scans int4 alone at M = 1 (tensor cores): fewer K-splits (2-8) and deeper
 pipelines (4-8 stages) than the first grid's (8-16 splits, 4 stages); the best five re-measured.
@@ -20,14 +20,24 @@ pipelines (4-8 stages) than the first grid's (8-16 splits, 4 stages); the best f
 5 stages: 1.019x) with the objective's default beside it; the best five and the default
 re-measured.
 
+``--blocks`` measures one-row tiles loading one K-block an iteration against two (their
+``num_stages``: both blocks' loads in flight before either is used) on the best one-row
+configs of the --gemv scans and the objective's default, alternating config and way in 5
+rounds (one objective evaluation each: fresh inputs, both gates, bf16 cuBLAS in the same
+round); the table gives each pair's median ratio to cuBLAS. (Session 28 measured the 2^23
+mantissa trick against int-to-float conversion the same way: no steady gain,
+benchmarks/results/h200-2026-12-03-s28.)
+
 Run (GPU machine, after benchmarks/gpu/setup.sh):
-    python benchmarks/gpu/quant_decode_scan.py OUT [--deep | --rows16 | --gemv] [--shape=NxK]
+    python benchmarks/gpu/quant_decode_scan.py OUT [--deep | --rows16 | --gemv | --blocks]
+        [--shape=NxK]
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -38,6 +48,7 @@ OUT = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
 DEEP = "--deep" in sys.argv[2:]
 ROWS16 = "--rows16" in sys.argv[2:]
 GEMV = "--gemv" in sys.argv[2:]
+BLOCKS = "--blocks" in sys.argv[2:]
 #: ``--shape NxK`` (default 4096x4096): the weight's output and input sizes
 SHAPE = next((a.split("=")[1] for a in sys.argv[2:] if a.startswith("--shape=")), "4096x4096")
 N, K = (int(v) for v in SHAPE.split("x"))
@@ -76,7 +87,7 @@ def deep_grid() -> list[dict]:
 def gemv_grid() -> list[dict]:
     configs = []
     for level, bk, split, warps, stages in itertools.product(
-        ["int4-g64", "int4-g128", "int8"], [64, 128], [4, 8, 16], [4, 8], [1, 4]
+        ["int4-g64", "int4-g128", "int8"], [64, 128], [4, 8, 16], [4, 8], [1, 2]
     ):
         depth = bk if level == "int8" else bk // 2  # weight rows a block loads
         if (level == "int4-g64" and bk > 64) or depth * 128 > 64 * 32 * warps:
@@ -112,7 +123,45 @@ def name(c: dict) -> str:
             f"w{c['num_warps']} st{c['num_stages']}")  # fmt: skip
 
 
+def one_row(level: str, bk: int, split: int, warps: int, blocks: int = 1) -> dict:
+    return {"weights": level, "BLOCK_M": 1, "BLOCK_N": 128, "BLOCK_K": bk, "SPLIT_K": split,
+            "num_warps": warps, "num_stages": blocks}  # fmt: skip
+
+
+def blocks() -> None:
+    """One K-block an iteration against two, interleaved, 5 rounds."""
+    default = QuantMatmulObjective({"M": 1, "N": N, "K": K, "dtype": "bf16"}).default_config()
+    configs = [one_row("int4-g128", 128, 8, 8), one_row("int4-g64", 64, 16, 4),
+               one_row("int4-g128", 128, 4, 8), one_row("int4-g64", 64, 8, 4),
+               one_row("int8", 64, 8, 8), one_row("int8", 64, 4, 8)]  # fmt: skip
+    configs += [default] if default not in configs else []
+    readings: dict[tuple[int, int], list[dict]] = {}
+    for round_ in range(5):
+        for i, c in enumerate(configs):
+            for way in (1, 2) if round_ % 2 == 0 else (2, 1):
+                r = measure(1, {**c, "num_stages": way}, 1)
+                readings.setdefault((i, way), []).append(r)
+                print(f"round {round_} {name(c)} blocks {way} {r}", flush=True)
+    print(f"\nM=1 N={N} K={K}, 5 rounds, streamed: config / blocks an iteration / median x bf16 "
+          "cuBLAS (min-max) / median us")  # fmt: skip
+    rows = []
+    for (i, way), rs in sorted(readings.items()):
+        ok = [r for r in rs if "ratio" in r]
+        if not ok:
+            print(f"  {name(configs[i]):36} {way} {rs[0]['error']}")
+            continue
+        ratios = sorted(r["ratio"] for r in ok)
+        us = statistics.median(r["us"] for r in ok)
+        print(f"  {name(configs[i]):36} {way} {statistics.median(ratios):6.3f} "
+              f"({ratios[0]:.3f}-{ratios[-1]:.3f}) {us:6.1f}")  # fmt: skip
+        rows.append({"config": configs[i], "blocks": way, "readings": rs})
+    (OUT / f"quant_decode_blocks_{SHAPE}.json").write_text(json.dumps(rows, indent=1))
+
+
 def main() -> None:
+    if BLOCKS:
+        blocks()
+        return
     results = {}
     for m in (1,) if DEEP or GEMV else (16,) if ROWS16 else (1, 16):
         configs = (deep_grid() if DEEP else rows16_grid() if ROWS16 else gemv_grid() if GEMV

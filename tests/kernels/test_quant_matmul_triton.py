@@ -87,16 +87,19 @@ def test_kernel_matches_the_dequantized_reference(level, split_k, M, dtype):
     check_close(y, ref, tolerance=TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("blocks", [1, 2])  # num_stages: K-blocks loaded before any is used
 @pytest.mark.parametrize("M", [1, 3])  # 3: three one-row tiles
-@pytest.mark.parametrize("split_k", [1, 4])
+@pytest.mark.parametrize("split_k", [1, 2, 4])  # of 6 K-blocks: 6; 3 and 3; 2, 2, 2 and none
 @pytest.mark.parametrize("level", list(qm.LEVELS))
-def test_one_row_tiles_on_the_cuda_cores_match_the_dequantized_reference(level, split_k, M):
-    K, N = 256, 48
+def test_one_row_tiles_on_the_cuda_cores_match_the_dequantized_reference(
+    level, split_k, M, blocks
+):
+    K, N = 384, 48
     x = _randn(M, K, seed=12, dtype=torch.bfloat16)
     q, s = qm.quantize(_randn(K, N, seed=13), level)
     y = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device=DEVICE)  # poisoned
     run = qm.launcher(x, q, s, y, BLOCK_M=1, BLOCK_N=32, BLOCK_K=64, SPLIT_K=split_k,
-                      num_warps=4, num_stages=1)  # fmt: skip
+                      num_warps=4, num_stages=blocks)  # fmt: skip
     run()
     check_close(y, qm.reference_quant_matmul(x, q, s), tolerance=TOLERANCE["bf16"])
 
@@ -107,8 +110,10 @@ def test_int8_with_k_not_a_multiple_of_the_block_and_more_splits_than_blocks():
     q, s = qm.quantize_int8(_randn(K, N, seed=5))
     ref = qm.reference_quant_matmul(x, q, s)
     for split_k, block_m in itertools.product((1, 3, 8), (16, 1)):
-        # 4 blocks: shares of 2, 2, 0 with 3; 8 leaves 4 splits empty; one-row tiles alike
-        y = qm.quant_matmul(x, q, s, BLOCK_M=block_m, BLOCK_N=16, BLOCK_K=64, SPLIT_K=split_k)
+        # 4 blocks: shares of 2, 2, 0 with 3; 8 leaves 4 splits empty; one-row tiles alike,
+        # two K-blocks in flight (the second past the share where a share is odd or empty)
+        y = qm.quant_matmul(x, q, s, BLOCK_M=block_m, BLOCK_N=16, BLOCK_K=64, SPLIT_K=split_k,
+                            num_stages=2)  # fmt: skip
         check_close(y, ref, tolerance=TOLERANCE["bf16"])
 
 
@@ -208,9 +213,10 @@ def test_the_kernel_compiles_for_hopper_and_the_space_bounds_its_shared_memory()
         ("int4-g128", 16, 4096, cfg(16, 128, 128, 4, 4, 4), 37120),  # x buffered in 3 stages
         ("int4-g64", 16, 4096, cfg(16, 128, 64, 4, 4, 2), 8192),
         ("int4-g64", 1, 4096, cfg(16, 128, 64, 16, 4, 4), None),
-        # one-row tiles (CUDA cores), their loads pipelined: 3 buffered weight blocks, x rows
-        ("int4-g64", 1, 4096, cfg(1, 128, 64, 16, 4, 4), 12928),
-        ("int8", 1, 4096, cfg(1, 128, 64, 8, 8, 4), 24576),
+        # one-row tiles (CUDA cores), one or two K-blocks in flight in registers: shared
+        # memory only for the sum across threads at the end
+        ("int4-g64", 1, 4096, cfg(1, 128, 64, 16, 4, 1), None),
+        ("int8", 1, 4096, cfg(1, 128, 64, 8, 8, 2), None),
     ]
     results = cross.compile_in_subprocess(
         "autotune.kernels.quant_matmul_triton",
