@@ -21,6 +21,11 @@ import os
 import time
 from typing import Any
 
+# imported with the module, while a worker starts (its start timeout), not inside a trial's
+# time: on a loaded 2-core machine torch's import alone takes 4-5 s, more than a short
+# trial timeout
+import torch
+
 from autotune.correctness import check_close
 from autotune.failures import Diverged
 from autotune.measurement import Measurement
@@ -79,8 +84,6 @@ class FaultsObjective(Objective):
         return Path(root) / key
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
-        import torch
-
         start = time.perf_counter()
         compile_s = self._compile(config)
         fault = config.get("fault", "none")
@@ -143,8 +146,6 @@ def _gpu_fault(fault: str) -> None:
     Raises:
         Infeasible: no CUDA device here.
     """
-    import torch
-
     from autotune.failures import Infeasible
 
     if not torch.cuda.is_available():

@@ -34,13 +34,14 @@ def test_reads_between_writes_reach_the_database_once_and_a_write_makes_the_next
 
 
 def test_another_drivers_write_shows_once_the_snapshot_is_older_than_its_age(tmp_path):
-    url, storage = _sqlite(tmp_path, max_age_s=0.2)
+    # an age of 2 s: the reads below fall within it even on a loaded 2-core machine
+    url, storage = _sqlite(tmp_path, max_age_s=2.0)
     study = optuna.create_study(storage=storage, study_name="s")
     assert study.get_trials() == []
     other = optuna.load_study(study_name="s", storage=open_storage(url))  # another driver
     other.enqueue_trial({"x": 1})
     assert study.get_trials() == []  # read within the age: the snapshot's answer
-    time.sleep(0.25)
+    time.sleep(2.05)
     assert [t.state.name for t in study.get_trials()] == ["WAITING"]
 
 
