@@ -15,6 +15,27 @@ if torch.cuda.device_count() == 0:
 
 DATA = Path(__file__).parents[1] / "benchmarks" / "data"
 
+#: Test files that share something across processes (a Ray cluster, the PostgreSQL test
+#: database, several drivers or workers on both cores, the faults table written from the whole
+#: of tests/faults): under ``pytest -n 2 --dist loadgroup`` they run on one worker, one after
+#: another, while the other worker takes the single-process tests.
+SERIAL = (
+    "tests/executors/test_ray.py",
+    "tests/executors/test_ray_cluster.py",
+    "tests/integrations/test_ray_tune.py",
+    "tests/driver/test_scale_out.py",
+    "tests/faults/",
+    "tests/test_storage.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).parents[1]
+    for item in items:
+        path = Path(item.fspath).relative_to(root).as_posix()
+        if path.startswith(SERIAL):
+            item.add_marker(pytest.mark.xdist_group("serial"))
+
 
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
