@@ -26,6 +26,7 @@ SERIAL = (
     "tests/driver/test_scale_out.py",
     "tests/faults/",
     "tests/test_storage.py",
+    "tests/test_redact.py",
 )
 
 

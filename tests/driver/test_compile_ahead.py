@@ -48,9 +48,10 @@ def test_compiling_ahead_takes_the_compile_off_the_device_slot(write_space, kern
     ahead = sweep(space, compile_ahead=2)
     for summary in (cold, ahead):
         assert summary.trials_run == 12 and not summary.failures
-    # without the pool every trial compiles in its slot: 0.3 s of each ~0.6 s trial
+    # without the pool every trial compiles in its slot: 0.3 s of each ~0.6 s trial (the wall
+    # time also holds the worker's start, torch's import: 1 to 5 s by the machine's load)
     assert cold.trial_compile_s == pytest.approx(12 * 0.3, abs=0.3)
-    assert cold.compile_share > 0.35
+    assert cold.compile_share > 0.25
     # with it, trials compile only while the pool's processes start (two compile 0.3 s each
     # while a trial measures 0.3 s: they keep ahead from then on)
     assert ahead.trial_compile_s + ahead.compile_wait_s < 0.6 * cold.trial_compile_s
