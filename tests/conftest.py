@@ -30,12 +30,24 @@ SERIAL = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(__file__).parents[1]
     for item in items:
         path = Path(item.fspath).relative_to(root).as_posix()
         if path.startswith(SERIAL):
             item.add_marker(pytest.mark.xdist_group("serial"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse a pytest whose node ids xdist's loadgroup cannot rename: SERIAL would not hold."""
+    dist = getattr(config.option, "dist", "no")
+    version = tuple(int(part) for part in pytest.__version__.split(".")[:2])
+    if dist == "loadgroup" and version >= (9, 2):
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} breaks pytest-xdist's loadgroup (tests/conftest.py "
+            "SERIAL files would run side by side); install the test extra: pytest<9.2"
+        )
 
 
 @pytest.fixture

@@ -5,7 +5,9 @@ workload's objective once and evaluates configs on request; the driver's sampler
 and storage stay in the driver's process, so results land in the same Optuna storage as a
 local sweep. An actor that dies (a segfault, its node lost) turns its trial into ``crashed``
 with Ray's reason, and the slot gets a new actor; a trial past its timeout is ended by killing
-its actor. The capacity follows the cluster: a node lost takes its slots with it.
+its actor. A trial's clock starts once its actor is built (a new actor's start, which imports
+the workload's libraries, has its own limit, as a local worker's does). The capacity follows
+the cluster: a node lost takes its slots with it.
 
 Divergence is judged inside the actor by the same rule as the driver's pruner (Optuna's
 report/should_prune need the driver's study, which actors do not reach).
@@ -26,6 +28,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from autotune.executors.base import Executor, ExecutorError, Finished
@@ -37,6 +40,28 @@ _POLL_S = 0.5
 _RESOURCES_TTL_S = 2.0
 
 PruneRule = Callable[[Sequence[float]], bool]
+
+
+@dataclass
+class _Flight:
+    """A trial in flight: its slot and ticket, when it was submitted, and when its actor was
+    ready (``ready_ref`` resolves when a new actor's constructor has run)."""
+
+    slot: int
+    ticket: int
+    submitted: float
+    ready_ref: Any = None
+    started: float | None = None
+
+    def clock(self, now: float, timeout_s: float, start_timeout_s: float) -> str | None:
+        """Why the trial is out of time at ``now``, or None."""
+        if self.started is None:
+            if now - self.submitted > start_timeout_s:
+                return f"Ray actor did not start within {start_timeout_s:.0f} s; killed"
+            return None
+        if now - self.started > timeout_s:
+            return f"no result after {timeout_s:.1f} s; Ray actor killed"
+        return None
 
 
 def import_ray() -> Any:
@@ -99,7 +124,8 @@ class RayExecutor(Executor):
         address: ``auto``, ``HOST:PORT``, or None to start a local Ray.
         gpus_per_trial, cpus_per_trial: resources each actor holds.
         workers: slots; default as many as the cluster's resources allow.
-        timeout_s: wall-time limit of one trial.
+        timeout_s: wall-time limit of one trial, from the moment its actor is ready.
+        start_timeout_s: limit for a new actor to start and build the objective.
         prune_rule: the divergence rule applied to reported values inside the actor.
         num_cpus: CPUs of a local Ray started here (default: the machine's).
     """
@@ -116,6 +142,7 @@ class RayExecutor(Executor):
         cpus_per_trial: float = 1.0,
         workers: int | None = None,
         timeout_s: float = 300.0,
+        start_timeout_s: float = 180.0,
         prune_rule: PruneRule | None = None,
         num_cpus: int | None = None,
     ) -> None:
@@ -123,7 +150,7 @@ class RayExecutor(Executor):
         self._started = ensure_ray(address, num_cpus)
         self.workload, self.problem = workload, dict(problem)
         self.gpus_per_trial, self.cpus_per_trial = gpus_per_trial, cpus_per_trial
-        self.timeout_s = timeout_s
+        self.timeout_s, self.start_timeout_s = timeout_s, start_timeout_s
         self.prune_rule = prune_rule
         self._resources: tuple[float, dict[str, float]] | None = None
         fits = self._cluster_slots()
@@ -137,7 +164,7 @@ class RayExecutor(Executor):
         )
         self._actors: dict[int, Any] = {}  # slot -> live actor
         self._idle = list(range(self._slots))
-        self._running: dict[Any, tuple[int, int, float]] = {}  # ref -> (slot, ticket, start)
+        self._running: dict[Any, _Flight] = {}  # the trial's result ref -> its flight
 
     def _cluster_slots(self) -> int:
         """Trials the cluster's live nodes can hold at once (asked of Ray at most every
@@ -168,11 +195,13 @@ class RayExecutor(Executor):
         slot = min(self._idle, key=lambda i: (i not in self._actors, i))
         self._idle.remove(slot)
         actor = self._actors.get(slot)
+        now = time.perf_counter()
+        flight = _Flight(slot, ticket, submitted=now, started=now)
         if actor is None:
             actor = self._actor_class.remote(self.workload, self.problem, self.prune_rule)
             self._actors[slot] = actor
-        ref = actor.evaluate.remote(config)
-        self._running[ref] = (slot, ticket, time.perf_counter())
+            flight.ready_ref, flight.started = actor.__ray_ready__.remote(), None
+        self._running[actor.evaluate.remote(config)] = flight
 
     def wait_any(self) -> list[Finished]:
         if not self._running:
@@ -180,15 +209,29 @@ class RayExecutor(Executor):
         while True:
             ready, _ = self._ray.wait(list(self._running), num_returns=1, timeout=_POLL_S)
             finished = [self._collect(ref) for ref in ready]
+            self._note_started_actors()
             now = time.perf_counter()
-            for ref, (_, _, start) in list(self._running.items()):
-                if now - start > self.timeout_s:
-                    finished.append(self._time_out(ref))
+            for ref, flight in list(self._running.items()):
+                reason = flight.clock(now, self.timeout_s, self.start_timeout_s)
+                if reason is not None:
+                    finished.append(self._time_out(ref, reason))
             if finished:
                 return finished
 
+    def _note_started_actors(self) -> None:
+        """Start the clock of each trial whose new actor has become ready since the last poll."""
+        waiting = {f.ready_ref: f for f in self._running.values() if f.started is None}
+        if not waiting:
+            return
+        ready, _ = self._ray.wait(list(waiting), num_returns=len(waiting), timeout=0)
+        now = time.perf_counter()
+        for ref in ready:
+            waiting[ref].started = now
+
     def _collect(self, ref: Any) -> Finished:
-        slot, ticket, start = self._running.pop(ref)
+        flight = self._running.pop(ref)
+        slot, ticket = flight.slot, flight.ticket
+        start = flight.started if flight.started is not None else flight.submitted
         self._idle.append(slot)
         try:
             result, node = self._ray.get(ref)
@@ -204,14 +247,14 @@ class RayExecutor(Executor):
             result.duration_s = seconds
         return Finished(ticket, result, seconds, worker=where)
 
-    def _time_out(self, ref: Any) -> Finished:
-        slot, ticket, start = self._running.pop(ref)
+    def _time_out(self, ref: Any, reason: str) -> Finished:
+        flight = self._running.pop(ref)
+        slot, ticket = flight.slot, flight.ticket
         self._idle.append(slot)
         actor = self._actors.pop(slot, None)
         if actor is not None:
             self._ray.kill(actor)
-        seconds = time.perf_counter() - start
-        reason = f"no result after {self.timeout_s:.1f} s; Ray actor killed"
+        seconds = time.perf_counter() - (flight.started or flight.submitted)
         return Finished(
             ticket, TrialResult(TrialStatus.TIMEOUT, reason, duration_s=seconds), seconds,
             worker=f"ray actor {slot}",

@@ -49,6 +49,20 @@ def test_trials_run_as_actors_and_a_crash_or_hang_costs_one_trial(local_ray):
     assert outcome[2].status is TrialStatus.DIVERGED and "pruned at step" in outcome[2].reason
 
 
+def test_a_trials_clock_starts_when_its_actor_is_built_which_has_its_own_limit(local_ray):
+    # a new actor imports torch with the faults workload: seconds, where the trial takes none
+    with RayExecutor("faults", {}, workers=1, timeout_s=0.5) as executor:
+        executor.submit(0, {"fault": "none", "score": 3.0})
+        (done,) = executor.wait_any()
+    assert done.result.status is TrialStatus.OK, done.result.reason
+    assert done.result.measurement.values["score"] == 3.0
+    with RayExecutor("faults", {}, workers=1, start_timeout_s=0.2) as executor:
+        executor.submit(0, {"fault": "none", "score": 3.0})
+        (late,) = executor.wait_any()
+    assert late.result.status is TrialStatus.TIMEOUT
+    assert "did not start within" in late.result.reason
+
+
 def replay_settings(executor: str, **overrides) -> SweepSettings:
     table = os.path.join(DATA, "matmul_decode_h200.csv")
     base = dict(
