@@ -206,11 +206,12 @@ def overhead(args: argparse.Namespace) -> None:
 
     print(
         "\n## driver time per trial (default sampler, inline executor, 100 trials, a "
-        "synthetic table whose metric costs nothing; after a 12-trial warm-up sweep in the "
-        "same process, so that what a process does once, imports and first calls, is no "
-        "trial's cost)"
+        "synthetic table whose metric costs nothing; after a 12-trial warm-up sweep on each "
+        "storage in the same process, so that what a process does once, imports and first "
+        "calls, is no trial's cost)"
     )
-    per_trial(64, 12, "memory")  # the warm-up
+    for storage in ("memory", "sqlite"):  # the warm-up: SQLAlchemy's first use is an import
+        per_trial(64, 12, storage)
     for configs, target in ((1000, 0.030), (20000, 0.100)):
         memory = per_trial(configs, 100, "memory")
         sqlite = per_trial(configs, 100, "sqlite")

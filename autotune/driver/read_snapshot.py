@@ -1,17 +1,19 @@
-"""One read of a study's trials serves the driver until something is written.
+"""One read of a study's trials serves the driver until it needs another.
 
 A sweep reads its study's trials several times a trial: the budget count before and after each
 ask, the samplers, the twin check, the trial book. On SQLite each read is half a dozen queries
 (about 3 ms, whatever the study's size: Optuna's cached storage fetches only what changed), and
 those reads were most of a sweep's storage time. :class:`SnapshotStorage` wraps Optuna's cached
-RDB storage and answers ``get_all_trials`` from its last read until a write goes through it
-(this driver asking, suggesting, telling, attributing) or ``max_age_s`` passes, after which
-what other drivers wrote shows. Every other call goes straight through.
+RDB storage and answers ``get_all_trials`` from its last read. This driver's own writes to a
+trial in that read (a parameter, an attribute, a reported step, its end) go to the database and
+into the snapshot (:mod:`autotune.driver.own_writes`); any other write (a new trial, a study
+attribute) makes the next read fresh, and so do :meth:`SnapshotStorage.expire` and the passing
+of ``max_age_s``, after which what other drivers wrote shows. Every other call goes straight
+through.
 
-A read right after one of this driver's own writes is therefore always fresh, which the
-driver's protocols rely on (the twin check reads after the config is written); a read with no
-write of its own since the last sees other drivers' changes at most ``max_age_s`` late, as a
-read a moment earlier would have.
+A read sees this driver's own writes at once and other drivers' at most ``max_age_s`` late, as
+a read a moment earlier would have; a protocol that must see theirs now (the twin check, after
+this driver's config is written) calls :meth:`~SnapshotStorage.expire` first.
 
 Example:
     >>> import tempfile, optuna
@@ -23,14 +25,19 @@ Example:
     (1, 1)
     >>> len(study.get_trials()), storage.fresh_reads  # nothing written since: no query
     (1, 1)
+    >>> trial = study.ask()  # a new trial: read back once and added to the snapshot
+    >>> trial.set_user_attr("worker", "gpu0")  # taken into the snapshot
+    >>> study.get_trials()[-1].user_attrs, storage.fresh_reads
+    ({'worker': 'gpu0'}, 1)
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from typing import Any
 
 import optuna
@@ -40,6 +47,15 @@ from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.study._frozen import FrozenStudy
 from optuna.study._study_direction import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
+
+from autotune.driver import own_writes, write_batch
+from autotune.driver.write_batch import QueuedWrite
+
+#: How a write changes a trial the snapshot holds (see :mod:`autotune.driver.own_writes`), or
+#: None where the snapshot cannot tell (it is read afresh next time)
+Patch = Callable[[FrozenTrial], FrozenTrial | None]
+#: How a write changes a study's snapshot, given the write's result (its trials, in place)
+Edit = Callable[[list[FrozenTrial], Any], None]
 
 #: Seconds a snapshot serves reads at most, when this driver writes nothing meanwhile.
 MAX_AGE_S = 0.25
@@ -61,6 +77,13 @@ def _sqlite_locked(exc: BaseException) -> bool:
     return False
 
 
+def batched_writes(study: optuna.Study) -> contextlib.AbstractContextManager[None]:
+    """``SnapshotStorage.batched()`` of the study's storage; elsewhere a block that does
+    nothing (each write goes through at once)."""
+    storage = study._storage
+    return storage.batched() if isinstance(storage, SnapshotStorage) else contextlib.nullcontext()
+
+
 def snapshot_reads(storage: BaseStorage, max_age_s: float = MAX_AGE_S) -> BaseStorage:
     """``storage`` with snapshot reads when it is a database (RDB) storage, else unchanged
     (in memory a read costs nothing; a journal file is read incrementally by Optuna)."""
@@ -80,20 +103,45 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
         self._writes = 0  # every write through this storage bumps it
         # study id -> (writes when the read began, when it began, its trials sorted by number)
         self._snapshots: dict[int, tuple[int, float, list[FrozenTrial]]] = {}
+        self._where: dict[int, tuple[int, int]] = {}  # trial id -> (study id, index in its read)
+        # the trial created last, as read back then, and the write count after its creation
+        self._created: tuple[int, FrozenTrial] | None = None
+        self._created_at = -1
+        self._queue: list[QueuedWrite] | None = None  # trial writes held back (batched())
+        self._distributions: dict[tuple[int, str], BaseDistribution] = {}  # sent before
         self.fresh_reads = 0
         self.locked_retries = 0  # writes tried again after SQLite refused them as locked
 
     # -- the snapshot ------------------------------------------------------------------------
-    def _write(self, write: Any, *args: Any) -> Any:
+    def _write(
+        self,
+        write: Any,
+        *args: Any,
+        study_id: int | None = None,
+        edit: Edit | None = None,
+        flush_first: bool = True,
+    ) -> Any:
         """``write(*args)`` on the inner storage, the count bumped before and after it: a read
         begun while the write was under way must not stand either. A write SQLite refused as
-        locked is tried again after :data:`LOCKED_BACKOFF_S` (Optuna rolled it back whole)."""
+        locked is tried again after :data:`LOCKED_BACKOFF_S` (Optuna rolled it back whole).
+
+        With ``edit``: where study ``study_id``'s snapshot was current when the write began
+        and no other write ran meanwhile, the snapshot takes the write in (``edit`` of its
+        trials and the write's result) and stays current. Writes held back by ``batched()``
+        go first (unless ``flush_first`` is False: this is the sending, or a write that only
+        queues), so that the database sees every write in the order it was made."""
+        if flush_first:
+            self._flush()
         with self._lock:
             self._writes += 1
+            began = self._writes
+        done, result = False, None
         try:
             for pause in (*LOCKED_BACKOFF_S, None):
                 try:
-                    return write(*args)
+                    result = write(*args)
+                    done = True
+                    return result
                 except Exception as exc:
                     if pause is None or not _sqlite_locked(exc):
                         raise
@@ -102,6 +150,69 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
         finally:
             with self._lock:
                 self._writes += 1
+                held = self._snapshots.get(study_id) if edit is not None else None
+                current = held is not None and held[0] == began - 1
+                if done and current and self._writes == began + 1:
+                    self._snapshots[study_id] = (self._writes, held[1], held[2])
+                    edit(held[2], result)
+
+    def _trial_write(
+        self, write: Any, trial_id: int, patch: Patch, *args: Any, queue: QueuedWrite | None = None
+    ) -> Any:
+        """``write(trial_id, *args)``, taken into the snapshot that holds the trial; inside
+        ``batched()``, ``queue`` is held back instead, for one transaction at its end."""
+        study_id, index = self._where.get(trial_id, (None, -1))
+        if queue is not None and self._queue is not None:
+            write, args = self._queue.append, (queue,)
+
+        def edit(trials: list[FrozenTrial], _result: Any) -> None:
+            held = index < len(trials) and trials[index]._trial_id == trial_id
+            patched = patch(trials[index]) if held else None
+            if patched is None:  # not where the last read left it: read afresh next time
+                self._snapshots.pop(study_id, None)
+            else:
+                trials[index] = patched
+
+        if queue is not None and self._queue is not None:
+            return self._write(write, *args, study_id=study_id, edit=edit, flush_first=False)
+        return self._write(write, trial_id, *args, study_id=study_id, edit=edit)
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """Hold back this driver's writes of trial parameters and attributes until the block
+        ends, then send them in one transaction (:mod:`autotune.driver.write_batch`). Reads
+        see them at once; anything else that reaches the database sends them first."""
+        if self._queue is not None:  # nested: the outer block sends them
+            yield
+            return
+        self._queue = []
+        try:
+            yield
+        finally:
+            try:
+                self._flush()
+            finally:
+                self._queue = None
+
+    def _flush(self) -> None:
+        """Send the writes held back, if any, keeping a current snapshot current (it holds
+        them already); where sending fails, every snapshot is dropped with them."""
+        if not self._queue:
+            return
+        queue, self._queue[:] = list(self._queue), []
+        study_id = self._where.get(queue[0].trial_id, (None, -1))[0]
+        try:
+            self._write(write_batch.send, self._inner, queue, self._distributions,
+                        study_id=study_id, edit=lambda _trials, _result: None,
+                        flush_first=False)  # fmt: skip
+        except BaseException:
+            self.expire()
+            raise
+
+    def expire(self) -> None:
+        """Make the next read of every study fresh (other drivers' writes show at once)."""
+        with self._lock:
+            self._snapshots.clear()
 
     def get_all_trials(
         self,
@@ -114,12 +225,16 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
             held = self._snapshots.get(study_id)
         now = time.monotonic()
         if held is None or held[0] != writes or now - held[1] > self._max_age_s:
+            self._flush()  # the database first gets what this driver wrote
+            with self._lock:
+                writes = self._writes
             trials = self._inner.get_all_trials(study_id, deepcopy=False)
             self.fresh_reads += 1
             with self._lock:
                 # stamped with the write count from before the read: a write meanwhile makes
                 # the next read fresh again
                 self._snapshots[study_id] = (writes, now, trials)
+                self._where.update((t._trial_id, (study_id, i)) for i, t in enumerate(trials))
         else:
             trials = held[2]
         trials = list(trials) if states is None else [t for t in trials if t.state in states]
@@ -141,7 +256,22 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
         self._write(self._inner.set_study_system_attr, study_id, key, value)
 
     def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
-        return self._write(self._inner.create_new_trial, study_id, template_trial)
+        """The trial is read back at once (Optuna's ``ask`` reads it next, served from here)
+        and appended to a current snapshot."""
+
+        def write(study_id: int, template: FrozenTrial | None) -> int:
+            trial_id = self._inner.create_new_trial(study_id, template)
+            self._created = (trial_id, self._inner.get_trial(trial_id))
+            return trial_id
+
+        def edit(trials: list[FrozenTrial], trial_id: int) -> None:
+            self._where[trial_id] = (study_id, len(trials))
+            trials.append(self._created[1])
+
+        trial_id = self._write(write, study_id, template_trial, study_id=study_id, edit=edit)
+        with self._lock:
+            self._created_at = self._writes
+        return trial_id
 
     def set_trial_param(
         self,
@@ -150,24 +280,52 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
         param_value_internal: float,
         distribution: BaseDistribution,
     ) -> None:
+        def patch(t: FrozenTrial) -> FrozenTrial:
+            return own_writes.with_param(t, param_name, param_value_internal, distribution)
+
         inner = self._inner.set_trial_param
-        self._write(inner, trial_id, param_name, param_value_internal, distribution)
+        queue = QueuedWrite("param", trial_id, param_name, param_value_internal, distribution)
+        args = (param_name, param_value_internal, distribution)
+        self._trial_write(inner, trial_id, patch, *args, queue=queue)
 
     def set_trial_state_values(
         self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
     ) -> bool:
-        return self._write(self._inner.set_trial_state_values, trial_id, state, values)
+        changed = [False]
+
+        def write(*args: Any) -> bool:
+            changed[0] = self._inner.set_trial_state_values(*args)
+            return changed[0]
+
+        def patch(t: FrozenTrial) -> FrozenTrial | None:
+            # a trial another driver moved first (WAITING -> RUNNING) is read afresh
+            return own_writes.with_state(t, state, values) if changed[0] else None
+
+        return self._trial_write(write, trial_id, patch, state, values)
 
     def set_trial_intermediate_value(
         self, trial_id: int, step: int, intermediate_value: float
     ) -> None:
-        self._write(self._inner.set_trial_intermediate_value, trial_id, step, intermediate_value)
+        def patch(t: FrozenTrial) -> FrozenTrial:
+            return own_writes.with_intermediate(t, step, intermediate_value)
+
+        inner = self._inner.set_trial_intermediate_value
+        self._trial_write(inner, trial_id, patch, step, intermediate_value)
 
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
-        self._write(self._inner.set_trial_user_attr, trial_id, key, value)
+        def patch(t: FrozenTrial) -> FrozenTrial:
+            return own_writes.with_attr(t, "user", key, value)
+
+        queue = QueuedWrite("user", trial_id, key, value)
+        self._trial_write(self._inner.set_trial_user_attr, trial_id, patch, key, value, queue=queue)
 
     def set_trial_system_attr(self, trial_id: int, key: str, value: Any) -> None:
-        self._write(self._inner.set_trial_system_attr, trial_id, key, value)
+        def patch(t: FrozenTrial) -> FrozenTrial:
+            return own_writes.with_attr(t, "system", key, value)
+
+        queue = QueuedWrite("system", trial_id, key, value)
+        inner = self._inner.set_trial_system_attr
+        self._trial_write(inner, trial_id, patch, key, value, queue=queue)
 
     # -- reads that go straight through ---------------------------------------------------------
     def get_study_id_from_name(self, study_name: str) -> int:
@@ -192,9 +350,31 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
         return self._inner.get_trial_id_from_study_id_trial_number(study_id, trial_number)
 
     def get_trial(self, trial_id: int) -> FrozenTrial:
+        """From a current snapshot that holds it (or as it was read back when created, with
+        nothing written since), else from the database."""
+        with self._lock:
+            held = self._held(trial_id)
+        if held is not None:
+            return copy.deepcopy(held)
+        self._flush()
         return self._inner.get_trial(trial_id)
 
+    def _held(self, trial_id: int) -> FrozenTrial | None:
+        """``trial_id`` as a current snapshot holds it, or None (under the lock)."""
+        created = self._created
+        if created is not None and created[0] == trial_id and self._created_at == self._writes:
+            return created[1]
+        study_id, index = self._where.get(trial_id, (None, -1))
+        held = self._snapshots.get(study_id) if study_id is not None else None
+        if held is None or held[0] != self._writes:
+            return None
+        if time.monotonic() - held[1] > self._max_age_s or index >= len(held[2]):
+            return None
+        trial = held[2][index]
+        return trial if trial._trial_id == trial_id else None
+
     def get_best_trial(self, study_id: int) -> FrozenTrial:
+        self._flush()
         return self._inner.get_best_trial(study_id)
 
     def remove_session(self) -> None:

@@ -38,7 +38,7 @@ from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, rea
 from autotune.driver.memory_guard import MemoryGuard
 from autotune.driver.novelty import config_key
 from autotune.driver.pruning import DivergencePruner
-from autotune.driver.read_snapshot import snapshot_reads
+from autotune.driver.read_snapshot import SnapshotStorage, batched_writes, snapshot_reads
 from autotune.driver.results import best_trials
 from autotune.driver.samplers import is_exhausted
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
@@ -54,6 +54,7 @@ from autotune.driver.trial_attrs import (
 )
 from autotune.driver.trial_book import Asked, TrialBook
 from autotune.driver.trial_memo import FinishedTrialMemo
+from autotune.driver.write_batch import WriteConflict
 from autotune.executors.base import Executor, Finished
 from autotune.failures import TrialStatus
 from autotune.runners.base import PruneCheck, TrialResult
@@ -62,6 +63,8 @@ from autotune.storage import open_storage
 # Consecutive static-constraint rejections allowed per trial of budget before the sweep stops.
 MAX_REJECTIONS_PER_TRIAL = 50
 REAP_EVERY_S = 30.0
+#: Writing an asked config found the trial another driver's (see ``_SweepRun.ask``)
+_TAKEN_ELSEWHERE = (WriteConflict, optuna.exceptions.UpdateFinishedTrialError)
 
 __all__ = ["StudyMismatch", "Sweep", "SweepObserver", "SweepSettings", "SweepSummary"]
 
@@ -151,6 +154,10 @@ class _SweepRun:
         # launched() runs about four times a trial: each finished trial's answer is read once
         # (at 139 trials a call took 0.024 ms instead of 0.060)
         self.launched_memo = FinishedTrialMemo(is_launched)
+        # set once another driver is seen at work on this study (a trial of its running, or
+        # begun after this sweep's first): from then on the budget's count reads afresh
+        self.first_number = len(study.trials)
+        self.others_active = False
         for t in study.get_trials(deepcopy=False, states=(
             optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
         )):  # fmt: skip
@@ -297,7 +304,15 @@ class _SweepRun:
         not_launched = {a.trial.number for group in self.waiting.values() for a in group}
         not_launched |= {a.trial.number for a in self.ahead}
         running = optuna.trial.TrialState.RUNNING
+        if self.others_active and isinstance(self.storage, SnapshotStorage):
+            self.storage.expire()  # each driver may then start at most one trial past the budget
         trials = self.study.get_trials(deepcopy=False)
+        if not self.others_active:
+            self.others_active = any(
+                (t.state == running or t.number >= self.first_number)
+                and t.user_attrs.get(DRIVER, self.identity) != self.identity
+                for t in trials
+            )
         return sum(
             1
             for t, ran in zip(trials, self.launched_memo.summaries(self.study, trials), strict=True)
@@ -318,8 +333,15 @@ class _SweepRun:
             trial = self.study.ask()
             self.heartbeat.add(trial.number)
         try:
-            trial.set_user_attr(DRIVER, self.identity)
-            config = s.space.sample(trial, s.problem, s.device)
+            try:
+                with batched_writes(self.study):  # the config whole, in one transaction
+                    trial.set_user_attr(DRIVER, self.identity)
+                    config = s.space.sample(trial, s.problem, s.device)
+            except _TAKEN_ELSEWHERE:
+                # a waiting trial another driver took too (SQLite lets two take one) and
+                # wrote first: it is theirs; ask again
+                self.heartbeat.discard(trial.number)
+                return None
             self.sampler_s += time.perf_counter() - asked_at
             asked = Asked(trial, config)
             broken = self.broken_constraints(config)
@@ -363,6 +385,8 @@ class _SweepRun:
         once, at least the later reader sees the other's and stands back."""
         mine = set(self.in_flight) | {a.trial.number for g in self.waiting.values() for a in g}
         mine |= {a.trial.number for a in self.ahead}
+        if isinstance(self.storage, SnapshotStorage):
+            self.storage.expire()  # other drivers' configs as they stand now
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             other = t.number != asked.trial.number and t.number not in mine
             if other and t.params and config_key(t.params) == asked.key:

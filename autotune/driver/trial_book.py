@@ -32,6 +32,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.novelty import config_key, unvisited_config
+from autotune.driver.read_snapshot import batched_writes
 from autotune.driver.results import best_trials
 from autotune.driver.settings import SweepSettings, TrialRecord
 from autotune.driver.trial_attrs import (
@@ -155,15 +156,16 @@ class TrialBook:
             worker=worker,
         )
         try:
-            trial.set_user_attr(STATUS, result.status.value)
-            trial.set_user_attr(REASON, result.reason)
-            trial.set_user_attr(DURATION, round(result.duration_s, 4))
-            if worker:
-                trial.set_user_attr(WORKER, worker)
-            if result.measurement is not None and (values is not None or over):
-                trial.set_user_attr(METRICS, _jsonable(result.measurement.all_metrics()))
-                trial.set_user_attr(TELEMETRY, _jsonable(result.measurement.telemetry))
-            mark_feasibility(trial, values is not None)
+            with batched_writes(self.study):  # the record in one transaction, then the tell
+                trial.set_user_attr(STATUS, result.status.value)
+                trial.set_user_attr(REASON, result.reason)
+                trial.set_user_attr(DURATION, round(result.duration_s, 4))
+                if worker:
+                    trial.set_user_attr(WORKER, worker)
+                if result.measurement is not None and (values is not None or over):
+                    trial.set_user_attr(METRICS, _jsonable(result.measurement.all_metrics()))
+                    trial.set_user_attr(TELEMETRY, _jsonable(result.measurement.telemetry))
+                mark_feasibility(trial, values is not None)
             if values is not None:
                 self.study.tell(trial, values)
             elif result.status is TrialStatus.DIVERGED and len(self.directions) == 1:

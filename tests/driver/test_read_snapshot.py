@@ -1,3 +1,4 @@
+import random
 import threading
 import time
 
@@ -14,23 +15,64 @@ def _sqlite(tmp_path, max_age_s=60.0):
     return url, snapshot_reads(open_storage(url, heartbeat_s=5), max_age_s=max_age_s)
 
 
-def test_reads_between_writes_reach_the_database_once_and_a_write_makes_the_next_fresh(tmp_path):
+def test_reads_between_writes_reach_the_database_once_and_a_new_trial_is_read_back(tmp_path):
     _, storage = _sqlite(tmp_path)
     assert isinstance(storage, SnapshotStorage)
     study = optuna.create_study(storage=storage, study_name="s")
-    trial = study.ask()
     study.get_trials()
     before = storage.fresh_reads
+    trial = study.ask()  # created, read back once, appended to the snapshot; ask's read served
     for _ in range(5):
         study.get_trials(deepcopy=False)
         study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
-    assert storage.fresh_reads == before  # nothing written: the snapshot answered
-    trial.set_user_attr("seen", 1)
-    (read,) = study.get_trials()
-    assert read.user_attrs == {"seen": 1} and storage.fresh_reads == before + 1
+    assert storage.fresh_reads == before  # the new trial came with its creation
+    assert [t.number for t in study.get_trials()] == [trial.number]
+    study.set_user_attr("note", "a study's attribute")  # not a trial's: the next read is fresh
+    study.get_trials()
+    assert storage.fresh_reads == before + 1
+
+
+def _every_own_write(study: optuna.Study) -> None:
+    trial = study.ask()
+    trial.suggest_int("x", 0, 8, log=False)
+    trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+    trial.suggest_categorical("kind", ["a", None, 2])
+    trial.set_user_attr("metrics", {"tflops": 1.5, "shape": (1, 2)})
+    study._storage.set_trial_system_attr(trial._trial_id, "constraints", [0.0])
+    trial.report(0.5, step=3)
     study.tell(trial, 2.0)
-    assert [t.state.name for t in study.get_trials()] == ["COMPLETE"]
-    assert study.get_trials(states=(optuna.trial.TrialState.RUNNING,)) == []
+    other = study.ask()
+    study.tell(other, state=optuna.trial.TrialState.FAIL)
+
+
+def test_own_writes_are_taken_into_the_snapshot_as_the_database_stores_them(tmp_path):
+    url, storage = _sqlite(tmp_path)
+    study = optuna.create_study(storage=storage, study_name="s")
+    study.get_trials()
+    before = storage.fresh_reads
+    _every_own_write(study)
+    snapshot = study.get_trials()
+    assert storage.fresh_reads == before  # every write taken in: no read reached the database
+    stored = optuna.load_study(study_name="s", storage=open_storage(url)).get_trials()
+    assert len(snapshot) == len(stored) == 2
+    for mine, theirs in zip(snapshot, stored, strict=True):
+        assert mine.state == theirs.state and mine.values == theirs.values
+        assert mine.params == theirs.params and mine.distributions == theirs.distributions
+        assert mine.user_attrs == theirs.user_attrs  # a tuple stored as JSON reads as a list
+        assert mine.system_attrs == theirs.system_attrs
+        assert mine.intermediate_values == theirs.intermediate_values
+        assert (mine.datetime_complete is None) == (theirs.datetime_complete is None)
+
+
+def test_expire_makes_the_next_read_fresh(tmp_path):
+    url, storage = _sqlite(tmp_path)
+    study = optuna.create_study(storage=storage, study_name="s")
+    study.get_trials()
+    other = optuna.load_study(study_name="s", storage=open_storage(url))  # another driver
+    other.enqueue_trial({"x": 1})
+    assert study.get_trials() == []  # within the age: the snapshot's answer
+    storage.expire()
+    assert [t.state.name for t in study.get_trials()] == ["WAITING"]
 
 
 def test_another_drivers_write_shows_once_the_snapshot_is_older_than_its_age(tmp_path):
@@ -104,3 +146,57 @@ def test_a_lock_held_past_every_try_fails_the_write(tmp_path, monkeypatch):
     assert read_snapshot._sqlite_locked(failed.value)  # Optuna's error, SQLite's cause
     assert storage.locked_retries == 2
     assert storage.get_study_user_attrs(study_id) == {}
+
+
+def test_a_trial_another_driver_closed_meanwhile_is_not_told_over_its_end(tmp_path):
+    """The snapshot still holds the trial as running; the database refuses the tell, and the
+    book records the trial as closed elsewhere (what the other driver stored stands)."""
+    from autotune.driver import SweepSettings
+    from autotune.driver.trial_book import Asked, TrialBook
+    from autotune.failures import TrialStatus
+    from autotune.measurement import Measurement
+    from autotune.runners.base import TrialResult
+    from autotune.space import Param, Space
+
+    url, storage = _sqlite(tmp_path)
+    study = optuna.create_study(storage=storage, study_name="s", direction="maximize")
+    settings = SweepSettings(
+        workload="faults", problem={}, space=Space("d", [Param("x", "int", low=0, high=3)]),
+        objectives={"score": "maximize"}, storage=url,
+    )  # fmt: skip
+    book = TrialBook(study, settings, random.Random(0))
+    trial = study.ask()
+    asked = Asked(trial, {"x": trial.suggest_int("x", 0, 3)})
+    study.get_trials()  # the snapshot: running
+    reaper = open_storage(url)  # another driver found it stale
+    reaper.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+    measured = TrialResult(TrialStatus.OK, "", Measurement(values={"score": 1.0}), 0.1)
+    record = book.tell_result(asked, measured)
+    assert record.status == "interrupted" and "closed by another driver" in record.reason
+    (stored,) = optuna.load_study(study_name="s", storage=open_storage(url)).trials
+    assert stored.state.name == "FAIL"
+
+
+def test_a_lone_drivers_sweep_reads_its_study_about_once_a_trial(tmp_path):
+    """Its own writes keep the snapshot current: the twin check's read is what stays (and a
+    read when a trial outlasts the snapshot's age). Before, each write made the next read
+    fresh: 4-5 reads a trial."""
+    import os
+
+    from autotune.driver import Sweep, SweepSettings
+    from autotune.space import load_space
+
+    data = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "data")
+    params = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
+    settings = SweepSettings(
+        workload="replay", space=load_space(os.path.join(data, "matmul_tiled_grid.yaml")),
+        problem={"table": os.path.join(data, "matmul_4096_h200.csv"), "params": params,
+                 "metric": "tflops", "M": 4096, "N": 4096, "K": 4096},
+        objectives={"tflops": "maximize"}, n_trials=20, seed=0, executor="inline",
+        storage=f"sqlite:///{tmp_path / 's.db'}", warm_start="off",
+        device={"type": "cuda", "max_shared_memory": 232448, "name": "NVIDIA H200"},
+    )  # fmt: skip
+    study = Sweep(settings).run().study
+    storage = study._storage
+    assert isinstance(storage, SnapshotStorage)
+    assert storage.fresh_reads <= 2.5 * len(study.trials), (storage.fresh_reads, len(study.trials))
