@@ -51,9 +51,8 @@ from optuna.trial import FrozenTrial, TrialState
 from autotune.driver import own_writes, write_batch
 from autotune.driver.write_batch import QueuedWrite
 
-#: How a write changes a trial the snapshot holds (see :mod:`autotune.driver.own_writes`), or
-#: None where the snapshot cannot tell (it is read afresh next time)
-Patch = Callable[[FrozenTrial], FrozenTrial | None]
+#: How a write changes a trial the snapshot holds (see :mod:`autotune.driver.own_writes`)
+Patch = Callable[[FrozenTrial], FrozenTrial]
 #: How a write changes a study's snapshot, given the write's result (its trials, in place)
 Edit = Callable[[list[FrozenTrial], Any], None]
 
@@ -162,19 +161,19 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
         """``write(trial_id, *args)``, taken into the snapshot that holds the trial; inside
         ``batched()``, ``queue`` is held back instead, for one transaction at its end."""
         study_id, index = self._where.get(trial_id, (None, -1))
-        if queue is not None and self._queue is not None:
-            write, args = self._queue.append, (queue,)
 
-        def edit(trials: list[FrozenTrial], _result: Any) -> None:
+        def edit(trials: list[FrozenTrial], result: Any) -> None:
+            # a write that reports False changed nothing (another driver moved the trial first)
             held = index < len(trials) and trials[index]._trial_id == trial_id
-            patched = patch(trials[index]) if held else None
-            if patched is None:  # not where the last read left it: read afresh next time
+            patched = patch(trials[index]) if held and result is not False else None
+            if patched is None:  # the snapshot cannot tell: read afresh next time
                 self._snapshots.pop(study_id, None)
             else:
                 trials[index] = patched
 
         if queue is not None and self._queue is not None:
-            return self._write(write, *args, study_id=study_id, edit=edit, flush_first=False)
+            append = self._queue.append
+            return self._write(append, queue, study_id=study_id, edit=edit, flush_first=False)
         return self._write(write, trial_id, *args, study_id=study_id, edit=edit)
 
     @contextlib.contextmanager
@@ -291,17 +290,11 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
     def set_trial_state_values(
         self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
     ) -> bool:
-        changed = [False]
+        def patch(t: FrozenTrial) -> FrozenTrial:
+            return own_writes.with_state(t, state, values)
 
-        def write(*args: Any) -> bool:
-            changed[0] = self._inner.set_trial_state_values(*args)
-            return changed[0]
-
-        def patch(t: FrozenTrial) -> FrozenTrial | None:
-            # a trial another driver moved first (WAITING -> RUNNING) is read afresh
-            return own_writes.with_state(t, state, values) if changed[0] else None
-
-        return self._trial_write(write, trial_id, patch, state, values)
+        inner = self._inner.set_trial_state_values
+        return self._trial_write(inner, trial_id, patch, state, values)
 
     def set_trial_intermediate_value(
         self, trial_id: int, step: int, intermediate_value: float
