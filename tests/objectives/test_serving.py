@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -62,11 +63,15 @@ def test_measured_slo_limits_are_constraints_of_the_sweep(tmp_path) -> None:
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 1 and "no trial succeeded" in done.stderr
-    # stopped as soon as 2 of the 4 requests were over: the p99 could not come back under
-    assert (
-        "slo_violated: stopped early: ttft_p99_ms > 1e-06 for certain (2 of 4 requests over it)"
-        in done.stderr
+    # stopped as soon as 2 of the 4 requests were over (the p99 could not come back under), or
+    # at the first check after that: on a loaded machine requests that arrive together finish
+    # their prefill in one step
+    over = re.findall(
+        r"slo_violated: stopped early: ttft_p99_ms > 1e-06 for certain "
+        r"\((\d) of 4 requests over it\)",
+        done.stderr,
     )
+    assert over and all(int(n) >= 2 for n in over), done.stderr[-2000:]
     bad = subprocess.run([sys.executable, "-m", "autotune.cli", "tune", "serving", "--slo",
                           "ttft_p99_ms", "--storage", url], capture_output=True, text=True,
                          timeout=120)  # fmt: skip
