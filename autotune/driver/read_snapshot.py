@@ -48,7 +48,7 @@ from optuna.study._frozen import FrozenStudy
 from optuna.study._study_direction import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from autotune.driver import own_writes, write_batch
+from autotune.driver import own_writes, quiet_check, write_batch
 from autotune.driver.write_batch import QueuedWrite
 
 #: How a write changes a trial the snapshot holds (see :mod:`autotune.driver.own_writes`)
@@ -89,6 +89,18 @@ def snapshot_reads(storage: BaseStorage, max_age_s: float = MAX_AGE_S) -> BaseSt
     if isinstance(storage, optuna.storages.RDBStorage):
         return SnapshotStorage(optuna.storages.get_storage(storage), max_age_s)
     return storage
+
+
+def _cached_new_trial(inner: Any, trial_id: int) -> FrozenTrial | None:
+    """The trial Optuna's cached storage just created, as its database insert returned it
+    (a copy, kept by that storage too), or None where that storage keeps no such thing: then
+    it is read back, one more round of queries."""
+    located = getattr(inner, "_trial_id_to_study_id_and_number", {}).get(trial_id)
+    studies = getattr(inner, "_studies", {})
+    if located is None or located[0] not in studies:
+        return None
+    trial = getattr(studies[located[0]], "trials", {}).get(located[1])
+    return copy.deepcopy(trial) if isinstance(trial, FrozenTrial) else None
 
 
 class SnapshotStorage(BaseStorage, BaseHeartbeat):
@@ -208,6 +220,24 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
             self.expire()
             raise
 
+    def quiet_elsewhere(self, study_id: int, mine: Container[int]) -> bool:
+        """Whether no other driver can have changed study ``study_id`` since this driver's
+        current snapshot of it, told by one query (:mod:`autotune.driver.quiet_check`):
+        the snapshot holds no unfinished trial outside ``mine`` (trial numbers), and every
+        trial running now or created since is in ``mine``. The snapshot then answers as a
+        fresh read would. False without a current snapshot."""
+        self._flush()
+        with self._lock:
+            held = self._snapshots.get(study_id)
+            current = held is not None and held[0] == self._writes
+        if not current:
+            return False
+        trials = held[2]
+        if any(not t.state.is_finished() and t.number not in mine for t in trials):
+            return False
+        newest = max((t._trial_id for t in trials), default=-1)
+        return quiet_check.quiet_since(self._inner, study_id, newest_trial_id=newest, mine=mine)
+
     def expire(self) -> None:
         """Make the next read of every study fresh (other drivers' writes show at once)."""
         with self._lock:
@@ -260,7 +290,8 @@ class SnapshotStorage(BaseStorage, BaseHeartbeat):
 
         def write(study_id: int, template: FrozenTrial | None) -> int:
             trial_id = self._inner.create_new_trial(study_id, template)
-            self._created = (trial_id, self._inner.get_trial(trial_id))
+            created = _cached_new_trial(self._inner, trial_id)
+            self._created = (trial_id, created or self._inner.get_trial(trial_id))
             return trial_id
 
         def edit(trials: list[FrozenTrial], trial_id: int) -> None:

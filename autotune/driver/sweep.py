@@ -384,12 +384,13 @@ class _SweepRun:
         Read after this trial's config is written, so of two drivers that pick one config at
         once, at least the later reader sees the other's and stands back."""
         mine = set(self.in_flight) | {a.trial.number for g in self.waiting.values() for a in g}
-        mine |= {a.trial.number for a in self.ahead}
+        mine |= {a.trial.number for a in self.ahead} | {asked.trial.number}
         if isinstance(self.storage, SnapshotStorage):
+            if self.storage.quiet_elsewhere(self.study._study_id, mine):
+                return None  # no other driver at work: one query instead of a fresh read
             self.storage.expire()  # other drivers' configs as they stand now
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            other = t.number != asked.trial.number and t.number not in mine
-            if other and t.params and config_key(t.params) == asked.key:
+            if t.number not in mine and t.params and config_key(t.params) == asked.key:
                 return t.number
         return None
 

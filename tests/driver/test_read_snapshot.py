@@ -7,6 +7,7 @@ import pytest
 
 from autotune.driver import read_snapshot
 from autotune.driver.read_snapshot import SnapshotStorage, snapshot_reads
+from autotune.driver.trial_attrs import WORKER
 from autotune.storage import open_storage
 
 
@@ -15,13 +16,20 @@ def _sqlite(tmp_path, max_age_s=60.0):
     return url, snapshot_reads(open_storage(url, heartbeat_s=5), max_age_s=max_age_s)
 
 
-def test_reads_between_writes_reach_the_database_once_and_a_new_trial_is_read_back(tmp_path):
+def test_reads_between_writes_reach_the_database_once_and_a_new_trial_is_not_read_back(
+    tmp_path, monkeypatch
+):
     _, storage = _sqlite(tmp_path)
     assert isinstance(storage, SnapshotStorage)
     study = optuna.create_study(storage=storage, study_name="s")
     study.get_trials()
     before = storage.fresh_reads
-    trial = study.ask()  # created, read back once, appended to the snapshot; ask's read served
+    backend_reads = []
+    backend = storage._inner._backend
+    monkeypatch.setattr(backend, "get_trial", lambda *a: backend_reads.append(a))
+    trial = study.ask()  # created, appended to the snapshot as the insert returned it
+    assert backend_reads == []  # no read-back of the new trial
+    monkeypatch.undo()
     for _ in range(5):
         study.get_trials(deepcopy=False)
         study.get_trials(states=(optuna.trial.TrialState.RUNNING,))
@@ -177,15 +185,24 @@ def test_a_trial_another_driver_closed_meanwhile_is_not_told_over_its_end(tmp_pa
     assert stored.state.name == "FAIL"
 
 
-def test_a_lone_drivers_sweep_reads_its_study_about_once_a_trial(tmp_path):
-    """Its own writes keep the snapshot current: the twin check's read is what stays (and a
-    read when a trial outlasts the snapshot's age). Before, each write made the next read
-    fresh: 4-5 reads a trial."""
+def test_a_lone_drivers_sweep_reads_its_study_less_than_once_a_trial(tmp_path, monkeypatch):
+    """Its own writes keep the snapshot current, and the twin check of a lone driver is one
+    query that finds nothing changed elsewhere, so the reads left are those of a snapshot past
+    its age. Before: the twin check's fresh read every trial; before that, 4-5 reads a
+    trial."""
     import os
 
-    from autotune.driver import Sweep, SweepSettings
+    from autotune.driver import Sweep, SweepSettings, quiet_check
     from autotune.space import load_space
 
+    answers = []
+    quiet_since = quiet_check.quiet_since
+
+    def counted(*args, **kwargs):
+        answers.append(quiet_since(*args, **kwargs))
+        return answers[-1]
+
+    monkeypatch.setattr(quiet_check, "quiet_since", counted)
     data = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "data")
     params = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
     settings = SweepSettings(
@@ -199,4 +216,34 @@ def test_a_lone_drivers_sweep_reads_its_study_about_once_a_trial(tmp_path):
     study = Sweep(settings).run().study
     storage = study._storage
     assert isinstance(storage, SnapshotStorage)
-    assert storage.fresh_reads <= 2.5 * len(study.trials), (storage.fresh_reads, len(study.trials))
+    launched = [t for t in study.trials if WORKER in t.user_attrs]
+    # every launched trial's twin check (and the repeats') was answered by the query alone
+    assert len(answers) >= len(launched) >= 20 and all(answers), answers
+    assert storage.fresh_reads < len(study.trials), (storage.fresh_reads, len(study.trials))
+
+
+def test_a_lone_driver_is_told_in_one_query_that_nothing_changed_elsewhere(tmp_path):
+    """The twin check's shortcut: with every running trial this driver's own, the snapshot
+    answers as a fresh read would; another driver's running or new trial, or an unfinished
+    one in the snapshot, sends it back to a fresh read."""
+    url, storage = _sqlite(tmp_path)
+    study = optuna.create_study(storage=storage, study_name="s")
+    mine = study.ask()
+    study.get_trials()
+    assert storage.quiet_elsewhere(study._study_id, {mine.number})
+    other = optuna.load_study(study_name="s", storage=open_storage(url))  # another driver
+    theirs = other.ask()
+    # the snapshot (age 60 s) does not hold their trial, the query sees it
+    assert [t.number for t in study.get_trials()] == [mine.number]
+    assert not storage.quiet_elsewhere(study._study_id, {mine.number})
+    other.tell(theirs, 1.0)  # finished after the snapshot was read: still a change to see
+    assert not storage.quiet_elsewhere(study._study_id, {mine.number})
+    storage.expire()
+    study.get_trials()  # their trial, finished, now in the snapshot: nothing left to change
+    assert storage.quiet_elsewhere(study._study_id, {mine.number})
+    other.enqueue_trial({"x": 1})
+    storage.expire()
+    study.get_trials()  # a waiting trial in the snapshot: another driver may take it
+    assert not storage.quiet_elsewhere(study._study_id, {mine.number})
+    storage.expire()
+    assert not storage.quiet_elsewhere(study._study_id, {mine.number})  # no snapshot held
