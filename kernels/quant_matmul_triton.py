@@ -346,14 +346,16 @@ def check_config(
 
 # -- quantizers and references (torch) ---------------------------------------------------
 def decode_config(
-    N: int, K: int, programs: int, block_n: int | None = None, *, level: str | None = None
-) -> dict[str, int]:
+    N: int, K: int, programs: int, block_n: int | None = None, *, level: str | None = None,
+    block_k: int | None = None,
+) -> dict[str, int]:  # fmt: skip
     """An untuned config for decode rows (up to 16; the caller sets ``BLOCK_M`` for more):
     :data:`DEFAULT_CONFIG` with K split in two until the grid has ``programs`` programs or a
     split would walk fewer than two ``BLOCK_K`` steps. Without a split a 1536-wide output is
     24 programs on a 132-SM H200; the kernel suite's tuned decode winners there (1x and
     16x4096x4096) ran 256-512 programs, split-K 8-16, at 2x the default's speed. Ask for about
-    two programs per SM. ``block_n`` (default ``DEFAULT_CONFIG``'s) sets the tile width.
+    two programs per SM. ``block_n`` (default ``DEFAULT_CONFIG``'s) sets the tile width,
+    ``block_k`` the K-block (of the 16-row tile).
     ``level`` asks for the one-row tile (:data:`ONE_ROW_CONFIG`, for one decode row) with K
     blocks that fit that level's groups.
 
@@ -381,6 +383,8 @@ def decode_config(
         config["num_warps"] = 4 if group == 64 else 8
     if block_n is not None:
         config["BLOCK_N"] = block_n
+    if block_k is not None and level is None:
+        config["BLOCK_K"] = block_k
     tiles = -(-N // config["BLOCK_N"])
     steps = -(-K // config["BLOCK_K"])
     split = 1

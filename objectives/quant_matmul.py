@@ -84,26 +84,35 @@ class QuantMatmulObjective(KernelObjective):
         return {"M": 4, "N": 64, "K": 256, "dtype": "bf16", "max_error": DEFAULT_MAX_ERROR}
 
     def default_config(self) -> dict[str, Any]:
-        """Decode rows (M <= 16): int4 in groups of 64 where ``max_error`` leaves room over its
-        error on Gaussian weights (about 0.11: ``max_error`` >= 0.15), else int8; 16 x 128 x 64
-        blocks, K split until the programs fill the SMs once, 4 warps, 4 stages. At 1x4096x4096
-        on the H200 that is int4 at split 8, 1.05x bf16 cuBLAS (3 rounds, streamed;
-        benchmarks/results/h200-2026-12-02-s22), where the unsplit int8 default before read
-        0.43x. One row (M = 1) takes the one-row tile on the CUDA cores instead
-        (``ONE_ROW_CONFIG``: 1 x 128, 8 warps, K split until two programs per SM), 1.19x there
-        on the H200 against 1.01x for the 16-row tile (benchmarks/results/h200-2026-12-03-s27).
-        More rows: int8, one tile-row of up to 64 rows, 64 x 64 weight blocks (smaller for a
-        small problem), no split of K, 4 warps, 3 stages."""
+        """Decode rows (M <= 16): int4 where ``max_error`` leaves room over its error on
+        Gaussian weights (about 0.11-0.12: ``max_error`` >= 0.15), else int8. Two to sixteen
+        rows: int4 in groups of 128 where K is whole groups of them (else 64), 16 x 64 x 128
+        blocks, K split until two programs an SM, 4 warps, 4 stages: at 16x4096x4096 on the
+        H200 1.012x bf16 cuBLAS against 0.961x for groups of 64 in 16 x 128 x 64 blocks split
+        for one program an SM, the default before (and 0.869x against 0.837x at
+        16x14336x4096; 3 rounds, streamed, side by side; benchmarks/results/h200-2026-12-03-s30).
+        int8: 16 x 128 x 64 blocks, K split until the programs fill the SMs once. One row
+        (M = 1) takes the one-row tile on the CUDA cores (``ONE_ROW_CONFIG``: 1 x 128, 8 warps,
+        K split until two programs per SM), 1.19x there on the H200 against 1.01x for the
+        16-row tile (benchmarks/results/h200-2026-12-03-s27). More rows: int8, one tile-row of
+        up to 64 rows, 64 x 64 weight blocks (smaller for a small problem), no split of K,
+        4 warps, 3 stages."""
         if self.M <= DECODE_ROWS:
             int4 = self.max_error >= INT4_DEFAULT_MIN_ERROR and self.K % 64 == 0  # whole groups
             level = "int4-g64" if int4 else "int8"
-            block_n = min(128, max(32, pow2_at_least(self.N)))
             if self.M == 1 and self.K >= 64:  # one row: the one-row tile, on the CUDA cores
                 config = kern.decode_config(self.N, self.K, 2 * self.sms, level=level)
+                block_n = min(128, max(32, pow2_at_least(self.N)))
                 return {"weights": level, **config, "BLOCK_N": block_n}
-            config = kern.decode_config(self.N, self.K, self.sms, block_n=block_n)
-            return {"weights": level, **config, "BLOCK_K": 64 if self.K >= 64 else 32,
-                    "num_stages": 4}  # fmt: skip
+            if int4 and self.K % 128 == 0:  # groups and K-blocks of 128, 64 wide, 2 an SM
+                level, programs, block_k = "int4-g128", 2 * self.sms, 128
+                block_n = min(64, max(32, pow2_at_least(self.N)))
+            else:
+                programs, block_k = self.sms, 64 if self.K >= 64 else 32
+                block_n = min(128, max(32, pow2_at_least(self.N)))
+            config = kern.decode_config(self.N, self.K, programs, block_n=block_n,
+                                        block_k=block_k)  # fmt: skip
+            return {"weights": level, **config, "num_stages": 4}
         return {
             "weights": "int8",
             **kern.DEFAULT_CONFIG,

@@ -109,29 +109,32 @@ def test_a_sweep_of_the_new_workload_runs_with_the_default_first():
     study = Sweep(settings).run().study
     launched = [t for t in study.trials if t.user_attrs["status"] != "infeasible"]
     assert [t.user_attrs["status"] for t in launched] == ["ok"] * 4
-    # a decode problem (4 rows): int4 in groups of 64, K split in two (4 K-steps of 64)
+    # a decode problem (4 rows): int4 in groups of 128, K unsplit (2 K-steps of 128)
     assert study.trials[0].params == {
-        "weights": "int4-g64", "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 2,
+        "weights": "int4-g128", "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 1,
         "num_warps": 4, "num_stages": 4,
     }  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("problem", "level", "split", "rows"),
+    ("problem", "level", "split", "width", "rows"),
     [
         # one row: the one-row tile, 32 tiles x 16 = 512 programs (two per SM asked: 264)
-        ({"M": 1, "N": 4096, "K": 4096}, "int4-g64", 16, 1),
-        ({"M": 16, "N": 4096, "K": 4096, "max_error": 0.05}, "int8", 8, 16),  # no room for int4
-        ({"M": 1, "N": 4096, "K": 4000}, "int8", 16, 1),  # K not whole groups of 64
-        ({"M": 2, "N": 4096, "K": 4096}, "int4-g64", 8, 16),  # two rows: tensor cores
+        ({"M": 1, "N": 4096, "K": 4096}, "int4-g64", 16, 128, 1),
+        # no room for int4: 32 tiles x 8 = 256 programs (one per SM asked: 132)
+        ({"M": 16, "N": 4096, "K": 4096, "max_error": 0.05}, "int8", 8, 128, 16),
+        ({"M": 1, "N": 4096, "K": 4000}, "int8", 16, 128, 1),  # K not whole groups of 64
+        # two rows: tensor cores, groups of 128, 64 tiles x 8 = 512 programs (264 asked)
+        ({"M": 2, "N": 4096, "K": 4096}, "int4-g128", 8, 64, 16),
+        ({"M": 16, "N": 4096, "K": 4032}, "int4-g64", 8, 128, 16),  # not whole groups of 128
     ],
 )
 def test_the_decode_default_takes_int4_where_the_gate_allows_and_passes_the_space(
-    problem, level, split, rows
+    problem, level, split, width, rows
 ):
     full = {"dtype": "bf16", "max_error": 0.2, **problem}
     config = get_objective("quant-matmul")(full).default_config()
-    assert (config["weights"], config["SPLIT_K"], config["BLOCK_N"]) == (level, split, 128)
+    assert (config["weights"], config["SPLIT_K"], config["BLOCK_N"]) == (level, split, width)
     assert config["BLOCK_M"] == rows
     device = {"type": "cuda", "max_shared_memory": 232448}
     assert not load_space("quant_matmul").violations(config, full, device)
