@@ -4,6 +4,7 @@ study, stale trials of dead drivers, N in flight in replay."""
 import os
 import subprocess
 import sys
+import uuid
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -82,7 +83,7 @@ def storage_url(kind: str, tmp_path: Path) -> str:
 @pytest.mark.parametrize("kind", STORAGES)
 def test_two_workers_60_trials_none_lost_or_duplicated(tmp_path, kind):
     url = storage_url(kind, tmp_path)
-    name = f"workers-{tmp_path.name}"
+    name = f"workers-{uuid.uuid4().hex[:12]}"  # a PostgreSQL database outlives tmp_path
     settings = replay("local", workers=2, n_trials=60, storage=url, study_name=name)
     summary = Sweep(settings).run()
     assert summary.trials_run == 60 and summary.in_flight == 2
@@ -98,7 +99,7 @@ def test_four_drivers_side_by_side_on_one_study_100_trials(tmp_path, kind):
     default's GP would (and the test shorter)."""
     drivers = 4
     url = storage_url(kind, tmp_path)
-    name = f"pair-{tmp_path.name}"
+    name = f"pair-{uuid.uuid4().hex[:12]}"
     command = [
         sys.executable, "-m", "autotune.cli", "tune", "--replay",
         str(DATA / "matmul_4096_h200.csv"), "--params", ",".join(PARAMS), "--metric", "tflops",
