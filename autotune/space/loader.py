@@ -62,6 +62,8 @@ def _number(value: Any, where: str, integer: bool = False) -> float | int:
             raise SpaceError(f"{where}: {value!r} is not a number") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SpaceError(f"{where}: {value!r} is not a number")
+    if not math.isfinite(value):  # YAML's .nan and .inf
+        raise SpaceError(f"{where}: {value!r} is not a finite number")
     if integer:
         if float(value) != int(value):
             raise SpaceError(f"{where}: {value!r} is not an integer")

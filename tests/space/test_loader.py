@@ -68,6 +68,9 @@ BAD_FILES = [
     ("parameters:\n  x: {type: int, low: 5, high: 2}\n", "parameters.x: low 5 is greater"),
     ("parameters:\n  x: {type: int, low: 1}\n", "parameters.x: missing 'high'"),
     ("parameters:\n  x: {type: int, low: one, high: 2}\n", "parameters.x.low"),
+    # YAML's not-a-number and infinity (a fuzz case: they raised ValueError/OverflowError)
+    ("parameters:\n  x: {type: int, low: .nan, high: 2}\n", "x.low: nan is not a finite"),
+    ("parameters:\n  x: {type: float, low: 0, high: .inf}\n", "x.high: inf is not a finite"),
     ("parameters:\n  x: {type: pow2, low: 12, high: 64}\n", "parameters.x.low: 12 is not a power"),
     ("parameters:\n  x: {type: categorical, choices: []}\n", "parameters.x.choices"),
     ("parameters:\n  x: {type: float, low: 0, high: 1, log: true}\n", "parameters.x.low"),
