@@ -36,24 +36,22 @@ from autotune.driver.executor_choice import make_executor
 from autotune.driver.finish import FinishRow, finish
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
 from autotune.driver.memory_guard import MemoryGuard
-from autotune.driver.novelty import config_key
 from autotune.driver.pruning import DivergencePruner
-from autotune.driver.read_snapshot import SnapshotStorage, batched_writes, snapshot_reads
+from autotune.driver.read_snapshot import batched_writes, snapshot_reads
 from autotune.driver.results import best_trials
 from autotune.driver.samplers import is_exhausted
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
+from autotune.driver.study_peers import StudyPeers
 from autotune.driver.study_setup import StudyMismatch, open_study
 from autotune.driver.trial_attrs import (
     DRIVER,
     INFEASIBLE,
     LAST_RUN,
     REPEATED,
-    is_launched,
     is_repeat,
     trial_status,
 )
 from autotune.driver.trial_book import Asked, TrialBook
-from autotune.driver.trial_memo import FinishedTrialMemo
 from autotune.driver.write_batch import WriteConflict
 from autotune.executors.base import Executor, Finished
 from autotune.failures import TrialStatus
@@ -151,13 +149,7 @@ class _SweepRun:
         self.durations: list[float] = []  # seconds each launched trial held its slot
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         self.last_reap = time.monotonic()
-        # launched() runs about four times a trial: each finished trial's answer is read once
-        # (at 139 trials a call took 0.024 ms instead of 0.060)
-        self.launched_memo = FinishedTrialMemo(is_launched)
-        # set once another driver is seen at work on this study (a trial of its running, or
-        # begun after this sweep's first): from then on the budget's count reads afresh
-        self.first_number = len(study.trials)
-        self.others_active = False
+        self.peers = StudyPeers(study, self.identity)  # the other drivers on this study
         for t in study.get_trials(deepcopy=False, states=(
             optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
         )):  # fmt: skip
@@ -297,28 +289,12 @@ class _SweepRun:
         return min(reserve, (s.time_budget_s or 0.0) / 3)
 
     def launched(self) -> int:
-        """Trials of the study that ran or run now, by any driver (not rejections, repeats,
-        nor configs asked for but not launched by this one). A running trial with no driver
-        recorded is not counted: it is being asked for, or its driver lost the storage
-        between creating it and naming itself (it is reaped later as stale)."""
+        """Trials of the study that ran or run now, by any driver (see
+        :meth:`StudyPeers.launched`); this driver's configs asked for but not launched are
+        not among them."""
         not_launched = {a.trial.number for group in self.waiting.values() for a in group}
         not_launched |= {a.trial.number for a in self.ahead}
-        running = optuna.trial.TrialState.RUNNING
-        if self.others_active and isinstance(self.storage, SnapshotStorage):
-            self.storage.expire()  # each driver may then start at most one trial past the budget
-        trials = self.study.get_trials(deepcopy=False)
-        if not self.others_active:
-            self.others_active = any(
-                (t.state == running or t.number >= self.first_number)
-                and t.user_attrs.get(DRIVER, self.identity) != self.identity
-                for t in trials
-            )
-        return sum(
-            1
-            for t, ran in zip(trials, self.launched_memo.summaries(self.study, trials), strict=True)
-            if ran
-            or (t.state == running and t.number not in not_launched and DRIVER in t.user_attrs)
-        )
+        return self.peers.launched(not_launched)
 
     # -- one trial ----------------------------------------------------------------------
     def ask(self) -> Asked | None:
@@ -379,20 +355,11 @@ class _SweepRun:
         return ""
 
     def running_elsewhere(self, asked: Asked) -> int | None:
-        """The number of a trial of another driver running the same config, if any.
-
-        Read after this trial's config is written, so of two drivers that pick one config at
-        once, at least the later reader sees the other's and stands back."""
+        """The number of a trial of another driver running the same config, if any (read
+        after this trial's config is written: :meth:`StudyPeers.twin`)."""
         mine = set(self.in_flight) | {a.trial.number for g in self.waiting.values() for a in g}
         mine |= {a.trial.number for a in self.ahead} | {asked.trial.number}
-        if isinstance(self.storage, SnapshotStorage):
-            if self.storage.quiet_elsewhere(self.study._study_id, mine):
-                return None  # no other driver at work: one query instead of a fresh read
-            self.storage.expire()  # other drivers' configs as they stand now
-        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            if t.number not in mine and t.params and config_key(t.params) == asked.key:
-                return t.number
-        return None
+        return self.peers.twin(asked.key, mine)
 
     def launch(self, asked: Asked) -> None:
         if asked.key in self.book.running:
