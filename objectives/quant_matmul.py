@@ -90,7 +90,9 @@ class QuantMatmulObjective(KernelObjective):
         blocks, K split until two programs an SM, 4 warps, 4 stages: at 16x4096x4096 on the
         H200 1.012x bf16 cuBLAS against 0.961x for groups of 64 in 16 x 128 x 64 blocks split
         for one program an SM, the default before (and 0.869x against 0.837x at
-        16x14336x4096; 3 rounds, streamed, side by side; benchmarks/results/h200-2026-12-03-s30).
+        16x14336x4096; 3 rounds, streamed, side by side; benchmarks/results/h200-2026-12-03-s30);
+        on shapes it was not chosen on (2-16 rows, three 7-8B projections) faster than that
+        default in 10 of 12 and within 0.2% in the other two.
         int8: 16 x 128 x 64 blocks, K split until the programs fill the SMs once. One row
         (M = 1) takes the one-row tile on the CUDA cores (``ONE_ROW_CONFIG``: 1 x 128, 8 warps,
         K split until two programs per SM), 1.19x there on the H200 against 1.01x for the
