@@ -16,8 +16,9 @@ import statistics
 import sys
 from pathlib import Path
 
+from quant_eval import evaluate
+
 from autotune.kernels import quant_matmul_triton as kern
-from autotune.objectives import kernel as kernel_objective
 from autotune.objectives.quant_matmul import QuantMatmulObjective
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
@@ -31,15 +32,10 @@ def previous_default(obj: QuantMatmulObjective) -> dict:
 
 
 def measure(problem: dict, config: dict) -> float | None:
-    kernel_objective.GPU_TIMING["rounds"] = 1
-    obj = QuantMatmulObjective(problem)
-    try:
-        return obj.evaluate(config).values["ratio_to_cublas"]
-    except Exception as exc:  # noqa: BLE001 - a failing config is a reading too
-        print(f"  {config}: {type(exc).__name__}: {str(exc)[:100]}", flush=True)
-        return None
-    finally:
-        obj.close()
+    reading = evaluate(problem, config, rounds=1)
+    if "error" in reading:
+        print(f"  {config}: {reading['error']}", flush=True)
+    return reading.get("ratio")
 
 
 def main() -> None:

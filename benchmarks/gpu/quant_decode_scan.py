@@ -41,7 +41,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from autotune.objectives import kernel as kernel_objective
+from quant_eval import evaluate
+
 from autotune.objectives.quant_matmul import QuantMatmulObjective
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
@@ -106,16 +107,7 @@ def rows16_grid() -> list[dict]:
 
 
 def measure(m: int, config: dict, rounds: int) -> dict:
-    kernel_objective.GPU_TIMING["rounds"] = rounds
-    obj = QuantMatmulObjective({"M": m, "N": N, "K": K, "dtype": "bf16"})
-    try:
-        meas = obj.evaluate(config)
-    except Exception as exc:  # noqa: BLE001 - a failing config is a row too
-        return {"error": f"{type(exc).__name__}: {str(exc)[:100]}"}
-    finally:
-        obj.close()
-    return {"ratio": meas.values["ratio_to_cublas"], "us": meas.metrics["ms"] * 1e3,
-            "gbps": meas.metrics["gbps"], "quant_error": meas.metrics["quant_error"]}  # fmt: skip
+    return evaluate({"M": m, "N": N, "K": K, "dtype": "bf16"}, config, rounds)
 
 
 def name(c: dict) -> str:

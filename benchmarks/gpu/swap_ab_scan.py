@@ -22,8 +22,9 @@ import statistics
 import sys
 from pathlib import Path
 
+from quant_eval import evaluate
+
 from autotune.kernels import quant_matmul_triton as qm
-from autotune.objectives import kernel as kernel_objective
 from autotune.objectives.quant_matmul import QuantMatmulObjective
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
@@ -52,18 +53,11 @@ def grid() -> list[dict]:
 
 
 def measure(m: int, n: int, k: int, config: dict, swap: bool, rounds: int) -> dict:
-    kernel_objective.GPU_TIMING["rounds"] = rounds
     SWAP["on"] = swap
-    obj = QuantMatmulObjective({"M": m, "N": n, "K": k, "dtype": "bf16"})
     try:
-        meas = obj.evaluate(config)
-    except Exception as exc:  # noqa: BLE001 - a failing config is a row too
-        return {"error": f"{type(exc).__name__}: {str(exc)[:100]}"}
+        return evaluate({"M": m, "N": n, "K": k, "dtype": "bf16"}, config, rounds)
     finally:
-        obj.close()
         SWAP["on"] = False
-    return {"ratio": meas.values["ratio_to_cublas"], "us": meas.metrics["ms"] * 1e3,
-            "quant_error": meas.metrics["quant_error"]}  # fmt: skip
 
 
 def name(c: dict, swap: bool) -> str:
