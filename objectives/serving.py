@@ -25,12 +25,13 @@ over the gathered blocks; paged: a Triton kernel that reads the blocks in place)
 steps of prefill chunks too; on by default on a GPU, as in vLLM; the capture's seconds are
 reported as ``graph_capture_s`` and, like a compile, left out of the served time).
 
-Example:
+Example (an SLO of a minute, which every request meets however loaded the machine):
     >>> obj = ServingObjective({**ServingObjective.default_problem({"type": "cpu"}),
-    ...                         "num_requests": 4, "device": "cpu"})
+    ...                         "num_requests": 4, "device": "cpu",
+    ...                         "slo_ttft_ms": 60_000.0, "slo_tpot_ms": 60_000.0})
     >>> m = obj.evaluate(obj.default_config())
-    >>> m.metrics["finished"], m.values["goodput_tok_s"] > 0
-    (4, True)
+    >>> m.metrics["finished"], m.metrics["within_slo"], m.values["goodput_tok_s"] > 0
+    (4, 4, True)
 """
 
 from __future__ import annotations
