@@ -31,7 +31,10 @@ tensor cores out: ``tl.dot`` pads its rows to 16 and takes the dequantized weigh
 shared-memory layout change, while one row's product is a multiply-add per weight on the CUDA
 cores, in fp32, where the weight tile was loaded; each thread sums its own products over the
 whole share and the threads' sums are added once at the end; its ``num_stages`` (1 or 2) is
-how many K-blocks it loads before it uses any. With ``SPLIT_K == 1`` the tile
+how many K-blocks it loads before it uses any. There a weight becomes fp32 without a
+conversion instruction (a quarter of the FMA rate on the H200): its bits are put in the
+mantissa of 2**23 and 2**23 is subtracted, which made the 7b preset's decode linears 1.01-1.22x
+faster at one row (benchmarks/results/h200-2026-12-03-s31). With ``SPLIT_K == 1`` the tile
 is written directly. Otherwise each program writes its fp32 partial tile to a workspace
 ``[SPLIT_K, M, N]``, and takes a ticket from the tile's counter (an ``acq_rel`` atomic add
 after a barrier, so its partial is visible first); the program that draws the last ticket sums
@@ -143,15 +146,37 @@ def _row_block(
 
 
 @triton.jit
+def _int8_f32(w):
+    # int8 to fp32 without a conversion instruction (those issue at a quarter of the FMA
+    # rate, and a decode row converts every weight): the byte plus 128 becomes the low
+    # mantissa bits of 2**23, and 2**23 + 128 comes off again, e.g. q = -3: 2**23 + 125 - 2**23
+    # - 128 = -3, exact (unsigned byte u: u ^ 0x80 = q + 128)
+    u = w.to(tl.uint8, bitcast=True).to(tl.int32)
+    return (u ^ 0x4B000080).to(tl.float32, bitcast=True) - 8388736.0
+
+
+@triton.jit
+def _nibbles_f32(w):
+    # a packed int4 byte's low nibble minus 8 and 16 x (its high nibble minus 8), in fp32,
+    # with the same trick as _int8_f32: each nibble masked in place into the mantissa of
+    # 2**23 (the high one 16 times over, so no shift), e.g. byte 0x3A: 10 - 8 = 2 and
+    # 16 x (3 - 8) = -80
+    u = w.to(tl.int32)
+    lo = ((u & 15) | 0x4B000000).to(tl.float32, bitcast=True) - 8388616.0
+    hi16 = ((u & 240) | 0x4B000000).to(tl.float32, bitcast=True) - 8388736.0
+    return lo, hi16
+
+
+@triton.jit
 def _row_fma(acc2, w, a, scale, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
     # acc2 (k, n) += one block's products, as the one-row loop below does
     if GROUP == 0:
-        acc2 += a[:, None] * w.to(tl.float32)
+        acc2 += a[:, None] * _int8_f32(w)
     else:
         a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_K // 2, 2)))
-        lo_w = ((w & 15).to(tl.int8) - 8).to(tl.float32)
-        hi_w = ((w >> 4).to(tl.int8) - 8).to(tl.float32)
-        acc2 += (a_even[:, None] * lo_w + a_odd[:, None] * hi_w) * scale[None, :]
+        lo_w, hi16_w = _nibbles_f32(w)
+        a_odd = a_odd * 0.0625  # the high nibbles come 16 times over; exact (a power of 2)
+        acc2 += (a_even[:, None] * lo_w + a_odd[:, None] * hi16_w) * scale[None, :]
     return acc2
 
 

@@ -279,3 +279,27 @@ def test_counters_kept_by_the_caller_serve_every_launch_and_are_left_at_zero():
     too_few = torch.zeros(2, dtype=torch.int32, device=DEVICE)
     with pytest.raises(ValueError, match="at least 6 of them; got 2"):
         qm.quant_matmul(x, q, s, counters=too_few, **configs[1])
+
+
+@pytest.mark.skipif(not qm.INTERPRETED, reason="a GPU machine compiles for its own device")
+@pytest.mark.parametrize("level", list(qm.LEVELS))
+def test_a_decode_row_dequantizes_without_int_to_float_conversions(level):
+    # a one-row tile turns every weight into fp32 on the CUDA cores; a conversion instruction
+    # (cvt.rn.f32.s16 and the like) issues at a quarter of the FMA rate, so the weights are
+    # placed in the mantissa of 2**23 instead (integer logic and one subtraction): compiled
+    # for sm_90, the PTX has no integer-to-float cvt, with or without the prefetched block
+    cross = pytest.importorskip("autotune.cross_compile")
+    count = ["cvt.rn.f32.s", "cvt.rn.f32.u", "fma.rn.f32"]
+    cases = [
+        {**_sm90_case(level, 1, 4096, {"BLOCK_M": 1, "BLOCK_N": 128, "BLOCK_K": 64,
+                                        "SPLIT_K": 8, "num_warps": 8, "num_stages": stages}),
+         "count": count}
+        for stages in (1, 2)
+    ]  # fmt: skip
+    results = cross.compile_in_subprocess(
+        "autotune.kernels.quant_matmul_triton", "_quant_matmul_kernel", cases
+    )
+    for result in results:
+        counts = result["ptx_counts"]
+        assert counts["fma.rn.f32"] > 0, result  # the products are there
+        assert counts["cvt.rn.f32.s"] == counts["cvt.rn.f32.u"] == 0, result
