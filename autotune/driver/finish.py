@@ -41,6 +41,13 @@ from autotune.executors.base import Executor
 from autotune.timing import rotated
 
 
+def _measurement_costs(durations: list[float]) -> tuple[float, float]:
+    """Of the sweep's trial times: what one measurement takes (their median) and what
+    starting a fresh worker takes (what the first trial took beyond the median)."""
+    median = statistics.median(durations)
+    return median, max(0.0, durations[0] - median)
+
+
 def top_that_fits(top: int, durations: list[float], remaining_s: float) -> int:
     """How many of the ``top`` configs one finish round can re-measure, beside the untuned
     default, in the ``remaining_s`` seconds of a time budget: each measurement takes the
@@ -55,10 +62,30 @@ def top_that_fits(top: int, durations: list[float], remaining_s: float) -> int:
     """
     if not durations:
         return top
-    median = statistics.median(durations)
-    start_worker = max(0.0, durations[0] - median)
+    median, start_worker = _measurement_costs(durations)
     fit = int((remaining_s - start_worker) // median) - 1 if median > 0 else top
     return max(0, min(top, fit))
+
+
+def finish_reserve_s(
+    top: int, rounds: int, durations: list[float], budget_s: float | None
+) -> float:
+    """Seconds to hold back of a time budget for the finish: its (top + the default) x
+    rounds measurements at the sweep's median trial time (compiles left out), plus starting
+    a fresh worker; at most a third of the budget, so that a slow first trial or two (a cold
+    worker, compiles while the pool starts) cannot end the search before it has begun.
+
+    Example:
+        >>> round(finish_reserve_s(3, 3, [3.4, 0.4, 0.4], budget_s=60.0), 6)  # 3 + 4 x 3 x 0.4
+        7.8
+        >>> finish_reserve_s(3, 3, [3.4, 0.4, 0.4], budget_s=15.0)  # a third of the budget
+        5.0
+    """
+    if not top or not durations:
+        return 0.0
+    median, start_worker = _measurement_costs(durations)
+    reserve = start_worker + (top + 1) * rounds * median
+    return min(reserve, (budget_s or 0.0) / 3)
 
 
 @dataclass

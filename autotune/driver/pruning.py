@@ -1,4 +1,5 @@
-"""Stop diverging trials early, through Optuna's pruning API.
+"""Stop diverging trials early, through Optuna's pruning API; and the check a runner calls
+with each value it reports (:func:`prune_check`).
 
 Example:
     >>> DivergencePruner.diverged([10.2, 9.8, 31.0])
@@ -13,6 +14,8 @@ import math
 from collections.abc import Sequence
 
 import optuna
+
+from autotune.runners.base import PruneCheck
 
 
 class DivergencePruner(optuna.pruners.BasePruner):
@@ -42,3 +45,25 @@ class DivergencePruner(optuna.pruners.BasePruner):
         steps = sorted(trial.intermediate_values)
         values = [trial.intermediate_values[s] for s in steps]
         return self.diverged(values, self.blowup, self.warmup_steps)
+
+
+def prune_check(trial: optuna.Trial, n_objectives: int) -> PruneCheck:
+    """Each value an objective reports goes to Optuna's pruner (one objective), or straight
+    to the divergence rule (several: Optuna's report() is single-objective).
+
+    Example:
+        >>> study = optuna.create_study(pruner=DivergencePruner())
+        >>> should_prune = prune_check(study.ask(), n_objectives=2)
+        >>> should_prune(0, 10.0), should_prune(1, float("nan"))
+        (False, True)
+    """
+    history: list[float] = []
+
+    def should_prune(step: int, value: float) -> bool:
+        history.append(value)
+        if n_objectives > 1 or not math.isfinite(value):
+            return DivergencePruner.diverged(history)
+        trial.report(value, step)
+        return trial.should_prune()
+
+    return should_prune

@@ -19,28 +19,26 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import math
 import random
-import statistics
 import threading
 import time
 import warnings
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import optuna
 
 from autotune.driver.compile_ahead import compile_ahead_pool
 from autotune.driver.executor_choice import make_executor
-from autotune.driver.finish import FinishRow, finish
+from autotune.driver.finish import FinishRow, finish, finish_reserve_s
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
 from autotune.driver.memory_guard import MemoryGuard
-from autotune.driver.pruning import DivergencePruner
+from autotune.driver.pruning import prune_check
 from autotune.driver.read_snapshot import batched_writes, snapshot_reads
 from autotune.driver.results import best_trials
 from autotune.driver.samplers import is_exhausted
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
+from autotune.driver.signals import interrupt_deferred, signals_held, stop_on_signals
 from autotune.driver.study_peers import StudyPeers
 from autotune.driver.study_setup import StudyMismatch, open_study
 from autotune.driver.trial_attrs import (
@@ -55,7 +53,7 @@ from autotune.driver.trial_book import Asked, TrialBook
 from autotune.driver.write_batch import WriteConflict
 from autotune.executors.base import Executor, Finished
 from autotune.failures import TrialStatus
-from autotune.runners.base import PruneCheck, TrialResult
+from autotune.runners.base import TrialResult
 from autotune.storage import open_storage
 
 # Consecutive static-constraint rejections allowed per trial of budget before the sweep stops.
@@ -275,18 +273,9 @@ class _SweepRun:
         return None
 
     def finish_reserve(self) -> float:
-        """Seconds to hold back of a time budget for the finish: its (top + the default) x
-        rounds measurements at the sweep's median trial time (compiles left out), plus starting
-        a fresh worker (what the first trial took beyond the median), e.g. 4 x 3 x 0.4 s + 3 s
-        = 7.8 s; at most a third of the budget, so that a slow first trial or two (a cold
-        worker, compiles while the pool starts) cannot end the search before it has begun."""
+        """Seconds of a time budget held back for the finish (:func:`finish_reserve_s`)."""
         s = self.settings
-        if not s.finish_top or not self.durations:
-            return 0.0
-        median = statistics.median(self.durations)
-        start_worker = max(0.0, self.durations[0] - median)
-        reserve = start_worker + (s.finish_top + 1) * s.finish_rounds * median
-        return min(reserve, (s.time_budget_s or 0.0) / 3)
+        return finish_reserve_s(s.finish_top, s.finish_rounds, self.durations, s.time_budget_s)
 
     def launched(self) -> int:
         """Trials of the study that ran or run now, by any driver (see
@@ -304,7 +293,7 @@ class _SweepRun:
         asked_at = time.perf_counter()
         # a signal between the storage creating the trial and the heartbeat knowing it would
         # leave it RUNNING for good (seen under CI load): it stops the sweep after this instead
-        with warnings.catch_warnings(), _interrupt_deferred():
+        with warnings.catch_warnings(), interrupt_deferred():
             warnings.simplefilter("ignore", UserWarning)  # Optuna: heartbeats are for optimize()
             trial = self.study.ask()
             self.heartbeat.add(trial.number)
@@ -374,11 +363,11 @@ class _SweepRun:
             return
         self.book.running.add(asked.key)
         self.in_flight[asked.trial.number] = asked
-        prune = _prune_check(asked.trial, len(self.settings.objectives))
+        prune = prune_check(asked.trial, len(self.settings.objectives))
         self.executor.submit(asked.trial.number, asked.config, prune)
 
     def tell_finished(self, finished: Finished) -> None:
-        with _interrupt_deferred():  # a signal now stops the sweep after this trial is told
+        with interrupt_deferred():  # a signal now stops the sweep after this trial is told
             self._tell_finished(finished)
 
     def _tell_finished(self, finished: Finished) -> None:
@@ -416,7 +405,7 @@ class _SweepRun:
 
     # -- the end ------------------------------------------------------------------------
     def close(self, stopped_by: str) -> None:
-        with _signals_held():
+        with signals_held():
             self._close(stopped_by)
 
     def _close(self, stopped_by: str) -> None:
@@ -484,76 +473,3 @@ class _SweepRun:
         )
         self.observer.on_end(summary)
         return summary
-
-
-def _prune_check(trial: optuna.Trial, n_objectives: int) -> PruneCheck:
-    """Each value an objective reports goes to Optuna's pruner (one objective), or straight
-    to the divergence rule (several: Optuna's report() is single-objective)."""
-    history: list[float] = []
-
-    def should_prune(step: int, value: float) -> bool:
-        history.append(value)
-        if n_objectives > 1 or not math.isfinite(value):
-            return DivergencePruner.diverged(history)
-        trial.report(value, step)
-        return trial.should_prune()
-
-    return should_prune
-
-
-#: set while a measured trial is told, or a new one is created: a signal then only sets the stop
-#: flag, so that a trial half-written (its status stored, its value not yet) is never marked
-#: interrupted, and a trial the storage just created is known to the heartbeat before the stop
-_INTERRUPT_DEFERRED = threading.Event()
-
-
-@contextlib.contextmanager
-def _interrupt_deferred() -> Iterator[None]:
-    _INTERRUPT_DEFERRED.set()
-    try:
-        yield
-    finally:
-        _INTERRUPT_DEFERRED.clear()
-
-
-def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
-    """Make SIGINT and SIGTERM stop the sweep (the trials in flight marked interrupted,
-    workers ended): the handler sets ``stop``, which the loop checks at every turn, and raises
-    KeyboardInterrupt to cut a wait short, except while a measured trial is being told (Python
-    drops an exception raised inside a garbage collector's callback; the flag still stops the
-    sweep then). Returns what puts the previous handlers back. Only the main thread takes
-    signals: elsewhere nothing changes."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def interrupt(signum: int, frame: object) -> None:
-        stop.set()
-        if not _INTERRUPT_DEFERRED.is_set():
-            raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def restore() -> None:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-    return restore
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Ignore SIGINT and SIGTERM while the sweep closes its trials (a second Ctrl-C must not
-    leave one RUNNING); the main thread only."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

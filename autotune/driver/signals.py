@@ -1,0 +1,72 @@
+"""How the sweep takes SIGINT and SIGTERM: a signal stops it at the next turn of its loop
+(cutting a wait short), never while a measured trial is half-told or a new trial is not yet
+known to the heartbeat, and a second signal cannot interrupt the sweep's close.
+
+Example:
+    >>> import threading
+    >>> stop = threading.Event()
+    >>> restore = stop_on_signals(stop)  # in the main thread: SIGINT now sets ``stop``
+    >>> with interrupt_deferred():  # a signal here would only set the flag
+    ...     pass
+    >>> restore()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+
+#: set while a measured trial is told, or a new one is created: a signal then only sets the stop
+#: flag, so that a trial half-written (its status stored, its value not yet) is never marked
+#: interrupted, and a trial the storage just created is known to the heartbeat before the stop
+_DEFERRED = threading.Event()
+
+
+@contextlib.contextmanager
+def interrupt_deferred() -> Iterator[None]:
+    _DEFERRED.set()
+    try:
+        yield
+    finally:
+        _DEFERRED.clear()
+
+
+def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
+    """Make SIGINT and SIGTERM stop the sweep (the trials in flight marked interrupted,
+    workers ended): the handler sets ``stop``, which the loop checks at every turn, and raises
+    KeyboardInterrupt to cut a wait short, except while a measured trial is being told (Python
+    drops an exception raised inside a garbage collector's callback; the flag still stops the
+    sweep then). Returns what puts the previous handlers back. Only the main thread takes
+    signals: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum: int, frame: object) -> None:
+        stop.set()
+        if not _DEFERRED.is_set():
+            raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    return restore
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM while the sweep closes its trials (a second Ctrl-C must not
+    leave one RUNNING); the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
