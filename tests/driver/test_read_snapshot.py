@@ -247,3 +247,59 @@ def test_a_lone_driver_is_told_in_one_query_that_nothing_changed_elsewhere(tmp_p
     assert not storage.quiet_elsewhere(study._study_id, {mine.number})
     storage.expire()
     assert not storage.quiet_elsewhere(study._study_id, {mine.number})  # no snapshot held
+
+
+class _PublicOnly:
+    """Optuna's cached RDB storage through its public methods only: what an Optuna release
+    that renamed the internals used by write_batch, quiet_check and _cached_new_trial (its RDB
+    session, table models and trial cache) would leave them."""
+
+    HIDDEN = frozenset({"_backend", "scoped_session", "_set_trial_attr_without_commit",
+                        "check_trial_is_updatable", "_trial_id_to_study_id_and_number",
+                        "_studies"})  # fmt: skip
+
+    def __init__(self, storage: optuna.storages.BaseStorage) -> None:
+        self._wrapped = storage
+        self.calls: list[str] = []  # the public methods called, in order
+
+    def __getattr__(self, name: str):
+        if name in self.HIDDEN:
+            raise AttributeError(name)
+        attr = getattr(self._wrapped, name)
+        if not callable(attr):
+            return attr
+
+        def called(*args, **kwargs):
+            self.calls.append(name)
+            return attr(*args, **kwargs)
+
+        return called
+
+
+def test_without_optunas_internals_every_write_still_lands_by_the_public_path(tmp_path):
+    # the fast paths fall back to Optuna's public storage API (one write at a time, a new
+    # trial read back, a fresh read where one query would have said nothing changed): slower,
+    # and the study the same
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    open_storage(url)  # the schema
+    inner = _PublicOnly(optuna.storages.get_storage(url))
+    storage = SnapshotStorage(inner)
+    study = optuna.create_study(storage=storage, study_name="s")
+    study.get_trials()
+    with read_snapshot.batched_writes(study):  # one transaction where internals allow it
+        _every_own_write(study)
+    snapshot = study.get_trials()
+    assert not storage.quiet_elsewhere(study._study_id, mine={0, 1})  # cannot tell: read
+    # each write went by itself, and each new trial was read back after its creation
+    assert inner.calls.count("set_trial_param") == 3
+    assert inner.calls.count("set_trial_user_attr") == 1
+    created = [i for i, name in enumerate(inner.calls) if name == "create_new_trial"]
+    assert len(created) == 2 and all(inner.calls[i + 1] == "get_trial" for i in created)
+    stored = optuna.load_study(study_name="s", storage=open_storage(url)).get_trials()
+    assert len(snapshot) == len(stored) == 2
+    for mine, theirs in zip(snapshot, stored, strict=True):
+        assert mine.state == theirs.state and mine.values == theirs.values
+        assert mine.params == theirs.params and mine.distributions == theirs.distributions
+        assert mine.user_attrs == theirs.user_attrs
+        assert mine.system_attrs == theirs.system_attrs
+        assert mine.intermediate_values == theirs.intermediate_values
