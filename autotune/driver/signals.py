@@ -26,6 +26,7 @@ _DEFERRED = threading.Event()
 
 @contextlib.contextmanager
 def interrupt_deferred() -> Iterator[None]:
+    """A block in which a signal only sets the sweep's stop flag (see ``_DEFERRED``)."""
     _DEFERRED.set()
     try:
         yield
