@@ -3,7 +3,8 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*; last, so that
+# the repository's kernels/ never stands in for the installed `kernels` package
 
 from autotune.driver.grouped import Group, JointKnobs, search_by_group  # noqa: E402
 from autotune.space import Param, Space  # noqa: E402

@@ -5,7 +5,8 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*; last, so that
+# the repository's kernels/ never stands in for the installed `kernels` package
 
 from benchmarks.search.multi_objective import run  # noqa: E402
 

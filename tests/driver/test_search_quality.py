@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # benchmarks.*; last: see tests/driver/test_grouped.py
 
 from benchmarks.search.landscapes import DATA, Landscape, available, by_name  # noqa: E402
 from benchmarks.search.strategies import STOCK_TPE, STRATEGIES  # noqa: E402
