@@ -97,11 +97,13 @@ _PROBLEM_DEFAULTS: dict[str, Any] = {
 
 #: ``--problem model=NAME``: Llama-style shapes (a 32000-token vocabulary, embedding and head
 #: untied, SwiGLU); the parameters each one has, counted by ``param_count``: 125m 134M,
-#: 350m 369M, 760m 778M, 1.3b 1.35B, 7b 6.7B.
+#: 350m 369M, 760m 778M, 1b 941M, 1.3b 1.35B, 7b 6.7B. 760m has GPT-3's heads of 96; 1b has
+#: heads of 128, as Llama's own sizes (16 layers of width 2048, as Llama 3.2 1B).
 MODEL_PRESETS: dict[str, dict[str, int]] = {
     "125m": {"vocab": 32000, "d_model": 768, "n_layers": 12, "n_heads": 12},
     "350m": {"vocab": 32000, "d_model": 1024, "n_layers": 24, "n_heads": 16},
     "760m": {"vocab": 32000, "d_model": 1536, "n_layers": 24, "n_heads": 16},
+    "1b": {"vocab": 32000, "d_model": 2048, "n_layers": 16, "n_heads": 16},
     "1.3b": {"vocab": 32000, "d_model": 2048, "n_layers": 24, "n_heads": 16},
     "7b": {"vocab": 32000, "d_model": 4096, "n_layers": 32, "n_heads": 32},
 }
