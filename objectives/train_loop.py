@@ -172,10 +172,11 @@ def compile_blocks(model: Llama, mode: str) -> None:
         model.blocks[index] = torch.compile(block, mode=mode)
 
 
-def to_float8(model: torch.nn.Module) -> None:
+def to_float8(model: torch.nn.Module, emulate: bool = False) -> None:
     """Swap the decoder blocks' linears for torchao's float8 training linears (dynamic
     per-tensor scales: e4m3 weights and inputs, e5m2 gradients), as torchtitan does; the LM head
-    stays in bf16. torchao is the ``fp8`` extra.
+    stays in bf16. torchao is the ``fp8`` extra. ``emulate``: torchao's CPU emulation of the
+    float8 matmuls (the memory model's tests count what it saves).
 
     Raises:
         Infeasible: torchao is not installed.
@@ -183,7 +184,7 @@ def to_float8(model: torch.nn.Module) -> None:
     from autotune.failures import Infeasible
 
     try:
-        from torchao.float8 import convert_to_float8_training
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
     except ImportError as exc:
         raise Infeasible("precision fp8 needs torchao: pip install 'autotune[fp8]'") from exc
 
@@ -193,7 +194,8 @@ def to_float8(model: torch.nn.Module) -> None:
         return not linear or (fqn.startswith("blocks.") and module.in_features % 16 == 0
                               and module.out_features % 16 == 0)  # fmt: skip
 
-    convert_to_float8_training(model, module_filter_fn=in_blocks)
+    config = Float8LinearConfig(emulate=emulate)
+    convert_to_float8_training(model, config=config, module_filter_fn=in_blocks)
 
 
 def _local(param: torch.Tensor) -> torch.Tensor:

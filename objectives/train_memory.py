@@ -22,6 +22,16 @@ backward + the logits' gradient the backward starts from:
   Against the peaks recorded on the H200 (``benchmarks/results/h200-2026-12-01-final``), that
   predicts the 760m preset's compiled fp16 steps at micro-batch 16 within 2% of their measured
   69.9-72.3 GB, where the eager count said 91 GB.
+* a compiled block under the math backend keeps what it keeps under a fused one (no
+  probabilities: inductor replaces the softmax attention it traces with a fused kernel; the
+  saved tensors on the CPU, and the H200's peaks of the 1b sweep of session 32, 69.53 GB
+  for math and flash alike, say so).
+* fp8 (torchao's float8 linears, the rest under bf16 autocast) saves the linears' bf16 inputs
+  and their fp32 weights, not bf16 casts of them: ``33 d + 10 f`` eager, ``14 d + 5 f``
+  compiled (least squares over 8 shapes with torchao's CPU emulation, residuals under 3%),
+  no weight casts. Against the 1b preset's compiled steps on the H200 (session 32) that
+  predicts 53.9 / 34.5 GB for measured 55.7 / 37.4 (micro-batch 16 / 8); bf16's count said
+  69.1 / 43.0.
 * outside the layers: the logits and the loss's fp32 log-softmax (``4 V + 12 d`` bytes a token;
   under autocast also the LM head's bf16 cast, ``2 V d``), and the logits' gradient (``4 V``
   a token) when the backward starts.
@@ -41,8 +51,9 @@ from dataclasses import dataclass
 
 from autotune.kernels.llama import LlamaConfig, param_count
 
-# fp8 is counted as bf16 autocast: its float8 copies of weights and inputs are smaller than the
-# bf16 casts counted (an over-estimate, not yet checked against GPU peaks)
+# fp8 runs the blocks' linears through torchao's float8 autograd function under bf16 autocast:
+# it saves the linears' bf16 inputs and the fp32 weights themselves (no bf16 weight casts), and
+# its own per-token coefficients (below) were counted the same way as the others
 _MIXED = ("bf16", "fp16", "fp8")
 
 
@@ -70,15 +81,17 @@ def layer_activation_bytes(
     ``compiled``: the layer is a ``torch.compile``'d block."""
     d, f, h, s = cfg.d_model, cfg.ffn_hidden, cfg.n_heads, cfg.seq_len
     mixed = precision in _MIXED
-    if compiled:
+    if precision == "fp8":
+        per_token = (14 * d + 5 * f) if compiled else (33 * d + 10 * f)
+    elif compiled:
         per_token = (24 * d + 6 * f) if mixed else (45 * d + 12 * f)
     else:
         per_token = (35 * d + 8 * f) if mixed else (48 * d + 16 * f)
-    if math:
+    if math and not compiled:  # compiled, the math backend keeps what a fused one keeps
         per_token += 4 * h * s + 8
     else:
         per_token += (4 * h + 8) if mixed else 4 * (d + h + 2)
-    casts = 2 * layer_params(cfg) if mixed else 0
+    casts = 2 * layer_params(cfg) if mixed and precision != "fp8" else 0
     return tokens * per_token + casts
 
 
