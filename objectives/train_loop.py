@@ -345,6 +345,8 @@ def _step_fn(
                         # each micro-batch's mean loss / accum: the gradients sum to the mean
                         loss = lm_loss(model(inputs), targets) / accum
                     scaler.scale(loss).backward()
+                if graphs and index == 0 and accum > 1:
+                    _own_gradients(model)
                 total += loss.detach()
         if shards > 1:  # the global batch's mean over the data-parallel processes
             torch.distributed.all_reduce(total)
@@ -355,6 +357,17 @@ def _step_fn(
         return total.item(), steps_taken() == before
 
     return step
+
+
+def _own_gradients(model: torch.nn.Module) -> None:
+    """Give the parameters gradients of their own after a micro-batch's backward under CUDA
+    graphs: autograd adopted the compiled backward's outputs as the first ``.grad`` (no copy),
+    and those live in the graphs' memory, which the next micro-batch's replay overwrites
+    ("accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run",
+    seen on the H200 with accumulation). Later micro-batches add into these in place."""
+    for param in model.parameters():
+        if param.grad is not None:
+            param.grad = param.grad.clone()
 
 
 def release(device: torch.device, dynamo: bool = False) -> None:
