@@ -2,14 +2,14 @@
 then the tuned config against the honest default and the plain fp32 row, interleaved.
 
 Steps (GPU machine; a few minutes):
-1. ``autotune tune train-step --problem model=760m,seq_len=2048,...`` with the default sampler,
+1. ``autotune tune train-step --problem model=1b,seq_len=2048,...`` with the default sampler,
    a trial and time budget, the memory guard and the numerics gate on, the noise-aware finish;
 2. ``benchmarks/versus_default.py`` on its winner: default, fp32 reference and tuned
    re-measured in one fresh process, interleaved rounds, medians;
 3. a table: tokens/s, MFU (6N + causal attention over the device's dense bf16 peak), the
    ratio to the default, the numerics gap, and the memory model's error on the trials that ran.
 
-    python benchmarks/train_step.py --out DIR [--model 760m] [--trials 40] [--budget-s 420]
+    python benchmarks/train_step.py --out DIR [--model 1b] [--trials 40] [--budget-s 420]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def memory_errors(study: optuna.Study) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--model", default="760m")
+    parser.add_argument("--model", default="1b")
     parser.add_argument("--seq-len", type=int, default=2048)
     parser.add_argument("--global-batch", type=int, default=16)
     parser.add_argument("--steps", type=int, default=5)
