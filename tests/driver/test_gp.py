@@ -38,3 +38,27 @@ def test_a_prediction_gives_the_numbers_of_the_fitted_kernel_bit_for_bit():
         scales, signal = torch.as_tensor(rng.random(dims) + 0.1), torch.tensor(1.7).double()
         want = signal * _matern52(x1, x2, scales)
         assert torch.equal(_matern52_in_place(x1, x2, scales, signal), want)
+
+
+def test_the_closed_form_gradient_is_autograds():
+    # the fit's loss (negative log marginal likelihood + the length scales' prior) differentiated
+    # by autograd, against the closed form the fit uses
+    import math
+
+    import torch
+
+    from autotune.driver.gp import _loss_gradient
+
+    rng = np.random.default_rng(1)
+    for n, dims in ((2, 1), (30, 6), (120, 9)):
+        x = torch.as_tensor(rng.random((n, dims)))
+        y = torch.as_tensor(rng.standard_normal((n, 1)))
+        hyper = torch.as_tensor(np.concatenate([rng.normal(-0.7, 0.5, dims), [0.3, -3.0]]))
+        leaf = hyper.clone().requires_grad_(True)
+        chol = GaussianProcess()._cholesky(leaf, x)
+        alpha = torch.cholesky_solve(y, chol)
+        loss = 0.5 * (y * alpha).sum() + torch.log(torch.diagonal(chol)).sum()
+        loss = loss + ((leaf[:-2] - math.log(0.5)) ** 2).sum() / 8.0
+        (want,) = torch.autograd.grad(loss, leaf)
+        got = _loss_gradient(hyper, x, y)
+        assert torch.allclose(got, want, rtol=1e-9, atol=1e-9), (got, want)
