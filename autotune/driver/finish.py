@@ -197,8 +197,9 @@ def finish(
 ) -> list[FinishRow]:
     """Re-measure the ``top`` best configs of ``study`` on ``executor`` (a fresh one; trials
     run one at a time), in ``rounds`` interleaved rounds; store and return the rows, winner
-    first. Past ``deadline`` (a ``time.monotonic()`` reading: the end of the run's time
-    budget) no further round starts, though the first always runs."""
+    first. No round but the first starts that would end past ``deadline`` (a
+    ``time.monotonic()`` reading: the end of the run's time budget) if it took as long as
+    the round before it."""
     maximize = direction == "maximize"
     trials = sorted(ok_trials(study), key=lambda t: -t.values[0] if maximize else t.values[0])
     chosen = trials[:top]
@@ -212,9 +213,11 @@ def finish(
     rounds_of: dict[int, list[int]] = {t.number: [] for t in chosen}
     failures: dict[int, str] = {}
     done_rounds = 0
+    last_round_s = 0.0
     with executor:
         for round_index in range(rounds):
-            if done_rounds and deadline is not None and time.monotonic() >= deadline:
+            round_started = time.monotonic()
+            if done_rounds and deadline is not None and round_started + last_round_s > deadline:
                 break
             done_rounds += 1
             for trial in rotated(chosen, round_index):
@@ -229,6 +232,7 @@ def finish(
                     failures[trial.number] = f"{result.status.value}: {result.reason}"
                 if on_sample is not None:
                     on_sample(trial.number, len(samples[trial.number]), value)
+            last_round_s = time.monotonic() - round_started
     rows = summarise_samples(samples, maximize, rounds_of)
     by_number = {t.number: t for t in chosen}
     reference = default or over_slo

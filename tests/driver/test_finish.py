@@ -149,6 +149,25 @@ def test_no_round_starts_after_the_deadline_but_the_first():
     assert study.user_attrs["finish"]["rounds"] == 1
 
 
+def test_no_round_starts_that_would_end_past_the_deadline():
+    # rounds of two 0.3 s trials: a second round starting before a deadline 1 s out would end
+    # past it (in the H200's 1b sweep the finish's third round ran 20 s past the budget)
+    import time
+
+    space = Space("d", [Param("delay", "categorical", choices=[0.3, 0.31])])
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"latency_s": "minimize"},
+        sampler="grid", n_trials=2, storage="memory", executor="inline", warm_start="off",
+    )  # fmt: skip
+    sweep = Sweep(settings)
+    study = sweep.run().study
+    deadline = time.monotonic() + 1.0
+    rows = sweep.finish(study, top=2, rounds=3, deadline=deadline)
+    assert time.monotonic() < deadline + 0.2
+    assert all(len(r.samples) == 1 for r in rows)
+    assert study.user_attrs["finish"]["rounds"] == 1
+
+
 def test_the_time_budget_holds_back_at_most_a_third_for_the_finish():
     # trials of 0.5 s with a finish of (3 + 1) x 3 rounds: 6 s of reserve in a 3 s budget would
     # stop the search after its first trial; a third of it leaves room for more
