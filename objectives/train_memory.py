@@ -91,8 +91,14 @@ def layer_activation_bytes(
         per_token += 4 * h * s + 8
     else:
         per_token += (4 * h + 8) if mixed else 4 * (d + h + 2)
-    casts = 2 * layer_params(cfg) if mixed and precision != "fp8" else 0
-    return tokens * per_token + casts
+    return tokens * per_token + weight_casts(cfg, precision)
+
+
+def weight_casts(cfg: LlamaConfig, precision: str) -> float:
+    """Bytes of one layer's weights that autocast keeps cast to 16 bits for the backward (2 a
+    parameter under bf16 and fp16; none in fp32, nor in fp8, whose linears keep the fp32
+    weights themselves)."""
+    return 2.0 * layer_params(cfg) if precision in ("bf16", "fp16") else 0.0
 
 
 def activation_bytes(
@@ -178,8 +184,8 @@ def estimate(
         root = param_count(cfg) - cfg.n_layers * layer_params(cfg)
         blocks = min(2, cfg.n_layers) if reshard_after_forward else cfg.n_layers
         parts["gathered"] = weight * (root + blocks * layer_params(cfg)) + 4.0 * layer_params(cfg)
-        if mixed and not checkpointing:
-            parts["activations"] -= cfg.n_layers * 2.0 * layer_params(cfg)
+        if not checkpointing:
+            parts["activations"] -= cfg.n_layers * weight_casts(cfg, precision)
     elif layout == "tp" and not checkpointing:  # checkpointing keeps the replicated inputs
         layers = cfg.n_layers * layer_activation_bytes(cfg, tokens, precision, math, compiled)
         stream = cfg.n_layers * tokens * 16.0 * cfg.d_model
