@@ -134,16 +134,21 @@ def test_a_time_budget_bounds_the_sweep_and_its_finish_together():
     assert total < 8.0 + 1.0
 
 
-def test_no_round_starts_after_the_deadline_but_the_first():
-    import time
-
-    space = Space("d", [Param("delay", "categorical", choices=[0.0, 0.05])])
+def _swept(delays: list[float]):
+    """A finished 2-trial grid sweep of the faults workload's ``delay`` (seconds a trial)."""
+    space = Space("d", [Param("delay", "categorical", choices=delays)])
     settings = SweepSettings(
         workload="faults", problem={}, space=space, objectives={"latency_s": "minimize"},
         sampler="grid", n_trials=2, storage="memory", executor="inline", warm_start="off",
     )  # fmt: skip
     sweep = Sweep(settings)
-    study = sweep.run().study
+    return sweep, sweep.run().study
+
+
+def test_no_round_starts_after_the_deadline_but_the_first():
+    import time
+
+    sweep, study = _swept([0.0, 0.05])
     rows = sweep.finish(study, top=2, rounds=3, deadline=time.monotonic())  # already past
     assert all(len(r.samples) == 1 for r in rows)
     assert study.user_attrs["finish"]["rounds"] == 1
@@ -154,16 +159,8 @@ def test_no_round_starts_that_would_end_past_the_deadline():
     # past it (in the H200's 1b sweep the finish's third round ran 20 s past the budget)
     import time
 
-    space = Space("d", [Param("delay", "categorical", choices=[0.3, 0.31])])
-    settings = SweepSettings(
-        workload="faults", problem={}, space=space, objectives={"latency_s": "minimize"},
-        sampler="grid", n_trials=2, storage="memory", executor="inline", warm_start="off",
-    )  # fmt: skip
-    sweep = Sweep(settings)
-    study = sweep.run().study
-    deadline = time.monotonic() + 1.0
-    rows = sweep.finish(study, top=2, rounds=3, deadline=deadline)
-    assert time.monotonic() < deadline + 0.2
+    sweep, study = _swept([0.3, 0.31])
+    rows = sweep.finish(study, top=2, rounds=3, deadline=time.monotonic() + 1.0)
     assert all(len(r.samples) == 1 for r in rows)
     assert study.user_attrs["finish"]["rounds"] == 1
 
