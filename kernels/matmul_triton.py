@@ -53,7 +53,7 @@ import triton  # noqa: E402 - imported after the interpreter switch, on purpose
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from autotune.kernels import tma  # noqa: E402
+from autotune.kernels import split_k_workspace, tma  # noqa: E402
 from autotune.kernels.interpreter import (  # noqa: E402
     check_shared_memory,
     is_pow2,
@@ -686,12 +686,20 @@ def _plan(
 
 
 def launcher(
-    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, **config: int | str
+    a: torch.Tensor,
+    b: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    shared_workspace: bool = True,
+    **config: int | str,
 ) -> Callable[[], None]:
     """Return a no-argument function that computes ``out = a @ b`` with this config.
 
     Shapes, strides, the grid and (for a K-split) the fp32 workspace and the tile counters are
-    worked out once, so each call is one kernel launch: what a timing loop should call. ``out``
+    worked out once, so each call is one kernel launch: what a timing loop should call. The
+    workspace is the one every K-split launcher on this device and stream shares
+    (:mod:`~autotune.kernels.split_k_workspace`: its lines stay in L2), or with
+    ``shared_workspace=False`` the launcher's own. ``out``
     must be an (M, N) tensor of the result dtype (bf16 for fp8 operands) on the operands'
     device; on CUDA the tensors must live on the current device. ``config`` holds the tunables
     of :data:`DEFAULT_CONFIG` (missing ones take its values).
@@ -734,8 +742,8 @@ def launcher(
                 raise ValueError(
                     f"SPLIT_K={split_k}: a {split_k} x {M} x {N} workspace is too large"
                 )
-            workspace = torch.empty(split_k, M, N, dtype=torch.float32, device=a.device)
-            counters = torch.zeros(plan.grid[0], dtype=torch.int32, device=a.device)
+            take = split_k_workspace.buffers if shared_workspace else split_k_workspace.own
+            workspace, counters = take(a.device, partials=split_k * M * N, tiles=plan.grid[0])
         else:  # unused without a split: any tensors do
             workspace, counters = out, out
         pointers += (workspace, counters)

@@ -75,6 +75,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
+from autotune.kernels import split_k_workspace  # noqa: E402
 from autotune.kernels.interpreter import (  # noqa: E402
     check_shared_memory,
     is_pow2,
@@ -611,6 +612,7 @@ def launcher(
     num_warps: int,
     num_stages: int,
     counters: torch.Tensor | None = None,
+    shared_workspace: bool = True,
 ) -> Callable[[], None]:
     """Return a no-argument function that computes ``y = x @ dequantize(q, s)``: one launch.
 
@@ -619,7 +621,10 @@ def launcher(
     (zeros; each launch leaves them at zero again) are set up once, here. A caller that
     launches often (a serving engine's linears, a decode step captured in a CUDA graph) passes
     ``counters`` it keeps: int32 zeros, at least a tile's worth (see :func:`tile_counters`),
-    which saves the fill kernel of fresh ones in every call.
+    which saves the fill kernel of fresh ones in every call. Without them, and for the
+    workspace, the launcher takes the pair that every K-split launcher on this device and
+    stream shares (:mod:`~autotune.kernels.split_k_workspace`: the partials' lines stay in
+    L2), or with ``shared_workspace=False`` a pair of its own.
 
     Example:
         >>> dev = "cuda" if torch.cuda.is_available() else "cpu"
@@ -655,10 +660,11 @@ def launcher(
     tiles = _tiles(M, N, BLOCK_M, BLOCK_N)
     kernel = _quant_matmul_kernel[(tiles, SPLIT_K)]
     # SPLIT_K == 1 writes y directly: a one-element workspace stands in
-    workspace = torch.empty(SPLIT_K * M * N if SPLIT_K > 1 else 1, dtype=torch.float32,
-                            device=x.device)  # fmt: skip
+    take = split_k_workspace.buffers if shared_workspace else split_k_workspace.own
+    workspace, own_counters = take(x.device, partials=SPLIT_K * M * N if SPLIT_K > 1 else 1,
+                                   tiles=tiles)  # fmt: skip
     if counters is None:
-        counters = torch.zeros(tiles, dtype=torch.int32, device=x.device)
+        counters = own_counters
     elif counters.dtype != torch.int32 or counters.numel() < tiles or counters.device != x.device:
         raise ValueError(
             f"counters must be int32 on {x.device}, at least {tiles} of them; "
