@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _BINARY = {
@@ -75,6 +75,7 @@ class Expression:
             raise ExpressionError(f"invalid syntax in {source!r}: {exc.msg}") from None
         self.names: set[str] = set()
         self._check(self._tree)
+        self._run = self._compile(self._tree)
 
     def __repr__(self) -> str:
         return f"Expression({self.source!r})"
@@ -127,48 +128,80 @@ class Expression:
     def evaluate(self, env: Mapping[str, Any]) -> Any:
         """Evaluate against ``env`` (names to values; namespaces as mappings)."""
         try:
-            return self._eval(self._tree, env)
+            return self._run(env)
         except ExpressionError:
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. ZeroDivisionError, TypeError
             raise ExpressionError(f"{self.source!r} failed: {type(exc).__name__}: {exc}") from None
 
-    def _eval(self, node: ast.AST, env: Mapping[str, Any]) -> Any:
+    def _compile(self, node: ast.AST) -> Callable[[Mapping[str, Any]], Any]:
+        """The checked tree as nested closures, each node's work decided once: evaluating a
+        constraint for each of thousands of configs (a space's enumeration) then costs a call
+        a node instead of a walk that matches every node's type again."""
+        source = self.source
         match node:
             case ast.Constant(value=value):
-                return value
+                return lambda env: value
             case ast.Name(id=name):
-                if name not in env:
-                    raise ExpressionError(f"unknown name {name!r} in {self.source!r}")
-                return env[name]
+
+                def read(env: Mapping[str, Any]) -> Any:
+                    if name not in env:
+                        raise ExpressionError(f"unknown name {name!r} in {source!r}")
+                    return env[name]
+
+                return read
             case ast.Attribute(value=ast.Name(id=space), attr=attr):
-                namespace = env.get(space, {})
-                if attr not in namespace:
-                    raise ExpressionError(f"unknown name {space}.{attr} in {self.source!r}")
-                return namespace[attr]
+
+                def read_attr(env: Mapping[str, Any]) -> Any:
+                    namespace = env.get(space, {})
+                    if attr not in namespace:
+                        raise ExpressionError(f"unknown name {space}.{attr} in {source!r}")
+                    return namespace[attr]
+
+                return read_attr
             case ast.BinOp(left=left, op=op, right=right):
-                lhs, rhs = self._eval(left, env), self._eval(right, env)
-                if isinstance(op, ast.Pow) and abs(rhs) > _MAX_POWER:
-                    raise ExpressionError(f"exponent {rhs} too large in {self.source!r}")
-                return _BINARY[type(op)](lhs, rhs)
+                lhs, rhs, fn = self._compile(left), self._compile(right), _BINARY[type(op)]
+                if isinstance(op, ast.Pow):
+
+                    def power(env: Mapping[str, Any]) -> Any:
+                        base, exponent = lhs(env), rhs(env)
+                        if abs(exponent) > _MAX_POWER:
+                            raise ExpressionError(f"exponent {exponent} too large in {source!r}")
+                        return fn(base, exponent)
+
+                    return power
+                return lambda env: fn(lhs(env), rhs(env))
             case ast.UnaryOp(op=op, operand=operand):
-                return _UNARY[type(op)](self._eval(operand, env))
+                inner, fn = self._compile(operand), _UNARY[type(op)]
+                return lambda env: fn(inner(env))
             case ast.BoolOp(op=ast.And(), values=values):
-                return all(self._eval(v, env) for v in values)
+                parts = [self._compile(v) for v in values]
+                return lambda env: all(part(env) for part in parts)
             case ast.BoolOp(op=ast.Or(), values=values):
-                return any(self._eval(v, env) for v in values)
+                parts = [self._compile(v) for v in values]
+                return lambda env: any(part(env) for part in parts)
             case ast.Compare(left=left, ops=ops, comparators=comparators):
-                lhs = self._eval(left, env)
-                for op, right in zip(ops, comparators, strict=True):
-                    rhs = self._eval(right, env)
-                    if not _COMPARE[type(op)](lhs, rhs):
-                        return False
-                    lhs = rhs
-                return True
+                first = self._compile(left)
+                steps = [(_COMPARE[type(op)], self._compile(right))
+                         for op, right in zip(ops, comparators, strict=True)]  # fmt: skip
+
+                def compare(env: Mapping[str, Any]) -> bool:
+                    lhs = first(env)
+                    for fn, right in steps:
+                        rhs = right(env)
+                        if not fn(lhs, rhs):
+                            return False
+                        lhs = rhs
+                    return True
+
+                return compare
             case ast.IfExp(test=test, body=body, orelse=orelse):
-                return self._eval(body if self._eval(test, env) else orelse, env)
+                when, then, other = self._compile(test), self._compile(body), self._compile(orelse)
+                return lambda env: then(env) if when(env) else other(env)
             case ast.Tuple(elts=elts) | ast.List(elts=elts):
-                return tuple(self._eval(e, env) for e in elts)
+                parts = [self._compile(e) for e in elts]
+                return lambda env: tuple(part(env) for part in parts)
             case ast.Call(func=ast.Name(id=fname), args=args):
-                return FUNCTIONS[fname](*(self._eval(a, env) for a in args))
+                fn, parts = FUNCTIONS[fname], [self._compile(a) for a in args]
+                return lambda env: fn(*(part(env) for part in parts))
         raise ExpressionError(f"cannot evaluate {ast.dump(node)}")  # unreachable after _check

@@ -84,9 +84,13 @@ class Space:
         device: Mapping[str, Any],
     ) -> dict[str, Any]:
         env: dict[str, Any] = dict(problem)
-        env.update({k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)})
-        env["problem"] = dict(problem)
-        env["device"] = dict(device)
+        if prefix:
+            env.update({k[len(prefix) :]: v for k, v in values.items() if k.startswith(prefix)})
+        else:
+            env.update(values)
+        # read-only inside an expression (attribute reads), so not copied
+        env["problem"] = problem
+        env["device"] = device
         return env
 
     def is_active(
@@ -123,10 +127,23 @@ class Space:
         device: Mapping[str, Any] | None = None,
     ) -> list[str]:
         """Names of the constraints ``values`` breaks; constraints over inactive params skip."""
+        return self._broken(self.constraints, values, problem or {}, device or {})
+
+    def _broken(
+        self,
+        constraints: list[Constraint],
+        values: Mapping[str, Any],
+        problem: Mapping[str, Any],
+        device: Mapping[str, Any],
+    ) -> list[str]:
         broken = []
-        for constraint in self.constraints:
-            env = self._env(values, constraint.prefix, problem or {}, device or {})
-            if not constraint.expression.names <= set(env):
+        envs: dict[str, dict[str, Any]] = {}  # one environment a prefix
+        for constraint in constraints:
+            env = envs.get(constraint.prefix)
+            if env is None:
+                env = envs[constraint.prefix] = self._env(values, constraint.prefix, problem,
+                                                          device)  # fmt: skip
+            if not constraint.expression.names <= env.keys():
                 continue
             try:
                 ok = constraint.expression.evaluate(env)
@@ -135,6 +152,18 @@ class Space:
             if not ok:
                 broken.append(constraint.name)
         return broken
+
+    def _checked_after(self) -> list[list[Constraint]]:
+        """Each constraint under the last parameter it reads (index -1: it reads none): once
+        that parameter has its value, the constraint's verdict is final, as later parameters
+        cannot change what it reads. Used by :meth:`grid` to cut whole branches early."""
+        index = {p.name: i for i, p in enumerate(self.params)}
+        after: list[list[Constraint]] = [[] for _ in range(len(self.params) + 1)]
+        for constraint in self.constraints:
+            reads = [index[constraint.prefix + n] for n in constraint.expression.names
+                     if constraint.prefix + n in index]  # fmt: skip
+            after[max(reads, default=-1) + 1].append(constraint)
+        return after
 
     def validate_names(self, problem: Mapping[str, Any]) -> None:
         """Check that every name in a condition or constraint means something.
@@ -169,7 +198,16 @@ class Space:
         problem: Mapping[str, Any] | None = None,
         device: Mapping[str, Any] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Every config of a discrete space that satisfies the constraints, in order."""
+        """Every config of a discrete space that satisfies the constraints, in order.
+
+        A constraint is checked as soon as the last parameter it reads has its value, so a
+        branch it rules out is never expanded (the same configs, in the same order, as
+        checking every constraint on every complete config).
+        """
+        problem, device = problem or {}, device or {}
+        after = self._checked_after()
+        if self._broken(after[0], {}, problem, device):
+            return
 
         def expand(index: int, values: dict[str, Any]) -> Iterator[dict[str, Any]]:
             if index == len(self.params):
@@ -177,16 +215,17 @@ class Space:
                 return
             param = self.params[index]
             if not self.is_active(param, values, problem, device):
-                yield from expand(index + 1, values)
+                # its constraints skip, unless a problem value of the same name stands in
+                if not self._broken(after[index + 1], values, problem, device):
+                    yield from expand(index + 1, values)
                 return
             for value in param.values():
                 values[param.name] = value
-                yield from expand(index + 1, values)
+                if not self._broken(after[index + 1], values, problem, device):
+                    yield from expand(index + 1, values)
             del values[param.name]
 
-        for config in expand(0, {}):
-            if not self.violations(config, problem, device):
-                yield config
+        yield from expand(0, {})
 
     def grid_size(self) -> int:
         """Size of the unconstrained cartesian grid (conditions ignored): an upper bound."""

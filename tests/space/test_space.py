@@ -60,3 +60,52 @@ def test_grid_respects_constraints_and_conditions():
     assert all(("compile_mode" in c) == c["compile"] for c in grid)
     assert all(c.get("compile_mode", "default") == "default" for c in grid)  # CPU: no autotune
     assert len({tuple(sorted(c.items())) for c in grid}) == len(grid)
+
+
+def _every_config(space, problem, device):
+    """The grid the slow way: every combination of active values, each checked whole."""
+    def expand(index, values):
+        if index == len(space.params):
+            yield dict(values)
+            return
+        param = space.params[index]
+        if not space.is_active(param, values, problem, device):
+            yield from expand(index + 1, values)
+            return
+        for value in param.values():
+            yield from expand(index + 1, {**values, param.name: value})
+
+    return [c for c in expand(0, {}) if not space.violations(c, problem, device)]
+
+
+def test_grid_cut_early_keeps_every_config_and_the_order():
+    # Constraints checked as soon as their last parameter is set must leave the same configs,
+    # in the same order, as checking each complete config: with conditions, an include prefix,
+    # a constraint over a parameter that is inactive (skipped) and one whose name a problem
+    # value supplies when the parameter is inactive.
+    from autotune.space.expr import Expression
+    from autotune.space.params import Constraint, Param
+    from autotune.space.space import Space
+
+    params = [
+        Param("tile", "pow2", low=16, high=128),
+        Param("mode", "categorical", choices=["a", "b"]),
+        Param("depth", "int", low=1, high=4, condition=Expression("mode == 'b'")),
+        Param("sub.tile", "pow2", low=16, high=64, prefix="sub."),
+        Param("sub.warps", "pow2", low=1, high=8, prefix="sub."),
+    ]
+    constraints = [
+        Constraint("fits", Expression("tile * depth <= 256")),  # depth inactive in mode a
+        Constraint("shadow", Expression("stages * tile <= 512")),  # stages: the problem's
+        Constraint("sub_fits", Expression("tile * warps <= 256"), prefix="sub."),
+        Constraint("global", Expression("tile <= device.limit")),
+        Constraint("problem_only", Expression("M > 0")),
+    ]
+    space = Space("t", params, constraints)
+    for problem, device in [({"M": 8, "stages": 4}, {"limit": 64}),
+                            ({"M": 8, "stages": 4, "depth": 8}, {"limit": 128}),
+                            ({"M": 8, "stages": 32}, {"limit": 128}),
+                            ({"M": 0, "stages": 1}, {"limit": 128})]:  # fmt: skip
+        assert list(space.grid(problem, device)) == _every_config(space, problem, device)
+    assert list(space.grid({"M": 0, "stages": 1}, {"limit": 128})) == []
+    assert len(list(space.grid({"M": 8, "stages": 4}, {"limit": 64}))) > 10
