@@ -33,6 +33,11 @@ from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.train_export import TARGETS as TRAIN_TARGETS
 from autotune.units import named, readable
 
+#: When this command started (the module is imported first thing, after typer and rich):
+#: ``--time-budget`` counts from here, so the heavy imports, the space's enumeration and the
+#: storage's set-up are inside it.
+COMMAND_STARTED = time.monotonic()
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -248,9 +253,10 @@ def tune(
     settings.finish_top = finish_top if finishing and finish_top > 1 else 0
     settings.slo = limits
     settings.finish_rounds = finish_rounds
+    settings.budget_from = COMMAND_STARTED
     sweep = Sweep(settings, ProgressDisplay(err))
     budget_ends = (
-        time.monotonic() + settings.time_budget_s if settings.time_budget_s is not None else None
+        COMMAND_STARTED + settings.time_budget_s if settings.time_budget_s is not None else None
     )
     summary = sweep.run()
     if not summary.best:

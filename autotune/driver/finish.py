@@ -40,6 +40,11 @@ from autotune.driver.trial_attrs import BASELINE, FINISH, trial_status
 from autotune.executors.base import Executor
 from autotune.timing import rotated
 
+#: Seconds between a timed sweep's decision to stop and its finish's start, held back beside
+#: the finish itself: trials in flight end and the last results are stored (about 0.6 s for a
+#: CPU matmul sweep of 20 ms trials, which without it left its 1.8-s finish 1.2 s: skipped).
+WIND_DOWN_S = 1.0
+
 
 def _measurement_costs(durations: list[float]) -> tuple[float, float]:
     """Of the sweep's trial times: what one measurement takes (their median) and what
@@ -72,19 +77,21 @@ def finish_reserve_s(
 ) -> float:
     """Seconds to hold back of a time budget for the finish: its (top + the default) x
     rounds measurements at the sweep's median trial time (compiles left out), plus starting
-    a fresh worker; at most a third of the budget, so that a slow first trial or two (a cold
-    worker, compiles while the pool starts) cannot end the search before it has begun.
+    a fresh worker, plus :data:`WIND_DOWN_S` (or a trial, if longer) for the sweep's own end
+    (the trial in flight, the last results stored); at most a third of the budget, so that a
+    slow first trial or two (a cold worker, compiles while the pool starts) cannot end the
+    search before it has begun.
 
     Example:
-        >>> round(finish_reserve_s(3, 3, [3.4, 0.4, 0.4], budget_s=60.0), 6)  # 3 + 4 x 3 x 0.4
-        7.8
+        >>> round(finish_reserve_s(3, 3, [3.4, 0.4, 0.4], budget_s=60.0), 6)  # 3 + 4x3x0.4 + 1
+        8.8
         >>> finish_reserve_s(3, 3, [3.4, 0.4, 0.4], budget_s=15.0)  # a third of the budget
         5.0
     """
     if not top or not durations:
         return 0.0
     median, start_worker = _measurement_costs(durations)
-    reserve = start_worker + (top + 1) * rounds * median
+    reserve = start_worker + (top + 1) * rounds * median + max(WIND_DOWN_S, median)
     return min(reserve, (budget_s or 0.0) / 3)
 
 

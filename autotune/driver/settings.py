@@ -33,6 +33,8 @@ class SweepSettings:
         n_trials: launched trials the study should reach (earlier runs and other drivers of
             the same study count; configs rejected by a static constraint do not).
         time_budget_s: wall time this invocation may spend, None for no limit.
+        budget_from: the ``time.monotonic()`` the budget counts from (the CLI: its command's
+            start, so set-up counts too); None: the sweep's own start.
         executor: where trials run: "local" (worker processes, one per GPU by default),
             "inline" (in the driver's process on a simulated clock: replay, tests) or "ray".
         workers: trials in flight; None for the executor's default (local: one per visible
@@ -54,6 +56,7 @@ class SweepSettings:
     seed: int | None = None
     n_trials: int | None = 50
     time_budget_s: float | None = None
+    budget_from: float | None = None
     storage: str = DEFAULT_STORAGE
     study_name: str | None = None
     trial_timeout_s: float = 300.0

@@ -157,8 +157,12 @@ class _SweepRun:
     def run(self) -> SweepSummary:
         signal_restore = stop_on_signals(self.stop_requested)
         self.start = time.monotonic()
+        if self.settings.budget_from is not None:
+            self.budget_start = min(self.settings.budget_from, self.start)
+        else:
+            self.budget_start = self.start
         if self.settings.time_budget_s is not None:  # a trial never outlasts the budget
-            self.executor.end_at(self.start + self.settings.time_budget_s)
+            self.executor.end_at(self.budget_start + self.settings.time_budget_s)
         capacity = self.executor.capacity
         self.observer.on_start(self.settings, self.study, self.launched())
         stopped_by = "trials"
@@ -260,7 +264,9 @@ class _SweepRun:
         if s.n_trials is not None and self.launched() >= s.n_trials:
             return "trials"
         budget = s.time_budget_s
-        if budget is not None and time.monotonic() - self.start >= budget - self.finish_reserve():
+        if budget is not None and (
+            time.monotonic() - self.budget_start >= budget - self.finish_reserve()
+        ):
             return "time"
         if is_exhausted(self.study.sampler, self.study):
             return "every config tried"

@@ -137,6 +137,20 @@ def test_time_budget_stops_the_sweep(write_space):
     assert time.monotonic() - start < 3.0
 
 
+def test_time_budget_counts_from_budget_from(write_space):
+    # the CLI starts the budget's clock at the command's start: time spent before the sweep
+    # (imports, the space's enumeration, the storage) comes out of the trials' share
+    path = write_space(
+        "parameters:\n  delay: {type: categorical, choices: [0.2]}\n"
+        "  score: {type: float, low: 0, high: 1}\n"
+    )
+    setup_done_long_ago = time.monotonic() - 0.6
+    summary = Sweep(settings(load_space(path), n_trials=None, time_budget_s=1.0,
+                             budget_from=setup_done_long_ago)).run()  # fmt: skip
+    assert summary.stopped_by == "time"
+    assert summary.trials_run <= 2  # 0.4 s left of 1.0: two 0.2-s trials at most, not five
+
+
 def test_resume_after_a_killed_sweep_loses_no_finished_trial(tmp_path, write_space):
     path = write_space(
         "parameters:\n  score: {type: float, low: 0, high: 1}\n"
