@@ -66,7 +66,7 @@ def send(
 ) -> None:
     """``writes`` to ``storage`` (Optuna's cached RDB storage, or any other), in order; in one
     transaction where the storage allows it (all or none of them then lands): per trial one
-    lookup, its parameters in one insert, each kind of attribute in one upsert.
+    lookup, its parameters in one executemany insert, each kind of attribute in one upsert.
 
     ``known`` remembers each (study id, parameter)'s distribution across calls (the caller
     keeps it), so that Optuna's check that a parameter keeps a compatible distribution in a
@@ -118,11 +118,12 @@ def _send_trial(
         if previous is not None:
             distributions.check_distribution_compatibility(previous, w.distribution)
         learned[key] = w.distribution
-    session.add_all([
-        models.TrialParamModel(trial_id=trial_id, param_name=w.key, param_value=w.value,
-                               distribution_json=distributions.distribution_to_json(w.distribution))
-        for w in params
-    ])  # fmt: skip
+    if params:  # one executemany: the ORM's add_all sent an INSERT a parameter on SQLite
+        session.execute(_param_insert(models.TrialParamModel), [
+            {"trial_id": trial_id, "param_name": w.key, "param_value": w.value,
+             "distribution_json": distributions.distribution_to_json(w.distribution)}
+            for w in params
+        ])  # fmt: skip
     for kind, model in (("user", models.TrialUserAttributeModel),
                         ("system", models.TrialSystemAttributeModel)):  # fmt: skip
         attrs = {w.key: w.value for w in writes if w.kind == kind}  # the last write of a key
@@ -156,6 +157,14 @@ def _upsert_attrs(
         return
     rows = [{"trial_id": trial_id, "key": k, "value_json": json.dumps(v)} for k, v in attrs.items()]
     session.execute(statement, rows)
+
+
+@functools.cache
+def _param_insert(model: Any) -> Any:
+    """The insert of one parameter row, built once (see :func:`_upsert_statement`)."""
+    from sqlalchemy import insert
+
+    return insert(model)
 
 
 @functools.cache
