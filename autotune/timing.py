@@ -2,13 +2,19 @@
 
 On CUDA it is Triton's ``do_bench`` (warm-up, L2 flush between runs, repeat count from a time
 budget, device events); on the CPU a wall-clock loop with the same shape. ``interleaved``
-times several candidates in alternating rounds, the order rotated each round (A B C, B C A,
-C A B, ...), so that clock and power drift falls on all of them alike and no candidate always
-runs first (right after the previous candidate's load) or last.
+times several candidates against each other. Single functions *alternate* launch by launch
+(:func:`alternating`): every iteration runs each candidate once, in a freshly shuffled order,
+each launch timed alone after an L2 flush, so a candidate's neighbours in time are the others
+and clock or power drift falls on all of them alike. On an H200 at its 700 W cap, two
+launchers of one compiled kernel (and Triton's tutorial kernel, the same SASS) read within
+0.1% of each other against cuBLAS at 8192^3 that way, where rounds of ``do_bench`` (3 rounds of
+15 ms per candidate, the order rotated) put them 0.939-1.033x cuBLAS apart
+(benchmarks/results/h200-2026-12-04-s34).
 
 A candidate given as several functions, one per input set, is timed *streamed*
-(:func:`bench_streamed`): its launches cycle through the sets back to back from one CUDA graph
-(Triton's ``do_bench_cudagraph``), so no launch finds its inputs in L2 when the sets together
+(:func:`bench_streamed`), in rounds whose order rotates (A B C, B C A, C A B, ...): its
+launches cycle through the sets back to back from one CUDA graph (Triton's
+``do_bench_cudagraph``), so no launch finds its inputs in L2 when the sets together
 span several L2s, and nothing else runs in between: what a decode step sees layer after
 layer. ``do_bench``'s flush instead zeroes a 256 MB buffer before every run, which leaves L2
 full of dirty lines that the timed launch may first have to write back, and times every launch
@@ -25,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import itertools
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -128,6 +135,97 @@ def bench_streamed(
     return _summarise(samples)
 
 
+#: Iterations of :func:`alternating` at most (a 10-us kernel in a 45-ms budget would ask for
+#: 4,500: each adds a flush and two events on the host).
+MAX_ALTERNATIONS = 1000
+
+
+class _LaunchClock:
+    """Times one launch: device events after an L2 flush on CUDA, the wall clock on the CPU."""
+
+    def __init__(self, device_type: str) -> None:
+        self.cuda = device_type == "cuda"
+        self.pending: list[tuple[str, Any, Any]] = []
+        self.samples: dict[str, list[float]] = {}
+        if self.cuda:
+            from triton import runtime
+
+            self.driver = runtime.driver.active
+            self.device = self.driver.get_device_interface()
+            self.cache = self.driver.get_empty_cache_for_benchmark()
+
+    def time(self, name: str, fn: Callable[[], object]) -> None:
+        if self.cuda:
+            self.driver.clear_cache(self.cache)
+            start = self.device.Event(enable_timing=True)
+            end = self.device.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            self.pending.append((name, start, end))
+        else:
+            started = time.perf_counter()
+            fn()
+            self.samples.setdefault(name, []).append((time.perf_counter() - started) * 1e3)
+
+    def collect(self) -> dict[str, list[float]]:
+        """Every sample so far by candidate, in ms (waits for the device)."""
+        if self.cuda:
+            self.device.synchronize()
+            for name, start, end in self.pending:
+                self.samples.setdefault(name, []).append(start.elapsed_time(end))
+            self.pending = []
+        return self.samples
+
+
+def alternating(
+    fns: dict[str, Callable[[], object]],
+    *,
+    device_type: str,
+    warmup_ms: float = 5.0,
+    rep_ms: float = 45.0,
+    seed: int = 0,
+) -> dict[str, Timing]:
+    """Time candidates launch by launch: each iteration runs every candidate once, in an order
+    shuffled anew (seeded by ``seed``), every launch timed alone (after an L2 flush on CUDA).
+
+    After one untimed call each, three timed calls each estimate the slowest candidate's time
+    ``t``; ``warmup_ms / t`` untimed iterations follow, then ``rep_ms / t`` timed ones (at
+    least 1, at most :data:`MAX_ALTERNATIONS`), so every candidate gets the same number of
+    samples, taken side by side.
+
+    Example:
+        >>> calls = []
+        >>> fns = {n: (lambda n=n: calls.append(n)) for n in "abc"}
+        >>> times = alternating(fns, device_type="cpu", warmup_ms=0, rep_ms=0)
+        >>> calls[:3], sorted(calls[3:12]) == sorted("abc" * 3), times["a"].runs
+        (['a', 'b', 'c'], True, 1)
+    """
+    names = list(fns)
+    for name in names:  # compiled and allocated outside the measurement
+        fns[name]()
+    estimate = _LaunchClock(device_type)
+    for _ in range(3):
+        for name in names:
+            estimate.time(name, fns[name])
+    slowest = max(statistics.median(v) for v in estimate.collect().values())
+    slowest = max(slowest, 1e-6)
+    warmup = int(warmup_ms / slowest)
+    iterations = max(1, min(MAX_ALTERNATIONS, int(rep_ms / slowest)))
+    order = random.Random(seed)
+    clock = _LaunchClock(device_type)
+    for index in range(warmup + iterations):
+        shuffled = names[:]
+        order.shuffle(shuffled)
+        for name in shuffled:
+            if index < warmup:
+                fns[name]()
+            else:
+                clock.time(name, fns[name])
+    samples = clock.collect()
+    return {name: _summarise(samples[name]) for name in names}
+
+
 def rotated(items: list[Any], round_index: int) -> list[Any]:
     """``items`` in the order of round ``round_index``: rotated left by that many places.
 
@@ -149,21 +247,28 @@ def interleaved(
     warmup_ms: float = 10.0,
     rep_ms: float = 30.0,
 ) -> dict[str, Timing]:
-    """Time several candidates in alternating rounds and pool each one's samples.
+    """Time several candidates against each other.
 
     Candidates measured this way see the same clocks and power state, so their ratio is
-    meaningful even while the card throttles. Round ``r`` starts at the ``r``-th candidate
-    (:func:`rotated`): a card that heats within a round, or a cache left warm by the one before,
-    favours no position for good. A candidate given as a sequence of functions (one per input
-    set) is timed with :func:`bench_streamed`, the others with :func:`bench`.
+    meaningful even while the card throttles. Single functions alternate launch by launch
+    (:func:`alternating`, with ``warmup_ms`` of warm-up and ``rounds x rep_ms`` of timed
+    launches each). A candidate given as a sequence of functions (one per input set) makes
+    every candidate timed in ``rounds`` rounds instead, round ``r`` starting at the ``r``-th
+    candidate (:func:`rotated`), the sequences with :func:`bench_streamed`, single functions
+    with :func:`bench`.
 
     Example:
         >>> calls = []
-        >>> fns = {n: (lambda n=n: calls.append(n)) for n in "ab"}
+        >>> fns = {"a": [lambda: calls.append("a")], "b": lambda: calls.append("b")}
         >>> times = interleaved(fns, device_type="cpu", rounds=2, warmup_ms=0, rep_ms=0)
         >>> sorted(times), calls[0], calls[-1]  # round 1 runs b first, a last
         (['a', 'b'], 'a', 'a')
     """
+    if all(callable(fn) for fn in fns.values()):
+        return alternating(
+            fns,  # type: ignore[arg-type]
+            device_type=device_type, warmup_ms=warmup_ms, rep_ms=rounds * rep_ms,
+        )  # fmt: skip
     pooled: dict[str, list[float]] = {name: [] for name in fns}
     for round_index in range(rounds):
         for name in rotated(list(fns), round_index):

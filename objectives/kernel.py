@@ -53,10 +53,12 @@ from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.timing import Timing, interleaved
 from autotune.triton_failures import compile_failure
 
-#: On the GPU: 3 rounds of (kernel, references...), each a ``do_bench`` of 5 ms warm-up and
-#: 15 ms of repeats, L2 flushed between runs (or, for a problem that fits in L2 twice over,
-#: :data:`STREAMED_REP_MS` of launches streamed over rotated input sets from a CUDA graph; see
-#: :func:`input_sets`); a candidate's time is the median of its round medians.
+#: On the GPU: the kernel and its references alternate launch by launch, each launch timed
+#: alone after an L2 flush, the order shuffled every iteration, for 5 ms of warm-up and 3 x
+#: 15 ms of timed launches each (:func:`autotune.timing.alternating`; or, for a problem that
+#: fits in L2 twice over, 3 rounds of :data:`STREAMED_REP_MS` of launches streamed over rotated
+#: input sets from a CUDA graph, see :func:`input_sets`, a candidate's time the median of its
+#: round medians).
 GPU_TIMING: dict[str, float] = {"rounds": 3, "warmup_ms": 5.0, "rep_ms": 15.0}
 #: Streamed, a round's graph holds about 3 ms of launches (e.g. about 240 of a 12.5-us decode
 #: product on an H200, 30 passes over 8 sets), replayed 10 times: each sample is a mean of many
@@ -293,8 +295,9 @@ class KernelObjective(Objective):
     def protocol(self, names: list[str], sets: int = 1) -> str:
         t = self.timing
         text = (
-            f"interleaved {'/'.join(names)}, {t['rounds']:g} rounds of do_bench (warmup "
-            f"{t['warmup_ms']:g} ms, rep {t['rep_ms']:g} ms, L2 flushed), median of round medians"
+            f"interleaved {'/'.join(names)}, alternating launch by launch (each launch alone "
+            f"after an L2 flush, the order shuffled every iteration; warmup {t['warmup_ms']:g} "
+            f"ms, {t['rounds'] * t['rep_ms']:g} ms of timed launches each), medians"
         )
         if sets > 1:
             text = (
