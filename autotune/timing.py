@@ -8,7 +8,7 @@ each launch timed alone after an L2 flush, so a candidate's neighbours in time a
 and clock or power drift falls on all of them alike. On an H200 at its 700 W cap, two
 launchers of one compiled kernel (and Triton's tutorial kernel, the same SASS) read within
 0.1% of each other against cuBLAS at 8192^3 that way, where rounds of ``do_bench`` (3 rounds of
-15 ms per candidate, the order rotated) put them 0.939-1.033x cuBLAS apart
+15 ms per candidate, the order rotated) put them anywhere in 0.94-1.12x cuBLAS over two runs
 (benchmarks/results/h200-2026-12-04-s34).
 
 A candidate given as several functions, one per input set, is timed *streamed*
