@@ -89,8 +89,12 @@ CONFIG_KEYS: tuple[str, ...] = (*DEFAULT_CONFIG, *OPTIONAL_CONFIG)
 #: ``tiled``: one program per output tile (and per K-split); ``persistent``: one program per
 #: SM walking the tiles, operands brought in by the tensor-memory accelerator (TMA
 #: descriptors); ``persistent_flat``: the same with the tile and K loops flattened into one
-#: software pipeline, so a tile's epilogue overlaps the next tile's first loads.
-SCHEDULES: tuple[str, ...] = ("tiled", "persistent", "persistent_flat")
+#: software pipeline, so a tile's epilogue overlaps the next tile's first loads;
+#: ``stream_k``: ``persistent_flat`` over the whole waves of tiles, and the last, partial wave's
+#: K-steps shared out evenly among all the programs (stream-K), so no SM idles through it: at
+#: 8192x4096x4096 in 128x256 tiles the last wave is 100 tiles on the H200's 132 SMs, and
+#: 3.1% more rows cost the persistent schedule nothing (benchmarks/gpu/wave_tail.py).
+SCHEDULES: tuple[str, ...] = ("tiled", "persistent", "persistent_flat", "stream_k")
 
 DTYPES: dict[str, torch.dtype] = {
     "bf16": torch.bfloat16,
@@ -358,6 +362,81 @@ def _matmul_split_k_kernel(
 
 
 @triton.jit
+def _descriptors(
+    a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b, stride_cm,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_KMAJOR: tl.constexpr,
+    C_N: tl.constexpr,
+):  # fmt: skip
+    # Tensor descriptors: the TMA unit copies whole tiles, zero-filling reads past the edges and
+    # clipping writes, so nothing here is masked. Made once per program, outside the loops
+    # (Triton 3.6 cannot pipeline a loop that makes one).
+    a_desc = tl.make_tensor_descriptor(
+        a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
+    )
+    if B_KMAJOR:  # B is the transpose of an (N, K) row-major matrix, as nn.Linear keeps weights
+        b_desc = tl.make_tensor_descriptor(
+            b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K]
+        )
+    else:
+        b_desc = tl.make_tensor_descriptor(
+            b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N]
+        )
+    c_desc = tl.make_tensor_descriptor(
+        c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, C_N]
+    )
+    return a_desc, b_desc, c_desc
+
+
+@triton.jit
+def _tile_origin(
+    tile, tiles_m, programs_per_band,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
+):  # fmt: skip
+    # the first row and column of C of a tile in the banded order of the tiled kernel
+    band = tile // programs_per_band
+    first_row = band * GROUP_M
+    rows_here = tl.minimum(tiles_m - first_row, GROUP_M)
+    rank = tile - band * programs_per_band
+    return (first_row + rank % rows_here) * BLOCK_M, (rank // rows_here) * BLOCK_N
+
+
+@triton.jit
+def _tile_steps(
+    a_desc, b_desc, off_m, off_n, first, last,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_KMAJOR: tl.constexpr,
+    UPCAST: tl.constexpr,
+):  # fmt: skip
+    # one tile's product over the K-steps [first, last), in fp32
+    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
+    for step in range(first, last):
+        a = a_desc.load([off_m, step * BLOCK_K])
+        if B_KMAJOR:
+            b = b_desc.load([off_n, step * BLOCK_K]).T
+        else:
+            b = b_desc.load([step * BLOCK_K, off_n])
+        if UPCAST:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+    return acc
+
+
+@triton.jit
+def _store_tile(
+    c_desc, acc, off_m, off_n,
+    BLOCK_M: tl.constexpr, C_N: tl.constexpr, SUBTILE: tl.constexpr,
+):  # fmt: skip
+    # C_N = BLOCK_N, or half of it with SUBTILE (two stores of half a tile each)
+    if SUBTILE:
+        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, C_N)), (0, 2, 1))
+        left, right = tl.split(halves)
+        c_desc.store([off_m, off_n], left.to(c_desc.dtype))
+        c_desc.store([off_m, off_n + C_N], right.to(c_desc.dtype))
+    else:
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+@triton.jit
 def _matmul_persistent_kernel(
     a_ptr,
     b_ptr,
@@ -378,56 +457,101 @@ def _matmul_persistent_kernel(
     UPCAST: tl.constexpr,
     SUBTILE: tl.constexpr,
 ):
-    # Tensor descriptors: the TMA unit copies whole tiles, zero-filling reads past the edges and
-    # clipping writes, so nothing here is masked. Made once per program, outside the loops
-    # (Triton 3.6 cannot pipeline a loop that makes one).
-    a_desc = tl.make_tensor_descriptor(
-        a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
-    )
-    if B_KMAJOR:  # B is the transpose of an (N, K) row-major matrix, as nn.Linear keeps weights
-        b_desc = tl.make_tensor_descriptor(
-            b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K]
-        )
-    else:
-        b_desc = tl.make_tensor_descriptor(
-            b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N]
-        )
     # SUBTILE: C goes out in two halves along N, so shared memory stages half a C tile (e.g.
     # 128x256 in bf16: 32 KiB instead of 64, room for a fourth stage of A and B)
     C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
-    c_desc = tl.make_tensor_descriptor(
-        c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, C_N]
-    )
+    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
+                                          stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)
     tiles_m = (M + BLOCK_M - 1) // BLOCK_M
     tiles_n = (N + BLOCK_N - 1) // BLOCK_N
     steps = (K + BLOCK_K - 1) // BLOCK_K
     programs_per_band = GROUP_M * tiles_n
     # Program p takes tiles p, p + PROGRAMS, p + 2 PROGRAMS, ... in the banded order above.
     for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS, flatten=FLATTEN):
-        band = tile // programs_per_band
-        first_row = band * GROUP_M
-        rows_here = tl.minimum(tiles_m - first_row, GROUP_M)
-        rank = tile - band * programs_per_band
-        off_m = (first_row + rank % rows_here) * BLOCK_M
-        off_n = (rank // rows_here) * BLOCK_N
-        acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
-        for step in range(0, steps):
-            a = a_desc.load([off_m, step * BLOCK_K])
-            if B_KMAJOR:
-                b = b_desc.load([off_n, step * BLOCK_K]).T
-            else:
-                b = b_desc.load([step * BLOCK_K, off_n])
-            if UPCAST:
-                a = a.to(tl.float32)
-                b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc)
-        if SUBTILE:
-            halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, C_N)), (0, 2, 1))
-            left, right = tl.split(halves)
-            c_desc.store([off_m, off_n], left.to(c_ptr.dtype.element_ty))
-            c_desc.store([off_m, off_n + C_N], right.to(c_ptr.dtype.element_ty))
+        off_m, off_n = _tile_origin(tile, tiles_m, programs_per_band, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = _tile_steps(a_desc, b_desc, off_m, off_n, 0, steps, BLOCK_M, BLOCK_N, BLOCK_K,
+                          B_KMAJOR, UPCAST)
+        _store_tile(c_desc, acc, off_m, off_n, BLOCK_M, C_N, SUBTILE)
+
+
+# The persistent schedule with the last, partial wave spread over every program (stream-K):
+# whole waves of tiles first, as above, then the remaining tiles' K-steps cut into equal
+# shares, one a program. A tile whose steps fall to several programs is summed by the last of
+# them to finish, from the fp32 partials the others left in the workspace.
+@triton.jit
+def _matmul_stream_k_kernel(
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    ws_ptr,
+    count_ptr,
+    M,
+    N,
+    K,
+    stride_am,
+    stride_b,
+    stride_cm,
+    PROGRAMS,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    B_KMAJOR: tl.constexpr,
+    UPCAST: tl.constexpr,
+    SUBTILE: tl.constexpr,
+):
+    C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
+    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
+                                          stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)
+    tiles_m = (M + BLOCK_M - 1) // BLOCK_M
+    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
+    steps = (K + BLOCK_K - 1) // BLOCK_K
+    programs_per_band = GROUP_M * tiles_n
+    pid = tl.program_id(0)
+    # --- whole waves: e.g. 1024 tiles on 132 programs, 7 each (tiles 0..923) ------------------
+    tiles = tiles_m * tiles_n
+    tail = tiles % PROGRAMS
+    whole = tiles - tail
+    for tile in tl.range(pid, whole, PROGRAMS, flatten=True):
+        off_m, off_n = _tile_origin(tile, tiles_m, programs_per_band, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = _tile_steps(a_desc, b_desc, off_m, off_n, 0, steps, BLOCK_M, BLOCK_N, BLOCK_K,
+                          B_KMAJOR, UPCAST)
+        _store_tile(c_desc, acc, off_m, off_n, BLOCK_M, C_N, SUBTILE)
+    # --- the tail's tile x K-step iterations in equal shares: e.g. 100 tiles x 64 steps over
+    # 132 programs, 49 each; program 1 takes tile 0's steps 49..63 and tile 1's 0..33 ---------
+    share = (tail * steps + PROGRAMS - 1) // PROGRAMS
+    it = pid * share
+    end = tl.minimum(it + share, tail * steps)
+    while it < end:
+        t = it // steps
+        first = it - t * steps
+        last = tl.minimum(steps, first + end - it)
+        off_m, off_n = _tile_origin(whole + t, tiles_m, programs_per_band, BLOCK_M, BLOCK_N,
+                                    GROUP_M)
+        acc = _tile_steps(a_desc, b_desc, off_m, off_n, first, last, BLOCK_M, BLOCK_N, BLOCK_K,
+                          B_KMAJOR, UPCAST)
+        if first == 0 and last == steps:  # the whole tile is this program's
+            _store_tile(c_desc, acc, off_m, off_n, BLOCK_M, C_N, SUBTILE)
         else:
-            c_desc.store([off_m, off_n], acc.to(c_ptr.dtype.element_ty))
+            # the programs sharing tile t: those whose shares hold its first and last step.
+            # Program p leaves its partial of tile t in slot p + t: a program's tiles follow
+            # each other and the next program starts at its last tile or after, so no two
+            # (program, tile) pairs meet in a slot, and PROGRAMS + tail slots are enough
+            inner = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+            owner = (t * steps) // share
+            parts = ((t + 1) * steps - 1) // share - owner + 1
+            slots = ws_ptr + (owner + t) * BLOCK_M * BLOCK_N
+            tl.store(slots + (pid - owner) * BLOCK_M * BLOCK_N + inner, acc)
+            tl.debug_barrier()  # every thread's part of the partial is stored before the ticket
+            ticket = tl.atomic_add(count_ptr + t, 1, sem="acq_rel")
+            if ticket == parts - 1:  # the last to finish adds the partials in slot order
+                total = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
+                for slot in range(0, parts):
+                    # .cg: read L2, where the other programs' stores are, not a stale L1 line
+                    total += tl.load(slots + slot * BLOCK_M * BLOCK_N + inner, cache_modifier=".cg")
+                _store_tile(c_desc, total, off_m, off_n, BLOCK_M, C_N, SUBTILE)
+                tl.atomic_xchg(count_ptr + t, 0)  # ready for the next launch
+        it += last - first
 
 
 #: True when the kernel runs under Triton's interpreter (no GPU compile, CPU tensors). Read off the
@@ -649,6 +773,7 @@ class _Plan:
     args: tuple[int, ...]
     constexprs: dict[str, Any]
     pointers: int  # how many pointer arguments come first
+    workspace: tuple[int, int] = (0, 0)  # fp32 partials and int32 counters the launch needs
 
 
 def _plan(
@@ -663,10 +788,17 @@ def _plan(
     if cfg["SCHEDULE"] != "tiled":
         b_kmajor = sbn != 1
         programs = persistent_programs(M, N, BM, BN)
-        flatten = cfg["SCHEDULE"] == "persistent_flat"
-        constexprs = {**meta, "B_KMAJOR": b_kmajor, "FLATTEN": flatten, "UPCAST": upcast,
+        constexprs = {**meta, "B_KMAJOR": b_kmajor, "UPCAST": upcast,
                       "SUBTILE": bool(cfg["EPILOGUE_SUBTILE"])}  # fmt: skip
         args = (M, N, K, sam, sbn if b_kmajor else sbk, scm, programs)
+        if cfg["SCHEDULE"] == "stream_k":
+            # a partial tile a program at most, plus one more a tile it shares (the kernel's
+            # slots); a counter a tile of the last wave
+            tail = _grid_size(M, N, BM, BN) % programs
+            workspace = ((programs + tail) * BM * BN, tail) if tail else (0, 0)
+            return _Plan(_matmul_stream_k_kernel, (programs,), args, {**constexprs, **launch}, 5,
+                         workspace)  # fmt: skip
+        constexprs["FLATTEN"] = cfg["SCHEDULE"] == "persistent_flat"
         return _Plan(_matmul_persistent_kernel, (programs,), args, {**constexprs, **launch}, 3)
     split_k = cfg["SPLIT_K"]
     args = (M, N, K, sam, sak, sbk, sbn, scm, scn)
@@ -682,7 +814,8 @@ def _plan(
     constexprs = {**meta, "SPLIT_K": split_k, "EVEN_K": K % cfg["BLOCK_K"] == 0, "UPCAST": upcast,
                   **hints}  # fmt: skip
     grid = (_grid_size(M, N, BM, BN), split_k)
-    return _Plan(_matmul_split_k_kernel, grid, args, {**constexprs, **launch}, 5)
+    workspace = (split_k * M * N, grid[0])
+    return _Plan(_matmul_split_k_kernel, grid, args, {**constexprs, **launch}, 5, workspace)
 
 
 def launcher(
@@ -735,16 +868,16 @@ def launcher(
     strides = {"a": a.stride(), "b": b.stride(), "c": out.stride()}
     plan = _plan(M, N, K, a.dtype, strides, cfg)
     pointers: tuple[torch.Tensor, ...] = (a, b, out)
-    if plan.pointers == 5:  # the tiled kernel: a K-split's workspace and tile counters
-        split_k = cfg["SPLIT_K"]
-        if split_k > 1:
-            if split_k * M * N >= _INT32_LIMIT:
-                raise ValueError(
-                    f"SPLIT_K={split_k}: a {split_k} x {M} x {N} workspace is too large"
-                )
+    if plan.pointers == 5:  # a K-split's or stream-K's workspace and tile counters
+        partials, tiles = plan.workspace
+        if partials >= _INT32_LIMIT:
+            raise ValueError(
+                f"SPLIT_K={cfg['SPLIT_K']}: a {partials}-value workspace is too large for {M} x {N}"
+            )
+        if partials:
             take = split_k_workspace.buffers if shared_workspace else split_k_workspace.own
-            workspace, counters = take(a.device, partials=split_k * M * N, tiles=plan.grid[0])
-        else:  # unused without a split: any tensors do
+            workspace, counters = take(a.device, partials=partials, tiles=tiles)
+        else:  # unused without a split or a partial last wave: any tensors do
             workspace, counters = out, out
         pointers += (workspace, counters)
     kernel = plan.kernel[plan.grid]

@@ -57,6 +57,7 @@ def _persistent(cfg: dict, dtype: str) -> dict:
         "BLOCK_K": cfg["BLOCK_K"], "GROUP_M": 8, "B_KMAJOR": dtype == "fp8",
         "FLATTEN": cfg["SCHEDULE"] == "persistent_flat", "UPCAST": False,
         "SUBTILE": bool(cfg.get("EPILOGUE_SUBTILE", 0)),
+        "ws_ptr": "torch.float32", "count_ptr": "torch.int32",  # stream-K's alone
     }  # fmt: skip
     return {"args": args, "options": {"num_warps": 8, "num_stages": cfg["num_stages"]}}
 
@@ -84,6 +85,12 @@ PERSISTENT = [
     (_config(128, 256, 64, 4, "persistent", subtile=1), "bf16"),
     (_config(128, 256, 64, 5, "persistent_flat", subtile=1), "bf16"),
 ]
+# stream-K: the persistent loop, then a second pipelined loop over the last wave's shares; the
+# compiler reuses the first loop's buffers for the second, so the same model holds
+STREAM_K = [
+    (_config(128, 256, 64, 4, "stream_k", subtile=1), "bf16"),  # 229408: fits
+    (_config(128, 256, 64, 4, "stream_k"), "bf16"),  # 262176: does not
+]
 
 
 def _model(cfg: dict, dtype: str) -> bool:
@@ -101,8 +108,11 @@ def test_the_matmul_kernels_compile_for_sm90_and_the_resource_model_agrees() -> 
     persistent = compile_in_subprocess(
         module, "_matmul_persistent_kernel", [_persistent(c, d) for c, d in PERSISTENT]
     )
-    cases = TILED + SPLIT + PERSISTENT
-    for (cfg, dtype), result in zip(cases, tiled + split + persistent, strict=True):
+    stream_k = compile_in_subprocess(
+        module, "_matmul_stream_k_kernel", [_persistent(c, d) for c, d in STREAM_K]
+    )
+    cases = TILED + SPLIT + PERSISTENT + STREAM_K
+    for (cfg, dtype), result in zip(cases, tiled + split + persistent + stream_k, strict=True):
         assert "failure" not in result, (cfg, dtype, result)
         fits = result["shared"] <= H100_SHARED
         assert _model(cfg, dtype) == fits, (cfg, dtype, result["shared"])

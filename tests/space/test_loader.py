@@ -9,8 +9,8 @@ def test_builtin_matmul_space_has_the_tunables_and_constraints():
                            "EPILOGUE_SUBTILE", "num_warps", "num_stages"]  # fmt: skip
     assert space["BLOCK_M"].values() == [16, 32, 64, 128, 256]
     assert space["num_stages"].values() == [2, 3, 4, 5, 6]
-    assert space["SCHEDULE"].values() == ["tiled", "persistent", "persistent_flat"]
-    assert space.grid_size() == 18000 * 2  # the subtile is on or off (persistent schedules)
+    assert space["SCHEDULE"].values() == ["tiled", "persistent", "persistent_flat", "stream_k"]
+    assert space.grid_size() == 24000 * 2  # the subtile is on or off (persistent schedules)
     assert {c.name for c in space.constraints} >= {"shared_memory", "accumulator_registers",
                                                   "split_k_skinny", "tma_alignment"}  # fmt: skip
 
