@@ -388,6 +388,12 @@ def _descriptors(
 
 
 @triton.jit
+def _tile_counts(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    # tiles of C along M and N, and K-steps a tile
+    return (M + BLOCK_M - 1) // BLOCK_M, (N + BLOCK_N - 1) // BLOCK_N, (K + BLOCK_K - 1) // BLOCK_K
+
+
+@triton.jit
 def _tile_origin(
     tile, tiles_m, programs_per_band,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
@@ -462,9 +468,7 @@ def _matmul_persistent_kernel(
     C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
     a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
                                           stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)
-    tiles_m = (M + BLOCK_M - 1) // BLOCK_M
-    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
-    steps = (K + BLOCK_K - 1) // BLOCK_K
+    tiles_m, tiles_n, steps = _tile_counts(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
     programs_per_band = GROUP_M * tiles_n
     # Program p takes tiles p, p + PROGRAMS, p + 2 PROGRAMS, ... in the banded order above.
     for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS, flatten=FLATTEN):
@@ -503,9 +507,7 @@ def _matmul_stream_k_kernel(
     C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
     a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
                                           stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)
-    tiles_m = (M + BLOCK_M - 1) // BLOCK_M
-    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
-    steps = (K + BLOCK_K - 1) // BLOCK_K
+    tiles_m, tiles_n, steps = _tile_counts(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
     programs_per_band = GROUP_M * tiles_n
     pid = tl.program_id(0)
     # --- whole waves: e.g. 1024 tiles on 132 programs, 7 each (tiles 0..923) ------------------
