@@ -18,7 +18,8 @@ this driver's config is written) calls :meth:`~SnapshotStorage.expire` first.
 Example:
     >>> import tempfile, optuna
     >>> from autotune.storage import open_storage
-    >>> storage = snapshot_reads(open_storage(f"sqlite:///{tempfile.mkdtemp()}/s.db"))
+    >>> url = f"sqlite:///{tempfile.mkdtemp()}/s.db"
+    >>> storage = snapshot_reads(open_storage(url), max_age_s=60)  # no expiry mid-example
     >>> study = optuna.create_study(storage=storage)
     >>> study.enqueue_trial({"x": 1})  # a write: the next read is fresh
     >>> len(study.get_trials()), storage.fresh_reads
