@@ -874,7 +874,8 @@ def launcher(
         partials, tiles = plan.workspace
         if partials >= _INT32_LIMIT:
             raise ValueError(
-                f"SPLIT_K={cfg['SPLIT_K']}: a {partials}-value workspace is too large for {M} x {N}"
+                f"SCHEDULE={cfg['SCHEDULE']}, SPLIT_K={cfg['SPLIT_K']}: a {partials}-value "
+                f"workspace is too large for {M} x {N}"
             )
         if partials:
             take = split_k_workspace.buffers if shared_workspace else split_k_workspace.own
