@@ -93,7 +93,9 @@ CONFIG_KEYS: tuple[str, ...] = (*DEFAULT_CONFIG, *OPTIONAL_CONFIG)
 #: ``stream_k``: ``persistent_flat`` over the whole waves of tiles, and the last, partial wave's
 #: K-steps shared out evenly among all the programs (stream-K), so no SM idles through it: at
 #: 8192x4096x4096 in 128x256 tiles the last wave is 100 tiles on the H200's 132 SMs, and
-#: 3.1% more rows cost the persistent schedule nothing (benchmarks/gpu/wave_tail.py).
+#: 3.1% more rows cost the persistent schedule nothing (benchmarks/gpu/wave_tail.py). With
+#: fewer tiles than SMs (decode products) every tile is in that wave: a K-split balanced over
+#: all the SMs.
 SCHEDULES: tuple[str, ...] = ("tiled", "persistent", "persistent_flat", "stream_k")
 
 DTYPES: dict[str, torch.dtype] = {
@@ -510,7 +512,8 @@ def _matmul_stream_k_kernel(
     tiles_m, tiles_n, steps = _tile_counts(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
     programs_per_band = GROUP_M * tiles_n
     pid = tl.program_id(0)
-    # --- whole waves: e.g. 1024 tiles on 132 programs, 7 each (tiles 0..923) ------------------
+    # --- whole waves: e.g. 1024 tiles on 132 programs, 7 each (tiles 0..923); none when there
+    # are fewer tiles than programs (64 x 4096 in 64 x 128 tiles: 32, all in the shares below) ---
     tiles = tiles_m * tiles_n
     tail = tiles % PROGRAMS
     whole = tiles - tail
@@ -691,8 +694,26 @@ def _grid_size(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
 def persistent_programs(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
     """Programs of the persistent schedule: one per SM, no more than there are tiles
     (e.g. 8192 x 4096 in 128 x 256 tiles: 1024 tiles over the H200's 132 SMs)."""
-    sms = _INTERPRETER_PROGRAMS if INTERPRETED else sm_count()
-    return max(1, min(sms, _grid_size(M, N, BLOCK_M, BLOCK_N)))
+    return max(1, min(_programs_available(), _grid_size(M, N, BLOCK_M, BLOCK_N)))
+
+
+def stream_k_programs(M: int, N: int, K: int, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int) -> int:
+    """Programs of the stream-K schedule: one per SM, fewer only when there are fewer tile x
+    K-step iterations than SMs. Unlike :func:`persistent_programs`, fewer tiles than SMs do not
+    leave SMs idle: a decode product's few tiles have their K-steps shared out among all of
+    them (e.g. 64 x 4096 x 4096 in 64 x 128 x 128 tiles: 32 tiles x 32 steps over 132 SMs).
+
+    Example:
+        >>> stream_k_programs(16, 64, 64, 16, 32, 32) == min(2 * 2, _programs_available())
+        True
+    """
+    iterations = _grid_size(M, N, BLOCK_M, BLOCK_N) * triton.cdiv(K, BLOCK_K)
+    return max(1, min(_programs_available(), iterations))
+
+
+def _programs_available() -> int:
+    # one program per SM; the interpreter has no SMs to count
+    return _INTERPRETER_PROGRAMS if INTERPRETED else sm_count()
 
 
 #: The largest divisor :func:`alignment_hints` tells the kernel of: 16 elements, the most
@@ -789,7 +810,11 @@ def _plan(
     (sam, sak), (sbk, sbn), (scm, scn) = strides["a"], strides["b"], strides["c"]
     if cfg["SCHEDULE"] != "tiled":
         b_kmajor = sbn != 1
-        programs = persistent_programs(M, N, BM, BN)
+        programs = (
+            stream_k_programs(M, N, K, BM, BN, cfg["BLOCK_K"])
+            if cfg["SCHEDULE"] == "stream_k"
+            else persistent_programs(M, N, BM, BN)
+        )
         constexprs = {**meta, "B_KMAJOR": b_kmajor, "UPCAST": upcast,
                       "SUBTILE": bool(cfg["EPILOGUE_SUBTILE"])}  # fmt: skip
         args = (M, N, K, sam, sbn if b_kmajor else sbk, scm, programs)
@@ -869,20 +894,7 @@ def launcher(
             tma.ensure_allocator()
     strides = {"a": a.stride(), "b": b.stride(), "c": out.stride()}
     plan = _plan(M, N, K, a.dtype, strides, cfg)
-    pointers: tuple[torch.Tensor, ...] = (a, b, out)
-    if plan.pointers == 5:  # a K-split's or stream-K's workspace and tile counters
-        partials, tiles = plan.workspace
-        if partials >= _INT32_LIMIT:
-            raise ValueError(
-                f"SCHEDULE={cfg['SCHEDULE']}, SPLIT_K={cfg['SPLIT_K']}: a {partials}-value "
-                f"workspace is too large for {M} x {N}"
-            )
-        if partials:
-            take = split_k_workspace.buffers if shared_workspace else split_k_workspace.own
-            workspace, counters = take(a.device, partials=partials, tiles=tiles)
-        else:  # unused without a split or a partial last wave: any tensors do
-            workspace, counters = out, out
-        pointers += (workspace, counters)
+    pointers = _pointers(plan, a, b, out, cfg, shared_workspace=shared_workspace)
     kernel = plan.kernel[plan.grid]
     args = (*pointers, *plan.args)
 
@@ -890,6 +902,25 @@ def launcher(
         kernel(*args, **plan.constexprs)
 
     return run
+
+
+def _pointers(
+    plan: _Plan, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, cfg: dict[str, Any], *,
+    shared_workspace: bool,
+) -> tuple[torch.Tensor, ...]:  # fmt: skip
+    # A, B, C and, for a K-split or stream-K, the fp32 workspace and the int32 tile counters:
+    # typed even where the plan has no use for them (a bf16 pointer fails to compile:
+    # atomic_xchg does not support bf16)
+    if plan.pointers == 3:
+        return a, b, out
+    partials, tiles = plan.workspace
+    if partials >= _INT32_LIMIT:
+        raise ValueError(
+            f"SCHEDULE={cfg['SCHEDULE']}, SPLIT_K={cfg['SPLIT_K']}: a {partials}-value "
+            f"workspace is too large for {a.shape[0]} x {b.shape[1]}"
+        )
+    take = split_k_workspace.buffers if shared_workspace else split_k_workspace.own
+    return a, b, out, *take(a.device, partials=partials, tiles=tiles)
 
 
 def matmul(

@@ -191,7 +191,9 @@ def test_persistent_schedule_matches_reference(M, N, K, kmajor, schedule, subtil
         (80, 48, 128),  # 15 tiles on 4 programs: 3 left over, 8 steps each, shares of 6
         (80, 48, 32),  # 2 steps a tile, shares of 2: each left-over tile is one program's
         (36, 40, 200),  # 9 tiles: 1 left over, its 13 steps (the last partial) in 4 shares
-        (16, 48, 64),  # 3 tiles on 3 programs: no partial wave
+        (16, 48, 64),  # 3 tiles, fewer than programs: their 12 steps shared by all 4
+        (8, 16, 200),  # 1 tile (a decode row): its 13 steps in 4 shares
+        (64, 32, 128),  # 8 tiles on 4 programs: whole waves only
     ],
 )
 def test_stream_k_matches_reference_repeatably(M, N, K, subtile) -> None:
@@ -220,6 +222,30 @@ def test_stream_k_plans_a_slot_a_program_and_a_counter_a_left_over_tile() -> Non
     assert plan.workspace == ((4 + 3) * 16 * 16, 3)  # 15 tiles on 4 programs: 3 left over
     whole_waves = mt._plan(64, 32, 128, torch.float16, strides, cfg)  # 8 tiles on 4
     assert whole_waves.workspace == (0, 0)
+    # fewer tiles than programs: every program takes a share of their K-steps (persistent
+    # schedules would leave one idle)
+    skinny = mt._plan(16, 48, 64, torch.float16, strides, cfg)  # 3 tiles x 4 steps
+    assert skinny.grid == (4,) and skinny.workspace == ((4 + 3) * 16 * 16, 3)
+    persistent = mt._plan(16, 48, 64, torch.float16, strides, {**cfg, "SCHEDULE": "persistent"})
+    assert persistent.grid == (3,)
+    one_step = mt._plan(16, 32, 16, torch.float16, strides, {**cfg, "BLOCK_K": 16})
+    assert one_step.grid == (2,)  # 2 tiles x 1 step: no more programs than iterations
+
+
+@pytest.mark.parametrize(("M", "N", "K"), [(64, 32, 128), (80, 48, 128)])
+def test_stream_k_pointers_are_typed_with_or_without_a_partial_wave(M, N, K) -> None:
+    # 8 tiles on 4 programs leave no shares, yet the kernel is compiled with its workspace and
+    # counter pointers: an fp32 and an int32 one (a bf16 counter failed to compile on the H200:
+    # "atomic_xchg does not support bf16")
+    a = _rand(M, K, dtype=torch.bfloat16, seed=23)
+    b = _rand(K, N, dtype=torch.bfloat16, seed=24)
+    out = torch.empty(M, N, dtype=torch.bfloat16, device=DEVICE)
+    cfg = mt._checked({**SMALL, "SCHEDULE": "stream_k"})
+    strides = {"a": a.stride(), "b": b.stride(), "c": out.stride()}
+    plan = mt._plan(M, N, K, a.dtype, strides, cfg)
+    for shared in (True, False):
+        pointers = mt._pointers(plan, a, b, out, cfg, shared_workspace=shared)
+        assert [p.dtype for p in pointers] == [torch.bfloat16] * 3 + [torch.float32, torch.int32]
 
 
 def test_persistent_schedule_refuses_rows_tma_cannot_address() -> None:
