@@ -84,12 +84,18 @@ PERSISTENT = [
     # half the C tile staged: the fourth stage of 128x256x64 fits (229408 B), a fifth does not
     (_config(128, 256, 64, 4, "persistent", subtile=1), "bf16"),
     (_config(128, 256, 64, 5, "persistent_flat", subtile=1), "bf16"),
+    # a 64-row tile subtiled over 8 warps: the flattened loop stages a whole C tile more
+    # (253992 B, not 221224); the unflattened one does not (221224: fits)
+    (_config(64, 256, 64, 5, "persistent_flat", subtile=1), "bf16"),
+    (_config(64, 256, 64, 5, "persistent", subtile=1), "bf16"),
 ]
 # stream-K: the persistent loop, then a second pipelined loop over the last wave's shares; the
 # compiler reuses the first loop's buffers for the second, so the same model holds
 STREAM_K = [
     (_config(128, 256, 64, 4, "stream_k", subtile=1), "bf16"),  # 229408: fits
     (_config(128, 256, 64, 4, "stream_k"), "bf16"),  # 262176: does not
+    (_config(64, 256, 64, 4, "stream_k", subtile=1), "bf16"),  # 213024 with the extra tile
+    (_config(64, 256, 64, 5, "stream_k", subtile=1), "bf16"),  # 253992: does not
 ]
 
 
