@@ -101,8 +101,12 @@ def bench_streamed(
 
     On CUDA: Triton's ``do_bench_cudagraph`` over a function that calls the next of ``fns``
     each time, so the graph it captures holds ``fns[0], fns[1], ..., fns[0], ...`` for about
-    ``rep_ms``, replayed 10 times; each replay's mean launch time is a sample. On the CPU: a
-    wall-clock loop with the same rotation.
+    ``rep_ms``, replayed 10 times; each replay's mean launch time is a sample. Triton runs
+    them on a stream of its own, so the launches before it are waited for first: a K-split's
+    tile counters are shared by the launchers of one stream
+    (:mod:`~autotune.kernels.split_k_workspace`), and two launches of them at once leave a
+    counter off zero, which fails every later launch over that tile. On the CPU: a wall-clock
+    loop with the same rotation.
 
     Example:
         >>> calls = []
@@ -119,10 +123,14 @@ def bench_streamed(
         next(turn)()
 
     if device_type == "cuda":
+        import torch
         import triton.testing
 
         for _ in fns:  # every set launched once: compiled and allocated before the capture
             next_launch()
+        # done before Triton's stream starts: on the H200, slow K-split configs of the weight-only
+        # kernel still running here met its first launches and left NaN tiles in later trials
+        torch.cuda.synchronize()
         samples = triton.testing.do_bench_cudagraph(next_launch, rep=rep_ms, return_mode="all")
         return _summarise(samples)
     samples: list[float] = []

@@ -88,3 +88,26 @@ def test_a_candidate_of_several_input_sets_is_streamed_through_all_of_them_in_tu
 def test_streaming_needs_a_function():
     with pytest.raises(ValueError, match="at least one"):
         bench_streamed([], device_type="cpu")
+
+
+def test_streamed_cuda_timing_waits_for_its_warmup_before_tritons_own_stream(monkeypatch):
+    # Triton's do_bench_cudagraph launches on a new stream at once; the warm-up launches queued
+    # on the caller's stream must be done by then, or two launches of a K-split share its tile
+    # counters at the same time (on the H200: NaN tiles in every later trial of the worker).
+    # The CUDA runtime and Triton's bench are the boundaries stood in for here.
+    import torch
+    import triton.testing
+
+    events: list[str] = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: events.append("synchronize"))
+
+    def fake_do_bench_cudagraph(fn, rep, return_mode):
+        events.append("triton stream")
+        fn()
+        return [0.01, 0.01]
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", fake_do_bench_cudagraph)
+    fns = [lambda i=i: events.append(f"set {i}") for i in range(2)]
+    t = bench_streamed(fns, device_type="cuda", rep_ms=1.0)
+    assert events == ["set 0", "set 1", "synchronize", "triton stream", "set 0"]
+    assert t.median_ms == 0.01
