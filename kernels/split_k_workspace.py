@@ -13,7 +13,10 @@ decode default (16x128x64, split 4, streamed over 8 input sets): 12.80 -> 12.45 
 Launches on one stream run one after another, which is what makes sharing safe; launches on two
 streams get two workspaces. A launcher runs on the stream that was current when it was made
 (as every caller here does); one meant to run on several streams at once takes its own
-(``shared_workspace=False`` in the launchers).
+(``shared_workspace=False`` in the launchers). A caller that hands a launcher to another stream
+must wait for its own stream first (as ``autotune.timing.bench_streamed`` does before Triton's
+``do_bench_cudagraph``, which runs on a stream of its own): two launches of one counter at once
+leave it off zero, and every later launch over that tile then skips or garbles its sum.
 
 Example:
     >>> ws, counters = buffers("cpu", partials=4 * 16 * 64, tiles=8)
@@ -73,3 +76,33 @@ def own(
     """
     return (torch.empty(max(partials, 1), dtype=torch.float32, device=device),
             torch.zeros(max(tiles, 1), dtype=torch.int32, device=device))  # fmt: skip
+
+
+def counters_off_zero(device: torch.device | str, *, reset: bool = False) -> int:
+    """How many of the shared tile counters on ``device`` (every stream's; ``"cuda"`` is the
+    current GPU) are not zero, as every launch should leave them; with ``reset`` they are set
+    back to zero after counting.
+
+    A kernel objective resets them before a trial and counts them after its timing: a trial
+    whose launches left one off zero did not sum every tile (its timings are not of the whole
+    work) and fails, and whatever left one so cannot fail the trials after it. (On the H200 a
+    suite run had its weight-only sweeps fail 15 K-split trials with NaN tiles or incomplete sums
+    from the eighth trial on, each sweep in its own process; not seen again in five runs since.)
+
+    Example:
+        >>> _, counters = buffers("cpu", partials=16, tiles=4)
+        >>> counters[2] = 1  # a launch that never finished its tile 2
+        >>> counters_off_zero("cpu", reset=True), counters_off_zero("cpu")
+        (1, 0)
+    """
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:  # this thread's GPU, not every one
+        device = torch.device("cuda", torch.cuda.current_device())
+    off = 0
+    for (held_device, _), (_, counters) in _BUFFERS.items():
+        if held_device != device:
+            continue
+        off += int(torch.count_nonzero(counters))
+        if reset:
+            counters.zero_()
+    return off

@@ -46,7 +46,8 @@ import torch
 
 from autotune.correctness import poison
 from autotune.device import read_telemetry
-from autotune.failures import Infeasible, TrialFailure, classify
+from autotune.failures import Infeasible, TrialFailure, WrongResult, classify
+from autotune.kernels import split_k_workspace
 from autotune.kernels.interpreter import cuda_present
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
@@ -226,11 +227,14 @@ class KernelObjective(Objective):
         Raises:
             Infeasible: a config the kernel cannot express.
             CompileError, OutOfResources: compiling or loading the kernel failed.
-            WrongResult: the result is off, before anything is timed.
+            WrongResult: the result is off, before anything is timed; or the timed launches
+                left a K-split tile counter off zero (not every tile summed).
             TrialFailure: whatever else went wrong, typed by ``classify``.
         """
         cfg = self.config_or_infeasible(config)
         started = time.perf_counter()
+        # K-split tile counters start at zero whatever an earlier trial left in them
+        split_k_workspace.counters_off_zero(self.device, reset=True)
         tensors = self.inputs(self.generator())
         try:
             compiled = self.compile(cfg)
@@ -258,6 +262,12 @@ class KernelObjective(Objective):
             raise
         except Exception as exc:  # noqa: BLE001
             raise classify(exc) from exc
+        left = split_k_workspace.counters_off_zero(self.device, reset=True)
+        if left:
+            raise WrongResult(
+                f"{left} K-split tile counters left off zero by the timed launches: some tiles "
+                "were not summed, so the timings are not of the whole product"
+            )
         values, metrics = self.figures(times, tensors)
         metrics = {
             "ms": times["kernel"].median_ms,

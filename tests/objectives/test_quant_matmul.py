@@ -6,7 +6,7 @@ import torch
 from autotune.device import detect_device
 from autotune.driver import Sweep, SweepSettings
 from autotune.failures import Infeasible, WrongResult
-from autotune.kernels import quant_matmul_triton
+from autotune.kernels import quant_matmul_triton, split_k_workspace
 from autotune.objectives import get_objective
 from autotune.space import load_space
 
@@ -138,3 +138,41 @@ def test_the_decode_default_takes_int4_where_the_gate_allows_and_passes_the_spac
     assert config["BLOCK_M"] == rows
     device = {"type": "cuda", "max_shared_memory": 232448}
     assert not load_space("quant_matmul").violations(config, full, device)
+
+
+def test_a_counter_an_earlier_trial_left_off_zero_does_not_fail_the_next():
+    # every K-split launcher of a stream shares its tile counters; a counter left at 1 (a
+    # launch that never finished a tile) made every later launch over that tile skip or
+    # garble its sum, trial after trial. A trial now starts from zeroed counters.
+    objective = get_objective("quant-matmul")(PROBLEM)
+    objective.evaluate({**CONFIG, "weights": "int8"})
+    for _, counters in split_k_workspace._BUFFERS.values():
+        counters.fill_(1)
+    m = objective.evaluate({**CONFIG, "weights": "int8"})
+    assert m.metrics["rel_error"] < 1e-2
+    assert split_k_workspace.counters_off_zero("cpu") == 0
+
+
+def test_timed_launches_that_leave_a_counter_off_zero_fail_the_trial(monkeypatch):
+    # a defect injected after the checked launch: each timed launch leaves tile 0's counter
+    # one up, as a launch that never summed its tile would; its timings are not of the whole
+    # product, so the trial fails instead of reporting them
+    real = quant_matmul_triton.launcher
+
+    def leaves_a_tile(x, q, s, y, **config):
+        run = real(x, q, s, y, **config)
+        calls = []
+
+        def launch() -> None:
+            run()
+            calls.append(1)
+            if len(calls) > 1:
+                for _, counters in split_k_workspace._BUFFERS.values():
+                    counters[0] += 1
+
+        return launch
+
+    monkeypatch.setattr(quant_matmul_triton, "launcher", leaves_a_tile)
+    with pytest.raises(WrongResult, match="counters left off zero"):
+        get_objective("quant-matmul")(PROBLEM).evaluate({**CONFIG, "weights": "int8"})
+    assert split_k_workspace.counters_off_zero("cpu") == 0  # and the next trial starts clean
