@@ -23,11 +23,11 @@ import sys
 from pathlib import Path
 
 import torch
+from streamed_bf16 import StreamedProduct  # beside this file
 
 sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after autotune
 
 from autotune.kernels import matmul_triton as mt  # noqa: E402
-from autotune.objectives.kernel import input_sets  # noqa: E402
 from autotune.timing import interleaved  # noqa: E402
 
 N = K = 4096
@@ -79,20 +79,10 @@ def label(cfg: dict) -> str:
 
 
 def shape(M: int, l2: int, rounds: int, grid: str) -> None:
-    footprint = 2 * (M * K + K * N + M * N)
-    sets = input_sets(footprint, l2)
-    gen = torch.Generator(device="cuda").manual_seed(M)
-    inputs = [(torch.randn(M, K, generator=gen, device="cuda").bfloat16(),
-               torch.randn(K, N, generator=gen, device="cuda").bfloat16())
-              for _ in range(sets)]  # fmt: skip
-    outs = [torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
-    copies = [torch.empty_like(b) for _, b in inputs]
-    ref = torch.matmul(*inputs[0]).float()
-    fns: dict = {
-        "cublas": [lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)
-                   for (a, b), c in zip(inputs, outs, strict=True)],
-        "copy": [lambda b=b, d=d: d.copy_(b) for (_, b), d in zip(inputs, copies, strict=True)],
-    }  # fmt: skip
+    problem = StreamedProduct.make(M, N, K, l2)
+    footprint, sets, ref = problem.footprint, len(problem.inputs), problem.ref
+    inputs, outs = problem.inputs, problem.outs
+    fns: dict = problem.baselines()
     configs = {"default": mt.default_config(M, N, K),
                "winner": {**mt.DEFAULT_CONFIG, "GROUP_M": 1, "num_warps": 4, **WINNERS[M]}}
     configs.update({label(c): c for c in GRIDS[grid](M)})

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import torch
+from streamed_bf16 import StreamedProduct  # beside this file
 
 sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after autotune
 
@@ -72,20 +73,10 @@ def checked(runs: list, out: torch.Tensor, ref: torch.Tensor, tol: float) -> boo
 
 def bf16_shape(M: int, old, l2: int, rounds: int) -> None:
     N = K = 4096
-    footprint = 2 * (M * K + K * N + M * N)
-    sets = input_sets(footprint, l2)
-    gen = torch.Generator(device="cuda").manual_seed(M)
-    inputs = [(torch.randn(M, K, generator=gen, device="cuda").bfloat16(),
-               torch.randn(K, N, generator=gen, device="cuda").bfloat16())
-              for _ in range(sets)]  # fmt: skip
-    outs = [torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
-    copies = [torch.empty_like(b) for _, b in inputs]
-    ref = torch.matmul(*inputs[0]).float()
-    fns: dict = {
-        "cublas": [lambda a=a, b=b, c=c: torch.matmul(a, b, out=c)
-                   for (a, b), c in zip(inputs, outs, strict=True)],
-        "copy": [lambda b=b, d=d: d.copy_(b) for (_, b), d in zip(inputs, copies, strict=True)],
-    }  # fmt: skip
+    problem = StreamedProduct.make(M, N, K, l2)
+    footprint, sets, ref = problem.footprint, len(problem.inputs), problem.ref
+    inputs, outs = problem.inputs, problem.outs
+    fns: dict = problem.baselines()
     for spec in [None] + EXTRA.get(M, []):
         cfg = new.default_config(M, N, K) if spec is None else config(spec)
         label = "default" if spec is None else "x".join(map(str, spec))
