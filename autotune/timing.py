@@ -128,8 +128,8 @@ def bench_streamed(
 
         for _ in fns:  # every set launched once: compiled and allocated before the capture
             next_launch()
-        # done before Triton's stream starts: on the H200, slow K-split configs of the weight-only
-        # kernel still running here met its first launches and left NaN tiles in later trials
+        # done before Triton's stream starts, so no launch queued here runs beside its first
+        # ones: they would share a K-split's tile counters (see split_k_workspace)
         torch.cuda.synchronize()
         samples = triton.testing.do_bench_cudagraph(next_launch, rep=rep_ms, return_mode="all")
         return _summarise(samples)
