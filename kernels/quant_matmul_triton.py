@@ -26,10 +26,17 @@ share, and the fp32 sum is scaled once per column. An int4 block of packed bytes
 (``BLOCK_K/2 x BLOCK_N``) is split into its low nibbles (even k) and high nibbles (odd k), each
 minus 8; x's even and odd columns are loaded apart and two ``tl.dot`` s give the block's
 product, which the block's group scale then multiplies per column (``G % BLOCK_K == 0``, so a
-block never straddles two groups). ``BLOCK_M = 1`` (one decode row a program) leaves the
-tensor cores out: ``tl.dot`` pads its rows to 16 and takes the dequantized weights through a
-shared-memory layout change, while one row's product is a multiply-add per weight on the CUDA
-cores, in fp32, where the weight tile was loaded; each thread sums its own products over the
+block never straddles two groups). Compiled, the nibbles become bf16/fp16 in inline PTX, a
+few bit operations and one paired fma for two weights (Triton's own ``(b & 15) - 8`` and
+integer-to-float conversion took several instructions a weight); with the weights stored
+K-major (``quantize`` does) the tensor cores' operand is read from shared memory in whole
+words, not a byte a load. The two together cut the 16-row tile's loop from 544 to 230 sm_90
+instructions and made it 1.44-1.64x bf16 cuBLAS at 16 rows of 4096x4096, 14336x4096 and
+4096x14336 where it was 0.80-1.01x (benchmarks/results/h200-2026-12-04-s37).
+``BLOCK_M = 1`` (one decode row a program) leaves the tensor cores out: ``tl.dot`` pads its
+rows to 16 and takes the dequantized weights through a shared-memory layout change, while
+one row's product is a multiply-add per weight on the CUDA cores, in fp32, where the weight
+tile was loaded; each thread sums its own products over the
 whole share and the threads' sums are added once at the end; its ``num_stages`` (1 or 2) is
 how many K-blocks it loads before it uses any. There a weight becomes fp32 without a
 conversion instruction (a quarter of the FMA rate on the H200): its bits are put in the
@@ -99,6 +106,9 @@ DEFAULT_CONFIG: dict[str, int] = {
 #: K-blocks it loads before it uses any: 1 or 2. At 1x4096x4096 int4-g128 on the H200 it read
 #: 1.19x bf16 cuBLAS against 1.01x for the 16-row tile (streamed, 3 rounds;
 #: benchmarks/results/h200-2026-12-03-s27); :func:`decode_config` sets K blocks by level.
+#: Since the 16-row tile dequantizes in PTX and reads K-major weights it is the faster one
+#: there (1.52x against 1.37x, benchmarks/results/h200-2026-12-04-s37), and the defaults
+#: take it; the one-row tile stays in the search space.
 ONE_ROW_CONFIG: dict[str, int] = {
     "BLOCK_M": 1,
     "BLOCK_N": 128,
@@ -168,6 +178,56 @@ def _nibbles_f32(w):
     return lo, hi16
 
 
+# inline PTX for a packed int4 word (4 bytes: 8 nibbles, each stored plus 8) to the 16-bit
+# floats of its low and of its high nibbles minus 8, two to a register. Each byte goes into
+# a 16-bit half (prmt), its nibble is masked into the mantissa of 128 (bf16 0x4300) or 1024
+# (fp16 0x6400) and 136 or 1032 comes off in a paired fma, exactly (e.g. nibble 3: bf16
+# 0x4303 = 131, 131 - 136 = -5): 12 instructions for 8 weights. $0 $1 are the low nibbles of
+# bytes 0-1 and 2-3, $2 $3 the high ones, $4 the packed word.
+_NIBBLES_PTX = """
+{
+.reg .b32 t<2>, u<2>, mask, magic, one, bias;
+mov.b32 mask, 0x000F000F;
+mov.b32 magic, MAGIC;
+mov.b32 one, ONE;
+mov.b32 bias, BIAS;
+prmt.b32 t0, $4, 0, 0x4140;
+prmt.b32 t1, $4, 0, 0x4342;
+lop3.b32 u0, t0, mask, magic, 0xEA;
+lop3.b32 u1, t1, mask, magic, 0xEA;
+fma.rn.TYPE $0, u0, one, bias;
+fma.rn.TYPE $1, u1, one, bias;
+shr.b32 t0, t0, 4;
+shr.b32 t1, t1, 4;
+lop3.b32 u0, t0, mask, magic, 0xEA;
+lop3.b32 u1, t1, mask, magic, 0xEA;
+fma.rn.TYPE $2, u0, one, bias;
+fma.rn.TYPE $3, u1, one, bias;
+}
+"""
+#: the PTX per activation type: bf16 128 + n - 136; fp16 1024 + n - 1032
+NIBBLES_BF16_PTX = tl.constexpr(_NIBBLES_PTX.replace("MAGIC", "0x43004300")
+                                .replace("ONE", "0x3F803F80").replace("BIAS", "0xC308C308")
+                                .replace("TYPE", "bf16x2"))  # fmt: skip
+NIBBLES_FP16_PTX = tl.constexpr(_NIBBLES_PTX.replace("MAGIC", "0x64006400")
+                                .replace("ONE", "0x3C003C00").replace("BIAS", "0xE408E408")
+                                .replace("TYPE", "f16x2"))  # fmt: skip
+
+
+@triton.jit
+def _nibbles_ptx(packed, BF16: tl.constexpr):
+    # packed uint8 -> (low nibble - 8, high nibble - 8) in bf16 or fp16, compiled only
+    if BF16:
+        lo, hi = tl.inline_asm_elementwise(NIBBLES_BF16_PTX, "=r,=r,=r,=r,r", [packed],
+                                           dtype=(tl.bfloat16, tl.bfloat16), is_pure=True,
+                                           pack=4)  # fmt: skip
+    else:
+        lo, hi = tl.inline_asm_elementwise(NIBBLES_FP16_PTX, "=r,=r,=r,=r,r", [packed],
+                                           dtype=(tl.float16, tl.float16), is_pure=True,
+                                           pack=4)  # fmt: skip
+    return lo, hi
+
+
 @triton.jit
 def _row_fma(acc2, w, a, scale, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
     # acc2 (k, n) += one block's products, as the one-row loop below does
@@ -187,7 +247,7 @@ def _quant_matmul_kernel(
     stride_xm, stride_xk, stride_qk, stride_qn, stride_sg, stride_sn, stride_ym, stride_yn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, GROUP: tl.constexpr, MASK_K: tl.constexpr, UPCAST: tl.constexpr,
-    ROW_BLOCKS: tl.constexpr,
+    ROW_BLOCKS: tl.constexpr, PTX: tl.constexpr,
 ):  # fmt: skip
     # GROUP == 0: int8 (K, N) with one scale per column; else int4 nibbles packed along K,
     # (K/2, N) uint8, with one scale per GROUP rows of W and column.
@@ -268,8 +328,11 @@ def _quant_matmul_kernel(
             x_ptrs = x_ptr + rows[:, None] * stride_xm + (k0 + ks)[None, :] * stride_xk
             a = tl.load(x_ptrs, mask=row_ok[:, None], other=0.0)
             a_even, a_odd = tl.split(tl.reshape(a, (BLOCK_M, BLOCK_K // 2, 2)))
-            lo = (packed & 15).to(tl.int8) - 8  # q[k0 + 2j], in -8..7
-            hi = (packed >> 4).to(tl.int8) - 8  # q[k0 + 2j + 1]
+            if PTX:  # compiled: the weights' bf16/fp16 in a few bit operations
+                lo, hi = _nibbles_ptx(packed, x_ptr.dtype.element_ty == tl.bfloat16)
+            else:
+                lo = (packed & 15).to(tl.int8) - 8  # q[k0 + 2j], in -8..7
+                hi = (packed >> 4).to(tl.int8) - 8  # q[k0 + 2j + 1]
             if UPCAST:
                 part = tl.dot(a_even.to(tl.float32), lo.to(tl.float32))
                 part = tl.dot(a_odd.to(tl.float32), hi.to(tl.float32), part)
@@ -424,8 +487,24 @@ def _fp16_scale(scale: torch.Tensor) -> torch.Tensor:
     return scale.clamp(_SCALE_MIN, _SCALE_MAX).to(SCALE_DTYPE)
 
 
+def k_major(q: torch.Tensor) -> torch.Tensor:
+    """``q`` (K or K/2 rows, N columns) with its values stored K-major (consecutive rows
+    adjacent): the layout :func:`quantize_int8` and :func:`quantize_int4` return. The kernel
+    takes either layout; K-major is the one its tensor-core tiles read in whole words (a
+    4-byte word is 8 nibbles of one column), where N-major weights reach the tensor cores a
+    byte a load. An nn.Linear's (N, K) weight, transposed, is already K-major.
+
+    Example:
+        >>> q = k_major(torch.arange(6, dtype=torch.uint8).reshape(3, 2))
+        >>> q.tolist(), q.stride()
+        ([[0, 1], [2, 3], [4, 5]], (1, 3))
+    """
+    return q.t().contiguous().t()
+
+
 def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Symmetric per-output-channel int8: ``(q, s)``, q (K, N) int8, s (1, N) fp16.
+    """Symmetric per-output-channel int8: ``(q, s)``, q (K, N) int8 stored K-major
+    (:func:`k_major`), s (1, N) fp16.
 
     Example:
         >>> q, s = quantize_int8(torch.tensor([[1.0, -62.0], [-127.0, 254.0]]))
@@ -437,7 +516,7 @@ def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     w32 = w.float()
     scale = _fp16_scale(w32.abs().amax(dim=0, keepdim=True) / 127)
     q = torch.round(w32 / scale.float()).clamp(-127, 127).to(torch.int8)
-    return q, scale
+    return k_major(q), scale
 
 
 def pack_int4(q: torch.Tensor) -> torch.Tensor:
@@ -472,7 +551,8 @@ def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
 
 def quantize_int4(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric group-wise int4 along K: ``(packed, s)``, packed (K/2, N) uint8 (see
-    :func:`pack_int4`), s (K/group, N) fp16 with ``s[g, n] = max |W[group rows, n]| / 7``.
+    :func:`pack_int4`) stored K-major (:func:`k_major`), s (K/group, N) fp16 with
+    ``s[g, n] = max |W[group rows, n]| / 7``.
 
     Example:
         >>> w = torch.tensor([[7.0], [-3.0], [1.5], [-3.5]])
@@ -488,7 +568,7 @@ def quantize_int4(w: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tens
     w32 = w.float().reshape(K // group, group, N)
     scale = _fp16_scale(w32.abs().amax(dim=1) / 7)  # (K/group, N)
     q = torch.round(w32 / scale.float()[:, None, :]).clamp(-8, 7).to(torch.int8)
-    return pack_int4(q.reshape(K, N)), scale
+    return k_major(pack_int4(q.reshape(K, N))), scale
 
 
 def quantize(w: torch.Tensor, level: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -596,7 +676,7 @@ def _constexprs(
     # stages only the loads that feed tl.dot: the tensor-core tiles', num_stages deep)
     group = group_size(level)
     return {"GROUP": group, "MASK_K": bool(K % BLOCK_K), "UPCAST": _upcast(dtype),
-            "ROW_BLOCKS": num_stages if BLOCK_M == 1 else 1}  # fmt: skip
+            "ROW_BLOCKS": num_stages if BLOCK_M == 1 else 1, "PTX": not INTERPRETED}  # fmt: skip
 
 
 def launcher(
@@ -719,9 +799,9 @@ def compile_only(
     num_warps: int,
     num_stages: int,
 ) -> Any:
-    """Compile the kernel for contiguous operands without running it (Triton's ``warmup``: the
-    kernel lands in the on-disk cache where the launch finds it); None under the interpreter,
-    which compiles nothing.
+    """Compile the kernel without running it for contiguous x, s and y and K-major weights
+    (as :func:`quantize` stores them; Triton's ``warmup``: the kernel lands in the on-disk
+    cache where the launch finds it); None under the interpreter, which compiles nothing.
 
     Raises:
         ValueError: see ``check_config``.
@@ -738,12 +818,13 @@ def compile_only(
     if INTERPRETED:
         return None
     group = group_size(level)
-    # torch dtypes in pointer positions become MockTensors; the strides are the contiguous ones
+    # torch dtypes in pointer positions become MockTensors; x, s and y contiguous, q K-major
+    # as quantize stores it
     kernel = _quant_matmul_kernel.warmup(
         dtype, torch.uint8 if group else torch.int8, SCALE_DTYPE, dtype, torch.float32,
         torch.int32, M, N, K,
         K, 1,  # x (M, K)
-        N, 1,  # q (K, N) int8 or (K/2, N) packed
+        1, K // 2 if group else K,  # q (K, N) int8 or (K/2, N) packed, K-major
         N, 1,  # s (groups, N)
         N, 1,  # y (M, N)
         **tunables,
@@ -766,6 +847,7 @@ __all__ = [
     "compile_only",
     "dequantize",
     "group_size",
+    "k_major",
     "launcher",
     "level_of",
     "pack_int4",

@@ -87,13 +87,29 @@ def test_kernel_matches_the_dequantized_reference(level, split_k, M, dtype):
     check_close(y, ref, tolerance=TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("level", list(qm.LEVELS))
+def test_weights_are_stored_k_major_and_the_kernel_takes_either_layout(level):
+    # quantize stores q K-major (what the tensor-core tiles read fastest); an N-major copy of
+    # the same values (as quantize stored them before) gives the same product
+    K, N = 256, 48
+    x = _randn(3, K, seed=31, dtype=torch.bfloat16)
+    q, s = qm.quantize(_randn(K, N, seed=32), level)
+    assert q.stride() == (1, q.shape[0])
+    n_major = q.contiguous()
+    assert n_major.stride() == (N, 1) and torch.equal(n_major, q)
+    ref = qm.reference_quant_matmul(x, q, s)
+    tile = {"BLOCK_N": 32, "BLOCK_K": 64, "SPLIT_K": 2}
+    for config in ({**qm.DEFAULT_CONFIG, **tile}, {**qm.ONE_ROW_CONFIG, **tile, "num_warps": 4}):
+        for weights in (q, n_major):
+            y = qm.quant_matmul(x, weights, s, **config)
+            check_close(y, ref, tolerance=TOLERANCE["bf16"])
+
+
 @pytest.mark.parametrize("blocks", [1, 2])  # num_stages: K-blocks loaded before any is used
 @pytest.mark.parametrize("M", [1, 3])  # 3: three one-row tiles
 @pytest.mark.parametrize("split_k", [1, 2, 4])  # of 6 K-blocks: 6; 3 and 3; 2, 2, 2 and none
 @pytest.mark.parametrize("level", list(qm.LEVELS))
-def test_one_row_tiles_on_the_cuda_cores_match_the_dequantized_reference(
-    level, split_k, M, blocks
-):
+def test_one_row_tiles_on_the_cuda_cores_match_the_dequantized_reference(level, split_k, M, blocks):
     K, N = 384, 48
     x = _randn(M, K, seed=12, dtype=torch.bfloat16)
     q, s = qm.quantize(_randn(K, N, seed=13), level)
@@ -177,18 +193,21 @@ def test_the_launcher_refuses_operands_that_do_not_fit():
         qm.launcher(x, q, s, y.half(), **qm.DEFAULT_CONFIG)
 
 
-def _sm90_case(level: str, M: int, K: int, cfg: dict) -> dict:
+def _sm90_case(level: str, M: int, K: int, cfg: dict, *, k_major: bool = True) -> dict:
+    # the launch's arguments for weights as quantize stores them (K-major) or N-major
     N, group = 4096, qm.group_size(level)
+    rows = K // 2 if group else K
     args = {
         "x_ptr": "torch.bfloat16", "q_ptr": "torch.uint8" if group else "torch.int8",
         "s_ptr": "torch.float16", "y_ptr": "torch.bfloat16", "ws_ptr": "torch.float32",
         "count_ptr": "torch.int32", "M": M, "N": N, "K": K, "stride_xm": K, "stride_xk": 1,
-        "stride_qk": N, "stride_qn": 1, "stride_sg": N, "stride_sn": 1, "stride_ym": N,
-        "stride_yn": 1, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"],
-        "BLOCK_K": cfg["BLOCK_K"], "SPLIT_K": cfg["SPLIT_K"],
+        "stride_qk": 1 if k_major else N, "stride_qn": rows if k_major else 1,
+        "stride_sg": N, "stride_sn": 1, "stride_ym": N, "stride_yn": 1,
+        "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
+        "SPLIT_K": cfg["SPLIT_K"],
         # the launcher's own constexprs, compiled (no interpreter upcast)
         **qm._constexprs(level, K, cfg["BLOCK_M"], cfg["BLOCK_K"], cfg["num_stages"],
-                         torch.bfloat16), "UPCAST": False,
+                         torch.bfloat16), "UPCAST": False, "PTX": True,
     }  # fmt: skip
     return {"args": args, "options": {k: cfg[k] for k in ("num_warps", "num_stages")}}
 
@@ -209,7 +228,8 @@ def test_the_kernel_compiles_for_hopper_and_the_space_bounds_its_shared_memory()
         ("int8", 16, 4096, cfg(16, 128, 256, 1, 4, 5), 163840),  # 4 buffered stages: fits
         ("int8", 64, 4096, cfg(64, 256, 256, 4, 8, 4), 458752),  # warpgroup MMA: does not
         ("int8", 33, 4100, cfg(64, 128, 128, 4, 8, 5), None),  # K masked: fewer buffers
-        ("int4-g128", 64, 4096, cfg(64, 256, 128, 2, 8, 5), 167936),
+        # with the PTX dequantization (167936 with Triton's own conversion)
+        ("int4-g128", 64, 4096, cfg(64, 256, 128, 2, 8, 5), 196608),
         ("int4-g128", 16, 4096, cfg(16, 128, 128, 4, 4, 4), 37120),  # x buffered in 3 stages
         ("int4-g64", 16, 4096, cfg(16, 128, 64, 4, 4, 2), 8192),
         ("int4-g64", 1, 4096, cfg(16, 128, 64, 16, 4, 4), None),
@@ -258,6 +278,26 @@ def test_int4_loads_its_activations_in_vector_copies_not_element_by_element():
     counts = result["ptx_counts"]
     assert counts["cp.async.cg.shared.global"] > 0
     assert counts["ld.global.b16"] <= 1  # the scales: one fp16 per thread and block
+
+
+@pytest.mark.skipif(not qm.INTERPRETED, reason="a GPU machine compiles for its own device")
+def test_int4_tensor_core_tiles_dequantize_in_ptx_and_read_k_major_weights_in_words():
+    # compiled for sm_90: the nibbles become bf16 in the inline PTX's paired fma (two weights
+    # an instruction), and K-major weights reach the tensor cores through ldmatrix, where
+    # N-major ones are read from shared memory one byte a load (the reason quantize stores
+    # them K-major: 1.45x against 1.01x bf16 cuBLAS at 16x4096x4096 on the H200)
+    cross = pytest.importorskip("autotune.cross_compile")
+    config = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 8, "num_warps": 4,
+              "num_stages": 4}  # fmt: skip
+    count = ["fma.rn.bf16x2", "ld.shared.b8", "ldmatrix"]
+    cases = [{**_sm90_case("int4-g128", 16, 4096, config, k_major=k_major), "count": count}
+             for k_major in (True, False)]  # fmt: skip
+    k_major, n_major = (result["ptx_counts"] for result in cross.compile_in_subprocess(
+        "autotune.kernels.quant_matmul_triton", "_quant_matmul_kernel", cases))  # fmt: skip
+    # 64 x 64 packed bytes a block are 8192 weights, 64 a thread: 32 paired fmas
+    assert k_major["fma.rn.bf16x2"] == n_major["fma.rn.bf16x2"] == 32
+    assert k_major["ld.shared.b8"] == 0 and k_major["ldmatrix"] > 0
+    assert n_major["ld.shared.b8"] > 0
 
 
 def test_counters_kept_by_the_caller_serve_every_launch_and_are_left_at_zero():
