@@ -94,18 +94,14 @@ class QuantMatmulObjective(KernelObjective):
         on shapes it was not chosen on (2-16 rows, three 7-8B projections) faster than that
         default in 10 of 12 and within 0.2% in the other two.
         int8: 16 x 128 x 64 blocks, K split until the programs fill the SMs once. One row
-        (M = 1) takes the one-row tile on the CUDA cores (``ONE_ROW_CONFIG``: 1 x 128, 8 warps,
-        K split until two programs per SM), 1.19x there on the H200 against 1.01x for the
-        16-row tile (benchmarks/results/h200-2026-12-03-s27). More rows: int8, one tile-row of
-        up to 64 rows, 64 x 64 weight blocks (smaller for a small problem), no split of K,
-        4 warps, 3 stages."""
+        (M = 1) takes the same 16-row tile: since the tile dequantizes in PTX and reads K-major
+        weights it was 1.52x bf16 cuBLAS at 1x4096x4096 against 1.37x for the one-row tile
+        (``ONE_ROW_CONFIG``, the default for one row before; benchmarks/results/
+        h200-2026-12-04-s37). More rows: int8, one tile-row of up to 64 rows, 64 x 64 weight
+        blocks (smaller for a small problem), no split of K, 4 warps, 3 stages."""
         if self.M <= DECODE_ROWS:
             int4 = self.max_error >= INT4_DEFAULT_MIN_ERROR and self.K % 64 == 0  # whole groups
             level = "int4-g64" if int4 else "int8"
-            if self.M == 1 and self.K >= 64:  # one row: the one-row tile, on the CUDA cores
-                config = kern.decode_config(self.N, self.K, 2 * self.sms, level=level)
-                block_n = min(128, max(32, pow2_at_least(self.N)))
-                return {"weights": level, **config, "BLOCK_N": block_n}
             if int4 and self.K % 128 == 0:  # groups and K-blocks of 128, 64 wide, 2 an SM
                 level, programs, block_k = "int4-g128", 2 * self.sms, 128
                 block_n = min(64, max(32, pow2_at_least(self.N)))

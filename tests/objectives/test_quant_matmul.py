@@ -119,11 +119,11 @@ def test_a_sweep_of_the_new_workload_runs_with_the_default_first():
 @pytest.mark.parametrize(
     ("problem", "level", "split", "width", "rows"),
     [
-        # one row: the one-row tile, 32 tiles x 16 = 512 programs (two per SM asked: 264)
-        ({"M": 1, "N": 4096, "K": 4096}, "int4-g64", 16, 128, 1),
+        # one row: the 16-row tile too, 64 tiles x 8 = 512 programs (two per SM asked: 264)
+        ({"M": 1, "N": 4096, "K": 4096}, "int4-g128", 8, 64, 16),
         # no room for int4: 32 tiles x 8 = 256 programs (one per SM asked: 132)
         ({"M": 16, "N": 4096, "K": 4096, "max_error": 0.05}, "int8", 8, 128, 16),
-        ({"M": 1, "N": 4096, "K": 4000}, "int8", 16, 128, 1),  # K not whole groups of 64
+        ({"M": 1, "N": 4096, "K": 4000}, "int8", 8, 128, 16),  # K not whole groups of 64
         # two rows: tensor cores, groups of 128, 64 tiles x 8 = 512 programs (264 asked)
         ({"M": 2, "N": 4096, "K": 4096}, "int4-g128", 8, 64, 16),
         ({"M": 16, "N": 4096, "K": 4032}, "int4-g64", 8, 128, 16),  # not whole groups of 128
