@@ -84,18 +84,19 @@ class QuantLinear:
         # (in, out) K-major, as quantize stores it: the weight's own layout, transposed
         self.q, self.s = qm.quantize(weight.detach().t(), kernel_level)
         self.out_features = weight.shape[0]
-        # decode steps split K until the grid has two programs per SM (untuned; see
-        # decode_config): without a split, a 1536-wide output is 24 programs on 132 SMs.
+        # decode steps take decode_tile's untuned tile: K split until the grid has two
+        # programs per SM (without a split, a 1536-wide output is 24 programs on 132 SMs).
         # One row (a decode step of one sequence) takes the 16-row tensor-core tile too: on
         # the 7b preset's four linears at one row it was 1.24-1.44x bf16 cuBLAS in int4
-        # against 1.11-1.33x for the one-row tile (benchmarks/results/h200-2026-12-04-s37)
+        # (K-blocks of 64) against 1.11-1.33x for the one-row tile
+        # (benchmarks/results/h200-2026-12-04-s37)
         self.config = dict(qm.DEFAULT_CONFIG)
         # kept across calls (each launch leaves them at zero): no fill kernel a linear a step;
         # every kernel call below is one row tile of BLOCK_M >= its rows
         self.counters = qm.tile_counters(self.out_features, rows=1, device=weight.device)
         if weight.is_cuda:
             sms = sm_count(weight.device)
-            self.config = qm.decode_config(self.out_features, weight.shape[1], 2 * sms)
+            self.config = qm.decode_tile(self.out_features, weight.shape[1], kernel_level, sms)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, x.shape[-1])

@@ -483,6 +483,27 @@ def decode_config(
     return config
 
 
+def decode_tile(N: int, K: int, level: str, sms: int) -> dict[str, int]:
+    """The untuned tensor-core tile for 1 to 16 decode rows at ``level``: 16 x 64, K-blocks of
+    128 where the level's groups are 128 rows (else 64; 32 for K under 64), 4 warps, 3
+    stages, K split until two programs an SM (:func:`decode_config`). Chosen on the 7b
+    preset's four linears at one row (int4, K-major weights, PTX dequantization; a scan of
+    37-73 tiles each, H200): K-blocks of 128 read 1.60-1.68x bf16 cuBLAS where blocks of 64
+    read 1.35-1.47x, 3 stages beat 4 and 6; benchmarks/results/h200-2026-12-04-s37.
+
+    Example:
+        >>> tile = decode_tile(4096, 4096, "int4-g128", sms=132)
+        >>> [tile[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_stages")]
+        [16, 64, 128, 8, 3]
+        >>> [decode_tile(4096, 10944, level, 132)["BLOCK_K"] for level in ("int4-g64", "int8")]
+        [64, 64]
+    """
+    block_k = 128 if group_size(level) == 128 else 64
+    if K < 64:
+        block_k = 32
+    return decode_config(N, K, 2 * sms, block_k=block_k)
+
+
 def _fp16_scale(scale: torch.Tensor) -> torch.Tensor:
     return scale.clamp(_SCALE_MIN, _SCALE_MAX).to(SCALE_DTYPE)
 
@@ -845,6 +866,7 @@ __all__ = [
     "SCALE_DTYPE",
     "check_config",
     "compile_only",
+    "decode_tile",
     "dequantize",
     "group_size",
     "k_major",

@@ -85,32 +85,23 @@ class QuantMatmulObjective(KernelObjective):
 
     def default_config(self) -> dict[str, Any]:
         """Decode rows (M <= 16): int4 where ``max_error`` leaves room over its error on
-        Gaussian weights (about 0.11-0.12: ``max_error`` >= 0.15), else int8. Two to sixteen
-        rows: int4 in groups of 128 where K is whole groups of them (else 64), 16 x 64 x 128
-        blocks, K split until two programs an SM, 4 warps, 4 stages: at 16x4096x4096 on the
-        H200 1.012x bf16 cuBLAS against 0.961x for groups of 64 in 16 x 128 x 64 blocks split
-        for one program an SM, the default before (and 0.869x against 0.837x at
-        16x14336x4096; 3 rounds, streamed, side by side; benchmarks/results/h200-2026-12-03-s30);
-        on shapes it was not chosen on (2-16 rows, three 7-8B projections) faster than that
-        default in 10 of 12 and within 0.2% in the other two.
-        int8: 16 x 128 x 64 blocks, K split until the programs fill the SMs once. One row
-        (M = 1) takes the same 16-row tile: since the tile dequantizes in PTX and reads K-major
-        weights it was 1.52x bf16 cuBLAS at 1x4096x4096 against 1.37x for the one-row tile
-        (``ONE_ROW_CONFIG``, the default for one row before; benchmarks/results/
-        h200-2026-12-04-s37). More rows: int8, one tile-row of up to 64 rows, 64 x 64 weight
-        blocks (smaller for a small problem), no split of K, 4 warps, 3 stages."""
+        Gaussian weights (about 0.11-0.12: ``max_error`` >= 0.15), in groups of 128 where K is
+        whole groups of them (else 64), else int8; the tile is ``decode_tile``'s (16 x 64,
+        K-blocks of 128 for groups of 128, else 64; K split until two programs an SM; 4
+        warps, 3 stages), one row included: since the tile dequantizes in PTX and reads
+        K-major weights it was 1.52x bf16 cuBLAS at 1x4096x4096 against 1.37x for the
+        one-row tile on the CUDA cores (``ONE_ROW_CONFIG``, the default for one row before),
+        and 1.45x at 16x4096x4096 (benchmarks/results/h200-2026-12-04-s37). More rows: int8,
+        one tile-row of up to 64 rows, 64 x 64 weight blocks (smaller for a small problem), no
+        split of K, 4 warps, 3 stages."""
         if self.M <= DECODE_ROWS:
             int4 = self.max_error >= INT4_DEFAULT_MIN_ERROR and self.K % 64 == 0  # whole groups
-            level = "int4-g64" if int4 else "int8"
-            if int4 and self.K % 128 == 0:  # groups and K-blocks of 128, 64 wide, 2 an SM
-                level, programs, block_k = "int4-g128", 2 * self.sms, 128
-                block_n = min(64, max(32, pow2_at_least(self.N)))
-            else:
-                programs, block_k = self.sms, 64 if self.K >= 64 else 32
-                block_n = min(128, max(32, pow2_at_least(self.N)))
-            config = kern.decode_config(self.N, self.K, programs, block_n=block_n,
-                                        block_k=block_k)  # fmt: skip
-            return {"weights": level, **config, "num_stages": 4}
+            level = "int8"
+            if int4:
+                level = "int4-g128" if self.K % 128 == 0 else "int4-g64"
+            config = kern.decode_tile(self.N, self.K, level, self.sms)
+            block_n = min(config["BLOCK_N"], max(32, pow2_at_least(self.N)))
+            return {"weights": level, **config, "BLOCK_N": block_n}
         return {
             "weights": "int8",
             **kern.DEFAULT_CONFIG,

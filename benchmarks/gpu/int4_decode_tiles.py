@@ -1,0 +1,124 @@
+"""Tiles for the 16-row int4 decode tile on the serving engine's linears (K-major weights, PTX
+dequantization): a grid around the untuned default (``decode_config``: 16 x 64 x 64, 4 warps,
+3 stages, K split until two programs an SM), one round a config, then the best four and the
+default re-measured in ``--rounds`` rotated rounds beside bf16 cuBLAS. The question: how many
+weight bytes a program should keep in flight (BLOCK_N x BLOCK_K / 2 a stage, times stages),
+since the default's 2 KB a stage reads a 7b preset's gate_up at about 1.3 TB/s.
+
+Timing as ``decode_rows_ptx.py``: one CUDA graph of the linear over distinct weights (nothing
+stays in L2), Triton's ``do_bench_cudagraph``, microseconds a linear; every config checked
+against the dequantized reference first.
+
+    python benchmarks/gpu/int4_decode_tiles.py [--model 7b] [--rows 1,16] [--out OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import json
+import statistics
+from pathlib import Path
+
+import torch
+from decode_rows_ptx import _dense, _launch_all
+from triton.testing import do_bench_cudagraph
+
+from autotune.kernels import quant_matmul_triton as qm
+from autotune.kernels.interpreter import sm_count
+from autotune.kernels.llama import Llama, LlamaConfig
+from autotune.kernels.llama_infer import _kernel_level
+from autotune.objectives.train_step import MODEL_PRESETS
+
+
+def grid(N: int, K: int, level: str, rows: int) -> dict[str, dict]:
+    """The default and tiles around it (name -> config)."""
+    sms = sm_count()
+    out = {"default": {**qm.decode_config(N, K, 2 * sms), "BLOCK_M": max(16, rows)}}
+    for bn, bk, stages, warps, per_sm in itertools.product(
+        (64, 128), (64, 128), (3, 4, 6), (4, 8), (1, 2, 4)
+    ):
+        if qm.group_size(level) % bk:
+            continue
+        cfg = {**qm.decode_config(N, K, per_sm * sms, block_n=bn, block_k=bk),
+               "BLOCK_M": max(16, rows), "num_warps": warps, "num_stages": stages}  # fmt: skip
+        out[f"{bn}x{bk} s{stages} w{warps} split{cfg['SPLIT_K']}"] = cfg
+    return out
+
+
+def timed(runs: dict, counts: dict, keys: list[str], rounds: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    for r in range(rounds):
+        shift = r * len(keys) // max(1, rounds)
+        for key in keys[shift:] + keys[:shift]:
+            times[key].append(do_bench_cudagraph(runs[key], rep=40) * 1e3 / counts[key])
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="7b")
+    parser.add_argument("--rows", default="1,16")
+    parser.add_argument("--linears", default="qkv,out,gate_up,down")
+    parser.add_argument("--layer-bytes", type=float, default=256e6)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    block = Llama(LlamaConfig(**{**MODEL_PRESETS[args.model], "n_layers": 1})).blocks[0]
+    linears = {"qkv": block.attn.qkv, "out": block.attn.out, "gate_up": block.mlp.gate_up,
+               "down": block.mlp.down}  # fmt: skip
+    results = []
+    for rows in (int(r) for r in args.rows.split(",")):
+        for name in args.linears.split(","):
+            N, K = linears[name].weight.shape
+            level = _kernel_level("int4", K)
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=gen) / K**0.5
+            x = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16, generator=gen)
+            y = torch.empty(rows, N, device="cuda", dtype=torch.bfloat16)
+            q, s = qm.quantize(w.t(), level)
+            ref = qm.reference_quant_matmul(x, q, s)
+            copies = max(2, int(args.layer_bytes // qm.weight_bytes(q, s)))
+            qs = [(q.clone(), s.clone()) for _ in range(copies)]
+            dense = [w.clone() for _ in range(max(2, int(args.layer_bytes // (N * K * 2))))]
+            runs = {"cublas bf16": functools.partial(_dense, x, dense, y)}
+            counts = {"cublas bf16": len(dense)}
+            counters = qm.tile_counters(N, rows=1, device="cuda")
+            configs = grid(N, K, level, rows)
+            for cname, cfg in configs.items():
+                try:
+                    got = qm.quant_matmul(x, q, s, counters=counters, **cfg)
+                except Exception as exc:  # noqa: BLE001 - a config that does not run is a reading
+                    print(f"  {cname}: {type(exc).__name__}", flush=True)
+                    continue
+                err = ((got.float() - ref).norm() / ref.norm()).item()
+                if err > 1e-2:
+                    raise SystemExit(f"{name} {cname}: rel error {err}")
+                launches = [qm.launcher(x, qq, ss, y, counters=counters, **cfg) for qq, ss in qs]
+                runs[cname] = functools.partial(_launch_all, launches)
+                counts[cname] = copies
+            scan = timed(runs, counts, list(runs), 1)
+            ranked = sorted((k for k in scan if k not in ("cublas bf16", "default")),
+                            key=lambda k: scan[k][0])  # fmt: skip
+            finalists = ["cublas bf16", "default", *ranked[:4]]
+            times = timed(runs, counts, finalists, args.rounds)
+            us = {k: statistics.median(v) for k, v in times.items()}
+            print(f"\n{rows} rows, {name} (K={K} -> N={N}, {level}): cuBLAS bf16 "
+                  f"{us['cublas bf16']:.2f} us; scan of {len(scan) - 1} configs")  # fmt: skip
+            for key in finalists:
+                gbps = qm.weight_bytes(q, s) / (us[key] * 1e-6) / 1e9 if key != "cublas bf16" else 0
+                print(f"  {key:30s} {us[key]:8.2f} us {us['cublas bf16'] / us[key]:6.3f}x cuBLAS"
+                      f" {gbps:6.0f} GB/s")  # fmt: skip
+            results.append({"rows": rows, "linear": name, "N": N, "K": K, "level": level,
+                            "scan_us": {k: v[0] for k, v in scan.items()},
+                            "configs": {k: configs[k] for k in finalists if k in configs},
+                            "final_us": times})  # fmt: skip
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "int4_decode_tiles.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
