@@ -488,8 +488,11 @@ def decode_tile(N: int, K: int, level: str, sms: int) -> dict[str, int]:
     128 where the level's groups are 128 rows (else 64; 32 for K under 64), 4 warps, 3
     stages, K split until two programs an SM (:func:`decode_config`). Chosen on the 7b
     preset's four linears at one row (int4, K-major weights, PTX dequantization; a scan of
-    37-73 tiles each, H200): K-blocks of 128 read 1.60-1.68x bf16 cuBLAS where blocks of 64
-    read 1.35-1.47x, 3 stages beat 4 and 6; benchmarks/results/h200-2026-12-04-s37.
+    37-73 tiles each, one reading a tile, H200): at 64 wide, K-blocks of 128 read 1.60-1.68x
+    bf16 cuBLAS where blocks of 64 read 1.35-1.47x, and 3 stages beat 4 and 6 (128 wide was
+    faster on the two widest outputs, slower on 4096 x 4096). Held out (the 1b and 760m
+    presets' linears, 1 and 16 rows): 1.21x / 1.13x in int4 against 1.19x / 1.11x for the
+    objective's tile before it; benchmarks/results/h200-2026-12-04-s37.
 
     Example:
         >>> tile = decode_tile(4096, 4096, "int4-g128", sms=132)
