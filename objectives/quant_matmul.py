@@ -92,8 +92,10 @@ class QuantMatmulObjective(KernelObjective):
         K-major weights it was 1.52x bf16 cuBLAS at 1x4096x4096 against 1.37x for the
         one-row tile on the CUDA cores (``ONE_ROW_CONFIG``, the default for one row before),
         and 1.45x at 16x4096x4096 (benchmarks/results/h200-2026-12-04-s37). More rows: int8,
-        one tile-row of up to 64 rows, 64 x 64 weight blocks (smaller for a small problem), no
-        split of K, 4 warps, 3 stages."""
+        one tile-row of up to 64 rows, 64 x 64 weight blocks (smaller for a small problem), 4
+        warps, 3 stages, K split as ``decode_tile`` splits it: at 32 and 64 rows of three 7-8B
+        projections 0.64-1.11x bf16 cuBLAS where the same tile unsplit (the default before)
+        read 0.30-0.76x (same session, call 7)."""
         if self.M <= DECODE_ROWS:
             int4 = self.max_error >= INT4_DEFAULT_MIN_ERROR and self.K % 64 == 0  # whole groups
             level = "int8"
@@ -108,6 +110,7 @@ class QuantMatmulObjective(KernelObjective):
             "BLOCK_M": min(64, max(16, pow2_at_least(self.M))),
             "BLOCK_N": min(64, max(32, pow2_at_least(self.N))),
             "BLOCK_K": 64 if self.K >= 64 else 32,
+            "SPLIT_K": kern.decode_tile(self.N, self.K, "int8", self.sms)["SPLIT_K"],
         }
 
     @property

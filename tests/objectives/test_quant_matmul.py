@@ -139,6 +139,17 @@ def test_the_decode_default_takes_int4_where_the_gate_allows_and_passes_the_spac
     assert not load_space("quant_matmul").violations(config, full, device)
 
 
+def test_more_rows_than_a_decode_take_int8_in_one_tile_row_with_k_split():
+    # 64 rows of 4096 x 4096: one 64-row tile-row of 64 tiles, K split for two programs an SM
+    # (unsplit, 64 programs on 132 SMs read 0.34x bf16 cuBLAS on the H200; split 8, 0.64x)
+    full = {"M": 64, "N": 4096, "K": 4096, "dtype": "bf16", "max_error": 0.2}
+    config = get_objective("quant-matmul")(full).default_config()
+    assert (config["weights"], config["BLOCK_M"], config["BLOCK_N"], config["SPLIT_K"]) == (
+        "int8", 64, 64, 8)  # fmt: skip
+    device = {"type": "cuda", "max_shared_memory": 232448}
+    assert not load_space("quant_matmul").violations(config, full, device)
+
+
 def test_a_counter_an_earlier_trial_left_off_zero_does_not_fail_the_next():
     # every K-split launcher of a stream shares its tile counters; a counter left at 1 (a
     # launch that never finished a tile) made every later launch over that tile skip or
