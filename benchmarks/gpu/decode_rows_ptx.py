@@ -4,10 +4,9 @@ stored K-major) on the serving engine's linears of a model preset (7b: qkv 4096 
 bf16 cuBLAS (``F.linear``, the engine's bf16 path) beside them: which tile a decode row
 should take now (the one-row tile on the CUDA cores, or the 16-row tensor-core tile).
 
-Each figure is one CUDA graph of the linear over distinct weights (``--layer-bytes`` of them:
-a decode step reads each layer's once, so nothing stays in L2), timed by Triton's
-``do_bench_cudagraph``; every config of a linear is measured once a round, in an order
-rotated round to round; medians of ``--rounds`` rounds, microseconds a linear. The previous
+Timing as ``linear_graphs`` does it (one CUDA graph of the linear over ``--layer-bytes`` of
+distinct weights, rotated rounds of ``do_bench_cudagraph``); medians of ``--rounds`` rounds,
+microseconds a linear. The previous
 kernel is the module file given by ``--previous`` (``git show af14ed1:kernels/
 quant_matmul_triton.py > FILE``), fed the N-major weights it was written for; every config is
 checked against the dequantized reference first.
@@ -18,7 +17,6 @@ checked against the dequantized reference first.
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib.machinery
 import importlib.util
 import json
@@ -26,13 +24,11 @@ import statistics
 from pathlib import Path
 
 import torch
-from triton.testing import do_bench_cudagraph
+from linear_graphs import dense_run, launch_all, preset_linears, rotated_rounds
 
 from autotune.kernels import quant_matmul_triton as new_kernel
 from autotune.kernels.interpreter import sm_count
-from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import _kernel_level
-from autotune.objectives.train_step import MODEL_PRESETS
 
 
 def _module_from(path: str):  # noqa: ANN202
@@ -41,16 +37,6 @@ def _module_from(path: str):  # noqa: ANN202
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
-
-
-def _dense(x: torch.Tensor, weights: list[torch.Tensor], y: torch.Tensor) -> None:
-    for w in weights:
-        torch.matmul(x, w.t(), out=y)
-
-
-def _launch_all(launches: list) -> None:
-    for run in launches:
-        run()
 
 
 def _configs(kern, N: int, K: int, level: str, rows: int) -> dict[str, dict]:  # noqa: ANN001
@@ -73,10 +59,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     old_kernel = _module_from(args.previous)
-    block = Llama(LlamaConfig(**{**MODEL_PRESETS[args.model], "n_layers": 1})).blocks[0]
-    shapes = {name: tuple(lin.weight.shape) for name, lin in (
-        ("qkv", block.attn.qkv), ("out", block.attn.out), ("gate_up", block.mlp.gate_up),
-        ("down", block.mlp.down))}  # fmt: skip
+    shapes = preset_linears(args.model)
     print(f"{torch.cuda.get_device_name()}, {args.model}: medians of {args.rounds} rotated "
           f"rounds, us a linear (weights read from HBM)")  # fmt: skip
     out_rows = []
@@ -88,7 +71,7 @@ def main() -> int:
             copies = max(2, int(args.layer_bytes // (N * K * 2)))
             dense = [w.clone() for _ in range(copies)]
             y = torch.empty(rows, N, device="cuda", dtype=torch.bfloat16)
-            runs = {"cublas bf16": functools.partial(_dense, x, dense, y)}
+            runs = {"cublas bf16": dense_run(x, dense, y)}
             counts = {"cublas bf16": copies}
             for level_name in args.levels.split(","):
                 level = _kernel_level(level_name, K)
@@ -107,14 +90,10 @@ def main() -> int:
                         launches = [kern.launcher(x, qq, ss, y, counters=counters, **config)
                                     for qq, ss in qs]  # fmt: skip
                         key = f"{level} {tag} {vname}"
-                        runs[key] = functools.partial(_launch_all, launches)
+                        runs[key] = launch_all(launches)
                         counts[key] = layer_copies
-            times: dict[str, list[float]] = {k: [] for k in runs}
             keys = list(runs)
-            for r in range(args.rounds):
-                shift = r * len(keys) // max(1, args.rounds)
-                for key in keys[shift:] + keys[:shift]:
-                    times[key].append(do_bench_cudagraph(runs[key], rep=40) * 1e3 / counts[key])
+            times = rotated_rounds(runs, counts, keys, args.rounds)
             us = {k: statistics.median(v) for k, v in times.items()}
             print(f"\n{rows} rows, {name} (K={K} -> N={N}): cuBLAS bf16 {us['cublas bf16']:.2f} us")
             for key in keys:

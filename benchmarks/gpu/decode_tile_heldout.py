@@ -5,9 +5,9 @@ the tiles the defaults took before session 37's change of rule (the serving engi
 x 64; the objective's 16 x 64 x 128 with 4 stages for groups of 128, 16 x 128 x 64 split for
 one program an SM otherwise) and, at one row, the one-row tile on the CUDA cores.
 
-Timing as ``decode_rows_ptx.py``: one CUDA graph of the linear over distinct weights,
-``do_bench_cudagraph``, every config once a round in rotated order, medians of ``--rounds``
-rounds beside bf16 cuBLAS; every config checked against the dequantized reference first.
+Timing as ``linear_graphs`` does it (one CUDA graph of the linear over distinct weights,
+rotated rounds of ``do_bench_cudagraph``), medians of ``--rounds`` rounds beside bf16 cuBLAS;
+every config checked against the dequantized reference first.
 
     python benchmarks/gpu/decode_tile_heldout.py [--models 1b,760m] [--out OUT]
 """
@@ -15,20 +15,16 @@ rounds beside bf16 cuBLAS; every config checked against the dequantized referenc
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import statistics
 from pathlib import Path
 
 import torch
-from decode_rows_ptx import _dense, _launch_all
-from int4_decode_tiles import timed
+from linear_graphs import dense_run, launch_all, preset_linears, rotated_rounds
 
 from autotune.kernels import quant_matmul_triton as qm
 from autotune.kernels.interpreter import sm_count
-from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import _kernel_level
-from autotune.objectives.train_step import MODEL_PRESETS
 
 
 def configs(N: int, K: int, level: str, rows: int) -> dict[str, dict]:
@@ -57,18 +53,15 @@ def main() -> int:
     results = []
     wins = {}
     for model in args.models.split(","):
-        block = Llama(LlamaConfig(**{**MODEL_PRESETS[model], "n_layers": 1})).blocks[0]
-        linears = {"qkv": block.attn.qkv, "out": block.attn.out,
-                   "gate_up": block.mlp.gate_up, "down": block.mlp.down}  # fmt: skip
+        linears = preset_linears(model)
         for rows in (int(r) for r in args.rows.split(",")):
-            for name, lin in linears.items():
-                N, K = lin.weight.shape
+            for name, (N, K) in linears.items():
                 gen = torch.Generator(device="cuda").manual_seed(0)
                 w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=gen) / K**0.5
                 x = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16, generator=gen)
                 y = torch.empty(rows, N, device="cuda", dtype=torch.bfloat16)
                 dense = [w.clone() for _ in range(max(2, int(args.layer_bytes // (N * K * 2))))]
-                runs = {"cublas bf16": functools.partial(_dense, x, dense, y)}
+                runs = {"cublas bf16": dense_run(x, dense, y)}
                 counts = {"cublas bf16": len(dense)}
                 counters = qm.tile_counters(N, rows=1, device="cuda")
                 for level_name in args.levels.split(","):
@@ -84,9 +77,9 @@ def main() -> int:
                             raise SystemExit(f"{model} {name} {level} {cname}: rel error {err}")
                         launches = [qm.launcher(x, qq, ss, y, counters=counters, **cfg)
                                     for qq, ss in qs]  # fmt: skip
-                        runs[f"{level} {cname}"] = functools.partial(_launch_all, launches)
+                        runs[f"{level} {cname}"] = launch_all(launches)
                         counts[f"{level} {cname}"] = copies
-                times = timed(runs, counts, list(runs), args.rounds)
+                times = rotated_rounds(runs, counts, list(runs), args.rounds)
                 us = {k: statistics.median(v) for k, v in times.items()}
                 cb = us["cublas bf16"]
                 print(f"\n{model} {rows} rows {name} (K={K} -> N={N}): cuBLAS {cb:.2f} us")

@@ -5,9 +5,9 @@ default re-measured in ``--rounds`` rotated rounds beside bf16 cuBLAS. The quest
 weight bytes a program should keep in flight (BLOCK_N x BLOCK_K / 2 a stage, times stages),
 since the default's 2 KB a stage reads a 7b preset's gate_up at about 1.3 TB/s.
 
-Timing as ``decode_rows_ptx.py``: one CUDA graph of the linear over distinct weights (nothing
-stays in L2), Triton's ``do_bench_cudagraph``, microseconds a linear; every config checked
-against the dequantized reference first.
+Timing as ``linear_graphs`` does it (one CUDA graph of the linear over distinct weights,
+rotated rounds of ``do_bench_cudagraph``), microseconds a linear; every config checked against
+the dequantized reference first.
 
     python benchmarks/gpu/int4_decode_tiles.py [--model 7b] [--rows 1,16] [--out OUT]
 """
@@ -15,21 +15,17 @@ against the dequantized reference first.
 from __future__ import annotations
 
 import argparse
-import functools
 import itertools
 import json
 import statistics
 from pathlib import Path
 
 import torch
-from decode_rows_ptx import _dense, _launch_all
-from triton.testing import do_bench_cudagraph
+from linear_graphs import dense_run, launch_all, preset_linears, rotated_rounds
 
 from autotune.kernels import quant_matmul_triton as qm
 from autotune.kernels.interpreter import sm_count
-from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import _kernel_level
-from autotune.objectives.train_step import MODEL_PRESETS
 
 
 def grid(N: int, K: int, level: str, rows: int) -> dict[str, dict]:
@@ -47,15 +43,6 @@ def grid(N: int, K: int, level: str, rows: int) -> dict[str, dict]:
     return out
 
 
-def timed(runs: dict, counts: dict, keys: list[str], rounds: int) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {k: [] for k in keys}
-    for r in range(rounds):
-        shift = r * len(keys) // max(1, rounds)
-        for key in keys[shift:] + keys[:shift]:
-            times[key].append(do_bench_cudagraph(runs[key], rep=40) * 1e3 / counts[key])
-    return times
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="7b")
@@ -65,13 +52,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    block = Llama(LlamaConfig(**{**MODEL_PRESETS[args.model], "n_layers": 1})).blocks[0]
-    linears = {"qkv": block.attn.qkv, "out": block.attn.out, "gate_up": block.mlp.gate_up,
-               "down": block.mlp.down}  # fmt: skip
+    linears = preset_linears(args.model)
     results = []
     for rows in (int(r) for r in args.rows.split(",")):
         for name in args.linears.split(","):
-            N, K = linears[name].weight.shape
+            N, K = linears[name]
             level = _kernel_level("int4", K)
             gen = torch.Generator(device="cuda").manual_seed(0)
             w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=gen) / K**0.5
@@ -82,7 +67,7 @@ def main() -> int:
             copies = max(2, int(args.layer_bytes // qm.weight_bytes(q, s)))
             qs = [(q.clone(), s.clone()) for _ in range(copies)]
             dense = [w.clone() for _ in range(max(2, int(args.layer_bytes // (N * K * 2))))]
-            runs = {"cublas bf16": functools.partial(_dense, x, dense, y)}
+            runs = {"cublas bf16": dense_run(x, dense, y)}
             counts = {"cublas bf16": len(dense)}
             counters = qm.tile_counters(N, rows=1, device="cuda")
             configs = grid(N, K, level, rows)
@@ -96,13 +81,13 @@ def main() -> int:
                 if err > 1e-2:
                     raise SystemExit(f"{name} {cname}: rel error {err}")
                 launches = [qm.launcher(x, qq, ss, y, counters=counters, **cfg) for qq, ss in qs]
-                runs[cname] = functools.partial(_launch_all, launches)
+                runs[cname] = launch_all(launches)
                 counts[cname] = copies
-            scan = timed(runs, counts, list(runs), 1)
+            scan = rotated_rounds(runs, counts, list(runs), 1)
             ranked = sorted((k for k in scan if k not in ("cublas bf16", "default")),
                             key=lambda k: scan[k][0])  # fmt: skip
             finalists = ["cublas bf16", "default", *ranked[:4]]
-            times = timed(runs, counts, finalists, args.rounds)
+            times = rotated_rounds(runs, counts, finalists, args.rounds)
             us = {k: statistics.median(v) for k, v in times.items()}
             print(f"\n{rows} rows, {name} (K={K} -> N={N}, {level}): cuBLAS bf16 "
                   f"{us['cublas bf16']:.2f} us; scan of {len(scan) - 1} configs")  # fmt: skip
