@@ -87,8 +87,8 @@ class QuantLinear:
         # decode steps take decode_tile's untuned tile: K split until the grid has two
         # programs per SM (without a split, a 1536-wide output is 24 programs on 132 SMs).
         # One row (a decode step of one sequence) takes the 16-row tensor-core tile too: on
-        # the 7b preset's four linears at one row it was 1.24-1.44x bf16 cuBLAS in int4
-        # (K-blocks of 64) against 1.11-1.33x for the one-row tile
+        # the 7b preset's four linears at one row it was 1.24-1.44x bf16 cuBLAS in int4 with
+        # K-blocks of 64 (decode_tile's of 128 more) against 1.11-1.33x for the one-row tile
         # (benchmarks/results/h200-2026-12-04-s37)
         self.config = dict(qm.DEFAULT_CONFIG)
         # kept across calls (each launch leaves them at zero): no fill kernel a linear a step;
