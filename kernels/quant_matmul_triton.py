@@ -121,6 +121,9 @@ CONFIG_KEYS: tuple[str, ...] = tuple(DEFAULT_CONFIG)
 DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 SCALE_DTYPE = torch.float16
+#: whether the int4 tensor-core tile loads a K-block's scales one block ahead (1) or in the
+#: block's own iteration (0)
+SCALES_AHEAD = 1
 # scales stay normal fp16 numbers: never 0 (an all-zero column), never subnormal
 _SCALE_MIN = torch.finfo(torch.float16).tiny
 _SCALE_MAX = torch.finfo(torch.float16).max
@@ -229,6 +232,15 @@ def _nibbles_ptx(packed, BF16: tl.constexpr):
 
 
 @triton.jit
+def _block_scales(s_ptr, kb, last, cols, col_ok, stride_sg, stride_sn,
+                  BLOCK_K: tl.constexpr, GROUP: tl.constexpr):  # fmt: skip
+    # K-block kb's scales (fp16; 0 past the share): it lies in group kb * BLOCK_K // GROUP
+    # (GROUP % BLOCK_K == 0: a block never straddles two groups)
+    s_ptrs = s_ptr + ((kb * BLOCK_K) // GROUP) * stride_sg + cols * stride_sn
+    return tl.load(s_ptrs, mask=col_ok & (kb < last), other=0.0)
+
+
+@triton.jit
 def _row_fma(acc2, w, a, scale, BLOCK_K: tl.constexpr, GROUP: tl.constexpr):
     # acc2 (k, n) += one block's products, as the one-row loop below does
     if GROUP == 0:
@@ -247,7 +259,7 @@ def _quant_matmul_kernel(
     stride_xm, stride_xk, stride_qk, stride_qn, stride_sg, stride_sn, stride_ym, stride_yn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, GROUP: tl.constexpr, MASK_K: tl.constexpr, UPCAST: tl.constexpr,
-    ROW_BLOCKS: tl.constexpr, PTX: tl.constexpr,
+    ROW_BLOCKS: tl.constexpr, PTX: tl.constexpr, SCALES_AHEAD: tl.constexpr,
 ):  # fmt: skip
     # GROUP == 0: int8 (K, N) with one scale per column; else int4 nibbles packed along K,
     # (K/2, N) uint8, with one scale per GROUP rows of W and column.
@@ -315,13 +327,23 @@ def _quant_matmul_kernel(
         # --- int4 on tensor cores: per block, low nibbles against even k, high against odd k
         half = tl.arange(0, BLOCK_K // 2)
         ks = tl.arange(0, BLOCK_K)
+        # a block's scales are too few bytes a thread for Triton to stage them with the
+        # weights: loaded in the block's own iteration, their memory latency came before the
+        # block's sum every iteration. With SCALES_AHEAD they are loaded one block early (two
+        # made Triton 3.7 stop pipelining the weights).
+        s_next = _block_scales(s_ptr, first, last, cols, col_ok, stride_sg, stride_sn,
+                               BLOCK_K, GROUP)  # fmt: skip
         for kb in range(first, last):
             k0 = kb * BLOCK_K  # even; the block's packed rows are k0/2 .. k0/2 + BLOCK_K/2
             q_ptrs = q_ptr + (k0 // 2 + half)[:, None] * stride_qk + cols[None, :] * stride_qn
             packed = tl.load(q_ptrs, mask=col_ok[None, :], other=0)
-            # the whole block lies in group k0 // GROUP (GROUP % BLOCK_K == 0)
-            s_ptrs = s_ptr + (k0 // GROUP) * stride_sg + cols * stride_sn
-            scale = tl.load(s_ptrs, mask=col_ok, other=0.0).to(tl.float32)
+            if SCALES_AHEAD:  # this block's scales came one iteration ago
+                scale = s_next
+                s_next = _block_scales(s_ptr, kb + 1, last, cols, col_ok, stride_sg,
+                                       stride_sn, BLOCK_K, GROUP)  # fmt: skip
+            else:
+                scale = _block_scales(s_ptr, kb, last, cols, col_ok, stride_sg, stride_sn,
+                                      BLOCK_K, GROUP)  # fmt: skip
             # x's block in one contiguous load (vector copies, pipelined like the weights),
             # then its even and odd columns apart in registers: two strided loads of every
             # other element were one 2-byte load each, outside the pipeline
@@ -339,7 +361,7 @@ def _quant_matmul_kernel(
             else:
                 part = tl.dot(a_even, lo.to(a_even.dtype))
                 part = tl.dot(a_odd, hi.to(a_odd.dtype), part)
-            acc += part * scale[None, :]
+            acc += part * scale.to(tl.float32)[None, :]
 
     # --- write y, directly or through the workspace ----------------------------------------
     y_ptrs = y_ptr + rows[:, None] * stride_ym + cols[None, :] * stride_yn
@@ -700,7 +722,8 @@ def _constexprs(
     # stages only the loads that feed tl.dot: the tensor-core tiles', num_stages deep)
     group = group_size(level)
     return {"GROUP": group, "MASK_K": bool(K % BLOCK_K), "UPCAST": _upcast(dtype),
-            "ROW_BLOCKS": num_stages if BLOCK_M == 1 else 1, "PTX": not INTERPRETED}  # fmt: skip
+            "ROW_BLOCKS": num_stages if BLOCK_M == 1 else 1, "PTX": not INTERPRETED,
+            "SCALES_AHEAD": SCALES_AHEAD}  # fmt: skip
 
 
 def launcher(

@@ -277,7 +277,9 @@ def test_int4_loads_its_activations_in_vector_copies_not_element_by_element():
     )
     counts = result["ptx_counts"]
     assert counts["cp.async.cg.shared.global"] > 0
-    assert counts["ld.global.b16"] <= 1  # the scales: one fp16 per thread and block
+    # the scales: one fp16 per thread and block, the first block's before the loop and each
+    # next block's inside it (one block ahead)
+    assert counts["ld.global.b16"] <= 2
 
 
 @pytest.mark.skipif(not qm.INTERPRETED, reason="a GPU machine compiles for its own device")
