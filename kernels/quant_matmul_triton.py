@@ -508,24 +508,34 @@ def decode_config(
 def decode_tile(N: int, K: int, level: str, sms: int) -> dict[str, int]:
     """The untuned tensor-core tile for 1 to 16 decode rows at ``level``: 16 x 64, K-blocks of
     128 where the level's groups are 128 rows (else 64; 32 for K under 64), 4 warps, 3
-    stages, K split until two programs an SM (:func:`decode_config`). Chosen on the 7b
-    preset's four linears at one row (int4, K-major weights, PTX dequantization; a scan of
-    37-73 tiles each, one reading a tile, H200): at 64 wide, K-blocks of 128 read 1.60-1.68x
-    bf16 cuBLAS where blocks of 64 read 1.35-1.47x, and 3 stages beat 4 and 6 (128 wide was
-    faster on the two widest outputs, slower on 4096 x 4096). Held out (the 1b and 760m
-    presets' linears, 1 and 16 rows): 1.21x / 1.13x in int4 against 1.19x / 1.11x for the
-    objective's tile before it; benchmarks/results/h200-2026-12-04-s37.
+    stages, K split until two programs an SM (:func:`decode_config`); for int4 in groups of
+    128, 128 wide where that needs a split of 4 or less (a wide output: 66 and more tiles on
+    132 SMs). Chosen on the 7b preset's four linears at one row (int4, K-major weights, PTX
+    dequantization; a scan of 37-73 tiles each, one reading a tile, H200): at 64 wide,
+    K-blocks of 128 read 1.60-1.68x bf16 cuBLAS where blocks of 64 read 1.35-1.47x, and 3
+    stages beat 4 and 6. Held out (the 1b and 760m presets' linears, 1 and 16 rows): 1.21x /
+    1.13x in int4 against 1.19x / 1.11x for the objective's tile before it;
+    benchmarks/results/h200-2026-12-04-s37. Since the int4 tile loads its scales a block
+    ahead (:data:`SCALES_AHEAD`), 128 wide is 1.8-1.9x on the 7b preset's qkv and gate_up
+    against 1.6x at 64 wide, and 1.46x against 1.32x on the 1b preset's gate_up; at a split
+    of 8 and more it loses (benchmarks/results/h200-2026-12-04-s38).
 
     Example:
         >>> tile = decode_tile(4096, 4096, "int4-g128", sms=132)
         >>> [tile[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_stages")]
         [16, 64, 128, 8, 3]
+        >>> [decode_tile(21888, 4096, "int4-g128", sms=132)[k] for k in ("BLOCK_N", "SPLIT_K")]
+        [128, 2]
         >>> [decode_tile(4096, 10944, level, 132)["BLOCK_K"] for level in ("int4-g64", "int8")]
         [64, 64]
     """
     block_k = 128 if group_size(level) == 128 else 64
     if K < 64:
         block_k = 32
+    if group_size(level) == 128 and block_k == 128:
+        wide = decode_config(N, K, 2 * sms, block_n=128, block_k=block_k)
+        if wide["SPLIT_K"] <= 4:
+            return wide
     return decode_config(N, K, 2 * sms, block_k=block_k)
 
 

@@ -1,14 +1,16 @@
 """The int4 tensor-core tile with a K-block's scales loaded one block ahead, side by side with
 loading them in the block's own iteration (``quant_matmul_triton.SCALES_AHEAD`` 1 against 0),
-on a serving preset's linears, at `decode_tile`'s tile and at wider ones, in a few pipeline
-depths: the question is whether the scales' load latency, exposed once an iteration, bounded
-the tile (it read 1.2-1.3 TB/s of weights where bf16 cuBLAS reads 3.3-4.1).
+on a serving preset's linears or on ``--shapes``: `decode_tile`'s tile, the 64-wide tile its
+rule gave before session 38 (``--scan``: and 128-wide tiles and deeper pipelines). The
+question: did the scales' load latency, exposed once an iteration, bound the tile (it read
+1.2-1.3 TB/s of weights where bf16 cuBLAS reads 3.3-4.1)?
 
 Timing as ``linear_graphs`` does it (one CUDA graph of the linear over distinct weights,
 rotated rounds of ``do_bench_cudagraph``), microseconds a linear; every config checked against
 the dequantized reference first.
 
-    python benchmarks/gpu/int4_scales_ahead.py [--models 7b,1b] [--rows 1,16] [--out OUT]
+    python benchmarks/gpu/int4_scales_ahead.py [--models 7b,1b] [--rows 1,16] [--scan] [--out OUT]
+    python benchmarks/gpu/int4_scales_ahead.py --models '' --shapes 28672:4096,15360:5120
 """
 
 from __future__ import annotations
@@ -26,72 +28,89 @@ from autotune.kernels.interpreter import sm_count
 from autotune.kernels.llama_infer import _kernel_level
 
 
-def tiles(N: int, K: int, level: str, rows: int) -> dict[str, dict]:
-    """`decode_tile`'s config and wider / deeper ones around it (name -> config)."""
+def tiles(N: int, K: int, level: str, rows: int, scan: bool) -> dict[str, dict]:
+    """`decode_tile`'s config, the 64-wide one of the rule before, and with ``scan`` wider and
+    deeper ones (name -> config)."""
     sms = sm_count()
-    base = {**qm.decode_tile(N, K, level, sms), "BLOCK_M": max(16, rows)}
+    bm = max(16, rows)
+    base = {**qm.decode_tile(N, K, level, sms), "BLOCK_M": bm}
+    narrow = {**qm.decode_config(N, K, 2 * sms, block_k=base["BLOCK_K"]), "BLOCK_M": bm}
     out = {"decode_tile": base}
-    for stages in (4, 6):
-        out[f"decode_tile s{stages}"] = {**base, "num_stages": stages}
-    if qm.group_size(level) % 128 == 0:
-        for per_sm in (1, 2):
-            wide = {**qm.decode_config(N, K, per_sm * sms, block_n=128, block_k=128),
-                    "BLOCK_M": max(16, rows), "num_warps": 4, "num_stages": 3}  # fmt: skip
-            out[f"128x128 split{wide['SPLIT_K']}"] = wide
+    if narrow != base:
+        out["64 wide (rule before)"] = narrow
+    if scan:
+        for stages in (4, 6):
+            out[f"64 wide s{stages}"] = {**narrow, "num_stages": stages}
+        if qm.group_size(level) % 128 == 0:
+            for per_sm in (1, 2):
+                wide = {**qm.decode_config(N, K, per_sm * sms, block_n=128, block_k=128),
+                        "BLOCK_M": bm, "num_warps": 4, "num_stages": 3}  # fmt: skip
+                out.setdefault(f"128x128 split{wide['SPLIT_K']}", wide)
+    return out
+
+
+def linears(models: str, shapes: str) -> list[tuple[str, str, int, int]]:
+    """(model, name, N, K) of each preset's linears and each ``N:K`` of ``shapes``."""
+    out = [(m, name, N, K) for m in models.split(",") if m
+           for name, (N, K) in preset_linears(m).items()]  # fmt: skip
+    for shape in (s for s in shapes.split(",") if s):
+        N, K = (int(v) for v in shape.split(":"))
+        out.append(("shape", f"{N}x{K}", N, K))
     return out
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="7b,1b")
+    parser.add_argument("--shapes", default="", help="N:K,... (beside the presets)")
     parser.add_argument("--rows", default="1,16")
+    parser.add_argument("--scan", action="store_true")
     parser.add_argument("--layer-bytes", type=float, default=256e6)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     results = []
-    for model in args.models.split(","):
-        for rows in (int(r) for r in args.rows.split(",")):
-            for name, (N, K) in preset_linears(model).items():
-                level = _kernel_level("int4", K)
-                gen = torch.Generator(device="cuda").manual_seed(0)
-                w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=gen) / K**0.5
-                x = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16, generator=gen)
-                y = torch.empty(rows, N, device="cuda", dtype=torch.bfloat16)
-                q, s = qm.quantize(w.t(), level)
-                ref = qm.reference_quant_matmul(x, q, s)
-                copies = max(2, int(args.layer_bytes // qm.weight_bytes(q, s)))
-                qs = [(q.clone(), s.clone()) for _ in range(copies)]
-                dense = [w.clone() for _ in range(max(2, int(args.layer_bytes // (N * K * 2))))]
-                runs = {"cublas bf16": dense_run(x, dense, y)}
-                counts = {"cublas bf16": len(dense)}
-                counters = qm.tile_counters(N, rows=1, device="cuda")
-                configs = {}
-                for cname, cfg in tiles(N, K, level, rows).items():
-                    for ahead in (0, 1):
-                        qm.SCALES_AHEAD = ahead
-                        key = f"{cname} ahead{ahead}"
-                        got = qm.quant_matmul(x, q, s, counters=counters, **cfg)
-                        err = ((got.float() - ref).norm() / ref.norm()).item()
-                        if err > 1e-2:
-                            raise SystemExit(f"{model} {name} {key}: rel error {err}")
-                        runs[key] = launch_all(
-                            [qm.launcher(x, qq, ss, y, counters=counters, **cfg) for qq, ss in qs]
-                        )
-                        counts[key] = copies
-                        configs[key] = cfg
-                times = rotated_rounds(runs, counts, list(runs), args.rounds)
-                us = {k: statistics.median(v) for k, v in times.items()}
-                print(f"\n{model} {rows} rows, {name} (K={K} -> N={N}, {level}): cuBLAS bf16 "
-                      f"{us['cublas bf16']:.2f} us")  # fmt: skip
-                for key in runs:
-                    if key == "cublas bf16":
-                        continue
-                    gbps = qm.weight_bytes(q, s) / (us[key] * 1e-6) / 1e9
-                    print(f"  {key:28s} {us[key]:8.2f} us {us['cublas bf16'] / us[key]:6.3f}x "
-                          f"cuBLAS {gbps:6.0f} GB/s")  # fmt: skip
-                results.append({"model": model, "rows": rows, "linear": name, "N": N, "K": K,
-                                "level": level, "configs": configs, "us": times})  # fmt: skip
+    for rows in (int(r) for r in args.rows.split(",")):
+        for model, name, N, K in linears(args.models, args.shapes):
+            level = _kernel_level("int4", K)
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=gen) / K**0.5
+            x = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16, generator=gen)
+            y = torch.empty(rows, N, device="cuda", dtype=torch.bfloat16)
+            q, s = qm.quantize(w.t(), level)
+            ref = qm.reference_quant_matmul(x, q, s)
+            copies = max(2, int(args.layer_bytes // qm.weight_bytes(q, s)))
+            qs = [(q.clone(), s.clone()) for _ in range(copies)]
+            dense = [w.clone() for _ in range(max(2, int(args.layer_bytes // (N * K * 2))))]
+            runs = {"cublas bf16": dense_run(x, dense, y)}
+            counts = {"cublas bf16": len(dense)}
+            counters = qm.tile_counters(N, rows=1, device="cuda")
+            configs = {}
+            for cname, cfg in tiles(N, K, level, rows, args.scan).items():
+                for ahead in (0, 1):
+                    qm.SCALES_AHEAD = ahead
+                    key = f"{cname} ahead{ahead}"
+                    got = qm.quant_matmul(x, q, s, counters=counters, **cfg)
+                    err = ((got.float() - ref).norm() / ref.norm()).item()
+                    if err > 1e-2:
+                        raise SystemExit(f"{model} {name} {key}: rel error {err}")
+                    runs[key] = launch_all(
+                        [qm.launcher(x, qq, ss, y, counters=counters, **cfg) for qq, ss in qs]
+                    )
+                    counts[key] = copies
+                    configs[key] = cfg
+            times = rotated_rounds(runs, counts, list(runs), args.rounds)
+            us = {k: statistics.median(v) for k, v in times.items()}
+            print(f"\n{model} {rows} rows, {name} (K={K} -> N={N}, {level}): cuBLAS bf16 "
+                  f"{us['cublas bf16']:.2f} us")  # fmt: skip
+            for key in runs:
+                if key == "cublas bf16":
+                    continue
+                gbps = qm.weight_bytes(q, s) / (us[key] * 1e-6) / 1e9
+                print(f"  {key:28s} {us[key]:8.2f} us {us['cublas bf16'] / us[key]:6.3f}x "
+                      f"cuBLAS {gbps:6.0f} GB/s")  # fmt: skip
+            results.append({"model": model, "rows": rows, "linear": name, "N": N, "K": K,
+                            "level": level, "configs": configs, "us": times})  # fmt: skip
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "int4_scales_ahead.json").write_text(json.dumps(results, indent=1))
