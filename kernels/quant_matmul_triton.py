@@ -121,9 +121,11 @@ CONFIG_KEYS: tuple[str, ...] = tuple(DEFAULT_CONFIG)
 DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 SCALE_DTYPE = torch.float16
-#: whether the int4 tensor-core tile loads a K-block's scales one block ahead (1) or in the
-#: block's own iteration (0)
-SCALES_AHEAD = 1
+#: whether the int4 tensor-core tile loads a K-block's scales one block ahead (True) or in the
+#: block's own iteration (False); None: ahead for tiles 128 and more wide. Side by side on the
+#: H200 (benchmarks/results/h200-2026-12-04-s38), ahead made 128-wide tiles 1.05-1.19x faster
+#: on every linear measured and left 64-wide ones within +-3% (0.98x on the held-out ones).
+SCALES_AHEAD: bool | None = None
 # scales stay normal fp16 numbers: never 0 (an all-zero column), never subnormal
 _SCALE_MIN = torch.finfo(torch.float16).tiny
 _SCALE_MAX = torch.finfo(torch.float16).max
@@ -508,17 +510,20 @@ def decode_config(
 def decode_tile(N: int, K: int, level: str, sms: int) -> dict[str, int]:
     """The untuned tensor-core tile for 1 to 16 decode rows at ``level``: 16 x 64, K-blocks of
     128 where the level's groups are 128 rows (else 64; 32 for K under 64), 4 warps, 3
-    stages, K split until two programs an SM (:func:`decode_config`); for int4 in groups of
-    128, 128 wide where that needs a split of 4 or less (a wide output: 66 and more tiles on
-    132 SMs). Chosen on the 7b preset's four linears at one row (int4, K-major weights, PTX
-    dequantization; a scan of 37-73 tiles each, one reading a tile, H200): at 64 wide,
-    K-blocks of 128 read 1.60-1.68x bf16 cuBLAS where blocks of 64 read 1.35-1.47x, and 3
-    stages beat 4 and 6. Held out (the 1b and 760m presets' linears, 1 and 16 rows): 1.21x /
-    1.13x in int4 against 1.19x / 1.11x for the objective's tile before it;
-    benchmarks/results/h200-2026-12-04-s37. Since the int4 tile loads its scales a block
-    ahead (:data:`SCALES_AHEAD`), 128 wide is 1.8-1.9x on the 7b preset's qkv and gate_up
-    against 1.6x at 64 wide, and 1.46x against 1.32x on the 1b preset's gate_up; at a split
-    of 8 and more it loses (benchmarks/results/h200-2026-12-04-s38).
+    stages, K split until two programs an SM (:func:`decode_config`). Chosen on the 7b
+    preset's four linears at one row (int4, K-major weights, PTX dequantization; a scan of
+    37-73 tiles each, one reading a tile, H200): at 64 wide, K-blocks of 128 read 1.60-1.68x
+    bf16 cuBLAS where blocks of 64 read 1.35-1.47x, and 3 stages beat 4 and 6. Held out (the
+    1b and 760m presets' linears, 1 and 16 rows): 1.21x / 1.13x in int4 against 1.19x /
+    1.11x for the objective's tile before it; benchmarks/results/h200-2026-12-04-s37.
+
+    int4 in groups of 128 takes a 128-wide tile (its scales loaded a block ahead,
+    :data:`SCALES_AHEAD`) where that tile's split still leaves every program at least 4
+    K-blocks and all of its programs fit on the SMs at once (three an SM: its 147 registers
+    a thread leave room for three), a split of 4 or less: 1.46-1.93x bf16 cuBLAS against
+    1.32-1.67x at 64 wide on four such linears; where its programs take a second wave it
+    lost on all six measured (1.46-1.77x against 1.54-1.93x), and with fewer K-blocks a
+    program on 760m's (benchmarks/results/h200-2026-12-04-s38).
 
     Example:
         >>> tile = decode_tile(4096, 4096, "int4-g128", sms=132)
@@ -526,6 +531,8 @@ def decode_tile(N: int, K: int, level: str, sms: int) -> dict[str, int]:
         [16, 64, 128, 8, 3]
         >>> [decode_tile(21888, 4096, "int4-g128", sms=132)[k] for k in ("BLOCK_N", "SPLIT_K")]
         [128, 2]
+        >>> decode_tile(28672, 4096, "int4-g128", sms=132)["BLOCK_N"]  # 448 programs: 2 waves
+        64
         >>> [decode_tile(4096, 10944, level, 132)["BLOCK_K"] for level in ("int4-g64", "int8")]
         [64, 64]
     """
@@ -534,7 +541,9 @@ def decode_tile(N: int, K: int, level: str, sms: int) -> dict[str, int]:
         block_k = 32
     if group_size(level) == 128 and block_k == 128:
         wide = decode_config(N, K, 2 * sms, block_n=128, block_k=block_k)
-        if wide["SPLIT_K"] <= 4:
+        programs = -(-N // 128) * wide["SPLIT_K"]
+        blocks_each = -(-K // block_k) // wide["SPLIT_K"]
+        if wide["SPLIT_K"] <= 4 and programs <= 3 * sms and blocks_each >= 4:
             return wide
     return decode_config(N, K, 2 * sms, block_k=block_k)
 
@@ -726,14 +735,15 @@ def _tiles(M: int, N: int, BLOCK_M: int, BLOCK_N: int) -> int:
 
 
 def _constexprs(
-    level: str, K: int, BLOCK_M: int, BLOCK_K: int, num_stages: int, dtype: torch.dtype
-) -> dict[str, Any]:
+    level: str, K: int, BLOCK_M: int, BLOCK_N: int, BLOCK_K: int, num_stages: int,
+    dtype: torch.dtype,
+) -> dict[str, Any]:  # fmt: skip
     # a one-row tile loads num_stages K-blocks before it uses any (Triton's own pipelining
     # stages only the loads that feed tl.dot: the tensor-core tiles', num_stages deep)
     group = group_size(level)
     return {"GROUP": group, "MASK_K": bool(K % BLOCK_K), "UPCAST": _upcast(dtype),
             "ROW_BLOCKS": num_stages if BLOCK_M == 1 else 1, "PTX": not INTERPRETED,
-            "SCALES_AHEAD": SCALES_AHEAD}  # fmt: skip
+            "SCALES_AHEAD": BLOCK_N >= 128 if SCALES_AHEAD is None else SCALES_AHEAD}  # fmt: skip
 
 
 def launcher(
@@ -809,7 +819,7 @@ def launcher(
         )
     args = (x, q, s, y, workspace, counters, M, N, K,
             *x.stride(), *q.stride(), *s.stride(), *y.stride())  # fmt: skip
-    constexprs = _constexprs(level, K, BLOCK_M, BLOCK_K, num_stages, x.dtype)
+    constexprs = _constexprs(level, K, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, x.dtype)
 
     def run() -> None:
         kernel(*args, **tunables, **constexprs)
@@ -885,7 +895,8 @@ def compile_only(
         N, 1,  # s (groups, N)
         N, 1,  # y (M, N)
         **tunables,
-        **{**_constexprs(level, K, BLOCK_M, BLOCK_K, num_stages, dtype), "UPCAST": False},
+        **{**_constexprs(level, K, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, dtype),
+           "UPCAST": False},
         grid=(1,),
     )  # fmt: skip
     check_shared_memory(kernel)

@@ -1,15 +1,16 @@
 """The int4 tensor-core tile with a K-block's scales loaded one block ahead, side by side with
 loading them in the block's own iteration (``quant_matmul_triton.SCALES_AHEAD`` 1 against 0),
-on a serving preset's linears or on ``--shapes``: `decode_tile`'s tile, the 64-wide tile its
-rule gave before session 38 (``--scan``: and 128-wide tiles and deeper pipelines). The
-question: did the scales' load latency, exposed once an iteration, bound the tile (it read
-1.2-1.3 TB/s of weights where bf16 cuBLAS reads 3.3-4.1)?
+on a serving preset's linears or on ``--shapes``: the 64- and the 128-wide tile (``--scan``:
+deeper pipelines, other splits), `decode_tile`'s marked. The questions: did the scales' load
+latency, exposed once an iteration, bound the tile (it read 1.2-1.3 TB/s of weights where
+bf16 cuBLAS reads 3.3-4.1; ``--ahead both``), and where does the 128-wide tile win?
 
 Timing as ``linear_graphs`` does it (one CUDA graph of the linear over distinct weights,
 rotated rounds of ``do_bench_cudagraph``), microseconds a linear; every config checked against
 the dequantized reference first.
 
-    python benchmarks/gpu/int4_scales_ahead.py [--models 7b,1b] [--rows 1,16] [--scan] [--out OUT]
+    python benchmarks/gpu/int4_scales_ahead.py [--models 7b,1b] [--rows 1,16] [--scan]
+        [--ahead rule|both] [--out OUT]
     python benchmarks/gpu/int4_scales_ahead.py --models '' --shapes 28672:4096,15360:5120
 """
 
@@ -29,24 +30,24 @@ from autotune.kernels.llama_infer import _kernel_level
 
 
 def tiles(N: int, K: int, level: str, rows: int, scan: bool) -> dict[str, dict]:
-    """`decode_tile`'s config, the 64-wide one of the rule before, and with ``scan`` wider and
-    deeper ones (name -> config)."""
+    """The 64-wide tile of `decode_config` and the 128-wide one (K split for two programs an
+    SM), the one `decode_tile` takes marked; with ``scan`` deeper and more split ones too."""
     sms = sm_count()
     bm = max(16, rows)
-    base = {**qm.decode_tile(N, K, level, sms), "BLOCK_M": bm}
-    narrow = {**qm.decode_config(N, K, 2 * sms, block_k=base["BLOCK_K"]), "BLOCK_M": bm}
-    out = {"decode_tile": base}
-    if narrow != base:
-        out["64 wide (rule before)"] = narrow
+    block_k = qm.decode_tile(N, K, level, sms)["BLOCK_K"]
+    narrow = {**qm.decode_config(N, K, 2 * sms, block_k=block_k), "BLOCK_M": bm}
+    out = {"64 wide": narrow}
+    if qm.group_size(level) % 128 == 0:
+        out["128 wide"] = {**qm.decode_config(N, K, 2 * sms, block_n=128, block_k=128),
+                           "BLOCK_M": bm}  # fmt: skip
     if scan:
         for stages in (4, 6):
             out[f"64 wide s{stages}"] = {**narrow, "num_stages": stages}
-        if qm.group_size(level) % 128 == 0:
-            for per_sm in (1, 2):
-                wide = {**qm.decode_config(N, K, per_sm * sms, block_n=128, block_k=128),
-                        "BLOCK_M": bm, "num_warps": 4, "num_stages": 3}  # fmt: skip
-                out.setdefault(f"128x128 split{wide['SPLIT_K']}", wide)
-    return out
+        if "128 wide" in out:
+            wide = {**qm.decode_config(N, K, sms, block_n=128, block_k=128), "BLOCK_M": bm}
+            out.setdefault(f"128 wide split{wide['SPLIT_K']}", wide)
+    rule = {**qm.decode_tile(N, K, level, sms), "BLOCK_M": bm}
+    return {f"{name} (decode_tile)" if cfg == rule else name: cfg for name, cfg in out.items()}
 
 
 def linears(models: str, shapes: str) -> list[tuple[str, str, int, int]]:
@@ -65,6 +66,12 @@ def main() -> int:
     parser.add_argument("--shapes", default="", help="N:K,... (beside the presets)")
     parser.add_argument("--rows", default="1,16")
     parser.add_argument("--scan", action="store_true")
+    parser.add_argument(
+        "--ahead",
+        choices=("rule", "both"),
+        default="rule",
+        help="scales ahead as SCALES_AHEAD's rule has it, or both ways",
+    )
     parser.add_argument("--layer-bytes", type=float, default=256e6)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=None)
@@ -87,9 +94,9 @@ def main() -> int:
             counters = qm.tile_counters(N, rows=1, device="cuda")
             configs = {}
             for cname, cfg in tiles(N, K, level, rows, args.scan).items():
-                for ahead in (0, 1):
+                for ahead in (None,) if args.ahead == "rule" else (False, True):
                     qm.SCALES_AHEAD = ahead
-                    key = f"{cname} ahead{ahead}"
+                    key = cname if ahead is None else f"{cname} ahead{int(ahead)}"
                     got = qm.quant_matmul(x, q, s, counters=counters, **cfg)
                     err = ((got.float() - ref).norm() / ref.norm()).item()
                     if err > 1e-2:

@@ -206,8 +206,8 @@ def _sm90_case(level: str, M: int, K: int, cfg: dict, *, k_major: bool = True) -
         "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": cfg["BLOCK_N"], "BLOCK_K": cfg["BLOCK_K"],
         "SPLIT_K": cfg["SPLIT_K"],
         # the launcher's own constexprs, compiled (no interpreter upcast)
-        **qm._constexprs(level, K, cfg["BLOCK_M"], cfg["BLOCK_K"], cfg["num_stages"],
-                         torch.bfloat16), "UPCAST": False, "PTX": True,
+        **qm._constexprs(level, K, cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"],
+                         cfg["num_stages"], torch.bfloat16), "UPCAST": False, "PTX": True,
     }  # fmt: skip
     return {"args": args, "options": {k: cfg[k] for k in ("num_warps", "num_stages")}}
 
