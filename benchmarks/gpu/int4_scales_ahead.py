@@ -1,9 +1,10 @@
 """The int4 tensor-core tile with a K-block's scales loaded one block ahead, side by side with
 loading them in the block's own iteration (``quant_matmul_triton.SCALES_AHEAD`` 1 against 0),
 on a serving preset's linears or on ``--shapes``: the 64- and the 128-wide tile (``--scan``:
-deeper pipelines, other splits), `decode_tile`'s marked. The questions: did the scales' load
-latency, exposed once an iteration, bound the tile (it read 1.2-1.3 TB/s of weights where
-bf16 cuBLAS reads 3.3-4.1; ``--ahead both``), and where does the 128-wide tile win?
+deeper pipelines, a split that fits one wave, a register cap), `decode_tile`'s marked. The
+questions: did the scales' load latency, exposed once an iteration, bound the tile (it read
+1.2-1.3 TB/s of weights where bf16 cuBLAS reads 3.3-4.1; ``--ahead both``), and where does
+the 128-wide tile win?
 
 Timing as ``linear_graphs`` does it (one CUDA graph of the linear over distinct weights,
 rotated rounds of ``do_bench_cudagraph``), microseconds a linear; every config checked against
@@ -44,10 +45,26 @@ def tiles(N: int, K: int, level: str, rows: int, scan: bool) -> dict[str, dict]:
         for stages in (4, 6):
             out[f"64 wide s{stages}"] = {**narrow, "num_stages": stages}
         if "128 wide" in out:
-            wide = {**qm.decode_config(N, K, sms, block_n=128, block_k=128), "BLOCK_M": bm}
-            out.setdefault(f"128 wide split{wide['SPLIT_K']}", wide)
+            wide = out["128 wide"]
+            fit = dict(wide)  # K split less until the programs fit 3 an SM (147 registers)
+            while fit["SPLIT_K"] > 1 and -(-N // 128) * fit["SPLIT_K"] > 3 * sms:
+                fit["SPLIT_K"] //= 2
+            out.setdefault(f"128 wide split{fit['SPLIT_K']}", fit)
+            out["128 wide maxnreg128"] = {**wide, "maxnreg": 128}  # 4 an SM
     rule = {**qm.decode_tile(N, K, level, sms), "BLOCK_M": bm}
     return {f"{name} (decode_tile)" if cfg == rule else name: cfg for name, cfg in out.items()}
+
+
+_MAXNREG: list[int] = []  # a register cap for the launcher being built (--scan)
+_checked = qm._checked
+
+
+def _checked_with_cap(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    tunables = _checked(*args, **kwargs)
+    return {**tunables, "maxnreg": _MAXNREG[0]} if _MAXNREG else tunables
+
+
+qm._checked = _checked_with_cap
 
 
 def linears(models: str, shapes: str) -> list[tuple[str, str, int, int]]:
@@ -97,12 +114,14 @@ def main() -> int:
                 for ahead in (None,) if args.ahead == "rule" else (False, True):
                     qm.SCALES_AHEAD = ahead
                     key = cname if ahead is None else f"{cname} ahead{int(ahead)}"
-                    got = qm.quant_matmul(x, q, s, counters=counters, **cfg)
+                    run_cfg = dict(cfg)
+                    _MAXNREG[:] = [run_cfg.pop("maxnreg")] if "maxnreg" in run_cfg else []
+                    got = qm.quant_matmul(x, q, s, counters=counters, **run_cfg)
                     err = ((got.float() - ref).norm() / ref.norm()).item()
                     if err > 1e-2:
                         raise SystemExit(f"{model} {name} {key}: rel error {err}")
                     runs[key] = launch_all(
-                        [qm.launcher(x, qq, ss, y, counters=counters, **cfg) for qq, ss in qs]
+                        [qm.launcher(x, qq, ss, y, counters=counters, **run_cfg) for qq, ss in qs]
                     )
                     counts[key] = copies
                     configs[key] = cfg
