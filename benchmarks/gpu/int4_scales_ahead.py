@@ -1,7 +1,7 @@
 """The int4 tensor-core tile with a K-block's scales loaded one block ahead, side by side with
 loading them in the block's own iteration (``quant_matmul_triton.SCALES_AHEAD`` 1 against 0),
 on a serving preset's linears or on ``--shapes``: the 64- and the 128-wide tile (``--scan``:
-a register cap, 8 warps, K-blocks of 64), `decode_tile`'s marked. The
+deeper pipelines, a split that fits one wave, a register cap), `decode_tile`'s marked. The
 questions: did the scales' load latency, exposed once an iteration, bound the tile (it read
 1.2-1.3 TB/s of weights where bf16 cuBLAS reads 3.3-4.1; ``--ahead both``), and where does
 the 128-wide tile win?
@@ -41,14 +41,16 @@ def tiles(N: int, K: int, level: str, rows: int, scan: bool) -> dict[str, dict]:
     if qm.group_size(level) % 128 == 0:
         out["128 wide"] = {**qm.decode_config(N, K, 2 * sms, block_n=128, block_k=128),
                            "BLOCK_M": bm}  # fmt: skip
-    if scan and "128 wide" in out:
-        wide = out["128 wide"]
-        out["128 wide maxnreg128"] = {**wide, "maxnreg": 128}  # 4 an SM (147 registers: 3)
-        out["128 wide 8 warps"] = {**wide, "num_warps": 8}
-        # K-blocks of 64: 96 registers a thread, 5 programs an SM
-        half = {**qm.decode_config(N, K, 2 * sms, block_n=128, block_k=64), "BLOCK_M": bm}
-        out["128x64"] = half
-        out["128x64 s4"] = {**half, "num_stages": 4}
+    if scan:
+        for stages in (4, 6):
+            out[f"64 wide s{stages}"] = {**narrow, "num_stages": stages}
+        if "128 wide" in out:
+            wide = out["128 wide"]
+            fit = dict(wide)  # K split less until the programs fit 3 an SM (147 registers)
+            while fit["SPLIT_K"] > 1 and -(-N // 128) * fit["SPLIT_K"] > 3 * sms:
+                fit["SPLIT_K"] //= 2
+            out.setdefault(f"128 wide split{fit['SPLIT_K']}", fit)
+            out["128 wide maxnreg128"] = {**wide, "maxnreg": 128}  # 4 an SM
     rule = {**qm.decode_tile(N, K, level, sms), "BLOCK_M": bm}
     return {f"{name} (decode_tile)" if cfg == rule else name: cfg for name, cfg in out.items()}
 
