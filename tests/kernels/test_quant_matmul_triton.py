@@ -87,6 +87,25 @@ def test_kernel_matches_the_dequantized_reference(level, split_k, M, dtype):
     check_close(y, ref, tolerance=TOLERANCE[dtype])
 
 
+@pytest.mark.parametrize("K", [384, 640])  # 6 or 10 K-blocks of 64: shares 2, 2, 2, 0 or 3, 3, 3, 1
+@pytest.mark.parametrize("level", ["int4-g64", "int4-g128"])
+def test_scales_loaded_a_block_ahead_give_the_same_product(level, K, monkeypatch):
+    # a 128-wide int4 tile loads each K-block's scales one block early (SCALES_AHEAD's rule);
+    # every share, the short and the empty one included, must still scale each block by its
+    # own group's scales: the same y as loading them in the block's own iteration
+    x = _randn(2, K, seed=41, dtype=torch.bfloat16)
+    q, s = qm.quantize(_randn(K, 130, seed=42), level)  # 130: a masked second tile
+    config = {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 64, "SPLIT_K": 4, "num_warps": 4,
+              "num_stages": 2}  # fmt: skip
+    assert qm._constexprs(level, K, 16, 128, 64, 2, torch.bfloat16)["SCALES_AHEAD"]
+    assert not qm._constexprs(level, K, 16, 64, 64, 2, torch.bfloat16)["SCALES_AHEAD"]
+    ahead = qm.quant_matmul(x, q, s, **config)
+    monkeypatch.setattr(qm, "SCALES_AHEAD", False)
+    in_place = qm.quant_matmul(x, q, s, **config)
+    check_close(ahead, qm.reference_quant_matmul(x, q, s), tolerance=TOLERANCE["bf16"])
+    assert torch.equal(ahead, in_place)
+
+
 @pytest.mark.parametrize("level", list(qm.LEVELS))
 def test_weights_are_stored_k_major_and_the_kernel_takes_either_layout(level):
     # quantize stores q K-major (what the tensor-core tiles read fastest); an N-major copy of
