@@ -89,7 +89,8 @@ class QuantLinear:
         # One row (a decode step of one sequence) takes the 16-row tensor-core tile too: on
         # the 7b preset's four linears at one row it was 1.24-1.44x bf16 cuBLAS in int4 with
         # K-blocks of 64 (decode_tile's of 128 more) against 1.11-1.33x for the one-row tile
-        # (benchmarks/results/h200-2026-12-04-s37)
+        # (benchmarks/results/h200-2026-12-04-s37). The wide ones (7b: qkv, gate_up) take a
+        # 128-wide tile in int4: the 7b batch-1 step 1.41x -> 1.52x bf16 (same, s38)
         self.config = dict(qm.DEFAULT_CONFIG)
         # kept across calls (each launch leaves them at zero): no fill kernel a linear a step;
         # every kernel call below is one row tile of BLOCK_M >= its rows

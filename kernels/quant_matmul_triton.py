@@ -32,7 +32,10 @@ integer-to-float conversion took several instructions a weight); with the weight
 K-major (``quantize`` does) the tensor cores' operand is read from shared memory in whole
 words, not a byte a load. The two together cut the 16-row tile's loop from 544 to 230 sm_90
 instructions and made it 1.44-1.64x bf16 cuBLAS at 16 rows of 4096x4096, 14336x4096 and
-4096x14336 where it was 0.80-1.01x (benchmarks/results/h200-2026-12-04-s37).
+4096x14336 where it was 0.80-1.01x (benchmarks/results/h200-2026-12-04-s37). A block's
+scales are too few bytes a thread for Triton to stage with the weights; tiles 128 and more
+wide load them a block ahead (:data:`SCALES_AHEAD`), which made those 1.05-1.19x faster
+(benchmarks/results/h200-2026-12-04-s38).
 ``BLOCK_M = 1`` (one decode row a program) leaves the tensor cores out: ``tl.dot`` pads its
 rows to 16 and takes the dequantized weights through a shared-memory layout change, while
 one row's product is a multiply-add per weight on the CUDA cores, in fp32, where the weight

@@ -88,9 +88,10 @@ class QuantMatmulObjective(KernelObjective):
         Gaussian weights (about 0.11-0.12: ``max_error`` >= 0.15), in groups of 128 where K is
         whole groups of them (else 64), else int8; the tile is ``decode_tile``'s (16 x 64,
         K-blocks of 128 for groups of 128, else 64; K split until two programs an SM; 4
-        warps, 3 stages), one row included: since the tile dequantizes in PTX and reads
-        K-major weights it was 1.52x bf16 cuBLAS at 1x4096x4096 against 1.37x for the
-        one-row tile on the CUDA cores (``ONE_ROW_CONFIG``, the default for one row before),
+        warps, 3 stages; 128 wide for a wide int4-g128 output), one row included: since the
+        tile dequantizes in PTX and reads K-major weights it was 1.52x bf16 cuBLAS at
+        1x4096x4096 against 1.37x for the one-row tile on the CUDA cores (``ONE_ROW_CONFIG``,
+        the default for one row before),
         and 1.45x at 16x4096x4096 (benchmarks/results/h200-2026-12-04-s37). More rows: int8,
         one tile-row of up to 64 rows, 64 x 64 weight blocks (smaller for a small problem), 4
         warps, 3 stages, K split as ``decode_tile`` splits it: at 32 and 64 rows of three 7-8B
