@@ -127,7 +127,8 @@ SCALE_DTYPE = torch.float16
 #: whether the int4 tensor-core tile loads a K-block's scales one block ahead (True) or in the
 #: block's own iteration (False); None: ahead for tiles 128 and more wide. Side by side on the
 #: H200 (benchmarks/results/h200-2026-12-04-s38), ahead made 128-wide tiles 1.05-1.19x faster
-#: on every linear measured and left 64-wide ones within +-3% (0.98x on the held-out ones).
+#: on all 42 linears and row counts measured and left 64-wide ones where they were (0.94-1.03x,
+#: geometric means 0.997 and 0.992 over 16 and 20).
 SCALES_AHEAD: bool | None = None
 # scales stay normal fp16 numbers: never 0 (an all-zero column), never subnormal
 _SCALE_MIN = torch.finfo(torch.float16).tiny
@@ -521,12 +522,13 @@ def decode_tile(N: int, K: int, level: str, sms: int) -> dict[str, int]:
     1.11x for the objective's tile before it; benchmarks/results/h200-2026-12-04-s37.
 
     int4 in groups of 128 takes a 128-wide tile (its scales loaded a block ahead,
-    :data:`SCALES_AHEAD`) where that tile's split still leaves every program at least 4
-    K-blocks and all of its programs fit on the SMs at once (three an SM: its 147 registers
-    a thread leave room for three), a split of 4 or less: 1.46-1.93x bf16 cuBLAS against
-    1.32-1.67x at 64 wide on four such linears; where its programs take a second wave it
-    lost on all six measured (1.46-1.77x against 1.54-1.93x), and with fewer K-blocks a
-    program on 760m's (benchmarks/results/h200-2026-12-04-s38).
+    :data:`SCALES_AHEAD`) where its K split is 4 or less, all of its programs fit on the SMs
+    at once (three an SM: its 147 registers a thread leave room for three) and each keeps at
+    least 4 K-blocks. Where its programs took a second wave, or had 3 K-blocks each, it lost
+    to 64 wide; the rule was fitted on 32 such pairs (the 7b, 1b and 760m presets, six more
+    shapes) and then held on ten shapes measured after it (1 and 16 rows: the faster tile in
+    all 20, 1.48-2.20x bf16 cuBLAS where it goes wide against 1.25-1.93x at 64 wide;
+    benchmarks/results/h200-2026-12-04-s38).
 
     Example:
         >>> tile = decode_tile(4096, 4096, "int4-g128", sms=132)
