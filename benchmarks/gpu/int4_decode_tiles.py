@@ -20,12 +20,10 @@ import json
 import statistics
 from pathlib import Path
 
-import torch
-from linear_graphs import dense_run, launch_all, preset_linears, rotated_rounds
+from linear_graphs import Int4Linear, preset_linears, rotated_rounds
 
 from autotune.kernels import quant_matmul_triton as qm
 from autotune.kernels.interpreter import sm_count
-from autotune.kernels.llama_infer import _kernel_level
 
 
 def grid(N: int, K: int, level: str, rows: int) -> dict[str, dict]:
@@ -57,42 +55,29 @@ def main() -> int:
     for rows in (int(r) for r in args.rows.split(",")):
         for name in args.linears.split(","):
             N, K = linears[name]
-            level = _kernel_level("int4", K)
-            gen = torch.Generator(device="cuda").manual_seed(0)
-            w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=gen) / K**0.5
-            x = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16, generator=gen)
-            y = torch.empty(rows, N, device="cuda", dtype=torch.bfloat16)
-            q, s = qm.quantize(w.t(), level)
-            ref = qm.reference_quant_matmul(x, q, s)
-            copies = max(2, int(args.layer_bytes // qm.weight_bytes(q, s)))
-            qs = [(q.clone(), s.clone()) for _ in range(copies)]
-            dense = [w.clone() for _ in range(max(2, int(args.layer_bytes // (N * K * 2))))]
-            runs = {"cublas bf16": dense_run(x, dense, y)}
-            counts = {"cublas bf16": len(dense)}
-            counters = qm.tile_counters(N, rows=1, device="cuda")
+            case = Int4Linear(N, K, rows, args.layer_bytes)
+            level, runs = case.level, case.runs
             configs = grid(N, K, level, rows)
             for cname, cfg in configs.items():
                 try:
-                    got = qm.quant_matmul(x, q, s, counters=counters, **cfg)
+                    err = case.error(cfg)
                 except Exception as exc:  # noqa: BLE001 - a config that does not run is a reading
                     print(f"  {cname}: {type(exc).__name__}", flush=True)
                     continue
-                err = ((got.float() - ref).norm() / ref.norm()).item()
                 if err > 1e-2:
                     raise SystemExit(f"{name} {cname}: rel error {err}")
-                launches = [qm.launcher(x, qq, ss, y, counters=counters, **cfg) for qq, ss in qs]
-                runs[cname] = launch_all(launches)
-                counts[cname] = copies
-            scan = rotated_rounds(runs, counts, list(runs), 1)
+                case.add(cname, cfg)
+            scan = rotated_rounds(runs, case.counts, list(runs), 1)
             ranked = sorted((k for k in scan if k not in ("cublas bf16", "default")),
                             key=lambda k: scan[k][0])  # fmt: skip
             finalists = ["cublas bf16", "default", *ranked[:4]]
-            times = rotated_rounds(runs, counts, finalists, args.rounds)
+            times = rotated_rounds(runs, case.counts, finalists, args.rounds)
             us = {k: statistics.median(v) for k, v in times.items()}
             print(f"\n{rows} rows, {name} (K={K} -> N={N}, {level}): cuBLAS bf16 "
                   f"{us['cublas bf16']:.2f} us; scan of {len(scan) - 1} configs")  # fmt: skip
+            weight_bytes = qm.weight_bytes(case.q, case.s)
             for key in finalists:
-                gbps = qm.weight_bytes(q, s) / (us[key] * 1e-6) / 1e9 if key != "cublas bf16" else 0
+                gbps = weight_bytes / (us[key] * 1e-6) / 1e9 if key != "cublas bf16" else 0
                 print(f"  {key:30s} {us[key]:8.2f} us {us['cublas bf16'] / us[key]:6.3f}x cuBLAS"
                       f" {gbps:6.0f} GB/s")  # fmt: skip
             results.append({"rows": rows, "linear": name, "N": N, "K": K, "level": level,

@@ -22,12 +22,10 @@ import json
 import statistics
 from pathlib import Path
 
-import torch
-from linear_graphs import dense_run, launch_all, preset_linears, rotated_rounds
+from linear_graphs import Int4Linear, preset_linears, rotated_rounds
 
 from autotune.kernels import quant_matmul_triton as qm
 from autotune.kernels.interpreter import sm_count
-from autotune.kernels.llama_infer import _kernel_level
 
 
 def tiles(N: int, K: int, level: str, rows: int, scan: bool) -> dict[str, dict]:
@@ -49,7 +47,8 @@ def tiles(N: int, K: int, level: str, rows: int, scan: bool) -> dict[str, dict]:
             fit = dict(wide)  # K split less until the programs fit 3 an SM (147 registers)
             while fit["SPLIT_K"] > 1 and -(-N // 128) * fit["SPLIT_K"] > 3 * sms:
                 fit["SPLIT_K"] //= 2
-            out.setdefault(f"128 wide split{fit['SPLIT_K']}", fit)
+            if fit != wide:
+                out[f"128 wide split{fit['SPLIT_K']}"] = fit
             out["128 wide maxnreg128"] = {**wide, "maxnreg": 128}  # 4 an SM
     rule = {**qm.decode_tile(N, K, level, sms), "BLOCK_M": bm}
     return {f"{name} (decode_tile)" if cfg == rule else name: cfg for name, cfg in out.items()}
@@ -96,19 +95,8 @@ def main() -> int:
     results = []
     for rows in (int(r) for r in args.rows.split(",")):
         for model, name, N, K in linears(args.models, args.shapes):
-            level = _kernel_level("int4", K)
-            gen = torch.Generator(device="cuda").manual_seed(0)
-            w = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=gen) / K**0.5
-            x = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16, generator=gen)
-            y = torch.empty(rows, N, device="cuda", dtype=torch.bfloat16)
-            q, s = qm.quantize(w.t(), level)
-            ref = qm.reference_quant_matmul(x, q, s)
-            copies = max(2, int(args.layer_bytes // qm.weight_bytes(q, s)))
-            qs = [(q.clone(), s.clone()) for _ in range(copies)]
-            dense = [w.clone() for _ in range(max(2, int(args.layer_bytes // (N * K * 2))))]
-            runs = {"cublas bf16": dense_run(x, dense, y)}
-            counts = {"cublas bf16": len(dense)}
-            counters = qm.tile_counters(N, rows=1, device="cuda")
+            case = Int4Linear(N, K, rows, args.layer_bytes)
+            level, runs = case.level, case.runs
             configs = {}
             for cname, cfg in tiles(N, K, level, rows, args.scan).items():
                 for ahead in (None,) if args.ahead == "rule" else (False, True):
@@ -116,23 +104,19 @@ def main() -> int:
                     key = cname if ahead is None else f"{cname} ahead{int(ahead)}"
                     run_cfg = dict(cfg)
                     _MAXNREG[:] = [run_cfg.pop("maxnreg")] if "maxnreg" in run_cfg else []
-                    got = qm.quant_matmul(x, q, s, counters=counters, **run_cfg)
-                    err = ((got.float() - ref).norm() / ref.norm()).item()
+                    err = case.error(run_cfg)
                     if err > 1e-2:
                         raise SystemExit(f"{model} {name} {key}: rel error {err}")
-                    runs[key] = launch_all(
-                        [qm.launcher(x, qq, ss, y, counters=counters, **run_cfg) for qq, ss in qs]
-                    )
-                    counts[key] = copies
+                    case.add(key, run_cfg)
                     configs[key] = cfg
-            times = rotated_rounds(runs, counts, list(runs), args.rounds)
+            times = rotated_rounds(runs, case.counts, list(runs), args.rounds)
             us = {k: statistics.median(v) for k, v in times.items()}
             print(f"\n{model} {rows} rows, {name} (K={K} -> N={N}, {level}): cuBLAS bf16 "
                   f"{us['cublas bf16']:.2f} us")  # fmt: skip
             for key in runs:
                 if key == "cublas bf16":
                     continue
-                gbps = qm.weight_bytes(q, s) / (us[key] * 1e-6) / 1e9
+                gbps = qm.weight_bytes(case.q, case.s) / (us[key] * 1e-6) / 1e9
                 print(f"  {key:28s} {us[key]:8.2f} us {us['cublas bf16'] / us[key]:6.3f}x "
                       f"cuBLAS {gbps:6.0f} GB/s")  # fmt: skip
             results.append({"model": model, "rows": rows, "linear": name, "N": N, "K": K,
