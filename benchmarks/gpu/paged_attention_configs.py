@@ -1,9 +1,10 @@
 """The paged-attention kernel's tiles at decode on a GPU, then whole decode steps with the best.
 
 Part 1 times the kernel alone, as a decode step reads the cache: one CUDA graph of it over
-``--layers`` distinct caches (760m shapes: 16 heads x 96, context ``--context``), each
-``BLOCK_N`` x ``num_warps`` x ``num_stages`` (``BLOCK_M`` stays 16, the graphs' tile of rows;
-shares by :func:`decode_splits`), at the ``--scan`` batches; medians of ``--rounds``
+``--layers`` distinct caches (the ``--model`` preset's heads, 760m's 16 x 96 by default; context
+``--context``), each ``BLOCK_N`` x ``num_warps`` x ``num_stages`` x shares (``--splits``: ``rule``
+is :func:`decode_splits`'s; ``BLOCK_M`` stays 16, the graphs' tile of rows), at the ``--scan``
+batches; medians of ``--rounds``
 interleaved rounds, in GB/s of keys and values. Part 2 takes the ``--top`` configs by their
 geometric-mean speed over those batches and times the engine's whole decode step (host fill,
 graph replay, logits) with each against the default, side by side in rotated rounds, at
@@ -12,6 +13,8 @@ copy's bandwidth measured in the same run.
 
 Run (GPU machine, after benchmarks/gpu/setup.sh):
     python benchmarks/gpu/paged_attention_configs.py [--scan 32,256] [--batches 1,32,256]
+    python benchmarks/gpu/paged_attention_configs.py --model 7b --scan 1 --batches 1 \
+        --block-n 16,32,64 --warps 1,2,4 --stages 1,2,3 --splits rule,8,16,32
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from benchmarks.serving import (  # noqa: E402
     step_summary,
 )
 
-PAGE, H, D = 16, 16, 96
+PAGE = 16
 
 
 def _layers(q, caches, tables, positions, **options) -> None:  # noqa: ANN001, ANN003
@@ -51,12 +54,32 @@ def _layers(q, caches, tables, positions, **options) -> None:  # noqa: ANN001, A
         kernel.paged_attention(q, k, v, tables, positions, **options)
 
 
-def scan(batches: list[int], context: int, layers: int, rounds: int) -> dict[str, dict]:
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+def configs_of(args: argparse.Namespace) -> dict[str, dict]:
+    """The scanned configs by name: the default, then the product of the axes.
+
+    Example:
+        >>> ns = argparse.Namespace(block_n="64", warps="2,4", stages="2", splits="rule,16")
+        >>> list(configs_of(ns))[:3]
+        ['default', 'BLOCK_N 64, 2 warps, 2 stages', 'BLOCK_N 64, 2 warps, 2 stages, 16 shares']
+    """
+    configs: dict[str, dict] = {"default": {}}
+    axes = (_ints(args.block_n), _ints(args.warps), _ints(args.stages), args.splits.split(","))
+    for bn, warps, stages, splits in itertools.product(*axes):
+        name = f"BLOCK_N {bn}, {warps} warps, {stages} stages"
+        options = {"BLOCK_N": bn, "num_warps": warps, "num_stages": stages}
+        if splits != "rule":
+            name, options["splits"] = f"{name}, {splits} shares", int(splits)
+        configs[name] = options
+    return configs
+
+
+def scan(configs: dict[str, dict], batches: list[int], context: int, layers: int, rounds: int,
+         H: int, D: int) -> dict[str, dict]:  # fmt: skip
     """GB/s of each config at each batch (median of rounds); configs that fail are left out."""
-    configs = {"default": {}}
-    for bn, warps, stages in itertools.product((32, 64, 128), (2, 4, 8), (1, 2, 3, 4)):
-        configs[f"BLOCK_N {bn}, {warps} warps, {stages} stages"] = {
-            "BLOCK_N": bn, "num_warps": warps, "num_stages": stages}  # fmt: skip
     speeds: dict[str, dict[int, float]] = {name: {} for name in configs}
     for batch in batches:
         per_seq = -(-(context + 1) // PAGE)
@@ -93,11 +116,11 @@ def scan(batches: list[int], context: int, layers: int, rounds: int) -> dict[str
 
 
 def steps(variants: dict[str, dict], batches: list[int], context: int, rounds: int,
-          count: int) -> None:  # fmt: skip
-    """Whole decode steps of the paged 760m engine with each config, side by side."""
+          count: int, preset: str) -> None:  # fmt: skip
+    """Whole decode steps of the paged engine (bf16) with each config, side by side."""
     device = torch.device("cuda")
     copy_bps = copy_bandwidth(device)
-    cfg = LlamaConfig(**MODEL_PRESETS["760m"], seq_len=2048)
+    cfg = LlamaConfig(**MODEL_PRESETS[preset], seq_len=context + 64)
     torch.manual_seed(0)
     with torch.device(device):
         model = InferenceModel(Llama(cfg), "bf16", "paged")
@@ -142,11 +165,19 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=24)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--top", type=int, default=2)
+    parser.add_argument("--model", default="760m", help="The preset whose heads are read.")
+    parser.add_argument("--block-n", default="32,64,128")
+    parser.add_argument("--warps", default="2,4,8")
+    parser.add_argument("--stages", default="1,2,3,4")
+    parser.add_argument("--splits", default="rule", help="Shares: rule (decode_splits) or counts.")
     args = parser.parse_args()
-    scanned = [int(b) for b in args.scan.split(",")]
-    print(f"{torch.cuda.get_device_name()}: {H} heads x {D}, context {args.context}, "
-          f"{args.layers} caches a graph, {args.rounds} rounds; default {kernel.DEFAULT_CONFIG}")
-    table = scan(scanned, args.context, args.layers, args.rounds)
+    scanned = _ints(args.scan)
+    preset = MODEL_PRESETS[args.model]
+    H, D = preset["n_heads"], preset["d_model"] // preset["n_heads"]
+    print(f"{torch.cuda.get_device_name()}: {args.model}, {H} heads x {D}, context "
+          f"{args.context}, {args.layers} caches a graph, {args.rounds} rounds; default "
+          f"{kernel.DEFAULT_CONFIG}")  # fmt: skip
+    table = scan(configs_of(args), scanned, args.context, args.layers, args.rounds, H, D)
     base = table["default"]["gbps"]
 
     def gain(name: str) -> float:
@@ -160,7 +191,7 @@ def main() -> int:
               + f"   {gain(name):6.3f}")  # fmt: skip
     best = [n for n in ranked if n != "default"][: args.top]
     steps({"default": {}, **{n: table[n]["options"] for n in best}},
-          [int(b) for b in args.batches.split(",")], args.context, args.rounds + 2, 20)  # fmt: skip
+          _ints(args.batches), args.context, args.rounds + 2, 20, args.model)  # fmt: skip
     return 0
 
 
