@@ -1,9 +1,8 @@
 """Tiles for the 16-row int4 decode tile on the serving engine's linears (K-major weights, PTX
-dequantization): a grid around the untuned default (``decode_config``: 16 x 64 x 64, 4 warps,
-3 stages, K split until two programs an SM), one round a config, then the best four and the
-default re-measured in ``--rounds`` rotated rounds beside bf16 cuBLAS. The question: how many
-weight bytes a program should keep in flight (BLOCK_N x BLOCK_K / 2 a stage, times stages),
-since the default's 2 KB a stage reads a 7b preset's gate_up at about 1.3 TB/s.
+dequantization): a grid around the engine's tile (``default``: :func:`decode_tile`'s), one
+round a config, then the best four and the default re-measured in ``--rounds`` rotated rounds
+beside bf16 cuBLAS. The question (session 37, when the default was 16 x 64 x 64): how many
+weight bytes a program should keep in flight (BLOCK_N x BLOCK_K / 2 a stage, times stages).
 
 Timing as ``linear_graphs`` does it (one CUDA graph of the linear over distinct weights,
 rotated rounds of ``do_bench_cudagraph``), microseconds a linear; every config checked against
@@ -27,9 +26,9 @@ from autotune.kernels.interpreter import sm_count
 
 
 def grid(N: int, K: int, level: str, rows: int) -> dict[str, dict]:
-    """The default and tiles around it (name -> config)."""
+    """The engine's tile (``default``) and tiles around it (name -> config)."""
     sms = sm_count()
-    out = {"default": {**qm.decode_config(N, K, 2 * sms), "BLOCK_M": max(16, rows)}}
+    out = {"default": {**qm.decode_tile(N, K, level, sms), "BLOCK_M": max(16, rows)}}
     for bn, bk, stages, warps, per_sm in itertools.product(
         (64, 128), (64, 128), (3, 4, 6), (4, 8), (1, 2, 4)
     ):
