@@ -125,6 +125,7 @@ class InferenceModel:
         fused_norm: bool | None = None,
         fused_rope: bool | None = None,
         fused_swiglu: bool | None = None,
+        fused_combine: bool | None = None,
     ) -> None:
         if weights not in WEIGHTS:
             raise ValueError(f"weights={weights!r} is not one of {', '.join(WEIGHTS)}")
@@ -159,6 +160,11 @@ class InferenceModel:
         # SwiGLU's silu(gate) * up in one Triton launch (swiglu_triton) instead of two torch
         # kernels a layer; on by default on a GPU, for the same reason
         self.fused_swiglu = device.type == "cuda" if fused_swiglu is None else fused_swiglu
+        # the paged kernel's shares of a row's keys (few sequences: flash-decoding) combined by
+        # the last program to finish them, not by a second kernel a layer; its counters are
+        # the model's (made outside a graph's capture, zero again after every launch)
+        self.fused_combine = device.type == "cuda" if fused_combine is None else fused_combine
+        self._counters: torch.Tensor | None = None
         self.linears: list[dict[str, object]] = []
         for block in model.blocks:
             layer = {}
@@ -185,6 +191,28 @@ class InferenceModel:
     @staticmethod
     def _linear(w: object, x: torch.Tensor) -> torch.Tensor:
         return w(x) if isinstance(w, QuantLinear) else F.linear(x, w)  # type: ignore[arg-type]
+
+    def combine_counters(self, rows: int) -> torch.Tensor | None:
+        """Zeroed int32 counters for the paged kernel's combine over ``rows`` query rows (one
+        per row and head), or None (a second kernel combines) without ``fused_combine`` or
+        while a CUDA graph is captured and the counters held are too few: made then, they
+        would be the graph's memory. Calls run one after another (one stream) and share them.
+
+        Example:
+            >>> from autotune.kernels.llama import Llama, LlamaConfig
+            >>> cfg = LlamaConfig(vocab=64, d_model=32, n_layers=1, n_heads=2, seq_len=16)
+            >>> model = InferenceModel(Llama(cfg), attention_reads="paged", fused_combine=True)
+            >>> model.combine_counters(3).shape, int(model.combine_counters(2).sum())
+            (torch.Size([6]), 0)
+        """
+        if not self.fused_combine:
+            return None
+        need = rows * self.cfg.n_heads
+        if self._counters is None or self._counters.numel() < need:
+            if self.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+                return None
+            self._counters = torch.zeros(need, dtype=torch.int32, device=self.device)
+        return self._counters[:need]
 
     @torch.inference_mode()
     def forward(self, chunks: list[Chunk], cache: PagedKVCache) -> torch.Tensor:
@@ -213,9 +241,12 @@ class InferenceModel:
 
             tables32, q_pos32 = tables.to(torch.int32), q_pos.to(torch.int32)
 
+            counters = self.combine_counters(gather_rows.numel())
+
             def attend(layer: int, q: torch.Tensor) -> torch.Tensor:  # (batch, q_max, h, hd)
                 return paged_attention(q[gather_rows], cache.k[layer], cache.v[layer], tables32,
-                                       q_pos32, kv_scale=cache.read_scale)  # fmt: skip
+                                       q_pos32, kv_scale=cache.read_scale,
+                                       counters=counters)  # fmt: skip
         else:
             keys = torch.arange(blocks * cache.block_size, device=dev)
             mask = keys[None, None, :] <= q_pos[:, :, None]  # causal, and padding sees nothing
@@ -264,7 +295,7 @@ class InferenceModel:
             from autotune.kernels.paged_attention_triton import paged_attention
 
             q_pos32 = q_pos.to(torch.int32)
-            options: dict[str, object] = {}
+            options: dict[str, object] = {"counters": self.combine_counters(len(tokens))}
             if tiles is not None:
                 starts, counts, tile_rows = tiles
                 tables = tables[tile_rows]

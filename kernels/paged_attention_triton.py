@@ -70,11 +70,12 @@ def _paged_attention_kernel(
     stride_vn, stride_vp, stride_vh, stride_vd,
     stride_ob, stride_os, stride_oh, stride_od,
     stride_tb, stride_pb,
-    m_ws_ptr, l_ws_ptr, acc_ws_ptr,
+    m_ws_ptr, l_ws_ptr, acc_ws_ptr, counter_ptr,
     B, H, GROUP, Q, qk_scale, kv_scale,
     D: tl.constexpr, BLOCK_D: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr, SPLITS: tl.constexpr,
     UPCAST: tl.constexpr, IEEE: tl.constexpr, CONVERT: tl.constexpr, TILED: tl.constexpr,
+    FUSED_COMBINE: tl.constexpr,
 ):  # fmt: skip
     if TILED:  # a tile's BLOCK_M rows are all its query rows: every (tile, head) on axis 0
         start_m = 0
@@ -156,6 +157,34 @@ def _paged_attention_kernel(
         tl.store(m_ws_ptr + slot, m_i, mask=in_q)
         tl.store(l_ws_ptr + slot, l_i, mask=in_q)
         tl.store(acc_ws_ptr + slot[:, None] * BLOCK_D + cols[None, :], acc, mask=in_q[:, None])
+        if FUSED_COMBINE:  # the last of the SPLITS programs of these rows and head combines
+            tl.debug_barrier()  # every thread's share is stored before the ticket
+            group = tl.program_id(0) if TILED else tl.program_id(0) * (B * H) + bh
+            ticket = tl.atomic_add(counter_ptr + group, 1, sem="acq_rel")
+            if ticket == SPLITS - 1:
+                m_all = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+                l_all = tl.full((BLOCK_M,), 0.0, dtype=tl.float32)
+                acc_all = tl.full((BLOCK_M, BLOCK_D), 0.0, dtype=tl.float32)
+                for other in range(SPLITS):  # in share order: the same sum whoever is last
+                    part = ((other * B + b) * Q + rows) * H + h
+                    # .cg: from L2, where the other programs' stores are, not a stale L1 line
+                    m_s = tl.load(m_ws_ptr + part, mask=in_q, other=float("-inf"),
+                                  cache_modifier=".cg")  # fmt: skip
+                    l_s = tl.load(l_ws_ptr + part, mask=in_q, other=0.0, cache_modifier=".cg")
+                    acc_s = tl.load(acc_ws_ptr + part[:, None] * BLOCK_D + cols[None, :],
+                                    mask=in_q[:, None], other=0.0,
+                                    cache_modifier=".cg")  # fmt: skip
+                    m_new = tl.maximum(m_all, m_s)
+                    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+                    keep, weight = tl.exp2(m_all - m_safe), tl.exp2(m_s - m_safe)
+                    l_all = l_all * keep + l_s * weight
+                    acc_all = acc_all * keep[:, None] + acc_s * weight[:, None]
+                    m_all = m_new
+                out = acc_all / tl.where(l_all == 0.0, 1.0, l_all)[:, None]
+                tl.store(o_ptr + h * stride_oh + o_rows[:, None] + cols[None, :] * stride_od,
+                         out.to(o_ptr.dtype.element_ty),
+                         mask=in_q[:, None] & in_d[None, :])  # fmt: skip
+                tl.atomic_xchg(counter_ptr + group, 0)  # ready for the next launch
 
 
 @triton.jit
@@ -258,6 +287,7 @@ def paged_attention(
     num_stages: int = DEFAULT_CONFIG["num_stages"],
     splits: int | None = None,
     tiles: tuple[torch.Tensor, torch.Tensor] | None = None,
+    counters: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention of ``q`` over the paged keys and values: (B, Q, H, D) in q's dtype;
     rows at position -1 come back as zeros. Every position's block must be in ``tables``.
@@ -316,6 +346,12 @@ def paged_attention(
         acc_ws = torch.empty(splits, B, Q, H, block_d, dtype=torch.float32, device=q.device)
     else:
         m_ws = l_ws = acc_ws = out  # not read
+    groups = (B if tiles is not None else triton.cdiv(Q, BLOCK_M) * B) * H
+    fused = counters is not None and splits > 1
+    if fused and (counters.dtype != torch.int32 or counters.numel() < groups
+                  or counters.device != q.device):  # fmt: skip
+        raise ValueError(f"counters must be {groups} or more int32 zeros on {q.device}, got "
+                         f"{counters.numel()} {counters.dtype} on {counters.device}")  # fmt: skip
     upcast = INTERPRETED and q.dtype == torch.bfloat16  # the interpreter's bf16 is bit patterns
     scale = (D**-0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     # tiles: one program a (tile, head) on the grid's first axis, which takes up to 2^31 - 1
@@ -325,15 +361,15 @@ def paged_attention(
         q, k, v, out, tables, positions, starts, counts,
         *q.stride(), *k.stride(), *v.stride(), *out.stride(),
         tables.stride(0), positions.stride(0),
-        m_ws, l_ws, acc_ws,
+        m_ws, l_ws, acc_ws, counters if fused else out,
         B, H, H // k.shape[2], Q, scale, float(kv_scale),
         D=D, BLOCK_D=block_d, PAGE=k.shape[1], BLOCK_M=BLOCK_M,
         BLOCK_N=BLOCK_N, SPLITS=splits, UPCAST=upcast,
         IEEE=q.dtype == torch.float32,
         CONVERT=upcast or k.dtype != q.dtype or float(kv_scale) != 1.0, TILED=tiles is not None,
-        num_warps=num_warps, num_stages=num_stages,
+        FUSED_COMBINE=fused, num_warps=num_warps, num_stages=num_stages,
     )  # fmt: skip
-    if splits > 1:
+    if splits > 1 and not fused:
         _combine_kernel[(B * Q * H,)](
             out, m_ws, l_ws, acc_ws, starts, counts, *out.stride(), B, Q, H,
             D=D, BLOCK_D=block_d, SPLITS=splits, TILED=tiles is not None, num_warps=4,

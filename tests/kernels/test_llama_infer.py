@@ -77,6 +77,28 @@ def test_a_fused_launch_gives_the_logits_of_torchs_ops(option: str, reads: str) 
 
 
 @interpreter_only
+def test_shares_combined_by_their_last_program_give_the_logits_of_a_second_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``fused_combine`` (a GPU default): the paged kernel's last program of a row's shares
+    combines them. Contexts this small are not split on their own, so every launch here is
+    cut in 2 shares (some of them empty), both ways."""
+    from autotune.kernels import paged_attention_triton
+
+    monkeypatch.setattr(paged_attention_triton, "decode_splits", lambda *args: 2)
+    cfg = LlamaConfig(vocab=64, d_model=48, n_layers=2, n_heads=2, seq_len=32)
+    torch.manual_seed(0)
+    llama = Llama(cfg)
+    second_kernel = InferenceModel(llama, "bf16", "paged", fused_combine=False)
+    fused = InferenceModel(llama, "bf16", "paged", fused_combine=True)
+    assert not InferenceModel(llama).fused_combine  # on a CPU: off unless asked for
+    assert second_kernel.combine_counters(4) is None
+    for t, f in zip(_steps(second_kernel, "fp32"), _steps(fused, "fp32"), strict=True):
+        assert (t - f).abs().max() < 1e-4 * t.abs().max()
+    assert fused._counters is not None and int(fused._counters.count_nonzero()) == 0
+
+
+@interpreter_only
 @pytest.mark.parametrize("reads", ["gather", "paged"])
 def test_rotary_and_the_cache_write_in_one_launch_give_the_logits_of_torchs_ops(reads) -> None:
     """The fused rotary + KV write (the interpreter here) against torch's rotation and indexed

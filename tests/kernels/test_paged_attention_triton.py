@@ -139,10 +139,12 @@ def test_a_scale_applies_to_a_cache_in_the_compute_dtype_too():
 
 @pytest.mark.parametrize("splits", [2, 4, 8])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float8_e4m3fn])
-def test_keys_cut_in_shares_give_the_unsplit_result(splits, dtype):
-    """Flash-decoding: each share's max, sum and output combined by a second kernel. The rows
-    are a long decode row (some shares of 16 keys see nothing past it), a prefill chunk whose
-    rows see different numbers of keys, and padding; grouped-query heads, D not a power of 2."""
+@pytest.mark.parametrize("fused", [False, True])
+def test_keys_cut_in_shares_give_the_unsplit_result(splits, dtype, fused):
+    """Flash-decoding: each share's max, sum and output combined by a second kernel, or (with
+    counters) by the last program of the row's shares. The rows are a long decode row (some
+    shares of 16 keys see nothing past it), a prefill chunk whose rows see different numbers of
+    keys, and padding; grouped-query heads, D not a power of 2."""
     cache_dtype = dtype
     compute = torch.float32 if dtype == torch.float8_e4m3fn else dtype
     k, v = _cache(4, 2, 24, torch.float32, blocks=20)
@@ -152,13 +154,26 @@ def test_keys_cut_in_shares_give_the_unsplit_result(splits, dtype):
     q = torch.randn(2, 3, 4, 24, generator=torch.Generator().manual_seed(3)).to(compute)
     scale = 2.0 if dtype == torch.float8_e4m3fn else 1.0
     whole = paged_attention(q, k, v, tables, positions, BLOCK_N=16, splits=1, kv_scale=scale)
-    shared = paged_attention(q, k, v, tables, positions, BLOCK_N=16, splits=splits,
-                             kv_scale=scale)  # fmt: skip
-    ref = reference_paged_attention(q, k, v, tables, positions, kv_scale=scale)
-    tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-5
-    assert (shared.float() - ref).abs().max() < tolerance
-    assert (shared.float() - whole.float()).abs().max() < tolerance
-    assert shared[0, 1:].abs().max() == 0  # padding rows: zeros, however many shares
+    counters = torch.zeros(2 * 4, dtype=torch.int32, device=DEVICE) if fused else None
+    for _ in range(2):  # with counters, the first call leaves them ready for the second
+        shared = paged_attention(q, k, v, tables, positions, BLOCK_N=16, splits=splits,
+                                 kv_scale=scale, counters=counters)  # fmt: skip
+        ref = reference_paged_attention(q, k, v, tables, positions, kv_scale=scale)
+        tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-5
+        assert (shared.float() - ref).abs().max() < tolerance
+        assert (shared.float() - whole.float()).abs().max() < tolerance
+        assert shared[0, 1:].abs().max() == 0  # padding rows: zeros, however many shares
+    if fused:
+        assert int(counters.count_nonzero()) == 0
+
+
+def test_counters_too_few_for_the_rows_and_heads_are_refused():
+    k, v = _cache(4, 2, 16, torch.float32)
+    q = torch.randn(3, 1, 2, 16)  # 3 sequences x 2 heads: 6 counters
+    tables, positions = _tables([[0], [1], [2]]), torch.zeros(3, 1, dtype=torch.int32)
+    few = torch.zeros(5, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="counters must be 6 or more int32"):
+        paged_attention(q, k, v, tables, positions, splits=2, counters=few)
 
 
 def test_decode_rows_of_few_sequences_are_split_to_fill_the_sms():
@@ -173,10 +188,12 @@ def test_decode_rows_of_few_sequences_are_split_to_fill_the_sms():
                         torch.tensor([[0]], dtype=torch.int32), splits=3)  # fmt: skip
 
 
-@pytest.mark.parametrize("splits", [1, 4])
+@pytest.mark.parametrize("splits, fused", [(1, False), (4, False), (4, True)])
 @pytest.mark.parametrize("H, H_KV, D", [(2, 2, 16), (4, 2, 24)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_tiles_of_one_sequences_rows_give_what_rows_of_their_own_do(splits, H, H_KV, D, dtype):
+def test_tiles_of_one_sequences_rows_give_what_rows_of_their_own_do(
+    splits, fused, H, H_KV, D, dtype
+):
     page = 4
     k, v = _cache(page, H_KV, D, dtype, blocks=16)
     # one row per token: a chunk of 19 tokens of sequence 0 at positions 3..21 (tiles of 16 and
@@ -188,14 +205,15 @@ def test_tiles_of_one_sequences_rows_give_what_rows_of_their_own_do(splits, H, H
     starts = torch.tensor([0, 16, 19, 20], dtype=torch.int32)
     counts = torch.tensor([16, 3, 1, 2], dtype=torch.int32)
     q = torch.randn(23, 1, H, D, generator=torch.Generator().manual_seed(2)).to(dtype)
+    counters = torch.zeros(4 * H, dtype=torch.int32, device=DEVICE) if fused else None
     out = paged_attention(q, k, v, tables[[0, 0, 1, 2]], positions, tiles=(starts, counts),
-                          BLOCK_M=16, BLOCK_N=16, splits=splits)  # fmt: skip
+                          BLOCK_M=16, BLOCK_N=16, splits=splits, counters=counters)  # fmt: skip
     ref = reference_paged_attention(q[:22], k, v, tables[owner], positions[:22])
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     assert out.shape == q.shape and (out[:22].float() - ref).abs().max() < tolerance
     # a tile read through another sequence's table is another result: the tables are used
     wrong = paged_attention(q, k, v, tables[[1, 0, 1, 2]], positions, tiles=(starts, counts),
-                            BLOCK_M=16, BLOCK_N=16, splits=splits)  # fmt: skip
+                            BLOCK_M=16, BLOCK_N=16, splits=splits, counters=counters)  # fmt: skip
     assert (wrong[:16].float() - ref[:16]).abs().max() > 0.1
 
 
