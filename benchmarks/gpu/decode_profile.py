@@ -61,6 +61,8 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("gemm", "cuBLAS linears"),
     ("gemv", "cuBLAS linears"),
     ("sm90_xmma", "cuBLAS linears"),
+    ("nvjet", "cuBLAS linears"),
+    ("splitkreduce", "cuBLAS linears"),
     ("cutlass", "cuBLAS linears"),
     ("paged_attention", "attention"),
     ("_combine", "attention"),
@@ -68,8 +70,6 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("rotary", "rotary + KV write"),
     ("swiglu", "SwiGLU"),
     ("silu", "SwiGLU"),
-    ("split_k", "split-K sums"),
-    ("reduce", "split-K sums"),
 )
 
 
