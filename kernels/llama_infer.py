@@ -300,7 +300,7 @@ class InferenceModel:
                 starts, counts, tile_rows = tiles
                 tables = tables[tile_rows]
                 # tiles of up to the kernel's default BLOCK_M rows (16)
-                options = {"tiles": (starts.to(torch.int32), counts.to(torch.int32))}
+                options["tiles"] = (starts.to(torch.int32), counts.to(torch.int32))
             tables32 = tables.to(torch.int32)
 
             def attend(layer: int, q: torch.Tensor) -> torch.Tensor:

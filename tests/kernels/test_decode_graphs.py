@@ -125,6 +125,32 @@ def _steps_match_the_forward(model, plain, graphs, steps) -> None:  # noqa: ANN0
         torch.testing.assert_close(graphs(chunks), want, **tolerance)
 
 
+def test_shares_combined_by_their_last_program_give_the_second_kernels_logits(monkeypatch):
+    """``fused_combine``: the graphs' decode step (tiles of one row) passes the model's counters
+    and gets the logits of the second-kernel combine; these contexts are too short to be cut in
+    shares on their own, so every launch is cut in 2. The kernel runs as it is; a wrapper only
+    records whether counters reached it."""
+    plain_attention = paged_attention_triton.paged_attention
+    passed: list[bool] = []
+
+    def recording(*args, **kwargs):
+        passed.append(kwargs.get("counters") is not None)
+        return plain_attention(*args, **kwargs)
+
+    monkeypatch.setattr(paged_attention_triton, "decode_splits", lambda *args: 2)
+    monkeypatch.setattr(paged_attention_triton, "paged_attention", recording)
+    logits = {}
+    for fused in (False, True):
+        model = _model("paged")
+        model.fused_combine = fused
+        passed.clear()
+        want, logits[fused], *_ = _decode_both(model, "fp32", steps=3)
+        torch.testing.assert_close(logits[fused], want, atol=2e-4, rtol=1e-4)
+        assert set(passed) == {fused}  # the forward's launches and the graphs' alike
+    torch.testing.assert_close(logits[True], logits[False], atol=2e-4, rtol=1e-4)
+    assert int(model._counters.count_nonzero()) == 0
+
+
 def test_mixed_steps_of_a_paged_model_give_the_engines_logits_and_keys():
     model, plain, graphs = _paged_pair(max_tokens=12)
     static = graphs.cache
