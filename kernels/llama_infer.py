@@ -162,8 +162,10 @@ class InferenceModel:
         self.fused_swiglu = device.type == "cuda" if fused_swiglu is None else fused_swiglu
         # the paged kernel's shares of a row's keys (few sequences: flash-decoding) combined by
         # the last program to finish them, not by a second kernel a layer; its counters are
-        # the model's (made outside a graph's capture, zero again after every launch)
-        self.fused_combine = device.type == "cuda" if fused_combine is None else fused_combine
+        # the model's (made outside a graph's capture, zero again after every launch). Off
+        # unless asked for: correct on an H200 (the kernel's tests), its speed not yet
+        # measured there (benchmarks/gpu/fused_combine.py; results/h200-2026-12-04-s39)
+        self.fused_combine = bool(fused_combine)
         self._counters: torch.Tensor | None = None
         self.linears: list[dict[str, object]] = []
         for block in model.blocks:

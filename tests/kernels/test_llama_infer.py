@@ -80,8 +80,8 @@ def test_a_fused_launch_gives_the_logits_of_torchs_ops(option: str, reads: str) 
 def test_shares_combined_by_their_last_program_give_the_logits_of_a_second_kernel(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``fused_combine`` (a GPU default): the paged kernel's last program of a row's shares
-    combines them. Contexts this small are not split on their own, so every launch here is
+    """``fused_combine`` (off unless asked for): the paged kernel's last program of a row's
+    shares combines them. Contexts this small are not split on their own, so every launch here is
     cut in 2 shares (some of them empty), both ways."""
     from autotune.kernels import paged_attention_triton
 
@@ -91,7 +91,7 @@ def test_shares_combined_by_their_last_program_give_the_logits_of_a_second_kerne
     llama = Llama(cfg)
     second_kernel = InferenceModel(llama, "bf16", "paged", fused_combine=False)
     fused = InferenceModel(llama, "bf16", "paged", fused_combine=True)
-    assert not InferenceModel(llama).fused_combine  # on a CPU: off unless asked for
+    assert not InferenceModel(llama).fused_combine  # off unless asked for
     assert second_kernel.combine_counters(4) is None
     for t, f in zip(_steps(second_kernel, "fp32"), _steps(fused, "fp32"), strict=True):
         assert (t - f).abs().max() < 1e-4 * t.abs().max()
