@@ -167,6 +167,7 @@ class InferenceModel:
         # measured there (benchmarks/gpu/fused_combine.py; results/h200-2026-12-04-s39)
         self.fused_combine = bool(fused_combine)
         self._counters: torch.Tensor | None = None
+        self._retired_counters: list[torch.Tensor] = []  # kept alive, never reused
         self.linears: list[dict[str, object]] = []
         for block in model.blocks:
             layer = {}
@@ -213,6 +214,8 @@ class InferenceModel:
         if self._counters is None or self._counters.numel() < need:
             if self.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
                 return None
+            if self._counters is not None:  # a captured graph may still point at them
+                self._retired_counters.append(self._counters)
             self._counters = torch.zeros(need, dtype=torch.int32, device=self.device)
         return self._counters[:need]
 

@@ -76,6 +76,16 @@ def test_a_fused_launch_gives_the_logits_of_torchs_ops(option: str, reads: str) 
         assert (t - f).abs().max() < 1e-4 * t.abs().max()
 
 
+def test_combine_counters_grow_without_freeing_the_ones_a_graph_may_hold() -> None:
+    cfg = LlamaConfig(vocab=64, d_model=32, n_layers=1, n_heads=2, seq_len=16)
+    model = InferenceModel(Llama(cfg), attention_reads="paged", fused_combine=True)
+    small = model.combine_counters(2)
+    assert small.shape == (4,) and model.combine_counters(1).data_ptr() == small.data_ptr()
+    large = model.combine_counters(8)  # more rows than held: new zeros, the old kept alive
+    assert large.shape == (16,) and int(large.count_nonzero()) == 0
+    assert any(held.data_ptr() == small.data_ptr() for held in model._retired_counters)
+
+
 @interpreter_only
 def test_shares_combined_by_their_last_program_give_the_logits_of_a_second_kernel(
     monkeypatch: pytest.MonkeyPatch,
