@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,27 @@ def copy_bandwidth(device: torch.device) -> float:
         torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
     return 2 * src.numel() / statistics.median(times)
+
+
+def median_ms(
+    run: Callable[[], object], count: int, sync: Callable[[], object] = torch.cuda.synchronize
+) -> float:
+    """Median wall milliseconds of ``count`` calls of ``run``, each timed from one ``sync``
+    (the GPU's queue drained: by default ``torch.cuda.synchronize``) to the next, so a call's
+    time includes the device work it queued.
+
+    Example:
+        >>> median_ms(lambda: sum(range(1000)), 5, sync=lambda: None) < 100
+        True
+    """
+    taken = []
+    for _ in range(count):
+        sync()
+        start = time.perf_counter()
+        run()
+        sync()
+        taken.append(time.perf_counter() - start)
+    return statistics.median(taken) * 1e3
 
 
 def decode_step_bytes(model: InferenceModel, batch: int, context: int) -> int:

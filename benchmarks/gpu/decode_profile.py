@@ -10,29 +10,20 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
-import time
+import sys
 from collections import defaultdict
-from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from autotune.kernels.decode_graphs import DecodeGraphs
-from autotune.kernels.llama import Llama, LlamaConfig
-from autotune.kernels.llama_infer import Chunk, InferenceModel
-from autotune.objectives.train_step import MODEL_PRESETS
+sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after autotune
 
-
-def _median_s(run: Callable[[], object], times: int = 20) -> float:
-    taken = []
-    for _ in range(times):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        run()
-        torch.cuda.synchronize()
-        taken.append(time.perf_counter() - start)
-    return statistics.median(taken)
+from autotune.kernels.decode_graphs import DecodeGraphs  # noqa: E402
+from autotune.kernels.llama import Llama, LlamaConfig  # noqa: E402
+from autotune.kernels.llama_infer import Chunk, InferenceModel  # noqa: E402
+from autotune.objectives.train_step import MODEL_PRESETS  # noqa: E402
+from benchmarks.serving import median_ms  # noqa: E402
 
 
 def main() -> int:
@@ -45,7 +36,8 @@ def main() -> int:
     cfg = LlamaConfig(**MODEL_PRESETS[args.model], seq_len=args.context + 64)
     for weights in args.weights.split(","):
         torch.manual_seed(0)
-        model = InferenceModel(Llama(cfg).to("cuda"), weights, attention_reads="paged")
+        with torch.device("cuda"):  # built there: a 7b model's fp32 weights skip the host
+            model = InferenceModel(Llama(cfg), weights, attention_reads="paged")
         print(f"\n##### {args.model}, {weights} weights, context {args.context}")
         _profile(model, cfg, args.context, [int(b) for b in args.batches.split(",")])
         del model
@@ -91,9 +83,9 @@ def _profile(model: InferenceModel, cfg: LlamaConfig, context: int, batches: lis
         for seq in range(batch):
             cache.allocate(seq, context + 40)
         chunks = [Chunk(seq, context, [1]) for seq in range(batch)]
-        step = _median_s(functools.partial(runner, chunks))
+        step_ms = median_ms(functools.partial(runner, chunks), 20)
         graph = runner.graphs[next(b for b in runner.buckets if b >= batch)][0]
-        replay = _median_s(graph.replay)
+        replay_ms = median_ms(graph.replay, 20)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(3):
                 graph.replay()
@@ -105,7 +97,7 @@ def _profile(model: InferenceModel, cfg: LlamaConfig, context: int, batches: lis
                 per[event.name[:90]][1] += event.device_time_total
         kernels_us = sum(us for _, us in per.values()) / 3
         kv = batch * (context + 1) * cfg.n_layers * 2 * cfg.d_model * 2
-        print(f"\n== batch {batch}: step {step * 1e3:.3f} ms, replay {replay * 1e3:.3f} ms, "
+        print(f"\n== batch {batch}: step {step_ms:.3f} ms, replay {replay_ms:.3f} ms, "
               f"kernels {kernels_us / 1e3:.3f} ms in {sum(n for n, _ in per.values()) // 3} "
               f"launches; {(model.weight_bytes() + kv) / 1e9:.3f} GB to read")  # fmt: skip
         kinds: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])

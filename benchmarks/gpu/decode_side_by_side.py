@@ -17,9 +17,9 @@ fused SwiGLU (``--old-attention`` is then not read).
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -36,6 +36,7 @@ from benchmarks.serving import (  # noqa: E402
     copy_bandwidth,
     decode_step_bytes,
     filled_cache,
+    median_ms,
     step_summary,
 )
 
@@ -89,27 +90,13 @@ def main() -> int:
         step_ms: dict[str, list[float]] = {n: [] for n in variants}
         replay_ms: dict[str, list[float]] = {n: [] for n in variants}
         names = list(variants)
+        chunks = [Chunk(seq, args.context, [1]) for seq in range(batch)]
         for r in range(args.rounds):
             for name in rotated(names, r):
                 runner = runners[name]
-                steps, replays = [], []
-                for _ in range(args.steps):
-                    chunks = [Chunk(seq, args.context, [1]) for seq in range(batch)]
-                    torch.cuda.synchronize()
-                    start = time.perf_counter()
-                    runner(chunks)
-                    torch.cuda.synchronize()
-                    steps.append(time.perf_counter() - start)
+                step_ms[name].append(median_ms(functools.partial(runner, chunks), args.steps))
                 bucket = next(b for b in runner.buckets if b >= batch)
-                graph = runner.graphs[bucket][0]
-                for _ in range(args.steps):
-                    torch.cuda.synchronize()
-                    start = time.perf_counter()
-                    graph.replay()
-                    torch.cuda.synchronize()
-                    replays.append(time.perf_counter() - start)
-                step_ms[name].append(statistics.median(steps) * 1e3)
-                replay_ms[name].append(statistics.median(replays) * 1e3)
+                replay_ms[name].append(median_ms(runner.graphs[bucket][0].replay, args.steps))
         need = decode_step_bytes(model, batch, args.context + 1)
         first = statistics.median(step_ms[names[0]])
         print(f"\nbatch {batch}: {need / 1e9:.2f} GB a step")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -33,21 +32,11 @@ from benchmarks.serving import (  # noqa: E402
     copy_bandwidth,
     decode_step_bytes,
     filled_cache,
+    median_ms,
     step_summary,
 )
 
 VARIANTS = ("second kernel", "fused combine")
-
-
-def _timed(run: object, count: int) -> float:
-    taken = []
-    for _ in range(count):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        run()  # type: ignore[operator]
-        torch.cuda.synchronize()
-        taken.append(time.perf_counter() - start)
-    return statistics.median(taken) * 1e3
 
 
 def side_by_side(model: InferenceModel, batch: int, args: argparse.Namespace, copy_bps: float):
@@ -67,8 +56,8 @@ def side_by_side(model: InferenceModel, batch: int, args: argparse.Namespace, co
         for name in rotated(list(VARIANTS), r):
             runner = runners[name]
             graph = runner.graphs[next(b for b in runner.buckets if b >= batch)][0]
-            step_ms[name].append(_timed(lambda runner=runner: runner(chunks), args.steps))
-            replay_ms[name].append(_timed(graph.replay, args.steps))
+            step_ms[name].append(median_ms(lambda runner=runner: runner(chunks), args.steps))
+            replay_ms[name].append(median_ms(graph.replay, args.steps))
     need = decode_step_bytes(model, batch, length)
     first = statistics.median(step_ms[VARIANTS[0]])
     print(f"\nbatch {batch}: {need / 1e9:.2f} GB a step; logits max gap {gap:.1e} of the largest")

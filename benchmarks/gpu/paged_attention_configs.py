@@ -25,7 +25,6 @@ import itertools
 import math
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -43,6 +42,7 @@ from benchmarks.serving import (  # noqa: E402
     copy_bandwidth,
     decode_step_bytes,
     filled_cache,
+    median_ms,
     step_summary,
 )
 
@@ -138,14 +138,7 @@ def steps(variants: dict[str, dict], batches: list[int], context: int, rounds: i
         chunks = [Chunk(seq, context, [1]) for seq in range(batch)]
         for r in range(rounds):
             for name in rotated(names, r):
-                each = []
-                for _ in range(count):
-                    torch.cuda.synchronize()
-                    start = time.perf_counter()
-                    runners[name](chunks)
-                    torch.cuda.synchronize()
-                    each.append(time.perf_counter() - start)
-                taken[name].append(statistics.median(each) * 1e3)
+                taken[name].append(median_ms(functools.partial(runners[name], chunks), count))
         need = decode_step_bytes(model, batch, length)
         first = statistics.median(taken[names[0]])
         print(f"\nbatch {batch}: {need / 1e9:.2f} GB a step, {rounds} rounds x {count} steps")
