@@ -2,7 +2,9 @@
 device and toolchain, and nothing else.
 
 The key is a hash of the workload, its problem (shape, dtype), the source of its objective and
-of the kernel modules that objective uses, the search space file, the device (name, compute
+of every kernel and objective module it imports, directly or through another (a function's
+own import too: the serving model loads its Triton kernels where it first uses them), the
+search space file, the device (name, compute
 capability, driver) and the software that compiled and ran it (torch, Triton, CUDA). A sweep
 stores its key in the study; ``autotune tune`` finds a stored, finished sweep with the same key
 and answers from it at once. Editing the kernel, upgrading Triton or moving to another GPU
@@ -17,7 +19,9 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib
 import inspect
 import json
 import types
@@ -38,19 +42,68 @@ def _sha(text: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
+#: the packages whose modules decide what a trial measures: the kernels and the objectives
+MEASURED_PACKAGES = ("autotune.kernels", "autotune.objectives")
+
+
 def source_modules(workload: str) -> list[types.ModuleType]:
-    """The objective module of ``workload`` and the ``autotune.kernels`` modules it uses."""
+    """The objective module of ``workload`` and every :data:`MEASURED_PACKAGES` module it
+    imports, directly or through one of them, anywhere in its source (sorted by name).
+
+    Example:
+        >>> names = [m.__name__ for m in source_modules("serving")]
+        >>> "autotune.kernels.paged_attention_triton" in names  # imported in a method
+        True
+    """
     from autotune.objectives import get_objective
 
     module = inspect.getmodule(get_objective(workload))
     if module is None:
         return []
-    modules = {module.__name__: module}
-    for value in vars(module).values():
-        used = value if isinstance(value, types.ModuleType) else inspect.getmodule(value)
-        if used is not None and used.__name__.startswith("autotune.kernels"):
-            modules[used.__name__] = used
-    return [m for _, m in sorted(modules.items())]
+    found = {module.__name__: module}
+    waiting = [module]
+    while waiting:
+        for name in _imported(waiting.pop()):
+            if name not in found:
+                found[name] = importlib.import_module(name)
+                waiting.append(found[name])
+    return [m for _, m in sorted(found.items())]
+
+
+def _imported(module: types.ModuleType) -> set[str]:
+    """The modules of :data:`MEASURED_PACKAGES` that ``module``'s source imports (``import
+    a.b``, ``from a import b`` where b is a module, ``from a.b import c``), wherever the
+    statement stands; an example in a docstring is text, not an import. The packages' own
+    ``__init__`` (the workload registry) is left out: a new workload changes no answer."""
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(_source(module))):
+        if isinstance(node, ast.Import):
+            named.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            named.add(node.module)
+            named.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {
+        name
+        for name in named
+        if name.startswith(tuple(f"{package}." for package in MEASURED_PACKAGES))
+        and _is_module(name)
+    }
+
+
+def _source(module: types.ModuleType) -> str:
+    """The text of ``module``'s file ('' for one without: ``inspect.getsource`` refuses an
+    empty package ``__init__``)."""
+    path = getattr(module, "__file__", None)
+    return Path(path).read_text() if path else ""
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is an importable module (``a.b.c`` may name a class c of module a.b)."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
 
 
 def source_hash(workload: str, space_file: str | None = None) -> str:
@@ -59,7 +112,7 @@ def source_hash(workload: str, space_file: str | None = None) -> str:
     from autotune.objectives import get_objective
     from autotune.space import load_space
 
-    parts = [inspect.getsource(m) for m in source_modules(workload)]
+    parts = [_source(m) for m in source_modules(workload)]
     space = space_file or get_objective(workload).space
     if space:
         path = Path(load_space(space).source)

@@ -39,6 +39,29 @@ def test_the_source_covers_the_objective_its_kernels_and_the_space(tmp_path):
     assert source_hash("matmul") != source_hash("rmsnorm")
 
 
+def test_the_source_follows_imports_through_modules_and_into_functions():
+    # matmul_triton's own imports: its kernels call tma's and split_k_workspace's helpers
+    matmul = {m.__name__ for m in source_modules("matmul")}
+    assert {"autotune.kernels.tma", "autotune.kernels.split_k_workspace"} <= matmul
+    # the serving model imports its Triton kernels inside its methods, and the objective its
+    # scheduler from a module of its own: a change to any of them changes what is fastest
+    serving = {m.__name__ for m in source_modules("serving")}
+    assert {
+        "autotune.kernels.paged_attention_triton",
+        "autotune.kernels.quant_matmul_triton",
+        "autotune.kernels.rmsnorm_triton",
+        "autotune.kernels.paged_kv",
+        "autotune.objectives.serving_engine",
+    } <= serving
+    # the workload registry (the packages' __init__) is left out: a new workload changes no
+    # answer, and the replay workload (it reads a table) depends on no kernel
+    assert "autotune.objectives" not in serving and "autotune.kernels" not in serving
+    assert {m.__name__ for m in source_modules("replay")} == {
+        "autotune.objectives.replay",
+        "autotune.objectives.base",
+    }
+
+
 def tune(url: str, space, *extra: str):
     return subprocess.run(
         [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "3", "--seed", "0",
