@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import optuna
 import pandas as pd
 import pytest
 
@@ -24,6 +25,10 @@ from autotune.storage import StorageError, open_storage
         ("mysql://u:p%40ss@h/db", "mysql://u:***@h/db"),
         ("postgresql://only-user@h/db", "postgresql://only-user@h/db"),
         ("sqlite:///autotune.db", "sqlite:///autotune.db"),
+        ("postgresql://h/db?user=u&password=s3cret", "postgresql://h/db?user=u&password=***"),
+        ("postgresql://u@h/db?PASSWORD=s3cret&sslmode=require",
+         "postgresql://u@h/db?PASSWORD=***&sslmode=require"),
+        ("mysql://h/db?pwd=s3cret", "mysql://h/db?pwd=***"),
     ],
 )  # fmt: skip
 def test_a_urls_password_is_shown_as_stars(url: str, shown: str) -> None:
@@ -49,11 +54,18 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
                           text=True, timeout=240, env={**os.environ, **(env or {})})  # fmt: skip
 
 
-def test_the_cli_error_for_a_bad_database_keeps_the_password_out() -> None:
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://nobody:s3cret-pw@127.0.0.1:1/none", "nobody:***@"),
+        ("postgresql://127.0.0.1:1/none?user=nobody&password=s3cret-pw", "password=***"),
+    ],
+)
+def test_the_cli_error_for_a_bad_database_keeps_the_password_out(url: str, shown: str) -> None:
     pytest.importorskip("psycopg")
-    done = _cli("trials", "--storage", "postgresql://nobody:s3cret-pw@127.0.0.1:1/none")
+    done = _cli("trials", "--storage", url)
     assert done.returncode == 2
-    assert "s3cret-pw" not in done.stderr + done.stdout and "nobody:***@" in done.stderr
+    assert "s3cret-pw" not in done.stderr + done.stdout and shown in done.stderr
 
 
 @pytest.fixture
@@ -64,10 +76,17 @@ def grid(tmp_path: Path) -> Path:
 
 
 @pytest.mark.skipif(not os.environ.get("AUTOTUNE_TEST_POSTGRES_URL"), reason="needs PostgreSQL")
-def test_a_sweep_on_a_password_database_stores_and_exports_no_password(grid, tmp_path) -> None:
+@pytest.mark.parametrize("form", ["user:password@", "?password="])
+def test_a_sweep_on_a_password_database_stores_and_exports_no_password(
+    grid, tmp_path, form
+) -> None:
     url = os.environ["AUTOTUNE_TEST_POSTGRES_URL"]  # postgresql://autotune:autotune@...
-    secret = url.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
-    study = f"redact-{os.getpid()}"
+    scheme, rest = url.split("://", 1)
+    credentials, place = rest.split("@", 1)
+    user, secret = credentials.split(":", 1)
+    if form == "?password=":  # the same database, the password in the query string
+        url = f"{scheme}://{user}@{place}?password={secret}"
+    study = f"redact-{os.getpid()}-{len(form)}"
     tune = ["tune", "--replay", str(grid), "--params", "BM", "--metric", "tflops",
             "--maximize", "--sampler", "grid", "--study", study]  # fmt: skip
     done = _cli(*tune, "--storage", url, "--output", str(tmp_path / "best.json"))
@@ -77,7 +96,13 @@ def test_a_sweep_on_a_password_database_stores_and_exports_no_password(grid, tmp
                     env={"AUTOTUNE_STORAGE": url})  # fmt: skip
     assert exported.returncode == 0, exported.stderr
     record = json.loads((tmp_path / "best.json").read_text())
-    assert ":***@" in record["command"]
+    assert (":***@" if form == "user:password@" else "password=***") in record["command"]
     for text in (done.stdout, done.stderr, exported.stdout, exported.stderr,
                  (tmp_path / "best.json").read_text()):  # fmt: skip
-        assert f":{secret}@" not in text
+        assert f":{secret}@" not in text and f"password={secret}" not in text
+    storage = optuna.storages.RDBStorage(url)  # what the database holds
+    study_id = storage.get_study_id_from_name(study)
+    attributes = [storage.get_study_user_attrs(study_id), storage.get_study_system_attrs(study_id)]
+    attributes += [[t.user_attrs, t.system_attrs] for t in storage.get_all_trials(study_id)]
+    dumped = json.dumps(attributes, default=str)
+    assert f":{secret}@" not in dumped and f"password={secret}" not in dumped
