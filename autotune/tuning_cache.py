@@ -31,7 +31,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import best_trials
-from autotune.driver.trial_attrs import STUDY
+from autotune.driver.trial_attrs import COMPLETE_STOPS, LAST_RUN, STUDY
 
 #: the device fields a compiled kernel and its timing depend on
 _DEVICE_FIELDS = ("type", "name", "compute_capability", "driver")
@@ -140,10 +140,14 @@ def fingerprint(
 
 
 def cached_study(storage: optuna.storages.BaseStorage, key: str) -> optuna.Study | None:
-    """The newest stored study with this key and a successful trial, if any."""
+    """The newest stored study with this key, a successful trial, and a last run that went as
+    far as it was asked to (:data:`~autotune.driver.trial_attrs.COMPLETE_STOPS`: a sweep
+    stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing), if any."""
     for summary in reversed(optuna.study.get_all_study_summaries(storage)):
         stored = summary.user_attrs.get(STUDY, {}).get("fingerprint", {})
         if stored.get("key") != key:
+            continue
+        if summary.user_attrs.get(LAST_RUN, {}).get("stopped_by") not in COMPLETE_STOPS:
             continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         if best_trials(study):

@@ -1,7 +1,9 @@
 """The tuning cache: the same sweep answers at once; any change of its key sweeps again."""
 
+import signal
 import subprocess
 import sys
+import time
 
 import optuna
 
@@ -84,3 +86,41 @@ def test_a_repeated_sweep_answers_from_the_cache_at_once(tmp_path, write_space):
     other = write_space("parameters:\n  score: {type: float, low: 0, high: 2}\n", "other.yaml")
     assert "cached" not in tune(url, other).stderr  # another space: another key
     assert len(optuna.get_all_study_names(url)) == 3
+
+
+SLOW = """name: slow
+workload: faults
+parameters:
+  fault: {type: categorical, choices: [none]}
+  score: {type: float, low: 0.0, high: 1.0}
+  delay: {type: categorical, choices: [0.4]}
+"""
+
+
+def test_a_sweep_stopped_part_way_is_not_an_answer(tmp_path, write_space):
+    """SIGTERM after 2 of 12 trials: the same command sweeps again instead of answering from
+    the stopped sweep; once a sweep ran to its budget, the next one answers from it."""
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+    space = write_space(SLOW)
+    command = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "12",
+               "--seed", "0", "--finish-top", "0", "--executor", "inline", "--storage", url,
+               "--space", str(space)]  # fmt: skip
+    stopped = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        names = optuna.get_all_study_names(url) if (tmp_path / "cache.db").exists() else []
+        trials = optuna.load_study(study_name=names[0], storage=url).trials if names else []
+        if sum(t.value is not None for t in trials) >= 2:
+            break
+        time.sleep(0.2)
+    stopped.send_signal(signal.SIGTERM)
+    assert stopped.wait(timeout=120) == 130
+    again = subprocess.run(command[:6] + ["3"] + command[7:], capture_output=True, text=True,
+                           timeout=180)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "cached" not in again.stderr  # swept: the stopped sweep answers nothing
+    assert len(optuna.get_all_study_names(url)) == 2
+    third = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert third.returncode == 0, third.stderr
+    assert "cached: study faults-" in third.stderr  # the sweep that ran to its budget
+    assert len(optuna.get_all_study_names(url)) == 2

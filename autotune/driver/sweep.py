@@ -463,6 +463,7 @@ class _SweepRun:
         self.study.set_user_attr(
             LAST_RUN,
             {
+                "stopped_by": stopped_by,
                 "trials": self.ran,
                 "executor": self.executor.name,
                 "in_flight": capacity,

@@ -41,6 +41,10 @@ FAILED_CONSTRAINT = "failed"
 STUDY = "autotune"
 FINISH = "finish"
 LAST_RUN = "last_run"
+#: why a sweep stopped (its last run's ``stopped_by``) when it ran as far as it was asked to:
+#: its trials or time budget spent, or nothing left to try. Anything else (a signal, every
+#: worker lost, a constraint rejecting config after config) left it unfinished.
+COMPLETE_STOPS = frozenset({"trials", "time", "every config tried", "no unvisited config left"})
 
 # -- statuses the driver itself gives -----------------------------------------------------
 INFEASIBLE = "infeasible"  # rejected by a static constraint: never launched
