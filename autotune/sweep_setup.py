@@ -151,6 +151,20 @@ def _replay_settings(
     return problem, space, {metric: "maximize" if maximize else "minimize"}
 
 
+def _check_replay_slo(replay: Path, slo: dict[str, float]) -> None:
+    """Every ``--slo`` metric of a replay is a column of its table.
+
+    Raises:
+        SetupError: naming the first metric the table does not hold.
+    """
+    from autotune.objectives.replay import load_table
+
+    columns = load_table(str(replay)).columns
+    unknown = [name for name in slo if name not in columns]
+    if unknown:
+        raise SetupError(f"{replay}: --slo {unknown[0]!r} is not a column")
+
+
 #: Seconds a trial may take when neither ``--trial-timeout`` nor a time budget says otherwise.
 DEFAULT_TRIAL_TIMEOUT_S = 300.0
 #: Under ``--time-budget``, the share of it one trial may take by default (and its floor, so a
@@ -176,6 +190,47 @@ def trial_timeout(explicit_s: float | None, time_budget_s: float | None) -> floa
         return DEFAULT_TRIAL_TIMEOUT_S
     share = max(MIN_TRIAL_TIMEOUT_S, TRIAL_BUDGET_SHARE * time_budget_s)
     return min(DEFAULT_TRIAL_TIMEOUT_S, share)
+
+
+def _check_config_keys(space: Space, workload: str, known: tuple[str, ...] | None) -> None:
+    """Every parameter of ``space`` is a knob of ``workload`` (``known``; None: any name).
+
+    Raises:
+        SetupError: naming the space file and the first parameter the workload does not have.
+    """
+    if known is None:
+        return
+    unknown = [name for name in space.names if name not in known]
+    if unknown:
+        raise SetupError(
+            f"{space.source}: parameters.{unknown[0]}: {workload} has no such config key; "
+            f"its keys: {', '.join(known)}"
+        )
+
+
+def _baseline_in_space(
+    baseline: dict[str, Any] | None, space: Space
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The untuned default, to measure first, if ``space`` can hold it, and a note if not: a
+    space narrowed past the default's value (micro_batch 1 or 2 where the default is 8) has no
+    trial 0, rather than fail its first trial.
+
+    Example:
+        >>> from autotune.space import Param
+        >>> narrow = Space("n", [Param("mb", "categorical", choices=[1, 2])], source="n.yaml")
+        >>> _baseline_in_space({"mb": 8}, narrow)[1]
+        ['the untuned default (mb=8) lies outside n.yaml: no default is measured first']
+    """
+    if not baseline:
+        return baseline, []
+    outside = [p for p in space.params if p.name in baseline and not p.contains(baseline[p.name])]
+    if not outside:
+        return baseline, []
+    name = outside[0].name
+    return None, [
+        f"the untuned default ({name}={baseline[name]!r}) lies outside {space.source}: no "
+        "default is measured first"
+    ]
 
 
 def build_settings(
@@ -212,9 +267,11 @@ def build_settings(
     label = ""
     baseline = None
     key = None
+    notes: list[str] = []
     if replay is not None:
         workload = "replay"
         problem, space_obj, objectives = _replay_settings(replay, params, metric, maximize, space)
+        _check_replay_slo(replay, slo or {})
         label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]
@@ -232,9 +289,13 @@ def build_settings(
         objective_cls, space_obj, problem = resolve_workload(workload, space, problem, device)
         objectives = parse_objectives(objective, objective_cls.directions)
         try:
-            baseline = objective_cls(problem).default_config()
+            objective_obj = objective_cls(problem)
+            baseline = objective_obj.default_config()
         except (ValueError, TypeError) as exc:
             raise SetupError(f"--problem: {exc}") from None
+        _check_config_keys(space_obj, workload, objective_obj.config_keys())
+        baseline, outside = _baseline_in_space(baseline, space_obj)
+        notes += outside
         if objective_cls.measures:
             source = source_hash(workload, space_obj.source if space else None)
             key = fingerprint(workload, problem, device, source, objectives)
@@ -276,6 +337,7 @@ def build_settings(
         baseline=baseline,
         warm_start=warm_start,
         fingerprint=key,
+        notes=notes,
     )
 
 

@@ -84,6 +84,12 @@ class Objective(ABC):
         """The config a user would run without tuning (the baseline), if there is one."""
         return None
 
+    def config_keys(self) -> tuple[str, ...] | None:
+        """The parameter names a config may hold; None where any name goes (a command template's
+        placeholders, a recorded table's columns). ``autotune tune`` refuses a space with
+        another name before the sweep starts, instead of a thousand trials that fail on it."""
+        return None
+
     @classmethod
     def predict_memory(cls, problem: dict[str, Any], config: dict[str, Any]) -> float | None:
         """Predicted peak memory of a trial in bytes, before it runs; None without a model.

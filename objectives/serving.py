@@ -204,6 +204,10 @@ class ServingObjective(Objective):
                 "attention_backend": "default",
                 "cuda_graphs": self.device.type == "cuda"}  # fmt: skip
 
+    def config_keys(self) -> tuple[str, ...]:
+        """Every knob :data:`CONFIG_KEYS` names."""
+        return CONFIG_KEYS
+
     def _checked(self, config: dict[str, Any]) -> dict[str, Any]:
         merged = {**self.default_config(), **config}
         unknown = sorted(set(merged) - set(CONFIG_KEYS))

@@ -259,6 +259,10 @@ class TrainStepObjective(Objective):
             },  # fmt: skip
         }
 
+    def config_keys(self) -> tuple[str, ...]:
+        """Every knob :data:`CONFIG_KEYS` names."""
+        return CONFIG_KEYS
+
     def parse_config(self, config: dict[str, Any]) -> TrainConfig:
         """Fill ``config`` from the defaults and check it.
 

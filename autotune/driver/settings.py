@@ -76,6 +76,9 @@ class SweepSettings:
     #: limits on measured metrics (``--slo ttft_p99_ms=500``): a trial over one is
     #: ``slo_violated``, told to the sampler as infeasible, its measurement kept
     slo: dict[str, float] = field(default_factory=dict)
+    #: what setting up found worth saying before the sweep (the CLI prints them), e.g. that the
+    #: untuned default lies outside the space
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

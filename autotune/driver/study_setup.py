@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
 import warnings
 from datetime import UTC, datetime
 
@@ -73,6 +74,13 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
                 f"study {name!r} holds a {info.get('workload')} sweep of "
                 f"{info.get('objectives')}; it cannot resume as {s.workload} of {s.objectives}"
             )
+        changed = _changed(info.get("problem", {}), s.problem)
+        if changed:
+            raise StudyMismatch(
+                f"study {name!r} holds a sweep at {changed[0]}; it cannot resume at "
+                f"{changed[1]} (start another --study)"
+            )
+        _check_space_fits(name, study, s)
         source = study.user_attrs.get(WARM_START, {}).get("source")
         if source:  # a resumed warm start keeps its prior
             with contextlib.suppress(KeyError):  # unless the source was deleted since
@@ -131,16 +139,70 @@ def _warm_start(s: SweepSettings, storage: BaseStorage, study: optuna.Study) -> 
     source, score = found
     direction = next(iter(s.objectives.values()))
     _set_prior(s, study, source)
-    configs = top_configs(source, direction, WARM_START_CONFIGS)
+    # the source's best configs that this space can hold (a narrowed space may hold none)
+    fitting = [
+        {k: v for k, v in config.items() if k in s.space.names}
+        for config in top_configs(source, direction, len(source.trials))
+    ]
+    configs = [c for c in fitting if all(s.space[k].contains(v) for k, v in c.items())]
+    configs = configs[:WARM_START_CONFIGS]
     for config in configs:
         study.enqueue_trial(
-            {k: v for k, v in config.items() if k in s.space.names},
+            config,
             user_attrs={WARM_START: source.study_name},
             skip_if_exists=True,
         )
     study.set_user_attr(
         WARM_START, {"source": source.study_name, "similarity": score, "configs": len(configs)}
     )
+
+
+def _changed(stored: dict, given: dict) -> tuple[str, str] | None:
+    """The problem keys whose values differ, as ``key=value`` lists stored and given (None if
+    none), compared as JSON: a stored problem's lists equal a parsed one's tuples.
+
+    Example:
+        >>> _changed({"d_model": 128, "dims": [1, 2]}, {"d_model": 64, "dims": (1, 2)})
+        ('d_model=128', 'd_model=64')
+    """
+
+    def text(value: object) -> str:
+        return json.dumps(value, default=str)
+
+    keys = sorted(k for k in {*stored, *given} if text(stored.get(k)) != text(given.get(k)))
+    if not keys:
+        return None
+    return (", ".join(f"{k}={stored.get(k)!r}" for k in keys),
+            ", ".join(f"{k}={given.get(k)!r}" for k in keys))  # fmt: skip
+
+
+def _check_space_fits(name: str, study: optuna.Study, s: SweepSettings) -> None:
+    """The space a resumed sweep asks from gives each stored parameter a distribution Optuna
+    accepts beside the stored one (a categorical's choices may not change; a numeric range
+    may narrow or widen).
+
+    Raises:
+        StudyMismatch: naming the first parameter whose choices changed.
+    """
+    stored = next((t for t in study.get_trials(deepcopy=False) if t.distributions), None)
+    if stored is None:
+        return
+    for param in s.space.params:
+        before = stored.distributions.get(param.name)
+        if before is None:
+            continue
+        try:
+            optuna.distributions.check_distribution_compatibility(before, param.distribution())
+        except ValueError:
+            raise StudyMismatch(
+                f"{s.space.source}: parameters.{param.name}: study {name!r} holds it as "
+                f"{_choices(before)}; a resumed sweep cannot change that (start another --study)"
+            ) from None
+
+
+def _choices(distribution: optuna.distributions.BaseDistribution) -> str:
+    choices = getattr(distribution, "choices", None)
+    return f"choices {list(choices)}" if choices is not None else repr(distribution)
 
 
 def _set_prior(s: SweepSettings, study: optuna.Study, source: optuna.Study) -> None:
