@@ -27,6 +27,7 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
     parse_duration,
     parse_problem,
     parse_slo,
+    writable_output,
 )
 from autotune.redact import STORAGE_ENV, redact
 from autotune.serving_export import TARGETS as SERVING_TARGETS
@@ -95,6 +96,7 @@ TimeoutOption = Annotated[
     float | None,
     typer.Option(
         "--trial-timeout",
+        min=0.001,
         help="Seconds one trial may take (default 300, or a quarter of --time-budget when "
         "that is shorter, 30 at least).",
     ),
@@ -132,7 +134,9 @@ def tune(
     time_budget: Annotated[
         str | None, typer.Option(help="Wall time for this run: 90s, 10m, 1h.")
     ] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed of the sampler.")] = None,
+    seed: Annotated[
+        int | None, typer.Option(min=0, max=2**32 - 1, help="Seed of the sampler.")
+    ] = None,
     storage: StorageOption = DEFAULT_STORAGE,
     study: Annotated[str | None, typer.Option(help="Study name; an existing one resumes.")] = None,
     trial_timeout: TimeoutOption = None,
@@ -149,9 +153,12 @@ def tune(
     metric: Annotated[str | None, typer.Option(help="With --replay: the metric column.")] = None,
     maximize: Annotated[bool, typer.Option("--maximize/--minimize", help="With --replay.")] = True,
     finish_top: Annotated[
-        int, typer.Option(help="Re-measure this many best configs in a fresh process (0: off).")
+        int,
+        typer.Option(min=0, help="Re-measure this many best configs in a fresh process (0: off)."),
     ] = 3,
-    finish_rounds: Annotated[int, typer.Option(help="Interleaved rounds of the finish.")] = 3,
+    finish_rounds: Annotated[
+        int, typer.Option(min=1, help="Interleaved rounds of the finish.")
+    ] = 3,
     warm_start: Annotated[
         str,
         typer.Option(help="Start from the best configs of a stored sweep: auto, a study, off."),
@@ -207,6 +214,7 @@ def tune(
     from autotune.sweep_setup import build_settings
 
     limits = parse_slo(slo)
+    writable_output(output)  # before the sweep spends its time, not after
     settings = build_settings(
         workload=workload,
         space=space,
@@ -233,6 +241,8 @@ def tune(
         compile_ahead=compile_ahead,
         slo=limits,
     )
+    for note in settings.notes:
+        err.print(f"note: {note}", highlight=False, soft_wrap=True)
     if cache and settings.fingerprint and settings.study_name is None:
         from autotune.storage import open_storage
         from autotune.tuning_cache import cached_study
@@ -325,7 +335,7 @@ def _print_best(
     from autotune.storage import load_study, open_storage
 
     if study is None:
-        study = load_study(open_storage(storage_url), study_name)
+        study = load_study(open_storage(storage_url, existing=True), study_name)
     record = best_record(study)
     values = ", ".join(named(k, v) for k, v in record["values"].items())
     label = f" [{record['label']}]" if record.get("label") else ""
@@ -370,7 +380,8 @@ def trials(
     from autotune.driver.trial_attrs import INFEASIBLE
     from autotune.storage import load_study, open_storage
 
-    frame = trials_frame(load_study(open_storage(storage), study))
+    writable_output(output)
+    frame = trials_frame(load_study(open_storage(storage, existing=True), study))
     if format == "table":
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
         rejected = len(frame) - len(shown)
@@ -438,7 +449,7 @@ def export(
     storage: StorageOption = DEFAULT_STORAGE,
     study: StudyOption = None,
     output: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
-    top: Annotated[int, typer.Option(help="With --to triton: how many configs.")] = 5,
+    top: Annotated[int, typer.Option(min=1, help="With --to triton: how many configs.")] = 5,
     rename: Annotated[
         str | None,
         typer.Option(
@@ -463,16 +474,24 @@ def export(
 ) -> None:
     """Export the best config for the stack that will run it."""
     _quiet_libraries()
-    from autotune.export import export_text, write_atomic
+    from autotune.export import FORMATS, export_text, write_atomic
     from autotune.storage import load_study, open_storage
 
+    writable_output(output)
+    targets = (*FORMATS, *TRAIN_TARGETS, *SERVING_TARGETS)
+    if to not in targets:
+        raise UsageError(f"--to {to}: unknown target; choose one of {', '.join(targets)}")
     names = _parse_rename(rename)
+    if names and to != "triton":
+        raise UsageError(f"--rename applies to --to triton, not --to {to}")
     if table:
         if to != "triton":
             raise UsageError("--table needs --to triton")
         from autotune.triton_export import table_studies, triton_table_export
 
-        chosen = table_studies(open_storage(storage), studies.split(",") if studies else None)
+        chosen = table_studies(
+            open_storage(storage, existing=True), studies.split(",") if studies else None
+        )
         keys = [k.strip() for k in key.split(",") if k.strip()]
         text = triton_table_export(chosen, keys, top, names)
     elif to in TRAIN_TARGETS or to in SERVING_TARGETS:  # a training stack or a server
@@ -480,7 +499,7 @@ def export(
         from autotune.serving_export import serving_export
         from autotune.train_export import training_export
 
-        record = best_record(load_study(open_storage(storage), study))
+        record = best_record(load_study(open_storage(storage, existing=True), study))
         make = training_export if to in TRAIN_TARGETS else serving_export
         exported = make(record, to)
         text = exported.text
@@ -490,7 +509,7 @@ def export(
             write_atomic(f"{output}.not_expressed.json", json.dumps(exported.not_expressed,
                                                                     indent=2) + "\n")  # fmt: skip
     else:
-        text = export_text(load_study(open_storage(storage), study), to, top, names)
+        text = export_text(load_study(open_storage(storage, existing=True), study), to, top, names)
     if output is None:
         sys.stdout.write(text)
     else:
@@ -508,13 +527,14 @@ def record(
     limit: Annotated[
         int | None, typer.Option(help="Measure this many configs of the grid.")
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed for --limit's choice.")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed for --limit's choice.")] = 0,
     jobs: Annotated[int, typer.Option(help="Processes that compile kernels ahead of timing.")] = 1,
     trial_timeout: Annotated[float, typer.Option(help="Seconds one config may take.")] = 300.0,
     device: DeviceOption = "auto",
 ) -> None:
     """Measure every config of a small grid on this device and write a replayable CSV."""
     _quiet_libraries()
+    writable_output(output)
     from autotune.record import record_grid
     from autotune.sweep_setup import resolve_workload
 
@@ -577,7 +597,7 @@ def studies(
     _quiet_libraries()
     from autotune.storage import open_storage, study_names
 
-    for name in study_names(open_storage(storage)):
+    for name in study_names(open_storage(storage, existing=True)):
         out.print(name)
 
 

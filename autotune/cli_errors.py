@@ -1,6 +1,7 @@
-"""How a command fails: bad input in one line naming the problem and exit code 2, a storage that
-stops answering in one line and exit code 1 (the finished trials are stored), Ctrl-C with exit
-code 130; never a traceback, and never a storage URL's password (:func:`one_line_errors`).
+"""How a command fails: bad input in one line naming the problem and exit code 2 (a file that
+cannot be written or a port that is taken too), a storage that stops answering in one line and
+exit code 1 (the finished trials are stored), Ctrl-C with exit code 130; never a traceback, and
+never a storage URL's password (:func:`one_line_errors`).
 
 Example:
     >>> @one_line_errors
@@ -119,5 +120,11 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
                       "the finished trials are stored: run the same command again to resume",
                       highlight=False, soft_wrap=True)  # fmt: skip
             raise typer.Exit(1) from None
+        except OSError as exc:
+            # a file that cannot be written or read, a port already taken: the place and why
+            place = f"{exc.filename}: " if exc.filename else ""
+            message = escape(redact(f"{place}{exc.strerror or exc}"))
+            err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
 
     return wrapper

@@ -9,6 +9,10 @@ Example:
 
 from __future__ import annotations
 
+import math
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 
@@ -28,12 +32,18 @@ def parse_slo(text: str | None) -> dict[str, float]:
         if not item.strip():
             continue
         name, sep, value = item.partition("=")
+        name = name.strip()
         try:
-            limits[name.strip()] = float(value)
+            limit = float(value)
         except ValueError:
             sep = ""
-        if not sep or not name.strip():
+        if not sep or not name:
             raise UsageError(f"--slo: {item.strip()!r} is not METRIC=LIMIT (e.g. ttft_p99_ms=500)")
+        if not math.isfinite(limit):
+            raise UsageError(f"--slo: {item.strip()!r}: the limit must be a finite number")
+        if name in limits:
+            raise UsageError(f"--slo: {name} is limited twice")
+        limits[name] = limit
     return limits
 
 
@@ -65,6 +75,8 @@ def _parse_rename(text: str | None) -> dict[str, str]:
         old, sep, new = part.partition("=")
         if not sep or not old.strip():
             raise UsageError(f"--rename: {part!r} is not OLD=NEW (or OLD= to drop it)")
+        if old.strip() in names:
+            raise UsageError(f"--rename: {old.strip()} is renamed twice")
         names[old.strip()] = new.strip()
     return names
 
@@ -82,3 +94,38 @@ def parse_duration(text: str | None) -> float | None:
     if seconds <= 0:
         raise UsageError(f"--time-budget: {text!r} must be positive")
     return seconds
+
+
+def writable_output(path: Path | None, option: str = "--output") -> Path | None:
+    """``path`` once a file is shown to be writable there (its folder is made if missing, a
+    probe file created and removed), before a sweep or a recording spends its time.
+
+    Raises:
+        UsageError: the path is a folder, or no file can be created where it points.
+
+    Example:
+        >>> import tempfile
+        >>> a_file = Path(tempfile.mkstemp()[1])
+        >>> writable_output(a_file / "best.json")
+        Traceback (most recent call last):
+        ...
+        autotune.cli_parsing.UsageError: --output .../best.json: ... is a file, not a folder
+    """
+    if path is None:
+        return None
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a folder; name a file")
+    folder = path.absolute().parent
+    above = folder
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise UsageError(f"{option} {path}: {above} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".probe")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write there ({exc.strerror})") from None
+    return path

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from autotune.cli_parsing import UsageError
+from autotune.cli_parsing import UsageError, writable_output
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +30,9 @@ def register(app: typer.Typer) -> None:
         output: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("report.html"),
         serve: Annotated[
             int | None,
-            typer.Option(help="Serve the report live on this port (rebuilt as trials land)."),
+            typer.Option(
+                min=1, max=65535, help="Serve the report live on this port (rebuilt live)."
+            ),
         ] = None,
     ) -> None:
         """Write a sweep's self-contained HTML report (plotly inlined: it opens offline)."""
@@ -45,7 +47,9 @@ def register(app: typer.Typer) -> None:
             raise UsageError(
                 "autotune report needs plotly: pip install 'autotune[report]'"
             ) from None
-        opened = open_storage(storage)
+        if serve is None:
+            writable_output(output)
+        opened = open_storage(storage, existing=True)
         if serve is None:
             write_atomic(output, report_html(load_study(opened, study)))
             err.print(f"wrote {output}")
@@ -71,7 +75,8 @@ def register(app: typer.Typer) -> None:
 
         if len(studies) < 2:
             raise UsageError("compare needs two or more studies")
-        opened = open_storage(storage)
+        writable_output(output)
+        opened = open_storage(storage, existing=True)
         rows = compare_studies([load_study(opened, name) for name in studies])
         if output is None:
             sys.stdout.write(compare_text(rows))

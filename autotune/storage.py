@@ -37,16 +37,23 @@ def _driver_hint(scheme: str) -> str:
     }.get(scheme.split("+")[0], "")
 
 
-def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.BaseStorage:
+def open_storage(
+    url: str, heartbeat_s: int | None = None, *, existing: bool = False
+) -> optuna.storages.BaseStorage:
     """Open the storage at ``url``, raising :class:`StorageError` with a one-line reason.
 
     ``heartbeat_s``: for database storages, record trial heartbeats at this interval so that
     a trial whose driver died on another machine is found stale (see
-    :mod:`autotune.driver.liveness`); other storages ignore it."""
+    :mod:`autotune.driver.liveness`); other storages ignore it. ``existing``: a command that
+    only reads (``best``, ``trials``, ``export``, ...) creates no file: a mistyped SQLite or
+    journal path is an error, not a new empty database."""
     if url in ("memory", ":memory:"):
         return optuna.storages.InMemoryStorage()
     shown = redact_url(url)  # what messages show: never the password
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL": an unclosed [
+        raise StorageError(f"storage URL {shown!r}: {exc}") from None
     scheme = parsed.scheme.lower()
     if not scheme:
         raise StorageError(
@@ -56,6 +63,8 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.Ba
         path = Path(parsed.netloc + parsed.path)
         if not path.parent.is_dir():
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
+        if existing and not path.exists():
+            raise StorageError(f"storage URL {shown!r}: no journal at {path} (nothing to read)")
         backend = optuna.storages.journal.JournalFileBackend(str(path))
         return optuna.storages.JournalStorage(backend)
     if scheme.split("+")[0] not in _RDB_SCHEMES:
@@ -65,8 +74,11 @@ def open_storage(url: str, heartbeat_s: int | None = None) -> optuna.storages.Ba
         )
     if scheme == "sqlite":
         path = Path(url.split("sqlite:///", 1)[-1]) if url.startswith("sqlite:///") else None
-        if path is not None and str(path) not in ("", ":memory:") and not path.parent.is_dir():
+        on_disk = path is not None and str(path) not in ("", ":memory:")
+        if on_disk and not path.parent.is_dir():
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
+        if on_disk and existing and not path.exists():
+            raise StorageError(f"storage URL {shown!r}: no database at {path} (nothing to read)")
     heartbeat: dict[str, int] = {}
     if heartbeat_s is not None:
         heartbeat = {"heartbeat_interval": heartbeat_s, "grace_period": 4 * heartbeat_s}

@@ -43,6 +43,41 @@ def _renamed(config: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def check_rename(rename: dict[str, str], names: set[str]) -> None:
+    """A rename map that a kernel can take: every name it maps is a parameter of the configs
+    (``names``), every new name a Python identifier (or "" to drop one), and no two
+    parameters end up with one name.
+
+    Raises:
+        TritonExportError: naming the first entry that breaks one of these.
+
+    Example:
+        >>> check_rename({"BLOCK_M": "BLOCK_N"}, {"BLOCK_M", "BLOCK_N"})
+        Traceback (most recent call last):
+        ...
+        autotune.triton_export.TritonExportError: --rename ...: two parameters would be ... BLOCK_N
+    """
+    for old, new in rename.items():
+        if old not in names:
+            raise TritonExportError(
+                f"--rename {old}={new}: the configs have no parameter {old!r}; "
+                f"they have {', '.join(sorted(names))}"
+            )
+        if new and not new.isidentifier():
+            raise TritonExportError(f"--rename {old}={new}: {new!r} is not a Python name")
+    final: dict[str, str] = {}
+    for name in sorted(names):
+        new = rename.get(name, name)
+        if not new:
+            continue
+        if new in final:
+            culprit = name if name in rename else final[new]
+            raise TritonExportError(
+                f"--rename {culprit}={rename[culprit]}: two parameters would be called {new}"
+            )
+        final[new] = name
+
+
 def triton_config_source(
     configs: list[dict[str, Any]], comments: list[str], rename: dict[str, str] | None = None
 ) -> str:
@@ -101,7 +136,9 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     if not ranked:
         raise TritonExportError(f"study {study.study_name!r} has no successful trial to export")
     info = study_info(study)
+    _check_kernel_workload(study.study_name, str(info.get("workload")))
     configs = [dict(t.params) for t, _ in ranked]
+    check_rename(rename or {}, {name for config in configs for name in config})
     body = (
         f"Study {study.study_name!r}, problem {json.dumps(info.get('problem', {}))}. "
         f"{info.get('label', '')}\n{_dropped_note(configs, rename or {})}\n"
@@ -110,6 +147,28 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     )
     header = _header(str(info.get("workload")), info, body)
     return header + triton_config_source(configs, [c for _, c in ranked], rename)
+
+
+def _check_kernel_workload(study_name: str, workload: str) -> None:
+    """A triton.Config holds a kernel's tunables: a sweep of a training step, a serving engine
+    or a server has none (its own exports are --to hf ... and --to vllm, sglang).
+
+    Raises:
+        TritonExportError: the workload is not a kernel (recorded tables, replayed, are).
+    """
+    from autotune.objectives import get_objective
+
+    if workload == "replay":
+        return
+    try:
+        kernel = get_objective(workload).compiles
+    except KeyError:  # a workload this version does not know: its configs as they are
+        return
+    if not kernel:
+        raise TritonExportError(
+            f"study {study_name!r} is a {workload} sweep, not a kernel's: triton.Config has "
+            "nothing of it to hold (see --to's other targets)"
+        )
 
 
 _TABLE_HELPERS = '''
@@ -218,7 +277,9 @@ def triton_table_export(
             f"one table holds one {mixed[0]}; the studies have {sorted(seen[mixed[0]])}"
         )
     info = study_info(studies[0])
+    _check_kernel_workload(studies[0].study_name, str(info.get("workload")))
     every = [config for entries in rows.values() for config, _ in entries]
+    check_rename(rename, {name for config in every for name in config})
     body = (
         f"A per-shape table over {', '.join(key)} ({len(rows)} shapes, dtype "
         f"{next(iter(seen['dtype']))}), the noise-aware finish's winner first.\n"

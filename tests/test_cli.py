@@ -5,8 +5,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import optuna
 import pandas as pd
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def autotune(*args: str, cwd: Path | None = None, timeout: float = 240):
@@ -170,6 +173,86 @@ def test_bad_input_loses_nothing_already_stored(tmp_path, replay_table):
     assert refused.returncode == 2 and "cannot resume" in refused.stderr
     listed = autotune("trials", "--storage", url, "--study", "k", "--format", "csv")
     assert listed.returncode == 0 and listed.stdout == before
+
+
+def test_a_space_or_problem_the_workload_or_the_study_cannot_take_is_refused_first(tmp_path):
+    """A space naming a knob the workload lacks, and a resume at another problem or with a
+    parameter's choices changed: one line naming the place, exit 2, the study intact; a space
+    narrowed past the untuned default sweeps without it, and says so."""
+    spaces = ROOT / "search_spaces"
+    full = (spaces / "train_step.yaml").read_text()
+    narrow = tmp_path / "narrow.yaml"
+    pow2 = "micro_batch: {type: pow2, low: 1, high: 64}"
+    narrow.write_text(full.replace(pow2, "micro_batch: {type: categorical, choices: [1, 2]}"))
+    bogus = tmp_path / "bogus.yaml"
+    knob = "  compile: {type: bool}\n"
+    bogus.write_text(full.replace(knob, knob + "  bogus_knob: {type: bool}\n"))
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    sweep = ("tune", "train-step", "--trials", "1", "--finish-top", "0", "--storage", url)
+    refused = autotune(*sweep, "--space", str(bogus))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "bogus.yaml: parameters.bogus_knob: train-step has no such config key" in refused.stderr
+    assert not (tmp_path / "t.db").exists() or not optuna.get_all_study_names(url)
+    first = autotune(*sweep, "--study", "t")
+    assert first.returncode == 0, first.stderr
+    before = autotune("trials", "--storage", url, "--study", "t", "--format", "csv").stdout
+    for extra, says in (
+        (("--problem", "d_model=64"), "holds a sweep at d_model=128; it cannot resume at "
+                                      "d_model=64"),
+        (("--space", str(narrow)), "narrow.yaml: parameters.micro_batch: study 't' holds it as "
+                                   "choices [1, 2, 4, 8, 16, 32, 64]"),
+    ):  # fmt: skip
+        resumed = autotune(*sweep, "--study", "t", *extra)
+        assert resumed.returncode == 2 and says in resumed.stderr, resumed.stderr
+        assert "Traceback" not in resumed.stderr
+    after = autotune("trials", "--storage", url, "--study", "t", "--format", "csv").stdout
+    assert after == before
+    narrowed = autotune(*sweep, "--study", "n", "--space", str(narrow))
+    assert narrowed.returncode == 0, narrowed.stderr
+    assert "note: the untuned default (micro_batch=8) lies outside" in narrowed.stderr
+    assert "interrupted" not in autotune("trials", "--storage", url, "--study", "n",
+                                         "--all", "--format", "csv").stdout  # fmt: skip
+
+
+def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_table):
+    """Unwritable outputs, unknown export targets, renames for another format, SLOs that name
+    no column or no number, a mistyped database path, a malformed URL: exit 2, one line, no
+    traceback, no new file, and the stored study unchanged."""
+    url = f"sqlite:///{tmp_path / 'keep.db'}"
+    replay = ["--replay", str(replay_table), "--params", "BM,BN", "--metric", "tflops"]
+    assert autotune("tune", *replay, "--trials", "4", "--storage", url, "--study", "k",
+                    "--finish-top", "0").returncode == 0  # fmt: skip
+    listing = ("trials", "--storage", url, "--study", "k", "--format", "csv")
+    before = autotune(*listing).stdout
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    stored = ("--storage", url, "--study", "k")
+    cases = [
+        (("tune", *replay, "--trials", "2", *stored, "--output", "/proc/nope/b.json"),
+         "--output /proc/nope/b.json: cannot write there"),
+        (("export", *stored, "--output", str(folder)), "is a folder; name a file"),
+        (("trials", *stored, "--format", "csv", "--output", "/proc/nope/t.csv"),
+         "cannot write there"),
+        (("export", "--to", "xml", *stored), "--to xml: unknown target; choose one of json, "
+                                              "yaml, triton, hf,"),
+        (("export", "--to", "json", "--rename", "BM=X", *stored),
+         "--rename applies to --to triton"),
+        (("export", "--to", "triton", "--rename", "BM=BN", *stored),
+         "two parameters would be called BN"),
+        (("tune", *replay, *stored, "--slo", "nosuch=5"), "--slo 'nosuch' is not a column"),
+        (("tune", *replay, *stored, "--slo", "tflops=nan"), "the limit must be a finite number"),
+        (("tune", *replay, *stored, "--slo", "tflops=1,tflops=2"), "tflops is limited twice"),
+        (("studies", "--storage", f"sqlite:///{tmp_path / 'typo.db'}"), "no database at"),
+        (("best", "--storage", "postgresql://u:s3cret@[::1:1/db"), "Invalid IPv6 URL"),
+    ]  # fmt: skip
+    for args, says in cases:
+        done = autotune(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert says in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "s3cret" not in done.stderr
+    assert not (tmp_path / "typo.db").exists()
+    assert autotune(*listing).stdout == before
 
 
 def test_export_triton_configs_are_loadable(tmp_path):

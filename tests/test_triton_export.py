@@ -12,7 +12,12 @@ import triton
 import triton.language as tl
 
 from autotune.driver.trial_attrs import FINISH, STUDY
-from autotune.triton_export import TritonExportError, table_studies, triton_table_export
+from autotune.triton_export import (
+    TritonExportError,
+    table_studies,
+    triton_export,
+    triton_table_export,
+)
 
 RENAME = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K",
           "GROUP_M": "GROUP_SIZE_M", "SPLIT_K": "", "SCHEDULE": ""}  # fmt: skip
@@ -151,3 +156,31 @@ def test_one_table_one_dtype(tmp_path):
         triton_table_export(table_studies(storage), ["M", "N", "K"])
     with pytest.raises(TritonExportError, match="no study named 'c'"):
         table_studies(storage, ["a", "c"])
+
+
+@pytest.mark.parametrize(
+    ("rename", "says"),
+    [
+        ({"NOPE": "X"}, "the configs have no parameter 'NOPE'"),
+        ({"BLOCK_M": "BLOCK_N"}, "two parameters would be called BLOCK_N"),  # BLOCK_M lost
+        ({"BLOCK_M": "1bad"}, "'1bad' is not a Python name"),
+    ],
+)
+def test_a_rename_that_loses_or_breaks_a_parameter_is_refused(tmp_path, rename, says):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    study = _study("a", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    with pytest.raises(TritonExportError, match=says):
+        triton_table_export([study], ["M", "N", "K"], rename=rename)
+    with pytest.raises(TritonExportError, match=says):
+        triton_export(study, rename=rename)
+    assert "'BLOCK_SIZE_M': 16" in triton_export(study, rename=RENAME)  # the tutorial's: fine
+
+
+def test_a_sweep_of_no_kernel_has_no_triton_configs(tmp_path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    study = _study("t", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    study.set_user_attr(STUDY, {**study.user_attrs[STUDY], "workload": "train-step"})
+    with pytest.raises(TritonExportError, match="is a train-step sweep, not a kernel's"):
+        triton_export(study)
+    with pytest.raises(TritonExportError, match="is a train-step sweep, not a kernel's"):
+        triton_table_export([study], ["M", "N", "K"])
