@@ -28,6 +28,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import warnings
 from typing import Any
 
 import optuna
@@ -157,9 +158,11 @@ class Report:
         try:
             evaluator = optuna.importance.PedAnovaImportanceEvaluator()
             sign = -1.0 if self.maximize else 1.0  # PED-ANOVA ranks for low targets
-            scores = optuna.importance.get_param_importances(
-                self.study, evaluator=evaluator, target=lambda t: sign * t.values[0]
-            )
+            with warnings.catch_warnings():  # its reminder of that: the sign above takes care
+                warnings.filterwarnings("ignore", "PedAnovaImportanceEvaluator computes")
+                scores = optuna.importance.get_param_importances(
+                    self.study, evaluator=evaluator, target=lambda t: sign * t.values[0]
+                )
         except Exception:  # noqa: BLE001 - too few trials, a single value, ...
             return None
         names = list(scores)[::-1]
