@@ -165,6 +165,27 @@ def _check_replay_slo(replay: Path, slo: dict[str, float]) -> None:
         raise SetupError(f"{replay}: --slo {unknown[0]!r} is not a column")
 
 
+def _check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
+    """Every ``--slo`` metric is a figure ``workload`` reports (where it says which).
+
+    Raises:
+        SetupError: naming the first metric the workload does not measure.
+
+    Example:
+        >>> try:
+        ...     _check_slo_metrics("matmul", {"ttft_p99_ms": 500.0})
+        ... except SetupError as exc:
+        ...     print(exc)
+        --slo: matmul does not measure 'ttft_p99_ms'; it reports ratio_to_cublas, tflops, ms, ...
+    """
+    known = get_objective(workload).slo_metrics()
+    unknown = [name for name in slo if known is not None and name not in known]
+    if unknown:
+        raise SetupError(
+            f"--slo: {workload} does not measure {unknown[0]!r}; it reports {', '.join(known)}"
+        )
+
+
 #: Seconds a trial may take when neither ``--trial-timeout`` nor a time budget says otherwise.
 DEFAULT_TRIAL_TIMEOUT_S = 300.0
 #: Under ``--time-budget``, the share of it one trial may take by default (and its floor, so a
@@ -282,12 +303,14 @@ def build_settings(
         seed = stored.get("seed") if seed is None else seed
         trials = trials if trials is not None else stored.get("n_trials")
         label = stored.get("label", "")
+        _check_slo_metrics(workload, slo or {})
     else:
         default_job = workload is None
         workload = workload or DEFAULT_WORKLOAD
         problem = with_slo_limits(workload, problem, slo or {})
         objective_cls, space_obj, problem = resolve_workload(workload, space, problem, device)
         objectives = parse_objectives(objective, objective_cls.directions)
+        _check_slo_metrics(workload, slo or {})
         try:
             objective_obj = objective_cls(problem)
             baseline = objective_obj.default_config()

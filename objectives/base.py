@@ -55,6 +55,20 @@ class Objective(ABC):
         self.problem = dict(problem)
 
     @classmethod
+    def slo_metrics(cls) -> tuple[str, ...] | None:
+        """The figures every measurement of this workload reports, which ``--slo`` may limit;
+        None where they are not known ahead (a recorded table's columns are checked apart).
+        ``autotune tune --slo`` refuses another name before the sweep starts, rather than
+        record every trial as over a limit it never measured.
+
+        Example:
+            >>> from autotune.objectives import get_objective
+            >>> get_objective("matmul").slo_metrics()
+            ('ratio_to_cublas', 'tflops', 'ms', 'spread', 'compile_s')
+        """
+        return None
+
+    @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
         """Problem values to use when the user gives none, sized to ``device``."""
         return {}

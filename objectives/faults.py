@@ -52,6 +52,10 @@ class FaultsObjective(Objective):
     name = "faults"
     space = "faults.yaml"
     directions = {"score": "maximize", "latency_s": "minimize"}
+
+    @classmethod
+    def slo_metrics(cls) -> tuple[str, ...]:
+        return ("score", "latency_s")
     compiles = True
 
     def prepare(self, config: dict[str, Any]) -> None:

@@ -35,7 +35,12 @@ from typing import Any, ClassVar
 from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialFailure, TrialTimeout
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
-from autotune.objectives.serving import SLO_PROBLEM_KEYS, RequestTiming, latency_summary
+from autotune.objectives.serving import (
+    LATENCY_FIGURES,
+    SLO_PROBLEM_KEYS,
+    RequestTiming,
+    latency_summary,
+)
 from autotune.objectives.serving_trace import poisson_trace
 from autotune.objectives.train_parallel import free_port
 
@@ -72,6 +77,10 @@ class ServerObjective(Objective):
     space: ClassVar[str] = "server.yaml"
     directions: ClassVar[dict[str, str]] = {"goodput_tok_s": "maximize", "ttft_p99_ms": "minimize"}
     slo_problem_keys: ClassVar[dict[str, tuple[str, ...]]] = SLO_PROBLEM_KEYS
+
+    @classmethod
+    def slo_metrics(cls) -> tuple[str, ...]:
+        return LATENCY_FIGURES
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:

@@ -100,6 +100,11 @@ class RequestTiming:
     complete: bool
 
 
+#: What :func:`latency_summary` reports, the figures a serving sweep's ``--slo`` may limit.
+LATENCY_FIGURES = ("goodput_tok_s", "output_tok_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms",
+                   "tpot_p99_ms", "mean_tpot_ms", "within_slo", "wall_s")  # fmt: skip
+
+
 def latency_summary(
     rows: list[RequestTiming], wall: float, slo_ttft_ms: float, slo_tpot_ms: float
 ) -> dict[str, Any]:
@@ -141,6 +146,10 @@ class ServingObjective(Objective):
     slo_problem_keys: ClassVar[dict[str, tuple[str, ...]]] = {
         metric: (*keys, STOP_KEYS[metric]) for metric, keys in SLO_PROBLEM_KEYS.items()
     }
+
+    @classmethod
+    def slo_metrics(cls) -> tuple[str, ...]:
+        return LATENCY_FIGURES
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:

@@ -242,6 +242,9 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
         (("tune", *replay, *stored, "--slo", "nosuch=5"), "--slo 'nosuch' is not a column"),
         (("tune", *replay, *stored, "--slo", "tflops=nan"), "the limit must be a finite number"),
         (("tune", *replay, *stored, "--slo", "tflops=1,tflops=2"), "tflops is limited twice"),
+        (("tune", "matmul", "--device", "cpu", "--storage", url, "--study", "m", "--slo",
+          "ttft_p99_ms=500"), "--slo: matmul does not measure 'ttft_p99_ms'; it reports "
+                              "ratio_to_cublas, tflops, ms"),
         (("studies", "--storage", f"sqlite:///{tmp_path / 'typo.db'}"), "no database at"),
         (("best", "--storage", "postgresql://u:s3cret@[::1:1/db"), "Invalid IPv6 URL"),
     ]  # fmt: skip
@@ -253,6 +256,7 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
         assert "s3cret" not in done.stderr
     assert not (tmp_path / "typo.db").exists()
     assert autotune(*listing).stdout == before
+    assert "m" not in autotune("studies", "--storage", url).stdout.split()
 
 
 def test_export_triton_configs_are_loadable(tmp_path):

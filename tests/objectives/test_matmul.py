@@ -104,6 +104,7 @@ def test_evaluate_ragged_problem(dtype: str) -> None:
     assert set(m.values) == {"ratio_to_cublas", "tflops"} and m.values["tflops"] > 0
     for key in ("ms", "cublas_tflops", "spread", "timing_protocol"):
         assert key in m.metrics
+    assert set(obj.slo_metrics()) <= set(m.all_metrics())  # what --slo may limit
     assert m.values["ratio_to_cublas"] == pytest.approx(
         m.values["tflops"] / m.metrics["cublas_tflops"]
     )

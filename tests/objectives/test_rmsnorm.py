@@ -17,6 +17,7 @@ def test_a_trial_checks_then_measures_against_torch_and_copy():
     assert m.values["gbps"] > 0 and m.values["copy_fraction"] > 0
     assert m.metrics["rel_error"] < 1e-2 and m.metrics["ratio_to_torch"] > 0
     assert "not a GPU figure" in m.metrics["timing_protocol"]
+    assert set(objective.slo_metrics()) <= set(m.all_metrics())  # what --slo may limit
 
 
 def test_a_kernel_that_skips_rows_fails_the_gate(monkeypatch):

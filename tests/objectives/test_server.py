@@ -39,6 +39,7 @@ def test_a_trial_streams_every_token_over_http_and_frees_the_port() -> None:
     assert m.metrics["ttft_p99_ms"] >= m.metrics["ttft_p50_ms"] > 0
     assert m.metrics["output_tok_s"] > 0  # every request within the SLO: goodput is all of it
     assert m.values["goodput_tok_s"] == pytest.approx(m.metrics["output_tok_s"])
+    assert set(obj.slo_metrics()) <= set(m.all_metrics())  # what --slo may limit
     assert _port_is_free(m.metrics["port"])  # the whole process group is gone
 
 

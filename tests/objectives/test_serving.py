@@ -29,6 +29,8 @@ def test_a_trace_is_served_and_timed_per_request() -> None:
     assert m.metrics["within_slo"] == 6
     assert m.metrics["output_tok_s"] > 0
     assert m.values["goodput_tok_s"] == pytest.approx(m.metrics["output_tok_s"])
+    # every figure --slo may limit is reported (a limit on another is refused at setup)
+    assert set(obj.slo_metrics()) <= set(m.all_metrics())
 
 
 def test_an_impossible_slo_leaves_no_goodput() -> None:

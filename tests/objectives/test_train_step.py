@@ -61,6 +61,7 @@ def test_default_config_runs_reports_every_step_and_learns() -> None:
     assert m.metrics["final_loss"] == rec.calls[-1][1]
     assert m.metrics["final_loss"] < m.metrics["first_loss"]  # the fixed batch is memorised
     assert m.metrics["mfu"] is None  # no peak figure for a CPU
+    assert set(obj.slo_metrics()) <= set(m.all_metrics())  # what --slo may limit
     assert m.metrics["accumulation"] == 1
     assert m.metrics["tokens_per_step"] == 4 * 16
     # tokens_per_s and step_ms describe the same timed steps
