@@ -428,7 +428,13 @@ def trials(
 
 
 def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
+    """None, NaN or pandas' NA (an integer parameter a trial lacks)."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:  # pandas' NA has no truth value
+        return True
 
 
 def _cell(value: Any, column: str = "") -> str:

@@ -69,6 +69,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: number, status, reason, objective values, parameters, metrics."""
     objectives = list(objectives_of(study))
     rows = []
+    kinds: dict[str, set[type]] = {}  # each parameter column's value types
     for trial in study.get_trials(deepcopy=False):
         status = trial_status(trial)
         row: dict[str, Any] = {"trial": trial.number, "status": status}
@@ -76,10 +77,18 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         for i, name in enumerate(objectives):
             row[name] = trial.values[i] if ok else None
         # a parameter named like an objective (replay tables) keeps a "param." prefix
-        row.update({(f"param.{k}" if k in row else k): v for k, v in trial.params.items()})
+        params = {(f"param.{k}" if k in row else k): v for k, v in trial.params.items()}
+        for k, v in params.items():
+            kinds.setdefault(k, set()).add(type(v))
+        row.update(params)
         metrics = trial.user_attrs.get(METRICS, {})
         row.update({f"m.{k}": v for k, v in metrics.items() if k not in objectives})
         row["reason"] = trial.user_attrs.get(REASON, "")
         row["duration_s"] = trial.user_attrs.get(DURATION)
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    # an integer parameter stays one where a trial lacks it (interrupted before it was asked)
+    for column, types in kinds.items():
+        if types == {int} and frame[column].isna().any():
+            frame[column] = frame[column].astype("Int64")
+    return frame
