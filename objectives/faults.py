@@ -90,6 +90,10 @@ class FaultsObjective(Objective):
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         start = time.perf_counter()
         compile_s = self._compile(config)
+        if config.get("progress_bar"):  # as torch inductor shows one while it compiles
+            from tqdm import tqdm
+
+            tqdm(total=1, disable=True).close()
         fault = config.get("fault", "none")
         if fault == "oom":
             # 4 PiB: more than any machine has; the allocator refuses it for real

@@ -15,6 +15,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -28,12 +29,25 @@ _RESTART_AFTER = {TrialStatus.OOM, TrialStatus.CRASHED, TrialStatus.TIMEOUT}
 _POLL_S = 0.25
 
 
+def _progress_bars_lock_in_process() -> None:
+    """Give tqdm's progress bars (torch inductor shows one while it compiles) a lock of this
+    process only. By default they share a named semaphore across processes, which a worker
+    killed mid-trial (a timeout, the sweep stopped) leaves to the resource tracker, which then
+    warns of a leaked semaphore as the sweep exits. A worker's bars draw nowhere shared."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # nothing draws bars then
+        return
+    tqdm.set_lock(threading.RLock())
+
+
 def _worker_main(
     conn: Connection, workload: str, problem: dict[str, Any], env: dict[str, str]
 ) -> None:
     """Body of the worker process: build the objective once, then evaluate configs on request."""
     os.environ.update(env)  # e.g. CUDA_VISIBLE_DEVICES, before torch is imported
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    _progress_bars_lock_in_process()
     from autotune.objectives import get_objective
 
     try:

@@ -1,5 +1,8 @@
 """Each failure state produced by a real injected fault, in a real worker process."""
 
+import subprocess
+import sys
+
 import pytest
 
 from autotune.failures import TrialStatus
@@ -40,6 +43,21 @@ def test_hang_ends_at_the_timeout(runner):
     assert result.status is TrialStatus.TIMEOUT
     assert 3.0 <= result.duration_s < 10.0
     assert runner.evaluate({"fault": "none"}).ok
+
+
+def test_a_worker_killed_after_a_progress_bar_leaves_no_semaphore_behind():
+    # torch inductor draws a tqdm bar while it compiles; a worker killed then (a timeout, the
+    # sweep stopped) once left tqdm's named semaphore to the resource tracker, whose warning
+    # ended the sweep's output
+    script = (
+        "from autotune.runners.worker import IsolatedRunner\n"
+        "with IsolatedRunner('faults', {}, timeout_s=2.0) as runner:\n"
+        "    print(runner.evaluate({'fault': 'hang', 'progress_bar': True}).status.value)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "timeout", done.stderr
+    assert "leaked semaphore" not in done.stderr, done.stderr
 
 
 def test_wrong_result(runner):
