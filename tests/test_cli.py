@@ -116,8 +116,9 @@ BAD_INPUT = [
     (["tune", "train-step", "--problem", "model=9b"], "--problem: model='9b' is not one of"),
     (["tune", "matmul", "--compile-ahead", "-1"], "--compile-ahead: -1 must be 0"),
     (["tune", "--replay", "missing.csv", "--params", "a", "--metric", "m"], "not found"),
-    (["trials", "--format", "xml"], "no study"),
-    (["export", "--to", "toml"], "no study"),
+    # a read command in a folder without the default database: the first problem is named
+    (["trials", "--format", "xml"], "no database at autotune.db (nothing to read)"),
+    (["export", "--to", "toml"], "--to toml: unknown target"),
 ]
 
 
