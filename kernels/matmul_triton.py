@@ -1,4 +1,7 @@
-"""Tiled Triton matmul ``C = A @ B`` (bf16/fp16 in, fp32 accumulation, result in the input dtype).
+"""Triton matmul ``C = A @ B`` (bf16/fp16 in, fp32 accumulation, result in the input dtype):
+the config check, the resource model, the launch plan and the API. The kernels live in
+:mod:`~autotune.kernels.matmul_tiled` (a program per tile, and split-K) and
+:mod:`~autotune.kernels.matmul_persistent` (a program per SM over TMA descriptors, and stream-K).
 
 Every tunable is a plain argument: the tile ``BLOCK_M x BLOCK_N`` each program computes, the depth
 ``BLOCK_K`` of one step along K, ``GROUP_M`` (how many tile-rows share one band of the grid, for L2
@@ -11,10 +14,10 @@ decorates the kernel, and the kernel then runs under Triton's interpreter on tor
 Triton reads the variable each time ``@triton.jit`` runs. Its own helpers (``tl.cdiv``,
 ``tl.zeros``, ...) are ``@triton.jit`` functions decorated when ``triton`` is first imported, and
 under the interpreter a kernel calling helpers decorated with the variable unset fails ("Cannot call
-@triton.jit'd outside of the scope of a kernel"). This kernel calls builtins only, so it runs under
-the interpreter whatever the import order; other kernels need the variable set before the process
-first imports ``triton``. ``num_warps``/``num_stages`` are ignored by the interpreter, and
-``compile_only`` has nothing to compile there.
+@triton.jit'd outside of the scope of a kernel"). The tiled kernel calls builtins only, so it
+runs under the interpreter whatever the import order; other kernels need the variable set before
+the process first imports ``triton``. ``num_warps``/``num_stages`` are ignored by the
+interpreter, and ``compile_only`` has nothing to compile there.
 
 Example:
     >>> import torch
@@ -50,7 +53,6 @@ if not _cuda_present():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import triton  # noqa: E402 - imported after the interpreter switch, on purpose
-import triton.language as tl  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
 from autotune.kernels import split_k_workspace, tma  # noqa: E402
@@ -59,6 +61,14 @@ from autotune.kernels.interpreter import (  # noqa: E402
     is_pow2,
     pow2_at_least,
     sm_count,
+)
+from autotune.kernels.matmul_persistent import (  # noqa: E402
+    matmul_persistent_kernel,
+    matmul_stream_k_kernel,
+)
+from autotune.kernels.matmul_tiled import (  # noqa: E402
+    matmul_split_k_kernel,
+    matmul_tiled_kernel,
 )
 
 #: The tunables ``matmul`` takes, with an untuned but sensible value each (the tiled schedule with
@@ -116,452 +126,9 @@ _INT32_LIMIT = 2**31
 _INTERPRETER_PROGRAMS = 4
 
 
-@triton.jit
-def _matmul_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    MASKED: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DIV_M: tl.constexpr,
-    DIV_N: tl.constexpr,
-    DIV_K: tl.constexpr,
-    DIV_AM: tl.constexpr,
-    DIV_AK: tl.constexpr,
-    DIV_BK: tl.constexpr,
-    DIV_BN: tl.constexpr,
-    DIV_CM: tl.constexpr,
-    DIV_CN: tl.constexpr,
-):
-    # --- what the host knows of the sizes' and strides' alignment (see alignment_hints) ------
-    # Each is rewritten as a multiple of its power-of-two divisor, which it already is: the
-    # compiler then knows, e.g., that rows of a 1000x500 fp16 A start 8 bytes apart and loads
-    # them 8 bytes at a time, asynchronously (Triton by itself only knows "divisible by 16" or
-    # nothing, and nothing means one 2-byte load per element). Only divisors 2, 4 and 8 need
-    # it: a multiple of 16 is already marked so by Triton's launch (and a 1 made a constant),
-    # and rewriting it anyway leaves signed-division code in the compiled prologue.
-    if DIV_M < 16:
-        M = M // DIV_M * DIV_M
-    if DIV_N < 16:
-        N = N // DIV_N * DIV_N
-    if DIV_K < 16:
-        K = K // DIV_K * DIV_K
-    if DIV_AM < 16:
-        stride_am = stride_am // DIV_AM * DIV_AM
-    if DIV_AK < 16:
-        stride_ak = stride_ak // DIV_AK * DIV_AK
-    if DIV_BK < 16:
-        stride_bk = stride_bk // DIV_BK * DIV_BK
-    if DIV_BN < 16:
-        stride_bn = stride_bn // DIV_BN * DIV_BN
-    if DIV_CM < 16:
-        stride_cm = stride_cm // DIV_CM * DIV_CM
-    if DIV_CN < 16:
-        stride_cn = stride_cn // DIV_CN * DIV_CN
-    # --- which output tile this program owns -------------------------------------------------
-    # Programs are handed out band by band; a band is GROUP_M tile-rows of C. Inside a band the
-    # tile-row index moves fastest, so consecutive programs reuse the same tile-column of B (and
-    # the band's GROUP_M tile-rows of A) while those are still in L2.
-    # e.g. tiles_m=5, tiles_n=3, GROUP_M=2: pid 0..5 -> band 0 (rows 0-1), (m,n) = (0,0) (1,0)
-    # (0,1) (1,1) (0,2) (1,2); pid 12..14 -> band 2, which holds only row 4.
-    # (Only builtins below: no tl.cdiv / tl.zeros, which are themselves @triton.jit functions;
-    # see the module docstring.)
-    pid = tl.program_id(0)
-    tiles_m = (M + BLOCK_M - 1) // BLOCK_M  # ceil(M / BLOCK_M)
-    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
-    programs_per_band = GROUP_M * tiles_n
-    band = pid // programs_per_band
-    first_row = band * GROUP_M
-    rows_here = tl.minimum(tiles_m - first_row, GROUP_M)  # the last band may be shorter
-    rank = pid - band * programs_per_band  # position inside the band
-    tile_m = first_row + rank % rows_here
-    tile_n = rank // rows_here
-
-    # --- pointers to the first K-slab of A (BLOCK_M x BLOCK_K) and B (BLOCK_K x BLOCK_N) -----
-    # Rows past M and columns past N wrap around (modulo): the loads stay inside the matrices
-    # and only the store is masked. The K-mask is kept on every load, even where K divides
-    # evenly. Both are the Triton tutorial kernel's form; measured on the H200 at 8192^3 and
-    # 8192x4096x4096 with its tile (128x128x64, 4 warps, 3 stages), the modulo is 6-10% faster
-    # than the same kernel without it, and the K-mask a further 1-3% (benchmarks/results/
-    # h200-2026-12-02).
-    rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    ks = tl.arange(0, BLOCK_K)
-    # The offsets are summed in int32 first and added to the pointer once (the parentheses):
-    # without them each term is its own 64-bit pointer add, and the compiled K loop carries
-    # twice the 64-bit address updates (sm_90 SASS).
-    a_ptrs = a_ptr + (rows[:, None] * stride_am + ks[None, :] * stride_ak)
-    b_ptrs = b_ptr + (ks[:, None] * stride_bk + cols[None, :] * stride_bn)
-
-    # --- march along K, accumulating in fp32 ---------------------------------------------------
-    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
-    for step in range(0, (K + BLOCK_K - 1) // BLOCK_K):
-        # ks past K read as 0, which adds nothing to the sum
-        k_left = K - step * BLOCK_K
-        a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
-        b = tl.load(b_ptrs, mask=ks[:, None] < k_left, other=0.0)
-        if UPCAST:
-            # interpreter only (see _upcast): bf16 -> fp32 is exact, so the sum is unchanged
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-
-    # --- write the tile back in C's dtype -------------------------------------------------------
-    c = acc.to(c_ptr.dtype.element_ty)
-    out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + out_rows[:, None] * stride_cm + out_cols[None, :] * stride_cn
-    if MASKED:  # the launcher always masks (see _plan); unmasked needs tiles that divide C
-        tl.store(c_ptrs, c, mask=(out_rows[:, None] < M) & (out_cols[None, :] < N))
-    else:
-        tl.store(c_ptrs, c)
-
-
-# The same product with one tile's K range shared by SPLIT_K programs (decode shapes: few tiles,
-# long K). Its loads wrap around the edges instead of masking, and only a partial last K-step
-# is masked.
-@triton.jit
-def _matmul_split_k_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    ws_ptr,
-    lock_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_ak,
-    stride_bk,
-    stride_bn,
-    stride_cm,
-    stride_cn,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    SPLIT_K: tl.constexpr,
-    EVEN_K: tl.constexpr,
-    UPCAST: tl.constexpr,
-    DIV_M: tl.constexpr,
-    DIV_N: tl.constexpr,
-    DIV_K: tl.constexpr,
-    DIV_AM: tl.constexpr,
-    DIV_AK: tl.constexpr,
-    DIV_BK: tl.constexpr,
-    DIV_BN: tl.constexpr,
-    DIV_CM: tl.constexpr,
-    DIV_CN: tl.constexpr,
-):
-    # the sizes and strides as multiples of their known divisors (see _matmul_kernel)
-    M, N, K = M // DIV_M * DIV_M, N // DIV_N * DIV_N, K // DIV_K * DIV_K
-    stride_am, stride_ak = stride_am // DIV_AM * DIV_AM, stride_ak // DIV_AK * DIV_AK
-    stride_bk, stride_bn = stride_bk // DIV_BK * DIV_BK, stride_bn // DIV_BN * DIV_BN
-    stride_cm, stride_cn = stride_cm // DIV_CM * DIV_CM, stride_cn // DIV_CN * DIV_CN
-    # --- which output tile this program owns -------------------------------------------------
-    # Programs are handed out band by band; a band is GROUP_M tile-rows of C. Inside a band the
-    # tile-row index moves fastest, so consecutive programs reuse the same tile-column of B (and
-    # the band's GROUP_M tile-rows of A) while those are still in L2.
-    # e.g. tiles_m=5, tiles_n=3, GROUP_M=2: pid 0..5 -> band 0 (rows 0-1), (m,n) = (0,0) (1,0)
-    # (0,1) (1,1) (0,2) (1,2); pid 12..14 -> band 2, which holds only row 4.
-    # (Only builtins below: no tl.cdiv / tl.zeros, which are themselves @triton.jit functions;
-    # see the module docstring.)
-    pid = tl.program_id(0)
-    split = tl.program_id(1)  # which share of K this program sums (SPLIT_K of them)
-    tiles_m = (M + BLOCK_M - 1) // BLOCK_M  # ceil(M / BLOCK_M)
-    tiles_n = (N + BLOCK_N - 1) // BLOCK_N
-    programs_per_band = GROUP_M * tiles_n
-    band = pid // programs_per_band
-    first_row = band * GROUP_M
-    rows_here = tl.minimum(tiles_m - first_row, GROUP_M)  # the last band may be shorter
-    rank = pid - band * programs_per_band  # position inside the band
-    tile_m = first_row + rank % rows_here
-    tile_n = rank // rows_here
-
-    # --- the K-steps of this split: [first, last) of ceil(K / BLOCK_K) ------------------------
-    # e.g. K=4096, BLOCK_K=128, SPLIT_K=4: 32 steps, 8 each; split 2 sums steps 16..23
-    steps = (K + BLOCK_K - 1) // BLOCK_K
-    per_split = (steps + SPLIT_K - 1) // SPLIT_K
-    first = tl.minimum(split * per_split, steps)
-    last = tl.minimum(first + per_split, steps)
-    if EVEN_K:  # noqa: SIM108 - a compile-time branch, kept apart from the runtime ones
-        full_last = last
-    else:
-        full_last = tl.minimum(last, steps - 1)  # the last step is partial: masked below
-
-    # --- pointers to this split's first K-slab of A (BLOCK_M x BLOCK_K) and B -----------------
-    # Rows past M and columns past N wrap around (modulo), so every load stays inside the
-    # matrices and needs no mask; only the store is masked.
-    rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    cols = (tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    ks = first * BLOCK_K + tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak
-    b_ptrs = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
-
-    # --- march along K, accumulating in fp32 ---------------------------------------------------
-    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
-    for _ in range(first, full_last):
-        a = tl.load(a_ptrs)
-        b = tl.load(b_ptrs)
-        if UPCAST:
-            # interpreter only (see _upcast): bf16 -> fp32 is exact, so the sum is unchanged
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    # runtime conditions nest: Triton lowers each `if` on a scalar to its own branch
-    if not EVEN_K:  # noqa: SIM102
-        if last == steps:  # noqa: SIM102
-            if first < last:  # this split owns the partial last step: ks past K read as 0
-                k_left = K - full_last * BLOCK_K
-                inner = tl.arange(0, BLOCK_K)
-                a = tl.load(a_ptrs, mask=inner[None, :] < k_left, other=0.0)
-                b = tl.load(b_ptrs, mask=inner[:, None] < k_left, other=0.0)
-                if UPCAST:
-                    a = a.to(tl.float32)
-                    b = b.to(tl.float32)
-                acc = tl.dot(a, b, acc)
-
-    # --- write the tile back in C's dtype -------------------------------------------------------
-    out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    inside = (out_rows[:, None] < M) & (out_cols[None, :] < N)
-    c_ptrs = c_ptr + out_rows[:, None] * stride_cm + out_cols[None, :] * stride_cn
-    if SPLIT_K == 1:
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=inside)
-    else:
-        # Each split leaves its fp32 partial tile in the workspace [SPLIT_K, M, N], then takes a
-        # ticket; the split that draws the last ticket adds the partials up, writes C and resets
-        # the tile's counter for the next launch: one launch, no memset.
-        partial = ws_ptr + out_rows[:, None] * N + out_cols[None, :]
-        tl.store(partial + split * M * N, acc, mask=inside)
-        tl.debug_barrier()  # every thread's partial is written before the ticket is taken
-        tile = tile_m * tiles_n + tile_n
-        ticket = tl.atomic_add(lock_ptr + tile, 1, sem="acq_rel")
-        if ticket == SPLIT_K - 1:
-            total = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
-            for s in tl.static_range(SPLIT_K):
-                # .cg: read past L1, which may hold another SM's stale view
-                total += tl.load(partial + s * M * N, mask=inside, other=0.0, cache_modifier=".cg")
-            tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=inside)
-            tl.atomic_xchg(lock_ptr + tile, 0)
-
-
-@triton.jit
-def _descriptors(
-    a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b, stride_cm,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_KMAJOR: tl.constexpr,
-    C_N: tl.constexpr,
-):  # fmt: skip
-    # Tensor descriptors: the TMA unit copies whole tiles, zero-filling reads past the edges and
-    # clipping writes, so nothing here is masked. Made once per program, outside the loops
-    # (Triton 3.6 cannot pipeline a loop that makes one).
-    a_desc = tl.make_tensor_descriptor(
-        a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
-    )
-    if B_KMAJOR:  # B is the transpose of an (N, K) row-major matrix, as nn.Linear keeps weights
-        b_desc = tl.make_tensor_descriptor(
-            b_ptr, shape=[N, K], strides=[stride_b, 1], block_shape=[BLOCK_N, BLOCK_K]
-        )
-    else:
-        b_desc = tl.make_tensor_descriptor(
-            b_ptr, shape=[K, N], strides=[stride_b, 1], block_shape=[BLOCK_K, BLOCK_N]
-        )
-    c_desc = tl.make_tensor_descriptor(
-        c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, C_N]
-    )
-    return a_desc, b_desc, c_desc
-
-
-@triton.jit
-def _tile_counts(M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    # tiles of C along M and N, and K-steps a tile
-    return (M + BLOCK_M - 1) // BLOCK_M, (N + BLOCK_N - 1) // BLOCK_N, (K + BLOCK_K - 1) // BLOCK_K
-
-
-@triton.jit
-def _tile_origin(
-    tile, tiles_m, programs_per_band,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
-):  # fmt: skip
-    # the first row and column of C of a tile in the banded order of the tiled kernel
-    band = tile // programs_per_band
-    first_row = band * GROUP_M
-    rows_here = tl.minimum(tiles_m - first_row, GROUP_M)
-    rank = tile - band * programs_per_band
-    return (first_row + rank % rows_here) * BLOCK_M, (rank // rows_here) * BLOCK_N
-
-
-@triton.jit
-def _tile_steps(
-    a_desc, b_desc, off_m, off_n, first, last,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, B_KMAJOR: tl.constexpr,
-    UPCAST: tl.constexpr,
-):  # fmt: skip
-    # one tile's product over the K-steps [first, last), in fp32
-    acc = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
-    for step in range(first, last):
-        a = a_desc.load([off_m, step * BLOCK_K])
-        if B_KMAJOR:
-            b = b_desc.load([off_n, step * BLOCK_K]).T
-        else:
-            b = b_desc.load([step * BLOCK_K, off_n])
-        if UPCAST:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc)
-    return acc
-
-
-@triton.jit
-def _store_tile(
-    c_desc, acc, off_m, off_n,
-    BLOCK_M: tl.constexpr, C_N: tl.constexpr, SUBTILE: tl.constexpr,
-):  # fmt: skip
-    # C_N = BLOCK_N, or half of it with SUBTILE (two stores of half a tile each)
-    if SUBTILE:
-        halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, C_N)), (0, 2, 1))
-        left, right = tl.split(halves)
-        c_desc.store([off_m, off_n], left.to(c_desc.dtype))
-        c_desc.store([off_m, off_n + C_N], right.to(c_desc.dtype))
-    else:
-        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
-
-
-@triton.jit
-def _matmul_persistent_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_b,
-    stride_cm,
-    PROGRAMS,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    B_KMAJOR: tl.constexpr,
-    FLATTEN: tl.constexpr,
-    UPCAST: tl.constexpr,
-    SUBTILE: tl.constexpr,
-):
-    # SUBTILE: C goes out in two halves along N, so shared memory stages half a C tile (e.g.
-    # 128x256 in bf16: 32 KiB instead of 64, room for a fourth stage of A and B)
-    C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
-    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
-                                          stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)
-    tiles_m, tiles_n, steps = _tile_counts(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
-    programs_per_band = GROUP_M * tiles_n
-    # Program p takes tiles p, p + PROGRAMS, p + 2 PROGRAMS, ... in the banded order above.
-    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS, flatten=FLATTEN):
-        off_m, off_n = _tile_origin(tile, tiles_m, programs_per_band, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = _tile_steps(a_desc, b_desc, off_m, off_n, 0, steps, BLOCK_M, BLOCK_N, BLOCK_K,
-                          B_KMAJOR, UPCAST)
-        _store_tile(c_desc, acc, off_m, off_n, BLOCK_M, C_N, SUBTILE)
-
-
-# The persistent schedule with the last, partial wave spread over every program (stream-K):
-# whole waves of tiles first, as above, then the remaining tiles' K-steps cut into equal
-# shares, one a program. A tile whose steps fall to several programs is summed by the last of
-# them to finish, from the fp32 partials the others left in the workspace.
-@triton.jit
-def _matmul_stream_k_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    ws_ptr,
-    count_ptr,
-    M,
-    N,
-    K,
-    stride_am,
-    stride_b,
-    stride_cm,
-    PROGRAMS,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr,
-    B_KMAJOR: tl.constexpr,
-    UPCAST: tl.constexpr,
-    SUBTILE: tl.constexpr,
-):
-    C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
-    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
-                                          stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)
-    tiles_m, tiles_n, steps = _tile_counts(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
-    programs_per_band = GROUP_M * tiles_n
-    pid = tl.program_id(0)
-    # --- whole waves: e.g. 1024 tiles on 132 programs, 7 each (tiles 0..923); none when there
-    # are fewer tiles than programs (64 x 4096 in 64 x 128 tiles: 32, all in the shares below) ---
-    tiles = tiles_m * tiles_n
-    tail = tiles % PROGRAMS
-    whole = tiles - tail
-    for tile in tl.range(pid, whole, PROGRAMS, flatten=True):
-        off_m, off_n = _tile_origin(tile, tiles_m, programs_per_band, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = _tile_steps(a_desc, b_desc, off_m, off_n, 0, steps, BLOCK_M, BLOCK_N, BLOCK_K,
-                          B_KMAJOR, UPCAST)
-        _store_tile(c_desc, acc, off_m, off_n, BLOCK_M, C_N, SUBTILE)
-    # --- the tail's tile x K-step iterations in equal shares: e.g. 100 tiles x 64 steps over
-    # 132 programs, 49 each; program 1 takes tile 0's steps 49..63 and tile 1's 0..33 ---------
-    share = (tail * steps + PROGRAMS - 1) // PROGRAMS
-    it = pid * share
-    end = tl.minimum(it + share, tail * steps)
-    while it < end:
-        t = it // steps
-        first = it - t * steps
-        last = tl.minimum(steps, first + end - it)
-        off_m, off_n = _tile_origin(whole + t, tiles_m, programs_per_band, BLOCK_M, BLOCK_N,
-                                    GROUP_M)
-        acc = _tile_steps(a_desc, b_desc, off_m, off_n, first, last, BLOCK_M, BLOCK_N, BLOCK_K,
-                          B_KMAJOR, UPCAST)
-        if first == 0 and last == steps:  # the whole tile is this program's
-            _store_tile(c_desc, acc, off_m, off_n, BLOCK_M, C_N, SUBTILE)
-        else:
-            # the programs sharing tile t: those whose shares hold its first and last step.
-            # Program p leaves its partial of tile t in slot p + t: a program's tiles follow
-            # each other and the next program starts at its last tile or after, so no two
-            # (program, tile) pairs meet in a slot, and PROGRAMS + tail slots are enough
-            inner = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
-            owner = (t * steps) // share
-            parts = ((t + 1) * steps - 1) // share - owner + 1
-            slots = ws_ptr + (owner + t) * BLOCK_M * BLOCK_N
-            tl.store(slots + (pid - owner) * BLOCK_M * BLOCK_N + inner, acc)
-            tl.debug_barrier()  # every thread's part of the partial is stored before the ticket
-            ticket = tl.atomic_add(count_ptr + t, 1, sem="acq_rel")
-            if ticket == parts - 1:  # the last to finish adds the partials in slot order
-                total = tl.full((BLOCK_M, BLOCK_N), 0.0, dtype=tl.float32)
-                for slot in range(0, parts):
-                    # .cg: read L2, where the other programs' stores are, not a stale L1 line
-                    total += tl.load(slots + slot * BLOCK_M * BLOCK_N + inner, cache_modifier=".cg")
-                _store_tile(c_desc, total, off_m, off_n, BLOCK_M, C_N, SUBTILE)
-                tl.atomic_xchg(count_ptr + t, 0)  # ready for the next launch
-        it += last - first
-
-
 #: True when the kernel runs under Triton's interpreter (no GPU compile, CPU tensors). Read off the
 #: decorated kernel itself: @triton.jit returns an InterpretedFunction instead of a JITFunction.
-INTERPRETED: bool = not isinstance(_matmul_kernel, JITFunction)
+INTERPRETED: bool = not isinstance(matmul_tiled_kernel, JITFunction)
 
 
 def check_config(
@@ -823,10 +390,10 @@ def _plan(
             # slots); a counter a tile of the last wave
             tail = _grid_size(M, N, BM, BN) % programs
             workspace = ((programs + tail) * BM * BN, tail) if tail else (0, 0)
-            return _Plan(_matmul_stream_k_kernel, (programs,), args, {**constexprs, **launch}, 5,
+            return _Plan(matmul_stream_k_kernel, (programs,), args, {**constexprs, **launch}, 5,
                          workspace)  # fmt: skip
         constexprs["FLATTEN"] = cfg["SCHEDULE"] == "persistent_flat"
-        return _Plan(_matmul_persistent_kernel, (programs,), args, {**constexprs, **launch}, 3)
+        return _Plan(matmul_persistent_kernel, (programs,), args, {**constexprs, **launch}, 3)
     split_k = cfg["SPLIT_K"]
     args = (M, N, K, sam, sak, sbk, sbn, scm, scn)
     hints = alignment_hints(M, N, K, strides)
@@ -837,12 +404,13 @@ def _plan(
         # 128x128x64, 4 warps, 3 stages: same instructions, another order). Masked, the
         # compiled kernel is instruction for instruction the tutorial's.
         constexprs = {**meta, "MASKED": True, "UPCAST": upcast, **hints}
-        return _Plan(_matmul_kernel, (_grid_size(M, N, BM, BN),), args, {**constexprs, **launch}, 3)
+        grid = (_grid_size(M, N, BM, BN),)
+        return _Plan(matmul_tiled_kernel, grid, args, {**constexprs, **launch}, 3)
     constexprs = {**meta, "SPLIT_K": split_k, "EVEN_K": K % cfg["BLOCK_K"] == 0, "UPCAST": upcast,
                   **hints}  # fmt: skip
     grid = (_grid_size(M, N, BM, BN), split_k)
     workspace = (split_k * M * N, grid[0])
-    return _Plan(_matmul_split_k_kernel, grid, args, {**constexprs, **launch}, 5, workspace)
+    return _Plan(matmul_split_k_kernel, grid, args, {**constexprs, **launch}, 5, workspace)
 
 
 def launcher(

@@ -106,16 +106,17 @@ def _model(cfg: dict, dtype: str) -> bool:
 
 
 def test_the_matmul_kernels_compile_for_sm90_and_the_resource_model_agrees() -> None:
-    module = "autotune.kernels.matmul_triton"
-    tiled = compile_in_subprocess(module, "_matmul_kernel", [_tiled(c, d) for c, d in TILED])
+    module = "autotune.kernels.matmul_tiled"
+    tiled = compile_in_subprocess(module, "matmul_tiled_kernel", [_tiled(c, d) for c, d in TILED])
     split = compile_in_subprocess(
-        module, "_matmul_split_k_kernel", [_tiled(c, d) for c, d in SPLIT]
+        module, "matmul_split_k_kernel", [_tiled(c, d) for c, d in SPLIT]
     )
+    module = "autotune.kernels.matmul_persistent"
     persistent = compile_in_subprocess(
-        module, "_matmul_persistent_kernel", [_persistent(c, d) for c, d in PERSISTENT]
+        module, "matmul_persistent_kernel", [_persistent(c, d) for c, d in PERSISTENT]
     )
     stream_k = compile_in_subprocess(
-        module, "_matmul_stream_k_kernel", [_persistent(c, d) for c, d in STREAM_K]
+        module, "matmul_stream_k_kernel", [_persistent(c, d) for c, d in STREAM_K]
     )
     cases = TILED + SPLIT + PERSISTENT + STREAM_K
     for (cfg, dtype), result in zip(cases, tiled + split + persistent + stream_k, strict=True):
@@ -133,7 +134,7 @@ def test_the_matmul_kernels_compile_for_sm90_and_the_resource_model_agrees() -> 
 def test_a_config_the_compiler_refuses_is_a_compile_error() -> None:
     bad = _tiled(_config(64, 64, 64, 2), "bf16")
     bad["args"]["BLOCK_K"] = 8  # tl.dot needs K >= 16
-    (result,) = compile_in_subprocess("autotune.kernels.matmul_triton", "_matmul_kernel", [bad])
+    (result,) = compile_in_subprocess("autotune.kernels.matmul_tiled", "matmul_tiled_kernel", [bad])
     assert result["failure"] == "compile_error"
 
 
@@ -161,8 +162,8 @@ def test_an_odd_shape_still_gets_vector_asynchronous_loads() -> None:
     hinted = {"args": {**args, **_hints(args)}, "options": {"num_warps": 4, "num_stages": 3},
               "count": count}  # fmt: skip
     blind = {**hinted, "args": {**args, **{k: 1 for k in _hints(args)}}}  # no hint at all
-    module = "autotune.kernels.matmul_triton"
-    with_hints, without = compile_in_subprocess(module, "_matmul_kernel", [hinted, blind])
+    module = "autotune.kernels.matmul_tiled"
+    with_hints, without = compile_in_subprocess(module, "matmul_tiled_kernel", [hinted, blind])
     assert without["ptx_counts"][SCALAR_LOAD] > 0  # what Triton does by itself
     assert with_hints["ptx_counts"][SCALAR_LOAD] == 0
     assert with_hints["ptx_counts"][ASYNC_8] > 0  # A: 4 elements per copy

@@ -28,7 +28,7 @@ def _rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 @pytest.mark.skipif(not mt.INTERPRETED, reason="CUDA present: the kernel is compiled")
 def test_module_switches_on_the_interpreter_without_cuda() -> None:
     assert os.environ.get("TRITON_INTERPRET") == "1"
-    assert type(mt._matmul_kernel).__name__ == "InterpretedFunction"
+    assert type(mt.matmul_tiled_kernel).__name__ == "InterpretedFunction"
 
 
 @pytest.mark.skipif(not mt.INTERPRETED, reason="CUDA present: the kernel is compiled")
