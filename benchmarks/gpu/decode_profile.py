@@ -69,7 +69,7 @@ def kind_of(name: str) -> str:
     """The kind a kernel's time counts under, by its name.
 
     Example:
-        >>> kind_of("_quant_matmul_kernel"), kind_of("_rmsnorm_fwd"), kind_of("elementwise_kernel")
+        >>> kind_of("quant_matmul_kernel"), kind_of("_rmsnorm_fwd"), kind_of("elementwise_kernel")
         ('quantized linears', 'norms', 'other')
     """
     lowered = name.lower()

@@ -34,7 +34,7 @@ SWAP = {"on": False}
 
 def _with_swap(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
     values = _constexprs(*args, **kwargs)
-    if "SWAP" in qm._quant_matmul_kernel.arg_names:
+    if "SWAP" in qm.quant_matmul_kernel.arg_names:
         values["SWAP"] = SWAP["on"]
     return values
 

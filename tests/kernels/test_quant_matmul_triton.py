@@ -258,8 +258,8 @@ def test_the_kernel_compiles_for_hopper_and_the_space_bounds_its_shared_memory()
         ("int8", 1, 4096, cfg(1, 128, 64, 8, 8, 2), None),
     ]
     results = cross.compile_in_subprocess(
-        "autotune.kernels.quant_matmul_triton",
-        "_quant_matmul_kernel",
+        "autotune.kernels.quant_matmul_kernel",
+        "quant_matmul_kernel",
         [_sm90_case(level, M, K, config) for level, M, K, config, _ in cases],
     )
     space = load_space("quant_matmul")
@@ -292,7 +292,7 @@ def test_int4_loads_its_activations_in_vector_copies_not_element_by_element():
     case = {**_sm90_case("int4-g128", 16, 4096, config),
             "count": ["cp.async.cg.shared.global", "ld.global.b16"]}  # fmt: skip
     (result,) = cross.compile_in_subprocess(
-        "autotune.kernels.quant_matmul_triton", "_quant_matmul_kernel", [case]
+        "autotune.kernels.quant_matmul_kernel", "quant_matmul_kernel", [case]
     )
     counts = result["ptx_counts"]
     assert counts["cp.async.cg.shared.global"] > 0
@@ -314,7 +314,7 @@ def test_int4_tensor_core_tiles_dequantize_in_ptx_and_read_k_major_weights_in_wo
     cases = [{**_sm90_case("int4-g128", 16, 4096, config, k_major=k_major), "count": count}
              for k_major in (True, False)]  # fmt: skip
     k_major, n_major = (result["ptx_counts"] for result in cross.compile_in_subprocess(
-        "autotune.kernels.quant_matmul_triton", "_quant_matmul_kernel", cases))  # fmt: skip
+        "autotune.kernels.quant_matmul_kernel", "quant_matmul_kernel", cases))  # fmt: skip
     # 64 x 64 packed bytes a block are 8192 weights, 64 a thread: 32 paired fmas
     assert k_major["fma.rn.bf16x2"] == n_major["fma.rn.bf16x2"] == 32
     assert k_major["ld.shared.b8"] == 0 and k_major["ldmatrix"] > 0
@@ -358,7 +358,7 @@ def test_a_decode_row_dequantizes_without_int_to_float_conversions(level):
         for stages in (1, 2)
     ]  # fmt: skip
     results = cross.compile_in_subprocess(
-        "autotune.kernels.quant_matmul_triton", "_quant_matmul_kernel", cases
+        "autotune.kernels.quant_matmul_kernel", "quant_matmul_kernel", cases
     )
     for result in results:
         counts = result["ptx_counts"]
