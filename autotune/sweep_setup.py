@@ -166,23 +166,30 @@ def _check_replay_slo(replay: Path, slo: dict[str, float]) -> None:
 
 
 def _check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
-    """Every ``--slo`` metric is a figure ``workload`` reports (where it says which).
+    """Every ``--slo`` metric is a figure ``workload`` reports and keeps low (where it says
+    which): a limit is an upper bound.
 
     Raises:
-        SetupError: naming the first metric the workload does not measure.
+        SetupError: naming the first metric the workload cannot cap.
 
     Example:
         >>> try:
         ...     _check_slo_metrics("matmul", {"ttft_p99_ms": 500.0})
         ... except SetupError as exc:
         ...     print(exc)
-        --slo: matmul does not measure 'ttft_p99_ms'; it reports ratio_to_cublas, tflops, ms, ...
+        --slo: matmul does not measure 'ttft_p99_ms'; a limit (an upper bound) may cap ms, ...
     """
-    known = get_objective(workload).slo_metrics()
+    objective_cls = get_objective(workload)
+    known = objective_cls.slo_metrics()
     unknown = [name for name in slo if known is not None and name not in known]
     if unknown:
+        name, capped = unknown[0], ", ".join(known)
+        if objective_cls.directions.get(name) == "maximize":
+            raise SetupError(f"--slo: {workload} maximizes {name!r}, and a limit is an upper "
+                             f"bound; it may cap {capped}")  # fmt: skip
         raise SetupError(
-            f"--slo: {workload} does not measure {unknown[0]!r}; it reports {', '.join(known)}"
+            f"--slo: {workload} does not measure {name!r}; a limit (an upper bound) may cap "
+            f"{capped}"
         )
 
 

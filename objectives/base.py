@@ -56,15 +56,16 @@ class Objective(ABC):
 
     @classmethod
     def slo_metrics(cls) -> tuple[str, ...] | None:
-        """The figures every measurement of this workload reports, which ``--slo`` may limit;
-        None where they are not known ahead (a recorded table's columns are checked apart).
-        ``autotune tune --slo`` refuses another name before the sweep starts, rather than
-        record every trial as over a limit it never measured.
+        """The figures every measurement of this workload reports that are better low, which
+        ``--slo`` may cap (a limit is an upper bound); None where they are not known ahead (a
+        recorded table's columns are checked apart). ``autotune tune --slo`` refuses another
+        name before the sweep starts, rather than record every trial as over a limit it never
+        measured, or cap a throughput from above.
 
         Example:
             >>> from autotune.objectives import get_objective
             >>> get_objective("matmul").slo_metrics()
-            ('ratio_to_cublas', 'tflops', 'ms', 'spread', 'compile_s')
+            ('ms', 'spread', 'compile_s')
         """
         return None
 

@@ -55,7 +55,7 @@ class FaultsObjective(Objective):
 
     @classmethod
     def slo_metrics(cls) -> tuple[str, ...]:
-        return ("score", "latency_s")
+        return ("latency_s",)
     compiles = True
 
     def prepare(self, config: dict[str, Any]) -> None:

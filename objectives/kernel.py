@@ -129,9 +129,9 @@ class KernelObjective(Objective):
 
     @classmethod
     def slo_metrics(cls) -> tuple[str, ...]:
-        """The figures of :attr:`directions` and the kernel's own median time, spread and
-        compile time (:meth:`evaluate` reports them all)."""
-        return (*cls.directions, "ms", "spread", "compile_s")
+        """The kernel's own median time, spread and compile time (:meth:`evaluate` reports
+        them all)."""
+        return ("ms", "spread", "compile_s")
 
     def __init__(self, problem: dict[str, Any]) -> None:
         super().__init__(problem)

@@ -122,9 +122,9 @@ class TrainStepObjective(Objective):
 
     @classmethod
     def slo_metrics(cls) -> tuple[str, ...]:
-        """Throughput, the step's time and the peak memory (on a CPU only where the peak
-        resident set can be reset and read: a limit on it breaks elsewhere)."""
-        return ("tokens_per_s", "peak_memory_gb", "step_ms")
+        """The step's time and the peak memory (on a CPU only where the peak resident set can
+        be reset and read: a limit on it breaks elsewhere)."""
+        return ("peak_memory_gb", "step_ms")
 
     @classmethod
     def resolve_problem(cls, problem: dict[str, Any]) -> dict[str, Any]:

@@ -244,8 +244,10 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
         (("tune", *replay, *stored, "--slo", "tflops=nan"), "the limit must be a finite number"),
         (("tune", *replay, *stored, "--slo", "tflops=1,tflops=2"), "tflops is limited twice"),
         (("tune", "matmul", "--device", "cpu", "--storage", url, "--study", "m", "--slo",
-          "ttft_p99_ms=500"), "--slo: matmul does not measure 'ttft_p99_ms'; it reports "
-                              "ratio_to_cublas, tflops, ms"),
+          "ttft_p99_ms=500"), "--slo: matmul does not measure 'ttft_p99_ms'; a limit (an upper "
+                              "bound) may cap ms, spread, compile_s"),
+        (("tune", "matmul", "--device", "cpu", "--storage", url, "--study", "m", "--slo",
+          "tflops=500"), "--slo: matmul maximizes 'tflops', and a limit is an upper bound"),
         (("studies", "--storage", f"sqlite:///{tmp_path / 'typo.db'}"), "no database at"),
         (("best", "--storage", "postgresql://u:s3cret@[::1:1/db"), "Invalid IPv6 URL"),
     ]  # fmt: skip

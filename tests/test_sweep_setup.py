@@ -1,4 +1,6 @@
-from autotune.sweep_setup import build_settings
+import pytest
+
+from autotune.sweep_setup import SetupError, build_settings
 
 
 def _settings(tmp_path, **given):
@@ -27,4 +29,8 @@ def test_a_serving_sweeps_slo_is_also_the_limit_its_goodput_counts_requests_with
     given = _settings(tmp_path, workload="serving", slo=slo, problem={"slo_ttft_ms": 300.0})
     assert (given.problem["slo_ttft_ms"], given.problem["slo_tpot_ms"]) == (300.0, 80.0)
     assert _settings(tmp_path, workload="serving").problem["slo_ttft_ms"] == 250.0  # CPU default
-    assert "slo_ttft_ms" not in _settings(tmp_path, slo=slo).problem  # a workload without one
+    # a workload without per-request limits keeps its problem; it cannot cap a latency it
+    # never measures
+    assert "slo_ttft_ms" not in _settings(tmp_path, slo={"latency_s": 5.0}).problem
+    with pytest.raises(SetupError, match="faults does not measure 'ttft_p99_ms'"):
+        _settings(tmp_path, slo=slo)
