@@ -2,7 +2,8 @@ import optuna
 import pytest
 
 from autotune.driver import Sweep, SweepSettings, study_setup
-from autotune.driver.grid_sampler import Enumeration, GridBayesSampler, features, is_enumerable
+from autotune.driver.enumeration import features, is_enumerable
+from autotune.driver.grid_sampler import GridBayesSampler
 from autotune.driver.novelty import config_key
 from autotune.driver.samplers import SamplerError, make_sampler, resolve_sampler
 from autotune.space import Param, Space, load_space
@@ -22,13 +23,6 @@ def test_auto_is_bo_for_discrete_spaces_bo_pareto_for_several_objectives_and_tpe
         make_sampler("bo", space=load_space("matmul"), n_objectives=2)
 
 
-def test_features_keep_the_order_of_tile_sizes_and_one_hot_strings():
-    space = load_space("train_step")
-    rows = features(space, [{"micro_batch": 1, "precision": "bf16"}, {"micro_batch": 64}])
-    assert rows[0][0] == 0.0 and rows[1][0] == 1.0  # log2 of 1 .. 64
-    assert rows[0][1:5].tolist() == [0.0, 0.0, 1.0, 0.0]  # precision one-hot: bf16
-
-
 def test_the_default_portfolio_lists_and_featurises_the_space_once_for_both_members():
     space, problem = load_space("matmul"), {"M": 64, "N": 4096, "K": 4096}
     members = make_sampler("bo", space=space, problem=problem, device=HOPPER).members
@@ -37,12 +31,6 @@ def test_the_default_portfolio_lists_and_featurises_the_space_once_for_both_memb
     configs = list(space.grid(problem, HOPPER))
     assert first._configs == configs
     assert (first._features == features(space, configs)).all()
-
-
-def test_one_hot_features_of_inactive_and_unknown_values_are_zero():
-    space = Space("s", [Param("kind", "categorical", choices=["a", "b"]), Param("x", "bool")])
-    rows = features(space, [{"kind": "b", "x": True}, {"x": False}, {"kind": "c"}])
-    assert rows.tolist() == [[0.0, 1.0, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
 
 
 def test_it_proposes_every_feasible_config_once_and_no_other():
@@ -76,20 +64,6 @@ def test_a_config_that_came_back_infeasible_is_not_proposed_again():
         study.tell(trial, float(config["x"]))
         seen.append(config_key(config))
     assert len(set(seen)) == 8
-
-
-def test_dominance_orders_numbers_and_matches_strings_bools_and_inactive_values():
-    space = Space("s", [
-        Param("tile", "pow2", low=16, high=64), Param("group", "categorical", choices=[1, 8]),
-        Param("ckpt", "bool"), Param("mode", "categorical", choices=["a", "b"]),
-    ])  # fmt: skip
-    grid = Enumeration.of(space, None, None)
-    failed = grid.index[config_key({"tile": 32, "group": 1, "ckpt": False, "mode": "a"})]
-    doomed = grid.dominating([failed], range(len(grid.configs)))
-    hit = [c for c, out in zip(grid.configs, doomed, strict=True) if out]
-    # more of every number (tile, group), the same bool and string
-    assert sorted((c["tile"], c["group"]) for c in hit) == [(32, 1), (32, 8), (64, 1), (64, 8)]
-    assert all(c["ckpt"] is False and c["mode"] == "a" for c in hit)
 
 
 def _tell(study, space, config, status, value=0.0):

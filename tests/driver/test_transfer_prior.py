@@ -10,7 +10,7 @@ import numpy as np
 sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*; last, so that
 # the repository's kernels/ never stands in for the installed `kernels` package
 
-from autotune.driver.grid_sampler import features  # noqa: E402
+from autotune.driver.enumeration import features  # noqa: E402
 from autotune.driver.transfer_prior import TransferPrior, spearman  # noqa: E402
 from benchmarks.search.landscapes import by_name  # noqa: E402
 

@@ -15,7 +15,8 @@ Example:
 
 from __future__ import annotations
 
-from autotune.driver.grid_sampler import MAX_GRID, Enumeration, GridBayesSampler, is_enumerable
+from autotune.driver.enumeration import MAX_GRID, Enumeration, is_enumerable
+from autotune.driver.grid_sampler import GridBayesSampler
 from autotune.driver.portfolio import PortfolioSampler
 from autotune.driver.samplers.registry import SamplerContext, SamplerSpec, register
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import optuna
 
-from autotune.driver.grid_sampler import UnvisitedRandomSampler, is_enumerable
+from autotune.driver.enumeration import is_enumerable
+from autotune.driver.grid_sampler import UnvisitedRandomSampler
 from autotune.driver.samplers.registry import SamplerContext, SamplerSpec, register
 
 
