@@ -69,7 +69,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: number, status, reason, objective values, parameters, metrics."""
     objectives = list(objectives_of(study))
     rows = []
-    kinds: dict[str, set[type]] = {}  # each parameter column's value types
+    kinds: dict[str, set[type]] = {}  # each parameter and metric column's value types
     for trial in study.get_trials(deepcopy=False):
         status = trial_status(trial)
         row: dict[str, Any] = {"trial": trial.number, "status": status}
@@ -82,12 +82,17 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             kinds.setdefault(k, set()).add(type(v))
         row.update(params)
         metrics = trial.user_attrs.get(METRICS, {})
-        row.update({f"m.{k}": v for k, v in metrics.items() if k not in objectives})
+        metrics = {f"m.{k}": v for k, v in metrics.items() if k not in objectives}
+        for k, v in metrics.items():
+            if v is not None:
+                kinds.setdefault(k, set()).add(type(v))
+        row.update(metrics)
         row["reason"] = trial.user_attrs.get(REASON, "")
         row["duration_s"] = trial.user_attrs.get(DURATION)
         rows.append(row)
     frame = pd.DataFrame(rows)
-    # an integer parameter stays one where a trial lacks it (interrupted before it was asked)
+    # an integer parameter or metric stays one where a trial lacks it (a failure, or a trial
+    # interrupted before it was asked)
     for column, types in kinds.items():
         if types == {int} and frame[column].isna().any():
             frame[column] = frame[column].astype("Int64")

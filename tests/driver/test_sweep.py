@@ -313,14 +313,17 @@ def test_a_config_found_infeasible_when_it_ran_is_not_launched_again(tmp_path):
 
 def test_an_integer_parameter_stays_an_integer_beside_a_trial_that_lacks_it(write_space):
     # a sweep stopped between asking a trial and sampling its config leaves a row without
-    # parameters: the integer column must not turn into floats ("4.0") around the gap
+    # parameters or metrics: an integer column must not turn into floats ("4.0") around the
+    # gap (the tile here, the worker's pid among the metrics)
     path = write_space("parameters:\n  tile: {type: categorical, choices: [16, 32, 64]}\n")
     study = Sweep(settings(load_space(path), n_trials=3, sampler="random")).run().study
     study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
     frame = trials_frame(study)
     assert len(frame) == 4 and frame["tile"].isna().sum() == 1
     values = frame.to_csv(index=False).splitlines()[1:]
-    assert all(".0" not in line.split(",")[frame.columns.get_loc("tile")] for line in values)
+    for column in ("tile", "m.pid"):
+        assert frame[column].isna().sum() == 1
+        assert all(".0" not in line.split(",")[frame.columns.get_loc(column)] for line in values)
     assert sorted(frame["tile"].dropna().tolist()) == sorted(
         t.params["tile"] for t in study.trials if t.params
     )
