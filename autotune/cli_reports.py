@@ -19,8 +19,8 @@ from autotune.cli_parsing import UsageError, writable_output
 
 def register(app: typer.Typer) -> None:
     """Add ``report`` and ``compare`` to ``app`` (the CLI's, as it runs)."""
-    from autotune.cli import DEFAULT_STORAGE, StorageOption, StudyOption, _quiet_libraries, err
-    from autotune.cli_errors import one_line_errors
+    from autotune.cli_errors import err, one_line_errors
+    from autotune.cli_options import DEFAULT_STORAGE, StorageOption, StudyOption, quiet_libraries
 
     @app.command()
     @one_line_errors
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Write a sweep's self-contained HTML report (plotly inlined: it opens offline)."""
-        _quiet_libraries()
+        quiet_libraries()
         from autotune.export import write_atomic
         from autotune.report import report_html
         from autotune.storage import load_study, open_storage
@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
         output: Annotated[Path | None, typer.Option(help="An HTML file (else text).")] = None,
     ) -> None:
         """Sweeps side by side: winners, how their configs differ, each winner elsewhere."""
-        _quiet_libraries()
+        quiet_libraries()
         from autotune.compare import compare_html, compare_studies, compare_text
         from autotune.export import write_atomic
         from autotune.storage import load_study, open_storage

@@ -1,0 +1,233 @@
+"""The commands that read a stored sweep: ``autotune best``, ``trials``, ``export`` and
+``studies``; :func:`register` adds them to the CLI's app.
+
+Example (a shell):
+    autotune trials --study mm-4096 --format csv --output trials.csv
+    autotune export --to vllm --output serve.yaml
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from autotune.cli_errors import err, one_line_errors
+from autotune.cli_options import DEFAULT_STORAGE, StorageOption, StudyOption, out, quiet_libraries
+from autotune.cli_parsing import UsageError, _parse_rename, writable_output
+from autotune.serving_export import TARGETS as SERVING_TARGETS
+from autotune.train_export import TARGETS as TRAIN_TARGETS
+from autotune.units import named, readable
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``best``, ``trials``, ``export`` and ``studies`` to ``app`` (the CLI's)."""
+    for command in (best, trials, export, studies):
+        app.command()(one_line_errors(command))
+
+
+def print_best(
+    storage_url: str, study_name: str | None, output: Path | None, study: Any = None
+) -> None:
+    """Print the best config and write ``output``; from ``study`` when the sweep just ran (an
+    in-memory storage is gone once reopened), else from the storage."""
+    from autotune.export import best_record, export_text, write_atomic
+    from autotune.storage import load_study, open_storage
+
+    if study is None:
+        study = load_study(open_storage(storage_url, existing=True), study_name)
+    record = best_record(study)
+    values = ", ".join(named(k, v) for k, v in record["values"].items())
+    label = f" [{record['label']}]" if record.get("label") else ""
+    out.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
+    out.print_json(data=record["config"])
+    for member in record.get("pareto_front", [])[1:]:
+        vals = ", ".join(named(k, v) for k, v in member["values"].items())
+        out.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}")
+    if output is not None:
+        fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"
+        write_atomic(output, export_text(study, fmt))
+        out.print(f"wrote {output}")
+
+
+def best(
+    storage: StorageOption = DEFAULT_STORAGE,
+    study: StudyOption = None,
+) -> None:
+    """Print the best config of a stored sweep."""
+    quiet_libraries()
+    print_best(storage, study, None)
+
+
+def trials(
+    storage: StorageOption = DEFAULT_STORAGE,
+    study: StudyOption = None,
+    format: Annotated[str, typer.Option(help="table, csv, parquet or html.")] = "table",  # noqa: A002
+    output: Annotated[
+        Path | None, typer.Option(help="File for csv/parquet/html (csv, html: stdout).")
+    ] = None,
+    all_trials: Annotated[
+        bool, typer.Option("--all", help="Table: include configs rejected by constraints.")
+    ] = False,
+) -> None:
+    """List a sweep's trials: status, reason, values, parameters."""
+    quiet_libraries()
+    from autotune.driver import trials_frame
+    from autotune.driver.trial_attrs import INFEASIBLE
+    from autotune.storage import load_study, open_storage
+
+    writable_output(output)
+    frame = trials_frame(load_study(open_storage(storage, existing=True), study))
+    if format == "table":
+        shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
+        rejected = len(frame) - len(shown)
+        columns = [c for c in frame.columns if not c.startswith("m.")]
+        table = Table(
+            caption=f"{rejected} configs rejected by constraints not shown (--all)"
+            if rejected
+            else None
+        )
+        for column in columns:
+            table.add_column(
+                column, overflow="ellipsis", max_width=60 if column == "reason" else 16
+            )
+        for row in shown[columns].itertuples(index=False):
+            cells = ["" if _missing(v) else _cell(v, c) for c, v in zip(columns, row, strict=True)]
+            if cells[0] == "0":
+                cells[0] = "0 (untuned default)"
+            table.add_row(*cells)
+        Console(width=None if out.is_terminal else 240).print(table)
+    elif format == "csv":
+        text = frame.to_csv(index=False)
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            from autotune.export import write_atomic
+
+            write_atomic(output, text)
+    elif format == "parquet":
+        if output is None:
+            raise UsageError("--format parquet needs --output FILE")
+        frame.to_parquet(output, index=False)
+    elif format == "html":  # the report's table alone
+        shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
+        text = shown.to_html(index=False, na_rep="", border=1)
+        page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{text}</body></html>"
+        if output is None:
+            sys.stdout.write(page + "\n")
+        else:
+            from autotune.export import write_atomic
+
+            write_atomic(output, page + "\n")
+    else:
+        raise UsageError(f"--format: {format!r} is not one of table, csv, parquet, html")
+
+
+def _missing(value: Any) -> bool:
+    """None, NaN or pandas' NA (an integer parameter a trial lacks)."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:  # pandas' NA has no truth value
+        return True
+
+
+def _cell(value: Any, column: str = "") -> str:
+    return readable(column, value) if isinstance(value, float) else str(value)[:80]
+
+
+def export(
+    to: Annotated[
+        str,
+        typer.Option(
+            help="json, yaml, triton, or a training stack: hf (TrainingArguments), accelerate, "
+            "deepspeed, torchtitan (TOML sections); or a server: vllm (serve --config YAML), "
+            "sglang (launch_server command)."
+        ),
+    ] = "json",
+    storage: StorageOption = DEFAULT_STORAGE,
+    study: StudyOption = None,
+    output: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
+    top: Annotated[int, typer.Option(min=1, help="With --to triton: how many configs.")] = 5,
+    rename: Annotated[
+        str | None,
+        typer.Option(
+            help="With --to triton: rename parameters, e.g. BLOCK_M=BLOCK_SIZE_M,...; "
+            "NAME= drops one the kernel does not have."
+        ),
+    ] = None,
+    table: Annotated[
+        bool,
+        typer.Option(
+            "--table",
+            help="With --to triton: a module with a per-shape table of every stored sweep of "
+            "the workload (or of --studies), for @triton.autotune or @triton.heuristics.",
+        ),
+    ] = False,
+    studies: Annotated[
+        str | None, typer.Option(help="With --table: the studies to tabulate, A,B,...")
+    ] = None,
+    key: Annotated[
+        str, typer.Option(help="With --table: the problem values a shape is made of.")
+    ] = "M,N,K",
+) -> None:
+    """Export the best config for the stack that will run it."""
+    quiet_libraries()
+    from autotune.export import FORMATS, export_text, write_atomic
+    from autotune.storage import load_study, open_storage
+
+    writable_output(output)
+    targets = (*FORMATS, *TRAIN_TARGETS, *SERVING_TARGETS)
+    if to not in targets:
+        raise UsageError(f"--to {to}: unknown target; choose one of {', '.join(targets)}")
+    names = _parse_rename(rename)
+    if names and to != "triton":
+        raise UsageError(f"--rename applies to --to triton, not --to {to}")
+    if table:
+        if to != "triton":
+            raise UsageError("--table needs --to triton")
+        from autotune.triton_export import table_studies, triton_table_export
+
+        chosen = table_studies(
+            open_storage(storage, existing=True), studies.split(",") if studies else None
+        )
+        keys = [k.strip() for k in key.split(",") if k.strip()]
+        text = triton_table_export(chosen, keys, top, names)
+    elif to in TRAIN_TARGETS or to in SERVING_TARGETS:  # a training stack or a server
+        from autotune.export import best_record
+        from autotune.serving_export import serving_export
+        from autotune.train_export import training_export
+
+        record = best_record(load_study(open_storage(storage, existing=True), study))
+        make = training_export if to in TRAIN_TARGETS else serving_export
+        exported = make(record, to)
+        text = exported.text
+        for knob, note in exported.not_expressed.items():
+            err.print(f"not expressed in {to}: {knob}: {note}", highlight=False, soft_wrap=True)
+        if output is not None and exported.not_expressed and not exported.notes_inline:
+            write_atomic(f"{output}.not_expressed.json", json.dumps(exported.not_expressed,
+                                                                    indent=2) + "\n")  # fmt: skip
+    else:
+        text = export_text(load_study(open_storage(storage, existing=True), study), to, top, names)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_atomic(output, text)
+        err.print(f"wrote {output}")
+
+
+def studies(
+    storage: StorageOption = DEFAULT_STORAGE,
+) -> None:
+    """List the studies in a storage."""
+    quiet_libraries()
+    from autotune.storage import open_storage, study_names
+
+    for name in study_names(open_storage(storage, existing=True)):
+        out.print(name)
