@@ -217,8 +217,8 @@ def tune(
         hit = cached_study(open_storage(settings.storage), settings.fingerprint["key"])
         if hit is not None:
             err.print(
-                f"cached: study {hit.study_name} tuned this kernel source, problem, device and "
-                "toolchain already; answering from it (--no-cache sweeps again)",
+                f"cached: study {hit.study_name} tuned this workload's source, problem, device "
+                "and toolchain already; answering from it (--no-cache sweeps again)",
                 highlight=False,
             )
             print_best(settings.storage, hit.study_name, output)
