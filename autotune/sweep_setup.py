@@ -181,9 +181,12 @@ def _check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
     """
     objective_cls = get_objective(workload)
     known = objective_cls.slo_metrics()
-    unknown = [name for name in slo if known is not None and name not in known]
-    if unknown:
-        name, capped = unknown[0], ", ".join(known)
+    if known is None:
+        return
+    for name in slo:
+        if name in known:
+            continue
+        capped = ", ".join(known)
         if objective_cls.directions.get(name) == "maximize":
             raise SetupError(f"--slo: {workload} maximizes {name!r}, and a limit is an upper "
                              f"bound; it may cap {capped}")  # fmt: skip
