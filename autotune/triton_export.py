@@ -44,9 +44,11 @@ def _renamed(config: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
 
 
 def check_rename(rename: dict[str, str], names: set[str]) -> None:
-    """A rename map that a kernel can take: every name it maps is a parameter of the configs
+    """A rename map that a kernel can take: every name it renames is a parameter of the configs
     (``names``), every new name a Python identifier (or "" to drop one), and no two
-    parameters end up with one name.
+    parameters end up with one name. Dropping a name the configs do not have is allowed (the
+    parameter is absent either way), so one map serves sweeps of several spaces: the Triton
+    tutorial's map drops ``SPLIT_K`` whether the space had it or not.
 
     Raises:
         TritonExportError: naming the first entry that breaks one of these.
@@ -58,7 +60,7 @@ def check_rename(rename: dict[str, str], names: set[str]) -> None:
         autotune.triton_export.TritonExportError: --rename ...: two parameters would be ... BLOCK_N
     """
     for old, new in rename.items():
-        if old not in names:
+        if new and old not in names:
             raise TritonExportError(
                 f"--rename {old}={new}: the configs have no parameter {old!r}; "
                 f"they have {', '.join(sorted(names))}"
@@ -113,11 +115,13 @@ def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.Froz
 
 
 def _dropped_note(configs: list[dict[str, Any]], rename: dict[str, str]) -> str:
+    """The docstring's line naming the parameters a rename dropped and the values they had (a
+    name the configs never had is left out: nothing of it was lost)."""
     dropped = sorted(name for name, new in rename.items() if not new)
-    if not dropped:
-        return ""
     values = {n: sorted({str(c[n]) for c in configs if n in c}) for n in dropped}
-    listed = "; ".join(f"{n} (values: {', '.join(v) or 'none'})" for n, v in values.items())
+    listed = "; ".join(f"{n} (values: {', '.join(v)})" for n, v in values.items() if v)
+    if not listed:
+        return ""
     return f"Dropped for a kernel without them: {listed}.\n"
 
 

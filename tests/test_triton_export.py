@@ -176,6 +176,20 @@ def test_a_rename_that_loses_or_breaks_a_parameter_is_refused(tmp_path, rename, 
     assert "'BLOCK_SIZE_M': 16" in triton_export(study, rename=RENAME)  # the tutorial's: fine
 
 
+def test_dropping_a_parameter_the_space_never_had_is_allowed(tmp_path):
+    # one map for every sweep: the tiled grid has no SPLIT_K or SCHEDULE, and the tutorial's
+    # map drops them anyway (the H200 suite's export was refused until drops of absent names
+    # were allowed); renaming an absent name is still an error
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    tiled = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4,
+             "num_stages": 3}  # fmt: skip
+    study = _study("a", (32, 32, 32), {**tiled, "BLOCK_M": 16}, tiled, storage)
+    source = triton_export(study, rename={**RENAME, "EPILOGUE_SUBTILE": ""})
+    assert "'BLOCK_SIZE_M': 32" in source and "SPLIT_K" not in source and "Dropped" not in source
+    with pytest.raises(TritonExportError, match="no parameter 'SPLIT_K'"):
+        triton_export(study, rename={"SPLIT_K": "SPLIT"})
+
+
 def test_a_sweep_of_no_kernel_has_no_triton_configs(tmp_path):
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
     study = _study("t", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)

@@ -214,7 +214,9 @@ def test_stream_k_matches_reference_repeatably(M, N, K, subtile) -> None:
     assert torch.equal(results[0], results[1])
 
 
-def test_stream_k_plans_a_slot_a_program_and_a_counter_a_left_over_tile() -> None:
+def test_stream_k_plans_a_slot_a_program_and_a_counter_a_left_over_tile(monkeypatch) -> None:
+    # the plan's arithmetic for 4 programs, the interpreter's count, on a GPU too (its SMs)
+    monkeypatch.setattr(mt, "_programs_available", lambda: mt._INTERPRETER_PROGRAMS)
     strides = {"a": (128, 1), "b": (48, 1), "c": (48, 1)}
     cfg = mt._checked({**SMALL, "SCHEDULE": "stream_k"})
     plan = mt._plan(80, 48, 128, torch.float16, strides, cfg)
