@@ -70,8 +70,6 @@ def _command_line() -> str:
     return redact("autotune " + shlex.join(sys.argv[1:]))
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 @app.command()
 @one_line_errors

@@ -388,8 +388,8 @@ class Report:
             lines = ["<tr><th>trial</th><th>median</th><th>spread</th><th></th></tr>"]
             for r in rows:
                 tag = (
-                    "untuned default" + (" (over the SLO: not a candidate)"
-                                         if r.get("over_slo") else "")  # fmt: skip
+                    "untuned default"
+                    + (" (over the SLO: not a candidate)" if r.get("over_slo") else "")  # fmt: skip
                     if r.get("baseline")
                     else (
                         "within noise of the winner"

@@ -318,8 +318,9 @@ def main() -> None:
         left = deadline - time.monotonic()
         if left < row.time_budget_s * 0.5:
             continue
-        run = run_sweep(row, storage, args.out,
-                        timeout_s=min(left, row.time_budget_s + FINISH_S + 90))
+        run = run_sweep(
+            row, storage, args.out, timeout_s=min(left, row.time_budget_s + FINISH_S + 90)
+        )
         try:
             results[row.name] = {**run, **summarise(row, storage)}
         except Exception as exc:  # noqa: BLE001 - a row that failed says why, the rest go on

@@ -144,13 +144,20 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--model", default="760m")
     parser.add_argument("--context", type=int, default=1024)
-    parser.add_argument("--batches", default="1,32,256",
-                        help="Decode batch sizes of the bf16 rows (quantized rows: batch 1).")
+    parser.add_argument(
+        "--batches",
+        default="1,32,256",
+        help="Decode batch sizes of the bf16 rows (quantized rows: batch 1).",
+    )
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--slo", default="ttft_p99_ms=500,tpot_p99_ms=50")
-    parser.add_argument("--budget-s", type=float, default=240.0,
-                        help="The serving sweep's time budget; 0 skips the sweep.")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=240.0,
+        help="The serving sweep's time budget; 0 skips the sweep.",
+    )
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)

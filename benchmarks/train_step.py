@@ -34,9 +34,25 @@ def sweep(args: argparse.Namespace, storage: str) -> float:
     problem = (f"model={args.model},seq_len={args.seq_len},global_batch={args.global_batch},"
                f"steps={args.steps},warmup_steps={args.warmup_steps}")  # fmt: skip
     command = [
-        sys.executable, "-m", "autotune.cli", "tune", "train-step", "--problem", problem,
-        "--trials", str(args.trials), "--time-budget", f"{args.budget_s:g}s", "--seed", "0",
-        "--storage", storage, "--study", "train", "--output", str(args.out / "best_train.json"),
+        sys.executable,
+        "-m",
+        "autotune.cli",
+        "tune",
+        "train-step",
+        "--problem",
+        problem,
+        "--trials",
+        str(args.trials),
+        "--time-budget",
+        f"{args.budget_s:g}s",
+        "--seed",
+        "0",
+        "--storage",
+        storage,
+        "--study",
+        "train",
+        "--output",
+        str(args.out / "best_train.json"),
     ]  # fmt: skip (no --trial-timeout: a quarter of the budget, the CLI's default under one)
     started = time.monotonic()
     with open(args.out / "sweep.log", "w") as log:

@@ -56,6 +56,7 @@ class FaultsObjective(Objective):
     @classmethod
     def slo_metrics(cls) -> tuple[str, ...]:
         return ("latency_s",)
+
     compiles = True
 
     def prepare(self, config: dict[str, Any]) -> None:

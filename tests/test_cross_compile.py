@@ -108,9 +108,7 @@ def _model(cfg: dict, dtype: str) -> bool:
 def test_the_matmul_kernels_compile_for_sm90_and_the_resource_model_agrees() -> None:
     module = "autotune.kernels.matmul_tiled"
     tiled = compile_in_subprocess(module, "matmul_tiled_kernel", [_tiled(c, d) for c, d in TILED])
-    split = compile_in_subprocess(
-        module, "matmul_split_k_kernel", [_tiled(c, d) for c, d in SPLIT]
-    )
+    split = compile_in_subprocess(module, "matmul_split_k_kernel", [_tiled(c, d) for c, d in SPLIT])
     module = "autotune.kernels.matmul_persistent"
     persistent = compile_in_subprocess(
         module, "matmul_persistent_kernel", [_persistent(c, d) for c, d in PERSISTENT]

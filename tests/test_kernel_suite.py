@@ -19,11 +19,19 @@ def _verdict(capsys, row: str, result: dict) -> str:
 
 
 def test_an_int4_winner_is_judged_by_the_finishs_median_another_level_by_its_best_int4(capsys):
-    int4_won = {"ratio": 1.015, "spread": 0.007, "config": {"weights": "int4-g128"},
-                "best_int4": {"ratio": 0.992, "weights": "int4-g128", "quant_error": 0.118}}
+    int4_won = {
+        "ratio": 1.015,
+        "spread": 0.007,
+        "config": {"weights": "int4-g128"},
+        "best_int4": {"ratio": 0.992, "weights": "int4-g128", "quant_error": 0.118},
+    }
     assert _verdict(capsys, "int4-16x4096x4096", int4_won) == "ratio met)"
-    int8_won = {"ratio": 1.2, "spread": 0.01, "config": {"weights": "int8"},
-                "best_int4": {"ratio": 0.95, "weights": "int4-g64", "quant_error": 0.107}}
+    int8_won = {
+        "ratio": 1.2,
+        "spread": 0.01,
+        "config": {"weights": "int8"},
+        "best_int4": {"ratio": 0.95, "weights": "int4-g64", "quant_error": 0.107},
+    }
     assert _verdict(capsys, "int4-16x4096x4096", int8_won) == "ratio NOT met)"
     below = {**int4_won, "ratio": 0.99}
     assert _verdict(capsys, "int4-16x4096x4096", below) == "ratio NOT met)"

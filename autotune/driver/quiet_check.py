@@ -40,9 +40,7 @@ def _rdb_backend(storage: Any) -> Any | None:
     return backend if hasattr(backend, "scoped_session") else None
 
 
-def quiet_since(
-    storage: Any, study_id: int, *, newest_trial_id: int, mine: Container[int]
-) -> bool:
+def quiet_since(storage: Any, study_id: int, *, newest_trial_id: int, mine: Container[int]) -> bool:
     """True when every trial of the study that runs now, or whose id is above
     ``newest_trial_id``, has its number in ``mine``; False when one does not, or when
     ``storage`` is not Optuna's RDB storage (nothing can be told in one query then)."""

@@ -32,8 +32,11 @@ ARGS = argparse.ArgumentParser()
 ARGS.add_argument("old")
 ARGS.add_argument("--rounds", type=int, default=5)
 ARGS.add_argument("--problems", default="", help="e.g. 'causal 16k' (default: all three)")
-ARGS.add_argument("--configs", default="",
-                  help="BMxBNxWARPSxSTAGES,... run with TMA only (default: CONFIGS, old too)")
+ARGS.add_argument(
+    "--configs",
+    default="",
+    help="BMxBNxWARPSxSTAGES,... run with TMA only (default: CONFIGS, old too)",
+)
 #: (BLOCK_M, BLOCK_N, num_warps, num_stages): the suite's winners (256x64 w8 st4), the default,
 #: and the tiles a Hopper flash forward commonly takes; all pass the space's constraints
 CONFIGS = [(256, 64, 8, 4), (128, 64, 4, 2), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),

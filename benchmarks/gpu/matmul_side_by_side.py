@@ -30,8 +30,12 @@ ARGS = argparse.ArgumentParser()
 ARGS.add_argument("old")
 ARGS.add_argument("tutorial")
 ARGS.add_argument("--rounds", type=int, default=5)
-ARGS.add_argument("--variant", action="append", default=[],
-                  help="NAME=FILE: another version of kernels/matmul_triton.py, run at both tiles")
+ARGS.add_argument(
+    "--variant",
+    action="append",
+    default=[],
+    help="NAME=FILE: another version of kernels/matmul_triton.py, run at both tiles",
+)
 SHAPES = [(8192, 8192, 8192, "bf16"), (8192, 8192, 8192, "fp16"), (8192, 4096, 4096, "bf16"),
           (8192, 14336, 4096, "bf16")]  # fmt: skip
 TILE = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT_K": 1,
@@ -46,10 +50,25 @@ def tutorial_launcher(tut, a, b, c, cfg):
 
     def run() -> None:
         tut.matmul_kernel[grid](
-            a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-            c.stride(1), BLOCK_SIZE_M=cfg["BLOCK_M"], BLOCK_SIZE_N=cfg["BLOCK_N"],
-            BLOCK_SIZE_K=cfg["BLOCK_K"], GROUP_SIZE_M=cfg["GROUP_M"], ACTIVATION="",
-            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+            a,
+            b,
+            c,
+            M,
+            N,
+            K,
+            a.stride(0),
+            a.stride(1),
+            b.stride(0),
+            b.stride(1),
+            c.stride(0),
+            c.stride(1),
+            BLOCK_SIZE_M=cfg["BLOCK_M"],
+            BLOCK_SIZE_N=cfg["BLOCK_N"],
+            BLOCK_SIZE_K=cfg["BLOCK_K"],
+            GROUP_SIZE_M=cfg["GROUP_M"],
+            ACTIVATION="",
+            num_warps=cfg["num_warps"],
+            num_stages=cfg["num_stages"],
         )
 
     return run

@@ -177,8 +177,10 @@ def main() -> None:
         final = [(c, measure(m, c, 3)) for c in chosen]
         results[m] = {"scan": [{"config": c, **r} for c, r in scan],
                       "final": [{"config": c, **r} for c, r in final]}  # fmt: skip
-        print(f"\nM={m} N={N} K={K}, 3 rounds, streamed: config / x bf16 cuBLAS / us / GB/s / "
-              "quant error")
+        print(
+            f"\nM={m} N={N} K={K}, 3 rounds, streamed: config / x bf16 cuBLAS / us / GB/s / "
+            "quant error"
+        )
         for c, r in final:
             if "ratio" in r:
                 print(
@@ -187,8 +189,15 @@ def main() -> None:
                 )
             else:
                 print(f"  {name(c):36} {r['error']}")
-    name_ = ("quant_decode_scan_deep.json" if DEEP else "quant_decode_rows16.json" if ROWS16
-             else f"quant_decode_gemv_{SHAPE}.json" if GEMV else "quant_decode_scan.json")
+    name_ = (
+        "quant_decode_scan_deep.json"
+        if DEEP
+        else "quant_decode_rows16.json"
+        if ROWS16
+        else f"quant_decode_gemv_{SHAPE}.json"
+        if GEMV
+        else "quant_decode_scan.json"
+    )
     (OUT / name_).write_text(json.dumps(results, indent=1))
 
 

@@ -39,8 +39,9 @@ ARGS.add_argument("out", type=Path)
 ARGS.add_argument("--shapes", default="1,16,64")
 ARGS.add_argument("--wide", action="store_true")
 ARGS.add_argument("--deep", action="store_true")
-ARGS.add_argument("--tiles", default="",
-                  help="BMxBNxBKxSPLITxWARPSxSTAGES,... scan these tiled configs instead")
+ARGS.add_argument(
+    "--tiles", default="", help="BMxBNxBKxSPLITxWARPSxSTAGES,... scan these tiled configs instead"
+)
 ARGS.add_argument("--streamed-only", action="store_true")
 ARGS.add_argument("--n", type=int, default=4096, help="N of every shape (K stays 4096)")
 BASE = {"GROUP_M": 1, "SCHEDULE": "tiled", "num_warps": 4}

@@ -83,8 +83,10 @@ def shape(M: int, l2: int, rounds: int, grid: str) -> None:
     footprint, sets, ref = problem.footprint, len(problem.inputs), problem.ref
     inputs, outs = problem.inputs, problem.outs
     fns: dict = problem.baselines()
-    configs = {"default": mt.default_config(M, N, K),
-               "winner": {**mt.DEFAULT_CONFIG, "GROUP_M": 1, "num_warps": 4, **WINNERS[M]}}
+    configs = {
+        "default": mt.default_config(M, N, K),
+        "winner": {**mt.DEFAULT_CONFIG, "GROUP_M": 1, "num_warps": 4, **WINNERS[M]},
+    }
     configs.update({label(c): c for c in GRIDS[grid](M)})
     refused = []
     for name, cfg in configs.items():

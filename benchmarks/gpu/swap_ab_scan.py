@@ -83,7 +83,7 @@ def main() -> None:
             readings = {i: [] for i in range(len(chosen))}
             for round_ in range(3):
                 order = list(range(len(chosen)))
-                order = order[round_ % len(order):] + order[: round_ % len(order)]
+                order = order[round_ % len(order) :] + order[: round_ % len(order)]
                 for i in order:
                     c, way = chosen[i]
                     readings[i].append(measure(m, n, k, c, way, 1))

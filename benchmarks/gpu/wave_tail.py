@@ -54,8 +54,9 @@ def candidates(N: int) -> dict:
         outs = {"ours": ours}
         if M == 8192:  # the partial last wave
             outs["stream_k"] = torch.full_like(ours, float("nan"))
-            fns[f"stream_k M={M}"] = mt.launcher(a, b, outs["stream_k"],
-                                                 **{**WINNERS[N], "SCHEDULE": "stream_k"})
+            fns[f"stream_k M={M}"] = mt.launcher(
+                a, b, outs["stream_k"], **{**WINNERS[N], "SCHEDULE": "stream_k"}
+            )
         for fn in fns.values():
             fn()
         torch.cuda.synchronize()
@@ -97,8 +98,10 @@ def main() -> None:
             print(f"  M={M}: ours / cuBLAS time {med[f'ours M={M}'] / med[f'cublas M={M}']:.3f}")
         sk = med[f"stream_k M={lo}"]
         flat = med[f"cublas M={lo}"] / med[f"ours M={lo}"]
-        print(f"  M={lo}: stream_k {sk:.4f} ms, x cuBLAS {med[f'cublas M={lo}'] / sk:.3f} "
-              f"(the same tiles persistent_flat: x{flat:.3f})")
+        print(
+            f"  M={lo}: stream_k {sk:.4f} ms, x cuBLAS {med[f'cublas M={lo}'] / sk:.3f} "
+            f"(the same tiles persistent_flat: x{flat:.3f})"
+        )
         print()
 
 

@@ -102,5 +102,6 @@ def test_a_signal_while_the_storage_creates_a_trial_leaves_none_running(tmp_path
     trials = optuna.load_study(study_name="s", storage=url).trials
     assert [t.state.name for t in trials][:2] == ["COMPLETE"] * 2
     assert optuna.trial.TrialState.RUNNING not in [t.state for t in trials], [
-        (t.number, t.state.name, trial_status(t)) for t in trials]
+        (t.number, t.state.name, trial_status(t)) for t in trials
+    ]
     assert trial_status(trials[3]) == "interrupted"

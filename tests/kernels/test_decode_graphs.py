@@ -196,8 +196,11 @@ def test_a_paged_step_past_the_largest_bucket_or_sequence_count_is_not_a_graph_s
     with pytest.raises(ValueError, match="8 tokens in all"):
         graphs([Chunk(0, 0, list(range(9)))])
     small = model.new_cache(num_blocks=16, block_size=4, kv_dtype="bf16" if CUDA else "fp32")
-    assert DecodeGraphs(model, small, max_batch=4, max_tokens=2,
-                        capture=False).buckets == [1, 2, 4]  # a decode step of 4 still fits
+    assert DecodeGraphs(model, small, max_batch=4, max_tokens=2, capture=False).buckets == [
+        1,
+        2,
+        4,
+    ]  # a decode step of 4 still fits
 
 
 def _filled(graphs: DecodeGraphs, chunks: list[Chunk]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -64,6 +64,7 @@ def test_grid_respects_constraints_and_conditions():
 
 def _every_config(space, problem, device):
     """The grid the slow way: every combination of active values, each checked whole."""
+
     def expand(index, values):
         if index == len(space.params):
             yield dict(values)
