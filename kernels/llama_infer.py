@@ -163,8 +163,9 @@ class InferenceModel:
         # the paged kernel's shares of a row's keys (few sequences: flash-decoding) combined by
         # the last program to finish them, not by a second kernel a layer; its counters are
         # the model's (made outside a graph's capture, zero again after every launch). Off
-        # unless asked for: correct on an H200 (the kernel's tests), its speed not yet
-        # measured there (benchmarks/gpu/fused_combine.py; results/h200-2026-12-04-s39)
+        # unless asked for: correct on an H200 (the kernel's tests) but slower there, 0.95-1.00x
+        # the second kernel's decode step (benchmarks/gpu/fused_combine.py at 7b bf16 / int4
+        # and 1b bf16, batch 1 and 4; results/h200-2026-12-05-s42)
         self.fused_combine = bool(fused_combine)
         self._counters: torch.Tensor | None = None
         self._retired_counters: list[torch.Tensor] = []  # kept alive, never reused
