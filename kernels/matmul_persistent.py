@@ -124,30 +124,15 @@ def matmul_persistent_kernel(
     # SUBTILE: C goes out in two halves along N, so shared memory stages half a C tile (e.g.
     # 128x256 in bf16: 32 KiB instead of 64, room for a fourth stage of A and B)
     C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
-    a_desc, b_desc, c_desc = _descriptors(
-        a_ptr,
-        b_ptr,
-        c_ptr,
-        M,
-        N,
-        K,
-        stride_am,
-        stride_b,
-        stride_cm,
-        BLOCK_M,
-        BLOCK_N,
-        BLOCK_K,
-        B_KMAJOR,
-        C_N,
-    )
+    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
+                                          stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)  # fmt: skip
     tiles_m, tiles_n, steps = _tile_counts(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
     programs_per_band = GROUP_M * tiles_n
     # Program p takes tiles p, p + PROGRAMS, p + 2 PROGRAMS, ... in the banded order above.
     for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, PROGRAMS, flatten=FLATTEN):
         off_m, off_n = _tile_origin(tile, tiles_m, programs_per_band, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = _tile_steps(
-            a_desc, b_desc, off_m, off_n, 0, steps, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, UPCAST
-        )
+        acc = _tile_steps(a_desc, b_desc, off_m, off_n, 0, steps, BLOCK_M, BLOCK_N, BLOCK_K,
+                          B_KMAJOR, UPCAST)  # fmt: skip
         _store_tile(c_desc, acc, off_m, off_n, BLOCK_M, C_N, SUBTILE)
 
 
@@ -178,22 +163,8 @@ def matmul_stream_k_kernel(
     SUBTILE: tl.constexpr,
 ):
     C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
-    a_desc, b_desc, c_desc = _descriptors(
-        a_ptr,
-        b_ptr,
-        c_ptr,
-        M,
-        N,
-        K,
-        stride_am,
-        stride_b,
-        stride_cm,
-        BLOCK_M,
-        BLOCK_N,
-        BLOCK_K,
-        B_KMAJOR,
-        C_N,
-    )
+    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
+                                          stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)  # fmt: skip
     tiles_m, tiles_n, steps = _tile_counts(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
     programs_per_band = GROUP_M * tiles_n
     pid = tl.program_id(0)
@@ -204,9 +175,8 @@ def matmul_stream_k_kernel(
     whole = tiles - tail
     for tile in tl.range(pid, whole, PROGRAMS, flatten=True):
         off_m, off_n = _tile_origin(tile, tiles_m, programs_per_band, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = _tile_steps(
-            a_desc, b_desc, off_m, off_n, 0, steps, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, UPCAST
-        )
+        acc = _tile_steps(a_desc, b_desc, off_m, off_n, 0, steps, BLOCK_M, BLOCK_N, BLOCK_K,
+                          B_KMAJOR, UPCAST)  # fmt: skip
         _store_tile(c_desc, acc, off_m, off_n, BLOCK_M, C_N, SUBTILE)
     # --- the tail's tile x K-step iterations in equal shares: e.g. 100 tiles x 64 steps over
     # 132 programs, 49 each; program 1 takes tile 0's steps 49..63 and tile 1's 0..33 ---------
