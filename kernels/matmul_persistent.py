@@ -124,8 +124,10 @@ def matmul_persistent_kernel(
     # SUBTILE: C goes out in two halves along N, so shared memory stages half a C tile (e.g.
     # 128x256 in bf16: 32 KiB instead of 64, room for a fourth stage of A and B)
     C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
-    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
-                                          stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)  # fmt: skip
+    a_desc, b_desc, c_desc = _descriptors(
+        a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b, stride_cm,
+        BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N,
+    )  # fmt: skip
     tiles_m, tiles_n, steps = _tile_counts(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
     programs_per_band = GROUP_M * tiles_n
     # Program p takes tiles p, p + PROGRAMS, p + 2 PROGRAMS, ... in the banded order above.
@@ -163,8 +165,10 @@ def matmul_stream_k_kernel(
     SUBTILE: tl.constexpr,
 ):
     C_N: tl.constexpr = BLOCK_N // 2 if SUBTILE else BLOCK_N
-    a_desc, b_desc, c_desc = _descriptors(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b,
-                                          stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N)  # fmt: skip
+    a_desc, b_desc, c_desc = _descriptors(
+        a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_b, stride_cm,
+        BLOCK_M, BLOCK_N, BLOCK_K, B_KMAJOR, C_N,
+    )  # fmt: skip
     tiles_m, tiles_n, steps = _tile_counts(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K)
     programs_per_band = GROUP_M * tiles_n
     pid = tl.program_id(0)
