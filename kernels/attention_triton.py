@@ -18,10 +18,8 @@ so the common case, causal or not, runs its bulk unmasked.
 Tunables: ``BLOCK_M``, ``BLOCK_N``, ``num_warps``, ``num_stages``, and ``TMA``: 1 brings q, k,
 v in and the output out through tensor descriptors over (B*H, S, D) (Hopper's copy engine; a
 ragged S then needs no mask on loads, the descriptor reads zeros past S and clips the store),
-0 through pointer loads; ``WARP_SPECIALIZE``: 1 asks Triton to split the key loop's work among
-warp groups (``tl.range(..., warp_specialize=True)``: loads, matrix products and the softmax in
-separate warps, as FlashAttention-3 does by hand on Hopper). Grid: (cdiv(S, BLOCK_M), B * H).
-The module knows nothing about the tuner.
+0 through pointer loads. Grid: (cdiv(S, BLOCK_M), B * H). The module knows nothing about the
+tuner.
 
 Without a GPU the kernel runs under Triton's interpreter on torch CPU tensors (importing this
 module switches it on first, see ``interpreter``); ``num_warps``/``num_stages`` are ignored
@@ -64,10 +62,8 @@ DEFAULT_CONFIG: dict[str, int] = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4,
 #: Tunables off unless a config sets them: ``TMA=1`` brings q, k, v in and the output out
 #: through tensor descriptors (the copy engine of Hopper and later) instead of pointer loads;
 #: it needs each of q, k, v, out to keep its (B, H) rows in one stride pattern (contiguous
-#: tensors do) and rows 16-byte aligned. ``WARP_SPECIALIZE=1`` has Triton's compiler partition
-#: the key loop among warp groups (its support on Hopper is partial: some configs fail to
-#: compile, which a sweep records as a compile error).
-OPTIONAL_CONFIG: dict[str, int] = {"TMA": 0, "WARP_SPECIALIZE": 0}
+#: tensors do) and rows 16-byte aligned.
+OPTIONAL_CONFIG: dict[str, int] = {"TMA": 0}
 CONFIG_KEYS: tuple[str, ...] = (*DEFAULT_CONFIG, *OPTIONAL_CONFIG)
 DTYPES: dict[str, torch.dtype] = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -81,7 +77,7 @@ _MAX_GRID_Y = 65535  # CUDA's limit on the second grid dimension (B * H programs
 def _attend(
     acc, l_i, m_i, q, k_src, v_src, kv_bh, stride_ks, stride_vs, rows, lo, hi, S, qk_scale,
     BLOCK_N: tl.constexpr, D: tl.constexpr, CAUSAL_MASK: tl.constexpr, KEY_MASK: tl.constexpr,
-    UPCAST: tl.constexpr, TMA: tl.constexpr, WS: tl.constexpr,
+    UPCAST: tl.constexpr, TMA: tl.constexpr,
 ):  # fmt: skip
     """Fold the keys ``lo <= j < hi`` (``lo`` a multiple of ``BLOCK_N``) into the running
     (acc, l, m) of the rows ``rows``; masks only what the constexpr flags ask for.
@@ -92,7 +88,7 @@ def _attend(
     if not TMA:
         k_src += lo * stride_ks
         v_src += lo * stride_vs
-    for start in tl.range(lo, hi, BLOCK_N, warp_specialize=WS):
+    for start in range(lo, hi, BLOCK_N):
         keys = start + tl.arange(0, BLOCK_N)
         if TMA:
             k = k_src.load([kv_bh, start, 0]).reshape(BLOCK_N, D).T
@@ -142,7 +138,7 @@ def _attention_kernel(
     stride_ob, stride_oh, stride_os, stride_od,
     H, GROUP, S, qk_scale,
     D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-    MASKED: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr, WS: tl.constexpr,
+    MASKED: tl.constexpr, UPCAST: tl.constexpr, TMA: tl.constexpr,
 ):  # fmt: skip
     # --- which rows this program owns: BLOCK_M queries of one (batch, head) -------------------
     block_m = tl.program_id(0)
@@ -207,13 +203,13 @@ def _attention_kernel(
     acc, l_i, m_i = _attend(
         acc, l_i, m_i, q, k_src, v_src, kv_bh, stride_ks, stride_vs, rows, 0, full_end, S,
         qk_scale, BLOCK_N=BLOCK_N, D=D, CAUSAL_MASK=False, KEY_MASK=False, UPCAST=UPCAST,
-        TMA=TMA, WS=WS,
+        TMA=TMA,
     )  # fmt: skip
     if CAUSAL or MASKED:
         acc, l_i, m_i = _attend(
             acc, l_i, m_i, q, k_src, v_src, kv_bh, stride_ks, stride_vs, rows, full_end, hi, S,
             qk_scale, BLOCK_N=BLOCK_N, D=D, CAUSAL_MASK=CAUSAL, KEY_MASK=MASKED, UPCAST=UPCAST,
-            TMA=TMA, WS=WS,
+            TMA=TMA,
         )  # fmt: skip
 
     # --- normalise once and write back in the output's dtype ----------------------------------
@@ -237,15 +233,14 @@ INTERPRETED: bool = not isinstance(_attention_kernel, JITFunction)
 
 
 def check_config(
-    *, BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, TMA: int = 0,
-    WARP_SPECIALIZE: int = 0,
-) -> None:  # fmt: skip
+    *, BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int, TMA: int = 0
+) -> None:
     """Reject a config the kernel cannot express, before anything is compiled.
 
     Raises:
         ValueError: block sizes not powers of two >= 16 (``tl.arange`` and ``tl.dot`` need
             that), ``num_warps`` not a power of two in 1..32, ``num_stages`` below 1, ``TMA``
-            or ``WARP_SPECIALIZE`` other than 0 or 1.
+            other than 0 or 1.
 
     Example:
         >>> check_config(**DEFAULT_CONFIG)
@@ -261,9 +256,8 @@ def check_config(
         raise ValueError(f"num_warps={num_warps} must be a power of two in 1..32")
     if num_stages < 1:
         raise ValueError(f"num_stages={num_stages} must be >= 1")
-    for name, flag in (("TMA", TMA), ("WARP_SPECIALIZE", WARP_SPECIALIZE)):
-        if flag not in (0, 1):
-            raise ValueError(f"{name}={flag} must be 0 or 1")
+    if TMA not in (0, 1):
+        raise ValueError(f"TMA={TMA} must be 0 or 1")
 
 
 def _check_head_dim(D: int) -> None:
@@ -343,7 +337,6 @@ def launcher(
     num_warps: int,
     num_stages: int,
     TMA: int = 0,
-    WARP_SPECIALIZE: int = 0,
 ) -> Callable[[], None]:
     """Return a no-argument function that writes ``out = attention(q, k, v)``: one launch.
 
@@ -360,7 +353,7 @@ def launcher(
         4.5
     """
     tunables = {"BLOCK_M": BLOCK_M, "BLOCK_N": BLOCK_N, "num_warps": num_warps}
-    check_config(**tunables, num_stages=num_stages, TMA=TMA, WARP_SPECIALIZE=WARP_SPECIALIZE)
+    check_config(**tunables, num_stages=num_stages, TMA=TMA)
     _check_operands(q, k, v, out)
     if TMA:
         _check_tma({"q": q, "k": k, "v": v, "out": out})
@@ -377,7 +370,7 @@ def launcher(
     args = (q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
             H, H // H_KV, S, _scale(sm_scale, D))  # fmt: skip
     flags = {"D": D, "CAUSAL": bool(causal), "MASKED": _masked(S, BLOCK_M, BLOCK_N),
-             "UPCAST": _upcast(q.dtype), "TMA": bool(TMA), "WS": bool(WARP_SPECIALIZE)}  # fmt: skip
+             "UPCAST": _upcast(q.dtype), "TMA": bool(TMA)}  # fmt: skip
 
     def run() -> None:
         kernel(*args, **tunables, **flags, num_stages=num_stages)
@@ -399,7 +392,7 @@ def attention(
 def compile_only(
     B: int, H: int, H_KV: int, S: int, D: int, dtype: torch.dtype | str, causal: bool, *,
     sm_scale: float | None = None, BLOCK_M: int, BLOCK_N: int, num_warps: int, num_stages: int,
-    TMA: int = 0, WARP_SPECIALIZE: int = 0,
+    TMA: int = 0,
 ) -> Any:  # fmt: skip
     """Compile the kernel for contiguous q (B, H, S, D) and k, v (B, H_KV, S, D) of ``dtype``
     without running it (Triton's ``warmup``: it lands in the on-disk cache where the launch
@@ -416,7 +409,7 @@ def compile_only(
         True
     """
     check_config(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps, num_stages=num_stages,
-                 TMA=TMA, WARP_SPECIALIZE=WARP_SPECIALIZE)  # fmt: skip
+                 TMA=TMA)  # fmt: skip
     _check_head_dim(D)
     dtype = DTYPES[dtype] if isinstance(dtype, str) else dtype
     if INTERPRETED:
@@ -427,7 +420,7 @@ def compile_only(
         dtype, dtype, dtype, dtype, *q_strides, *kv_strides, *kv_strides, *q_strides,
         H, H // H_KV, S, _scale(sm_scale, D), D=D, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
         CAUSAL=bool(causal), MASKED=_masked(S, BLOCK_M, BLOCK_N), UPCAST=False, TMA=bool(TMA),
-        WS=bool(WARP_SPECIALIZE), num_warps=num_warps, num_stages=num_stages, grid=(1,),
+        num_warps=num_warps, num_stages=num_stages, grid=(1,),
     )  # fmt: skip
     check_shared_memory(kernel)
     return kernel

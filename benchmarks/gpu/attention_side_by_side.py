@@ -35,8 +35,7 @@ ARGS.add_argument("--problems", default="", help="e.g. 'causal 16k' (default: al
 ARGS.add_argument(
     "--configs",
     default="",
-    help="BMxBNxWARPSxSTAGES[xws],... run with TMA only, 'ws' with WARP_SPECIALIZE=1 "
-    "(default: CONFIGS, old too)",
+    help="BMxBNxWARPSxSTAGES,... run with TMA only (default: CONFIGS, old too)",
 )
 #: (BLOCK_M, BLOCK_N, num_warps, num_stages): the suite's winners (256x64 w8 st4), the default,
 #: and the tiles a Hopper flash forward commonly takes; all pass the space's constraints
@@ -46,19 +45,12 @@ OLD_CONFIGS = CONFIGS[:2]
 PROBLEMS = [("causal 4k", 4096, True), ("full 4k", 4096, False), ("causal 16k", 16384, True)]
 
 
-def _parsed(config: str) -> tuple[int, ...]:
-    """``128x64x8x2xws`` -> (128, 64, 8, 2, 1): the tile, warps, stages and warp specialization."""
-    *numbers, last = config.split("x")
-    if last == "ws":
-        return (*(int(x) for x in numbers), 1)
-    return (*(int(x) for x in numbers), int(last), 0)
-
-
 def main() -> None:
     args = ARGS.parse_args()
     old = load_module(args.old, "attention_old")
     print(f"{torch.cuda.get_device_name()}; {args.rounds} interleaved rounds, L2 flushed")
-    configs = [_parsed(c) for c in args.configs.split(",")] if args.configs else CONFIGS
+    configs = ([tuple(int(x) for x in c.split("x")) for c in args.configs.split(",")]
+               if args.configs else CONFIGS)  # fmt: skip
     for label, S, causal in PROBLEMS:
         if args.problems and label not in args.problems.split(","):
             continue
@@ -71,12 +63,10 @@ def main() -> None:
         candidates = [] if args.configs else [("old", old, c, 0) for c in OLD_CONFIGS]
         candidates += [] if args.configs else [("new", new, c, 0) for c in OLD_CONFIGS]
         candidates += [("tma", new, c, 1) for c in configs]
-        for tag, mod, (bm, bn, w, st, *ws), tma in candidates:
-            name = f"{tag} {bm}x{bn} w{w} st{st}" + (" ws" if ws and ws[0] else "")
+        for tag, mod, (bm, bn, w, st), tma in candidates:
+            name = f"{tag} {bm}x{bn} w{w} st{st}"
             out = torch.full_like(q, float("nan"))
             extra = {"TMA": tma} if tma else {}
-            if ws and ws[0]:
-                extra["WARP_SPECIALIZE"] = 1
             try:
                 run = mod.launcher(q, k, v, out, causal=causal, BLOCK_M=bm, BLOCK_N=bn,
                                    num_warps=w, num_stages=st, **extra)  # fmt: skip

@@ -42,19 +42,6 @@ def test_matches_the_reference(H, H_KV, S, D, BLOCK_M, BLOCK_N, causal, dtype, t
     check_close(out, ref, tolerance=TOLERANCE[dtype])
 
 
-@pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize(("BLOCK_M", "BLOCK_N"), [(128, 64), (64, 128)])
-def test_the_warp_specialized_key_loop_matches_the_reference(causal, BLOCK_M, BLOCK_N):
-    # WARP_SPECIALIZE=1 at the warps and tiles a Hopper config would take (8 warps, TMA); the
-    # interpreter runs the loop plainly, a GPU compiles it partitioned among warp groups
-    q, k, v = _qkv(1, 4, 2, 256, 64, "bf16", seed=7)
-    out = torch.full_like(q, float("nan"))
-    run = at.launcher(q, k, v, out, causal=causal, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                      num_warps=8, num_stages=2, TMA=1, WARP_SPECIALIZE=1)  # fmt: skip
-    run()
-    check_close(out, at.reference_attention(q, k, v, causal), tolerance=TOLERANCE["bf16"])
-
-
 def test_causal_and_full_attention_differ_and_the_scale_is_applied():
     q, k, v = _qkv(1, 2, 1, 32, 32, "fp16", seed=1)
     cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
@@ -108,8 +95,6 @@ def test_inexpressible_configs_and_operands_are_refused():
         at.check_config(BLOCK_M=16, BLOCK_N=8, num_warps=4, num_stages=1)
     with pytest.raises(ValueError, match="num_stages"):
         at.check_config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=0)
-    with pytest.raises(ValueError, match="WARP_SPECIALIZE=2 must be 0 or 1"):
-        at.check_config(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1, WARP_SPECIALIZE=2)
     cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
     q, k, v = _qkv(1, 3, 2, 16, 32, "bf16", seed=3)
     with pytest.raises(ValueError, match="H % H_KV"):
@@ -119,28 +104,3 @@ def test_inexpressible_configs_and_operands_are_refused():
         at.attention(q, k, v, causal=True, **cfg)
     with pytest.raises(ValueError, match="head dim"):
         at.compile_only(1, 2, 1, 16, 48, "bf16", True, **cfg)
-
-
-@pytest.mark.skipif(not at.INTERPRETED, reason="a GPU machine compiles for its own device")
-def test_the_warp_specialized_loop_compiles_for_sm90_at_8_warps():
-    # Triton's Hopper warp specialization is partial: at 8 warps the causal and full loops
-    # compile (what a space offering WARP_SPECIALIZE would be limited to); its shared memory
-    # is what the same tile takes without it (the partition adds no stage)
-    cross = pytest.importorskip("autotune.cross_compile")
-    S, D = 4096, 128
-    strides = {f"stride_{x}{d}": s
-               for x, heads in (("q", 32), ("k", 8), ("v", 8), ("o", 32))
-               for d, s in zip("bhsd", (heads * S * D, S * D, D, 1), strict=True)}  # fmt: skip
-    cases = [
-        {"args": {"q_ptr": "torch.bfloat16", "k_ptr": "torch.bfloat16",
-                  "v_ptr": "torch.bfloat16", "o_ptr": "torch.bfloat16", **strides,
-                  "H": 32, "GROUP": 4, "S": S, "qk_scale": 0.1, "D": D, "BLOCK_M": 128,
-                  "BLOCK_N": 64, "CAUSAL": causal, "MASKED": False, "UPCAST": False,
-                  "TMA": True, "WS": ws},
-         "options": {"num_warps": 8, "num_stages": 2}}
-        for causal in (True, False) for ws in (False, True)
-    ]  # fmt: skip
-    results = cross.compile_in_subprocess("autotune.kernels.attention_triton",
-                                          "_attention_kernel", cases)  # fmt: skip
-    assert all("shared" in r for r in results), results
-    assert results[0]["shared"] == results[1]["shared"]
