@@ -80,7 +80,7 @@ def matmul_tiled_kernel(
     # e.g. tiles_m=5, tiles_n=3, GROUP_M=2: pid 0..5 -> band 0 (rows 0-1), (m,n) = (0,0) (1,0)
     # (0,1) (1,1) (0,2) (1,2); pid 12..14 -> band 2, which holds only row 4.
     # (Only builtins below: no tl.cdiv / tl.zeros, which are themselves @triton.jit functions;
-    # see the module docstring.)
+    # see matmul_triton's module docstring: they would pin the interpreter switch.)
     pid = tl.program_id(0)
     tiles_m = (M + BLOCK_M - 1) // BLOCK_M  # ceil(M / BLOCK_M)
     tiles_n = (N + BLOCK_N - 1) // BLOCK_N
@@ -182,7 +182,7 @@ def matmul_split_k_kernel(
     # e.g. tiles_m=5, tiles_n=3, GROUP_M=2: pid 0..5 -> band 0 (rows 0-1), (m,n) = (0,0) (1,0)
     # (0,1) (1,1) (0,2) (1,2); pid 12..14 -> band 2, which holds only row 4.
     # (Only builtins below: no tl.cdiv / tl.zeros, which are themselves @triton.jit functions;
-    # see the module docstring.)
+    # see matmul_triton's module docstring: they would pin the interpreter switch.)
     pid = tl.program_id(0)
     split = tl.program_id(1)  # which share of K this program sums (SPLIT_K of them)
     tiles_m = (M + BLOCK_M - 1) // BLOCK_M  # ceil(M / BLOCK_M)
