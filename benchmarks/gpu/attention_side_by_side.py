@@ -6,6 +6,10 @@ the input and SDPA's default dispatch (`autotune.timing.interleaved`, L2 flushed
 launch as the objective times attention), 5 rounds, the order rotated. Every candidate's
 output is checked against a float32 reference first.
 
+``--variants 'EXP=1;EXP=2,QREG=1'`` runs OLD instead at ``--configs`` once per set of extra
+compile-time flags (each set a kernel variant OLD's launcher passes through), beside the
+current kernel at the same configs.
+
 Problems: a Llama-3-8B layer's attention (32 query heads over 8 K/V heads, D = 128, bf16) at
 4k causal, 4k non-causal and 16k causal: the suite's rows.
 
@@ -37,6 +41,7 @@ ARGS.add_argument(
     default="",
     help="BMxBNxWARPSxSTAGES,... run with TMA only (default: CONFIGS, old too)",
 )
+ARGS.add_argument("--variants", default="", help="NAME=INT,...;... flag sets for OLD (TMA=1)")
 #: (BLOCK_M, BLOCK_N, num_warps, num_stages): the suite's winners (256x64 w8 st4), the default,
 #: and the tiles a Hopper flash forward commonly takes; all pass the space's constraints
 CONFIGS = [(256, 64, 8, 4), (128, 64, 4, 2), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
@@ -63,10 +68,14 @@ def main() -> None:
         candidates = [] if args.configs else [("old", old, c, 0) for c in OLD_CONFIGS]
         candidates += [] if args.configs else [("new", new, c, 0) for c in OLD_CONFIGS]
         candidates += [("tma", new, c, 1) for c in configs]
+        for flags in filter(None, args.variants.split(";")):
+            candidates += [(flags, old, c, 1) for c in configs]
         for tag, mod, (bm, bn, w, st), tma in candidates:
             name = f"{tag} {bm}x{bn} w{w} st{st}"
             out = torch.full_like(q, float("nan"))
             extra = {"TMA": tma} if tma else {}
+            if mod is old and tag != "old":
+                extra.update({k: int(v) for k, v in (f.split("=") for f in tag.split(","))})
             try:
                 run = mod.launcher(q, k, v, out, causal=causal, BLOCK_M=bm, BLOCK_N=bn,
                                    num_warps=w, num_stages=st, **extra)  # fmt: skip
@@ -86,12 +95,12 @@ def main() -> None:
         flops = 4 * 32 * S * S * 128 // (2 if causal else 1)
         best_ref = min(t.median_ms for name, t in times.items() if name.startswith("sdpa"))
         print(f"\n{label} (B=1, H=32, H_KV=8, S={S}, D=128, bf16)")
-        print(f"  {'candidate':26} {'ms':>8} {'spread':>7} {'TFLOP/s':>8} {'x SDPA best':>11} "
+        print(f"  {'candidate':34} {'ms':>8} {'spread':>7} {'TFLOP/s':>8} {'x SDPA best':>11} "
               f"{'rel err':>8}")  # fmt: skip
         for name, t in sorted(times.items(), key=lambda kv: kv[1].median_ms):
             err = f"{errors[name]:8.1e}" if name in errors else ""
             tflops, ratio = flops / t.median_ms / 1e9, best_ref / t.median_ms
-            print(f"  {name:26} {t.median_ms:8.3f} {t.spread:7.1%} {tflops:8.1f} {ratio:11.3f} "
+            print(f"  {name:34} {t.median_ms:8.3f} {t.spread:7.1%} {tflops:8.1f} {ratio:11.3f} "
                   f"{err}")  # fmt: skip
 
 
