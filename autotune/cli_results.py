@@ -37,6 +37,7 @@ def print_best(
     """Print the best config and write ``output``; from ``study`` when the sweep just ran (an
     in-memory storage is gone once reopened), else from the storage."""
     from autotune.export import best_record, export_text, write_atomic
+    from autotune.reference_verdict import describe
     from autotune.storage import load_study, open_storage
 
     if study is None:
@@ -46,6 +47,8 @@ def print_best(
     label = f" [{record['label']}]" if record.get("label") else ""
     out.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
     out.print_json(data=record["config"])
+    if record.get("reference_faster"):
+        out.print(f"note: {describe(record['reference_faster'])}", highlight=False)
     for member in record.get("pareto_front", [])[1:]:
         vals = ", ".join(named(k, v) for k, v in member["values"].items())
         out.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}")

@@ -28,6 +28,7 @@ import yaml
 from autotune import __version__
 from autotune.driver.results import best_trials, objectives_of, study_info
 from autotune.driver.trial_attrs import FINISH, METRICS, TELEMETRY
+from autotune.reference_verdict import reference_faster
 from autotune.triton_export import triton_export
 
 FORMATS = ("json", "yaml", "triton")
@@ -63,7 +64,9 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     """The best trial's record; with several objectives, the Pareto front rides along.
 
     When the sweep ended with the noise-aware finish, its winner is the best trial, and the
-    re-measured medians and spreads ride along under ``finish``."""
+    re-measured medians and spreads ride along under ``finish``. When the best config is slower
+    than the library kernel it was measured against, ``reference_faster`` says so (see
+    :mod:`autotune.reference_verdict`)."""
     best = best_trials(study)
     if not best:
         raise ExportError(f"study {study.study_name!r} has no successful trial to export")
@@ -74,6 +77,9 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     record = trial_record(study, chosen)
     if finish:
         record["finish"] = finish
+    verdict = reference_faster(record)
+    if verdict is not None:
+        record["reference_faster"] = verdict
     if len(objectives_of(study)) > 1:
         record["pareto_front"] = [
             {

@@ -27,6 +27,7 @@ from autotune import __version__
 from autotune.driver.results import objectives_of, ok_trials, study_info
 from autotune.driver.trial_attrs import FINISH
 from autotune.kernel_config import KernelConfig
+from autotune.reference_verdict import describe, reference_faster
 
 
 class TritonExportError(ValueError):
@@ -143,10 +144,15 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     _check_kernel_workload(study.study_name, str(info.get("workload")))
     configs = [dict(t.params) for t, _ in ranked]
     check_rename(rename or {}, {name for config in configs for name in config})
+    objectives = objectives_of(study)
+    values = dict(zip(objectives, ranked[0][0].values or [], strict=False))
+    finish = study.user_attrs.get(FINISH) or {}
+    verdict = reference_faster({"objectives": objectives, "values": values, "finish": finish})
     body = (
         f"Study {study.study_name!r}, problem {json.dumps(info.get('problem', {}))}. "
         f"{info.get('label', '')}\n{_dropped_note(configs, rename or {})}\n"
-        "Use: @triton.autotune(configs=configs, key=[...]) above the kernel.\n"
+        + (f"Note: {describe(verdict)}.\n" if verdict else "")
+        + "Use: @triton.autotune(configs=configs, key=[...]) above the kernel.\n"
         f"Reproduce: {info.get('command', '')}\n"
     )
     header = _header(str(info.get("workload")), info, body)
