@@ -2,10 +2,11 @@
 when it is opened) that explains a sweep.
 
 Sections: the winner (its finish medians and spread, the runners-up within noise, the untuned
-default, the device and software, throttle reasons, the command that reproduces it with
-secrets redacted); the optimization history against the expected best of random search over
-the same measured configs; parameter importances (Optuna's PED-ANOVA); parallel coordinates;
-the metric sliced by each parameter; failures by state and by parameter value; the Pareto front
+default, whether the library kernel it was timed against is still faster, the device and
+software, throttle reasons, the command that reproduces it with secrets redacted); the
+optimization history against the expected best of random search over the same measured
+configs; parameter importances (Optuna's PED-ANOVA); parallel coordinates; the metric sliced by
+each parameter; failures by state and by parameter value; the Pareto front
 of a study of several objectives; for matmul studies the roofline position of every trial
 against the ceilings measured in the same sweep (the cuBLAS reference's TFLOP/s, a device copy's
 GB/s).
@@ -44,6 +45,7 @@ from autotune.driver.trial_attrs import (
     trial_status,
 )
 from autotune.redact import redact
+from autotune.reference_verdict import describe, reference_faster
 from autotune.units import readable
 
 _OK = "ok"
@@ -406,6 +408,13 @@ class Report:
                 f"<h3>Finish: {html.escape(finish.get('protocol', ''))}</h3>"
                 f"<table class='finish'>{''.join(lines)}</table>"
             )
+        objectives = dict(zip(self.metrics, self.directions, strict=True))
+        verdict = reference_faster(
+            {"objectives": objectives, "values": {self.metric: best.values[0]}, "finish": finish}
+        )
+        if verdict is not None:
+            self.data["reference_faster"] = verdict
+            parts.append(f"<p class='reference-faster'>{html.escape(describe(verdict))}</p>")
         default = next((t for t in self.trials if t.user_attrs.get(BASELINE)), None)
         if default is not None:
             parts.append(

@@ -78,6 +78,14 @@ def test_the_command_line_and_every_export_say_when_the_reference_is_faster(tmp_
     assert "note: cublas is faster than the best config found: it runs at 0.800x" in tuned.stdout
     assert json.loads(best.read_text())["reference_faster"]["reference"] == "cublas"
     assert "Note: cublas is faster than the best config found" in module.read_text()
+    page = tmp_path / "report.html"
+    reported = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "report", "--storage",
+         f"sqlite:///{tmp_path / 'v.db'}", "--study", "v", "--output", str(page)],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert reported.returncode == 0, reported.stderr
+    assert "<p class='reference-faster'>cublas is faster than the best config" in page.read_text()
 
 
 def test_nothing_is_said_when_the_best_config_beats_the_reference(tmp_path):
