@@ -32,7 +32,8 @@ def reference_faster(record: dict[str, Any]) -> dict[str, Any] | None:
     another kind of metric, or nothing measured).
 
     ``record`` is :func:`autotune.export.best_record`'s: ``objectives`` (metric -> direction),
-    ``values`` and, after a finish, ``finish`` with its ``metric`` and winner-first ``rows``."""
+    ``values``, ``metrics`` (a ``fastest_<reference>`` there is named as ``fastest``) and,
+    after a finish, ``finish`` with its ``metric`` and winner-first ``rows``."""
     objectives = dict(record.get("objectives") or {})
     metric = next(iter(objectives), "")
     if not metric.startswith(RATIO_PREFIX) or objectives[metric] != "maximize":
@@ -47,13 +48,20 @@ def reference_faster(record: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if not ratio < 1.0:
         return None
-    return {"reference": metric.removeprefix(RATIO_PREFIX), "ratio": ratio,
-            "measured_by": measured_by}  # fmt: skip
+    reference = metric.removeprefix(RATIO_PREFIX)
+    verdict = {"reference": reference, "ratio": ratio, "measured_by": measured_by}
+    # a reference of several library kernels names the one that was fastest (attention: the
+    # fastest SDPA backend on the device, e.g. sdpa_cudnn)
+    fastest = (record.get("metrics") or {}).get(f"fastest_{reference}")
+    if fastest:
+        verdict["fastest"] = str(fastest)
+    return verdict
 
 
 def describe(verdict: dict[str, Any]) -> str:
     """One line for a person: which reference is faster, by how much, and what to do."""
     how = "the finish's median" if verdict["measured_by"] == "finish" else "the sweep's reading"
     ref = verdict["reference"]
+    keep = f"{ref} ({verdict['fastest']} the fastest here)" if verdict.get("fastest") else ref
     return (f"{ref} is faster than the best config found: it runs at {verdict['ratio']:.3f}x "
-            f"{ref}'s speed ({how}); keep {ref} for this problem")  # fmt: skip
+            f"{ref}'s speed ({how}); keep {keep} for this problem")  # fmt: skip

@@ -409,9 +409,10 @@ class Report:
                 f"<table class='finish'>{''.join(lines)}</table>"
             )
         objectives = dict(zip(self.metrics, self.directions, strict=True))
-        verdict = reference_faster(
-            {"objectives": objectives, "values": {self.metric: best.values[0]}, "finish": finish}
-        )
+        verdict = reference_faster({"objectives": objectives,
+                                    "values": {self.metric: best.values[0]},
+                                    "metrics": best.user_attrs.get(METRICS, {}),
+                                    "finish": finish})  # fmt: skip
         if verdict is not None:
             self.data["reference_faster"] = verdict
             parts.append(f"<p class='reference-faster'>{html.escape(describe(verdict))}</p>")

@@ -25,7 +25,7 @@ import optuna
 
 from autotune import __version__
 from autotune.driver.results import objectives_of, ok_trials, study_info
-from autotune.driver.trial_attrs import FINISH
+from autotune.driver.trial_attrs import FINISH, METRICS
 from autotune.kernel_config import KernelConfig
 from autotune.reference_verdict import describe, reference_faster
 
@@ -147,7 +147,10 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     objectives = objectives_of(study)
     values = dict(zip(objectives, ranked[0][0].values or [], strict=False))
     finish = study.user_attrs.get(FINISH) or {}
-    verdict = reference_faster({"objectives": objectives, "values": values, "finish": finish})
+    metrics = ranked[0][0].user_attrs.get(METRICS, {})
+    verdict = reference_faster(
+        {"objectives": objectives, "values": values, "metrics": metrics, "finish": finish}
+    )
     body = (
         f"Study {study.study_name!r}, problem {json.dumps(info.get('problem', {}))}. "
         f"{info.get('label', '')}\n{_dropped_note(configs, rename or {})}\n"

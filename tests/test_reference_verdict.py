@@ -26,6 +26,14 @@ def test_a_best_below_the_reference_is_called_out_with_the_reference_named():
     assert describe(verdict).endswith("keep sdpa for this problem")
 
 
+def test_the_fastest_of_several_library_kernels_is_named():
+    # attention's reference is the fastest SDPA backend, which the objective names per trial
+    record = {**_record(0.79), "metrics": {"fastest_sdpa": "sdpa_cudnn", "sdpa_cudnn_tflops": 600}}
+    verdict = reference_faster(record)
+    assert verdict["fastest"] == "sdpa_cudnn"
+    assert describe(verdict).endswith("keep sdpa (sdpa_cudnn the fastest here) for this problem")
+
+
 @pytest.mark.parametrize("value", [1.0, 1.3])
 def test_a_best_at_or_above_the_reference_has_no_verdict(value):
     assert reference_faster(_record(value)) is None
