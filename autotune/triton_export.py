@@ -2,6 +2,7 @@
 sweep, or a module with a per-shape table for a kernel that runs at many shapes.
 
 The table module holds ``TABLE`` (shape -> configs, the noise-aware finish's winner first),
+``REFERENCE_FASTER`` (the shapes where the library kernel timed against beat the winner),
 ``configs`` (every config of the table once, for ``@triton.autotune(configs=...)``), ``prune``
 (an ``early_config_prune`` hook that keeps the configs tuned for the nearest shape, so that
 ``@triton.autotune`` times only those) and ``heuristics()`` (for ``@triton.heuristics``: the
@@ -144,13 +145,7 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     _check_kernel_workload(study.study_name, str(info.get("workload")))
     configs = [dict(t.params) for t, _ in ranked]
     check_rename(rename or {}, {name for config in configs for name in config})
-    objectives = objectives_of(study)
-    values = dict(zip(objectives, ranked[0][0].values or [], strict=False))
-    finish = study.user_attrs.get(FINISH) or {}
-    metrics = ranked[0][0].user_attrs.get(METRICS, {})
-    verdict = reference_faster(
-        {"objectives": objectives, "values": values, "metrics": metrics, "finish": finish}
-    )
+    verdict = _verdict(study, ranked[0][0])
     body = (
         f"Study {study.study_name!r}, problem {json.dumps(info.get('problem', {}))}. "
         f"{info.get('label', '')}\n{_dropped_note(configs, rename or {})}\n"
@@ -160,6 +155,17 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     )
     header = _header(str(info.get("workload")), info, body)
     return header + triton_config_source(configs, [c for _, c in ranked], rename)
+
+
+def _verdict(study: optuna.Study, winner: optuna.trial.FrozenTrial) -> dict[str, Any] | None:
+    # whether the library kernel beat the study's winner (see autotune.reference_verdict)
+    objectives = objectives_of(study)
+    return reference_faster({
+        "objectives": objectives,
+        "values": dict(zip(objectives, winner.values or [], strict=False)),
+        "metrics": winner.user_attrs.get(METRICS, {}),
+        "finish": study.user_attrs.get(FINISH) or {},
+    })  # fmt: skip
 
 
 def _check_kernel_workload(study_name: str, workload: str) -> None:
@@ -266,6 +272,7 @@ def triton_table_export(
     """
     rename = rename or {}
     rows: dict[tuple, list[tuple[dict[str, Any], str]]] = {}
+    slower: dict[tuple, float] = {}  # shapes where the library kernel beat the winner
     seen: defaultdict[str, set[str]] = defaultdict(set)
     for study in studies:
         ranked = ranked_trials(study, top)
@@ -282,6 +289,9 @@ def triton_table_export(
         shape = tuple(int(problem[k]) for k in key)
         comments = [f"{study.study_name}, {comment}" for _, comment in ranked]
         rows[shape] = list(zip([dict(t.params) for t, _ in ranked], comments, strict=True))
+        verdict = _verdict(study, ranked[0][0])
+        if verdict is not None:
+            slower[shape] = round(verdict["ratio"], 4)
     if not rows:
         raise TritonExportError("no study with a successful trial to export")
     mixed = [what for what, values in seen.items() if len(values) > 1]
@@ -300,6 +310,13 @@ def triton_table_export(
         f"Use: @triton.autotune(configs=configs, key={list(key)!r},\n"
         '                       prune_configs_by={"early_config_prune": prune})\n'
         "  or @triton.heuristics(heuristics()) for the nearest shape's winner, untimed.\n"
+        + (
+            f"Note: at {len(slower)} shape(s) the library kernel the sweep timed against was "
+            "faster than the winner (REFERENCE_FASTER: shape -> the winner's ratio to it); "
+            "call the library there.\n"
+            if slower
+            else ""
+        )
     )
     lines = [f"KEY = {tuple(key)!r}", "# shape -> configs, the finish's winner first", "TABLE = {"]
     for shape, entries in sorted(rows.items()):
@@ -309,6 +326,8 @@ def triton_table_export(
             lines.append(f"        {source},  # {comment}")
         lines.append("    ],")
     lines.append("}")
+    lines.append("# shapes where the library kernel beat the winner: shape -> the winner's ratio")
+    lines.append(f"REFERENCE_FASTER = {dict(sorted(slower.items()))!r}")
     lines.append("# every config of the table")
     lines.append("configs = [c for entries in TABLE.values() for c in entries]")
     return (
