@@ -22,6 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import optuna
+
+from autotune.driver.results import objectives_of
+from autotune.driver.trial_attrs import FINISH, METRICS
+
 #: the prefix of a metric that is a reference's time over the config's (higher is better)
 RATIO_PREFIX = "ratio_to_"
 
@@ -65,3 +70,15 @@ def describe(verdict: dict[str, Any]) -> str:
     keep = f"{ref} ({verdict['fastest']} the fastest here)" if verdict.get("fastest") else ref
     return (f"{ref} is faster than the best config found: it runs at {verdict['ratio']:.3f}x "
             f"{ref}'s speed ({how}); keep {keep} for this problem")  # fmt: skip
+
+
+def winner_verdict(study: optuna.Study, winner: optuna.trial.FrozenTrial) -> dict[str, Any] | None:
+    """:func:`reference_faster` for a stored study whose answer is ``winner`` (the finish's
+    winner when there was a finish): its values and metrics, and the study's finish."""
+    objectives = objectives_of(study)
+    return reference_faster({
+        "objectives": objectives,
+        "values": dict(zip(objectives, winner.values or [], strict=False)),
+        "metrics": winner.user_attrs.get(METRICS, {}),
+        "finish": study.user_attrs.get(FINISH) or {},
+    })  # fmt: skip

@@ -45,7 +45,7 @@ from autotune.driver.trial_attrs import (
     trial_status,
 )
 from autotune.redact import redact
-from autotune.reference_verdict import describe, reference_faster
+from autotune.reference_verdict import describe, winner_verdict
 from autotune.units import readable
 
 _OK = "ok"
@@ -408,11 +408,7 @@ class Report:
                 f"<h3>Finish: {html.escape(finish.get('protocol', ''))}</h3>"
                 f"<table class='finish'>{''.join(lines)}</table>"
             )
-        objectives = dict(zip(self.metrics, self.directions, strict=True))
-        verdict = reference_faster({"objectives": objectives,
-                                    "values": {self.metric: best.values[0]},
-                                    "metrics": best.user_attrs.get(METRICS, {}),
-                                    "finish": finish})  # fmt: skip
+        verdict = winner_verdict(self.study, best)
         if verdict is not None:
             self.data["reference_faster"] = verdict
             parts.append(f"<p class='reference-faster'>{html.escape(describe(verdict))}</p>")

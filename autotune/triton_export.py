@@ -26,9 +26,9 @@ import optuna
 
 from autotune import __version__
 from autotune.driver.results import objectives_of, ok_trials, study_info
-from autotune.driver.trial_attrs import FINISH, METRICS
+from autotune.driver.trial_attrs import FINISH
 from autotune.kernel_config import KernelConfig
-from autotune.reference_verdict import describe, reference_faster
+from autotune.reference_verdict import describe, winner_verdict
 
 
 class TritonExportError(ValueError):
@@ -145,7 +145,7 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     _check_kernel_workload(study.study_name, str(info.get("workload")))
     configs = [dict(t.params) for t, _ in ranked]
     check_rename(rename or {}, {name for config in configs for name in config})
-    verdict = _verdict(study, ranked[0][0])
+    verdict = winner_verdict(study, ranked[0][0])
     body = (
         f"Study {study.study_name!r}, problem {json.dumps(info.get('problem', {}))}. "
         f"{info.get('label', '')}\n{_dropped_note(configs, rename or {})}\n"
@@ -155,17 +155,6 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     )
     header = _header(str(info.get("workload")), info, body)
     return header + triton_config_source(configs, [c for _, c in ranked], rename)
-
-
-def _verdict(study: optuna.Study, winner: optuna.trial.FrozenTrial) -> dict[str, Any] | None:
-    # whether the library kernel beat the study's winner (see autotune.reference_verdict)
-    objectives = objectives_of(study)
-    return reference_faster({
-        "objectives": objectives,
-        "values": dict(zip(objectives, winner.values or [], strict=False)),
-        "metrics": winner.user_attrs.get(METRICS, {}),
-        "finish": study.user_attrs.get(FINISH) or {},
-    })  # fmt: skip
 
 
 def _check_kernel_workload(study_name: str, workload: str) -> None:
@@ -289,7 +278,7 @@ def triton_table_export(
         shape = tuple(int(problem[k]) for k in key)
         comments = [f"{study.study_name}, {comment}" for _, comment in ranked]
         rows[shape] = list(zip([dict(t.params) for t, _ in ranked], comments, strict=True))
-        verdict = _verdict(study, ranked[0][0])
+        verdict = winner_verdict(study, ranked[0][0])
         if verdict is not None:
             slower[shape] = round(verdict["ratio"], 4)
     if not rows:
