@@ -91,6 +91,7 @@ def resolve_workload(
         raise SetupError(
             f"--problem: unknown key {unknown[0]!r} for {workload}; known: {', '.join(problem)}"
         )
+    _check_value_kinds(workload, problem, overrides)
     problem.update(overrides)
     try:
         problem = objective_cls.resolve_problem(problem)
@@ -100,6 +101,27 @@ def resolve_workload(
     space.validate_names(problem)
     check_satisfiable(space, problem, device)
     return objective_cls, space, problem
+
+
+def _check_value_kinds(workload: str, defaults: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """Refuse a ``--problem`` value of another kind than the workload's default: a word where
+    a number belongs (``M=abc``), anything but true/false for a switch.
+
+    Example:
+        >>> _check_value_kinds("matmul", {"M": 64}, {"M": "abc"})
+        Traceback (most recent call last):
+        ...
+        autotune.sweep_setup.SetupError: --problem: M='abc' is not a number (matmul's default: 64)
+    """
+    for key, value in overrides.items():
+        default = defaults.get(key)
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise SetupError(f"--problem: {key}={value!r} is not true or false")
+        numeric = isinstance(value, int | float) and not isinstance(value, bool)
+        if isinstance(default, int | float) and not isinstance(default, bool) and not numeric:
+            raise SetupError(
+                f"--problem: {key}={value!r} is not a number ({workload}'s default: {default})"
+            )
 
 
 # Spaces up to this many configs are enumerated to prove that some config is feasible.

@@ -108,6 +108,8 @@ BAD_INPUT = [
     (["tune", "matmul", "--storage", "sqlite:////no/such/dir/a.db"], "does not exist"),
     (["tune", "matmul", "--problem", "Q=3"], "unknown key 'Q' for matmul"),
     (["tune", "matmul", "--problem", "M"], "'M' is not KEY=VALUE"),
+    (["tune", "matmul", "--problem", "M=abc"], "--problem: M='abc' is not a number (matmul's"),
+    (["tune", "rmsnorm", "--problem", "residual=yes"], "residual='yes' is not true or false"),
     (["tune", "nosuchworkload"], "unknown workload 'nosuchworkload'"),
     (["tune", "matmul", "--sampler", "annealing"], "unknown sampler 'annealing'"),
     (["tune", "matmul", "--objective", "speed"], "unknown metric 'speed'"),
