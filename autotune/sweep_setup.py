@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -138,11 +139,22 @@ def check_satisfiable(space: Space, problem: dict[str, Any], device: dict[str, A
         return
     if space.grid_size() > _SATISFIABILITY_CHECK_LIMIT:
         return
-    if next(space.grid(problem, device), None) is None:
-        names = ", ".join(c.name for c in space.constraints)
-        raise SetupError(
-            f"{space.source}: the constraints ({names}) admit no config for this problem and device"
-        )
+    if next(space.grid(problem, device), None) is not None:
+        return
+    for constraint in space.constraints:  # one that no config passes on its own: name it
+        alone = dataclasses.replace(space, constraints=[constraint])
+        if next(alone.grid(problem, device), None) is None:
+            names = constraint.expression.names
+            read = ", ".join(f"{n}={problem[n]}" for n in sorted(names) if n in problem)
+            raise SetupError(
+                f"{constraint.where}: {constraint.expression.source.strip()!r} admits no config"
+                + (f" at {read}" if read else "")
+                + (" on this device" if "device" in names else "")
+            )
+    names = ", ".join(c.name for c in space.constraints)
+    raise SetupError(
+        f"{space.source}: the constraints ({names}) admit no config for this problem and device"
+    )
 
 
 def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:

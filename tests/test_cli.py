@@ -158,8 +158,28 @@ def test_impossible_constraint_is_refused_before_any_trial(tmp_path):
         cwd=tmp_path,
     )
     assert result.returncode == 2
-    assert "impossible.yaml: the constraints (never) admit no config" in result.stderr
+    assert "impossible.yaml: constraints.never: 'BLOCK_M > 1024' admits no config" in result.stderr
     assert not (tmp_path / "x.db").exists() or "Traceback" not in result.stderr
+
+
+def test_constraints_impossible_only_together_are_named_together(tmp_path):
+    space = tmp_path / "both.yaml"
+    space.write_text(
+        "parameters:\n  BLOCK_M: {type: pow2, low: 16, high: 64}\n"
+        "constraints:\n  big: BLOCK_M > 16\n  small: BLOCK_M < 32\n"
+    )
+    result = autotune("tune", "matmul", "--space", str(space), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "both.yaml: the constraints (big, small) admit no config" in result.stderr
+
+
+def test_a_problem_the_space_cannot_serve_names_the_constraint_and_the_value(tmp_path):
+    # the shipped space's smallest BLOCK_K is 32: K=16 leaves split_k_has_work nothing
+    result = autotune("tune", "matmul", "--problem", "M=16,N=16,K=16", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "constraints.split_k_has_work: 'SPLIT_K * BLOCK_K <= K' admits no config at K=16" in (
+        result.stderr
+    )
 
 
 def test_bad_input_loses_nothing_already_stored(tmp_path, replay_table):
