@@ -1,8 +1,10 @@
 """Replay: evaluate a config by looking it up in a table of recorded measurements.
 
-The table is a CSV with a column per parameter, metric columns and a ``status`` column
-(``ok`` or a failure state, optionally with a ``reason`` column). A config absent from the table
-is infeasible. Every figure it returns is a replayed recording, not a new measurement.
+The table is a CSV with a column per parameter, metric columns and, optionally, a ``status``
+column (``ok`` or a failure state, optionally with a ``reason`` column). Without one, as in a
+table measured by hand, every row is a measurement, and a row whose metric is blank or not a
+number is a config that did not run. A config absent from the table is infeasible. Every
+figure it returns is a replayed recording, not a new measurement.
 
 Each replayed measurement carries the trial's recorded duration, which the inline executor's
 simulated clock uses to replay N trials in flight in the order they would finish. It is the
@@ -39,11 +41,13 @@ from autotune.space import Param, Space, SpaceError
 _FAILURES = {cls.status.value: cls for cls in TrialFailure.__subclasses__()}
 #: column -> seconds per unit, in order of preference, for a trial's recorded duration
 DURATION_COLUMNS = {"duration_s": 1.0, "warmup_s": 1.0, "ms": 1e-3}
+#: set in a table's attrs when it had no status column (every row taken as ok)
+_NO_STATUS = "autotune_no_status_column"
 
 
 @lru_cache(maxsize=8)
 def load_table(path: str) -> pd.DataFrame:
-    """Read a recorded table; the ``status`` column is required."""
+    """Read a recorded table; without a ``status`` column every row is ``ok``."""
     try:
         table = pd.read_csv(path)
     except FileNotFoundError:
@@ -52,7 +56,8 @@ def load_table(path: str) -> pd.DataFrame:
         first = str(exc).strip().splitlines()[0]
         raise SpaceError(f"{path}: not a readable CSV table: {first}") from None
     if "status" not in table.columns:
-        raise SpaceError(f"{path}: column 'status' missing (ok or a failure state per row)")
+        table["status"] = TrialStatus.OK.value
+        table.attrs[_NO_STATUS] = True
     bad = set(table["status"].astype(str)) - {s.value for s in TrialStatus}
     if bad:
         raise SpaceError(f"{path}: column 'status': unknown state {sorted(bad)[0]!r}")
@@ -66,6 +71,14 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def _number(value: Any) -> float | None:
+    """A table cell as a float, or None when it holds no number (a word, a blank)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<table>") -> Space:
@@ -105,6 +118,7 @@ class ReplayObjective(Objective):
         self.absent_costs_a_trial = bool(problem.get("absent_costs_a_trial", False))
         if self.metric not in table.columns:
             raise SpaceError(f"{problem['table']}: --metric {self.metric!r} is not a column")
+        self.no_status = bool(table.attrs.get(_NO_STATUS, False))
         self.duration_column = next((c for c in DURATION_COLUMNS if c in table.columns), None)
         self._rows: dict[tuple, dict[str, Any]] = {}
         for row in table.to_dict(orient="records"):
@@ -123,9 +137,11 @@ class ReplayObjective(Objective):
             reason = row.get("reason")
             text = reason if isinstance(reason, str) and reason else f"recorded {status}"
             raise _FAILURES.get(status, TrialFailure)(f"{text} (replay)")
-        value = float(row[self.metric])
-        if not math.isfinite(value):
-            raise Infeasible(f"recorded {self.metric} is {value} (replay)")
+        value = _number(row[self.metric])
+        if value is None or not math.isfinite(value):
+            if self.no_status:  # a hand-made table: a blank or a word where a figure belongs
+                raise Crashed(f"no {self.metric} recorded: {row[self.metric]!r} (replay)")
+            raise Infeasible(f"recorded {self.metric} is {row[self.metric]!r} (replay)")
         extra = {
             k: _plain(v)
             for k, v in row.items()
