@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from autotune.train_export import TrainExport
+from autotune.train_export import TrainExport, which_sweep
 
 TARGETS = ("vllm", "sglang")
 
@@ -166,7 +166,9 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
     workload = record.get("workload")
     engine_knobs = {"max_num_seqs", "max_num_batched_tokens"}
     if workload not in ("serving", "server"):
-        raise ServingExportError("a serving export needs a serving or server sweep")
+        raise ServingExportError(
+            f"a serving export needs a serving or server sweep; {which_sweep(record)}"
+        )
     args: dict[str, Any] = {}
     notes: dict[str, str] = {}
     if workload == "serving" or engine_knobs <= set(config):  # the project engine's names

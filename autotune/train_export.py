@@ -66,12 +66,25 @@ class TrainExport:
         return self.target in ("accelerate", "torchtitan")
 
 
+def which_sweep(record: dict[str, Any]) -> str:
+    """Which sweep an export was asked of, for its error.
+
+    Example:
+        >>> which_sweep({"study": "mm", "workload": "matmul"})
+        "study 'mm' tuned matmul (--study NAME picks another)"
+    """
+    return (
+        f"study {record.get('study')!r} tuned {record.get('workload')} (--study NAME picks another)"
+    )
+
+
 def _tuned(record: dict[str, Any]) -> tuple[dict[str, Any], int, int, float]:
     """The config, its micro-batch (per process), the gradient accumulation and the lr."""
     config, problem = record.get("config", {}), record.get("problem", {})
     if "micro_batch" not in config or "global_batch" not in problem:
         raise TrainExportError(
-            "a training-stack export needs a train-step sweep (micro_batch, global_batch)"
+            "a training-stack export needs a train-step sweep (micro_batch, global_batch); "
+            + which_sweep(record)
         )
     micro = int(config["micro_batch"])
     shards = data_parallel(record)

@@ -91,6 +91,12 @@ def test_replay_sweep_then_best_trials_and_export(tmp_path, replay_table):
     yaml_out = autotune("export", "--storage", url, "--to", "yaml")
     assert yaml_out.returncode == 0 and "BM: 256" in yaml_out.stdout
 
+    # a stack this sweep cannot feed: one line that names the sweep it was asked of
+    for target, needs in (("hf", "a train-step sweep"), ("vllm", "a serving or server sweep")):
+        refused = autotune("export", "--storage", url, "--to", target)
+        assert refused.returncode == 2
+        assert needs in refused.stderr and "study 'r' tuned replay" in refused.stderr
+
 
 def test_an_in_memory_sweep_reports_and_writes_its_best(tmp_path, replay_table):
     # nothing to reopen: the answer comes from the study the sweep just ran
