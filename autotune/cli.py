@@ -34,6 +34,7 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
     parse_duration,
     parse_problem,
     parse_slo,
+    workload_name,
     writable_output,
 )
 from autotune.cli_results import print_best
@@ -181,7 +182,7 @@ def tune(
     limits = parse_slo(slo)
     writable_output(output)  # before the sweep spends its time, not after
     settings = build_settings(
-        workload=workload,
+        workload=workload_name(workload),
         space=space,
         problem=parse_problem(problem),
         objective=objective,
@@ -317,6 +318,7 @@ def record(
     from autotune.sweep_setup import resolve_workload
 
     device_info = _select_device(device)
+    workload = workload_name(workload)
     objective_cls, space_obj, problem_values = resolve_workload(
         workload, space, parse_problem(problem), device_info
     )
@@ -350,11 +352,16 @@ def record(
 @app.command()
 @one_line_errors
 def workloads() -> None:
-    """List the workloads a sweep can tune."""
+    """List the workloads a sweep can tune (and those installed packages register)."""
     from autotune.objectives import WORKLOADS
+    from autotune.objectives.external import plugin_workloads
 
     for entry in WORKLOADS.values():
         out.print(f"{entry.name:<12} {entry.help}", highlight=False, soft_wrap=True)
+    for name, module in sorted(plugin_workloads().items()):
+        out.print(f"{name:<12} (plugin: {module})", highlight=False, soft_wrap=True)
+    out.print("or a .py file that defines OBJECTIVE: autotune tune ./my_objective.py",
+              highlight=False, soft_wrap=True)  # fmt: skip
 
 
 @app.command()

@@ -36,6 +36,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.driver.study_setup import StudyMismatch
     from autotune.executors.base import ExecutorError
     from autotune.export import ExportError
+    from autotune.objectives.external import WorkloadError
     from autotune.serving_export import ServingExportError
     from autotune.space import ExpressionError
     from autotune.storage import StorageError
@@ -56,6 +57,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
         SetupError,
         StudyMismatch,
         ExecutorError,
+        WorkloadError,
     )
 
 

@@ -81,6 +81,21 @@ def _parse_rename(text: str | None) -> dict[str, str]:
     return names
 
 
+def workload_name(text: str | None) -> str | None:
+    """A workload as the sweep stores it: a ``.py`` file by its absolute path (the workers and
+    a later resume find it from any folder), any other name as given.
+
+    Raises:
+        UsageError: a ``.py`` file that does not exist.
+    """
+    if text is None or not text.endswith(".py"):
+        return text
+    path = Path(text).expanduser().resolve()
+    if not path.is_file():
+        raise UsageError(f"{text}: workload file not found")
+    return str(path)
+
+
 def parse_duration(text: str | None) -> float | None:
     """``"90s"``, ``"5m"``, ``"1.5h"`` or plain seconds -> seconds."""
     if text is None:

@@ -48,7 +48,9 @@ MEASURED_PACKAGES = ("autotune.kernels", "autotune.objectives")
 
 def source_modules(workload: str) -> list[types.ModuleType]:
     """The objective module of ``workload`` and every :data:`MEASURED_PACKAGES` module it
-    imports, directly or through one of them, anywhere in its source (sorted by name).
+    imports, directly or through one of them, anywhere in its source (sorted by name); for a
+    workload of a ``.py`` file or a plugin, the modules of its own folder or package too (the
+    kernel file beside a workload file).
 
     Example:
         >>> names = [m.__name__ for m in source_modules("serving")]
@@ -56,25 +58,34 @@ def source_modules(workload: str) -> list[types.ModuleType]:
         True
     """
     from autotune.objectives import get_objective
+    from autotune.objectives.external import workload_folder
 
     module = inspect.getmodule(get_objective(workload))
     if module is None:
         return []
+    folder = None if workload in _builtin() else workload_folder(workload)
     found = {module.__name__: module}
     waiting = [module]
     while waiting:
-        for name in _imported(waiting.pop()):
+        for name in _imported(waiting.pop(), folder):
             if name not in found:
                 found[name] = importlib.import_module(name)
                 waiting.append(found[name])
     return [m for _, m in sorted(found.items())]
 
 
-def _imported(module: types.ModuleType) -> set[str]:
-    """The modules of :data:`MEASURED_PACKAGES` that ``module``'s source imports (``import
-    a.b``, ``from a import b`` where b is a module, ``from a.b import c``), wherever the
-    statement stands; an example in a docstring is text, not an import. The packages' own
-    ``__init__`` (the workload registry) is left out: a new workload changes no answer."""
+def _builtin() -> set[str]:
+    from autotune.objectives import WORKLOADS
+
+    return set(WORKLOADS)
+
+
+def _imported(module: types.ModuleType, folder: Path | None = None) -> set[str]:
+    """The modules of :data:`MEASURED_PACKAGES` (and of ``folder``) that ``module``'s source
+    imports (``import a.b``, ``from a import b`` where b is a module, ``from a.b import c``),
+    wherever the statement stands; an example in a docstring is text, not an import. The
+    packages' own ``__init__`` (the workload registry) is left out: a new workload changes no
+    answer."""
     named: set[str] = set()
     for node in ast.walk(ast.parse(_source(module))):
         if isinstance(node, ast.Import):
@@ -85,9 +96,20 @@ def _imported(module: types.ModuleType) -> set[str]:
     return {
         name
         for name in named
-        if name.startswith(tuple(f"{package}." for package in MEASURED_PACKAGES))
+        if (
+            name.startswith(tuple(f"{package}." for package in MEASURED_PACKAGES))
+            or (folder is not None and _lies_in(name, folder))
+        )
         and _is_module(name)
     }
+
+
+def _lies_in(name: str, folder: Path) -> bool:
+    """Whether module ``name`` is importable and its file lies in ``folder``."""
+    if not _is_module(name):
+        return False
+    path = getattr(importlib.import_module(name), "__file__", None)
+    return bool(path) and Path(path).resolve().is_relative_to(folder)
 
 
 def _source(module: types.ModuleType) -> str:

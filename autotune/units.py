@@ -6,6 +6,8 @@ Example:
     ('13.0k tokens/s', '707 TFLOP/s', '2.13 ms')
     >>> readable("ratio_to_cublas", 1.0167), readable("mfu", 0.467), readable("score", 1234567.0)
     ('1.017x', '46.7%', '1.23M')
+    >>> readable("gb_per_s", 13.21), readable("energy_j_per_token", 0.0412)
+    ('13.2 GB/s', '0.0412 J/token')
 """
 
 from __future__ import annotations
@@ -27,8 +29,15 @@ def _unit(name: str) -> tuple[str, str] | None:
         return "x", "ratio"
     if {"mfu", "fraction", "share"} & set(words):
         return "", "percent"
+    if len(words) >= 3 and words[-2] == "per":  # gb_per_s, energy_j_per_token: a rate
+        return f"{_RATE_UNITS.get(words[-3], words[-3])}/{last}", "si"
     units = {"gb": "GB", "ms": "ms", "s": "s", "mhz": "MHz", "w": "W"}
     return (units[last], "sig3") if last in units else None
+
+
+#: how the quantity of an ``X_per_Y`` metric is written (others as named: tokens, requests)
+_RATE_UNITS = {"gb": "GB", "tb": "TB", "mb": "MB", "kb": "KB", "j": "J", "gflops": "GFLOP",
+               "tflops": "TFLOP", "flops": "FLOP", "b": "B", "bytes": "B"}  # fmt: skip
 
 
 def _sig3(value: float) -> str:

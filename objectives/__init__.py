@@ -83,19 +83,30 @@ WORKLOADS: dict[str, Workload] = {
 
 
 def objective_names() -> list[str]:
-    return sorted(WORKLOADS)
+    """The built-in workloads and those installed packages register (entry points)."""
+    from autotune.objectives.external import plugin_workloads
+
+    return sorted({*WORKLOADS, *plugin_workloads()})
 
 
 def get_objective(name: str) -> type[Objective]:
-    """Return the objective class registered under ``name``.
+    """Return the objective class of workload ``name``: a built-in one, one an installed
+    package registers (:mod:`autotune.objectives.external`), or a ``.py`` file's ``OBJECTIVE``.
 
     Raises:
-        KeyError: with the known names, when ``name`` is not one of them.
+        KeyError: with the known names, when ``name`` is none of them.
     """
-    if name not in WORKLOADS:
-        raise KeyError(f"unknown workload {name!r}; known: {', '.join(objective_names())}")
-    module = importlib.import_module(WORKLOADS[name].module)
-    return module.OBJECTIVE
+    if name in WORKLOADS:
+        return importlib.import_module(WORKLOADS[name].module).OBJECTIVE
+    from autotune.objectives.external import load_external
+
+    try:
+        return load_external(name)
+    except KeyError:
+        raise KeyError(
+            f"unknown workload {name!r}; known: {', '.join(objective_names())}, or a .py file"
+            " that defines OBJECTIVE"
+        ) from None
 
 
 __all__ = [

@@ -18,6 +18,7 @@ import contextlib
 import json
 import warnings
 from datetime import UTC, datetime
+from pathlib import Path
 
 import optuna
 from optuna.storages import BaseStorage
@@ -39,7 +40,14 @@ class StudyMismatch(ValueError):
 
 
 def study_name_for(settings: SweepSettings) -> str:
-    return settings.study_name or f"{settings.workload}-{datetime.now():%Y%m%d-%H%M%S}"
+    """The study's name: ``--study``, else the workload (a workload file by its stem) and the
+    time, e.g. ``matmul-20261205-071521``."""
+    if settings.study_name:
+        return settings.study_name
+    workload = settings.workload
+    if workload.endswith(".py"):  # a workload file: its path would put slashes in the name
+        workload = Path(workload).stem
+    return f"{workload}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
 def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) -> optuna.Study:

@@ -1,0 +1,132 @@
+"""Workloads defined outside this package: a Python file named on the command line, or a
+module another installed package registers under the ``autotune.workloads`` entry points.
+
+A user's own kernel is tuned without editing autotune: write an objective module (a class
+with ``name``, ``space``, ``directions``, ``default_problem`` and ``evaluate``, bound to
+``OBJECTIVE``, as the built-in ones are) and run ``autotune tune ./my_objective.py``. The file's
+folder goes on ``sys.path``, so it may import its kernel from a file beside it, and a relative
+``space`` is read next to it. A package makes its workloads known to every ``autotune`` command
+by an entry point, e.g. in its ``pyproject.toml``::
+
+    [project.entry-points."autotune.workloads"]
+    my-gemm = "my_package.gemm_objective"
+
+Example:
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "toy.py").write_text(
+    ...     "from autotune.objectives.base import Objective\\n"
+    ...     "class Toy(Objective):\\n"
+    ...     "    name, space, directions = 'toy', 'toy.yaml', {'value': 'maximize'}\\n"
+    ...     "OBJECTIVE = Toy\\n")
+    >>> _ = (folder / "toy.yaml").write_text("parameters:\\n  x: {type: int, low: 1, high: 4}\\n")
+    >>> cls = load_external(str(folder / "toy.py"))
+    >>> cls.name, pathlib.Path(cls.space) == folder / "toy.yaml"
+    ('toy', True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+import types
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+#: the entry-point group an installed package registers its workloads under
+ENTRY_POINT_GROUP = "autotune.workloads"
+
+
+class WorkloadError(ValueError):
+    """A workload file or plugin that cannot serve: it does not import, or defines no
+    ``OBJECTIVE``."""
+
+
+def is_file_workload(name: str) -> bool:
+    """Whether ``name`` names a Python file rather than a registered workload."""
+    return name.endswith(".py")
+
+
+def plugin_workloads() -> dict[str, str]:
+    """The workloads installed packages register: name -> module."""
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_external(name: str) -> type[Any]:
+    """The ``OBJECTIVE`` of a workload file (``.py``) or of a registered plugin module.
+
+    Raises:
+        KeyError: ``name`` is neither an existing ``.py`` file nor a plugin.
+        WorkloadError: the module does not import, or defines no ``OBJECTIVE``.
+    """
+    if is_file_workload(name):
+        module = _import_file(Path(name))
+    else:
+        plugins = plugin_workloads()
+        if name not in plugins:
+            raise KeyError(name)
+        try:
+            module = importlib.import_module(plugins[name])
+        except Exception as exc:
+            raise WorkloadError(f"{name} ({plugins[name]}): {_failure(exc)}") from None
+    objective = getattr(module, "OBJECTIVE", None)
+    if objective is None:
+        raise WorkloadError(f"{name}: defines no OBJECTIVE (the objective class of the workload)")
+    _space_beside(objective, module)
+    return objective
+
+
+def workload_folder(name: str) -> Path | None:
+    """The folder whose modules decide what an external workload measures (its file's
+    folder, or a plugin's top-level package), for the tuning cache; None for a built-in."""
+    if is_file_workload(name):
+        return Path(name).resolve().parent
+    module = plugin_workloads().get(name)
+    if module is None:
+        return None
+    top = importlib.import_module(module.split(".")[0])
+    path = getattr(top, "__file__", None)
+    return Path(path).resolve().parent if path else None
+
+
+def _import_file(path: Path) -> types.ModuleType:
+    """Import a workload file once per process, under a name unique to its path (so two
+    ``objective.py`` of different folders do not collide), its folder on ``sys.path``."""
+    path = path.resolve()
+    if not path.is_file():
+        raise KeyError(str(path))
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:10]
+    module_name = f"autotune_workload_{path.stem}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look the module up
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise WorkloadError(f"{path}: {_failure(exc)}") from None
+    return module
+
+
+def _failure(exc: Exception) -> str:
+    """One line on why a workload module did not import (with the line, for a syntax error)."""
+    if isinstance(exc, SyntaxError):
+        return f"does not import: line {exc.lineno}: {exc.msg}"
+    return f"does not import: {type(exc).__name__}: {exc}"
+
+
+def _space_beside(objective: type[Any], module: types.ModuleType) -> None:
+    """A relative ``space`` of an external objective is read next to its module."""
+    space, path = getattr(objective, "space", ""), getattr(module, "__file__", None)
+    if space and path and not Path(space).is_absolute():
+        beside = Path(path).resolve().parent / space
+        if beside.is_file():
+            objective.space = str(beside)

@@ -1,0 +1,144 @@
+"""Workloads from outside the package: a user's ``.py`` file on the command line, and a module
+an installed package registers under the ``autotune.workloads`` entry points. Real sweeps in
+real processes: a kernel beside the objective file, timed on the CPU."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+KERNEL = '''import torch
+
+
+def chunked_sum(x: torch.Tensor, chunk: int) -> torch.Tensor:
+    """The sum of x, chunk elements at a time (the "kernel" a user tunes)."""
+    total = torch.zeros((), dtype=x.dtype)
+    for part in x.split(chunk):
+        total += part.sum()
+    return total
+'''
+
+OBJECTIVE = """import time
+
+import torch
+
+from autotune.failures import WrongResult
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+from chunked_sum import chunked_sum
+
+
+class ChunkedSum(Objective):
+    name = "chunked-sum"
+    space = "chunked_sum.yaml"
+    directions = {"gb_per_s": "maximize"}
+
+    @classmethod
+    def default_problem(cls, device):
+        return {"N": 1 << 15}
+
+    def default_config(self):
+        return {"CHUNK": 64}
+
+    def evaluate(self, config, report=None):
+        x = torch.rand(int(self.problem["N"]), dtype=torch.float64)
+        if not torch.allclose(chunked_sum(x, config["CHUNK"]), x.sum()):
+            raise WrongResult("chunked sum differs from torch.sum")
+        start = time.perf_counter()
+        for _ in range(3):
+            chunked_sum(x, config["CHUNK"])
+        seconds = (time.perf_counter() - start) / 3
+        return Measurement(values={"gb_per_s": x.numel() * 8 / seconds / 1e9})
+
+
+OBJECTIVE = ChunkedSum
+"""
+
+SPACE = "parameters:\n  CHUNK: {type: pow2, low: 16, high: 16384}\n"
+
+
+def autotune(*args: str, cwd: Path, env: dict | None = None):
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.cli", *args],
+        capture_output=True, text=True, cwd=cwd, timeout=300, env=env,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def workload(tmp_path: Path) -> Path:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "chunked_sum.py").write_text(KERNEL)
+    (folder / "chunked_sum_objective.py").write_text(OBJECTIVE)
+    (folder / "chunked_sum.yaml").write_text(SPACE)
+    return folder
+
+
+def test_a_workload_file_is_tuned_cached_and_swept_again_when_its_kernel_changes(
+    workload, tmp_path
+):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    # run from another folder, the file named by a relative path
+    args = ["tune", "mine/chunked_sum_objective.py", "--trials", "6", "--seed", "0",
+            "--storage", url, "--output", "best.json", "--finish-top", "0"]  # fmt: skip
+    first = autotune(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    best = json.loads((tmp_path / "best.json").read_text())
+    assert best["workload"] == str(workload / "chunked_sum_objective.py")
+    assert set(best["config"]) == {"CHUNK"} and best["values"]["gb_per_s"] > 0
+    assert best["study"].startswith("chunked_sum_objective-")  # the file's stem, no slashes
+    assert " GB/s" in first.stdout  # gb_per_s read as a rate
+
+    again = autotune(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "answering from it" in again.stderr
+
+    # editing the kernel beside the objective changes the key: it sweeps again
+    (workload / "chunked_sum.py").write_text(KERNEL + "\n# edited\n")
+    edited = autotune(*args, cwd=tmp_path)
+    assert edited.returncode == 0, edited.stderr
+    assert "answering from it" not in edited.stderr
+    assert "6 trials" in edited.stderr
+
+
+def test_a_missing_workload_file_is_one_line(tmp_path):
+    result = autotune("tune", "nowhere/objective.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: nowhere/objective.py: workload file not found"
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("x = 1\n", "empty.py: defines no OBJECTIVE"),
+        ("def broken(:\n", "empty.py: does not import: line 1: invalid syntax"),
+        ("import no_such_module_here\n", "ModuleNotFoundError: No module named 'no_such_mod"),
+    ],
+)
+def test_a_file_that_cannot_serve_is_one_line(tmp_path, source, message):
+    (tmp_path / "empty.py").write_text(source)
+    result = autotune("tune", "empty.py", cwd=tmp_path)
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_an_installed_package_registers_a_workload_by_entry_point(workload, tmp_path):
+    # an installed distribution as importlib.metadata finds one: a dist-info folder on the path
+    dist = tmp_path / "site" / "chunked_sum_plugin-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: chunked-sum-plugin\nVersion: 0.1\n"
+    )
+    (dist / "entry_points.txt").write_text(
+        "[autotune.workloads]\nchunked-sum = chunked_sum_objective\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path / 'site'}:{workload}"}
+    listed = autotune("workloads", cwd=tmp_path, env=env)
+    assert "chunked-sum  (plugin: chunked_sum_objective)" in listed.stdout
+    swept = autotune("tune", "chunked-sum", "--trials", "3", "--storage", "memory",
+                     "--finish-top", "0", cwd=tmp_path, env=env)  # fmt: skip
+    assert swept.returncode == 0, swept.stderr
+    assert '"CHUNK"' in swept.stdout
