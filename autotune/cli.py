@@ -77,7 +77,10 @@ def _command_line() -> str:
 def tune(
     workload: Annotated[
         str | None,
-        typer.Argument(help="A workload of `autotune workloads` (default: train-step)."),
+        typer.Argument(
+            help="A workload of `autotune workloads` (default: train-step), or a .py file "
+            "that defines OBJECTIVE."
+        ),
     ] = None,
     space: SpaceOption = None,
     problem: ProblemOption = [],  # noqa: B006
