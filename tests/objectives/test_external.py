@@ -142,3 +142,27 @@ def test_an_installed_package_registers_a_workload_by_entry_point(workload, tmp_
                      "--finish-top", "0", cwd=tmp_path, env=env)  # fmt: skip
     assert swept.returncode == 0, swept.stderr
     assert '"CHUNK"' in swept.stdout
+
+
+def test_a_copy_of_the_rmsnorm_example_is_a_workload_of_its_own(tmp_path):
+    # the README's advice, followed: copy objectives/rmsnorm.py, its kernel and its space
+    # beside each other, rename, and tune the copy (Triton's interpreter on a CPU)
+    root = Path(__file__).resolve().parents[2]
+    folder = tmp_path / "norm"
+    folder.mkdir()
+    (folder / "my_norm_kernel.py").write_text((root / "kernels/rmsnorm_triton.py").read_text())
+    objective = (root / "objectives/rmsnorm.py").read_text()
+    for old, new in (("from autotune.kernels import rmsnorm_triton as kern",
+                      "import my_norm_kernel as kern"),
+                     ('name = "rmsnorm"', 'name = "my-norm"'),
+                     ('space = "rmsnorm.yaml"', 'space = "my_norm.yaml"')):  # fmt: skip
+        assert old in objective
+        objective = objective.replace(old, new)
+    (folder / "my_norm.py").write_text(objective)
+    (folder / "my_norm.yaml").write_text((root / "search_spaces/rmsnorm.yaml").read_text())
+    url = f"sqlite:///{tmp_path / 'n.db'}"
+    swept = autotune("tune", "norm/my_norm.py", "--trials", "3", "--storage", url, cwd=tmp_path)
+    assert swept.returncode == 0, swept.stderr
+    assert '"BLOCK_N"' in swept.stdout and "winner trial" in swept.stderr  # the finish ran
+    exported = autotune("export", "--to", "triton", "--storage", url, cwd=tmp_path)
+    assert exported.returncode == 0 and "triton.Config({'BLOCK_N'" in exported.stdout
