@@ -98,7 +98,10 @@ def resolve_workload(
         problem = objective_cls.resolve_problem(problem)
     except ValueError as exc:
         raise SetupError(f"--problem: {exc}") from None
-    space = load_space(space_path or objective_cls.space)
+    space_name = space_path or getattr(objective_cls, "space", "")
+    if not space_name:
+        raise SetupError(f"{workload}: the objective names no space file; pass --space FILE.yaml")
+    space = load_space(space_name)
     space.validate_names(problem)
     check_satisfiable(space, problem, device)
     return objective_cls, space, problem

@@ -135,7 +135,7 @@ def source_hash(workload: str, space_file: str | None = None) -> str:
     from autotune.space import load_space
 
     parts = [_source(m) for m in source_modules(workload)]
-    space = space_file or get_objective(workload).space
+    space = space_file or getattr(get_objective(workload), "space", "")
     if space:
         path = Path(load_space(space).source)
         parts.append(path.read_text() if path.is_file() else space)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 import types
 from importlib.metadata import entry_points
@@ -75,8 +76,33 @@ def load_external(name: str) -> type[Any]:
     objective = getattr(module, "OBJECTIVE", None)
     if objective is None:
         raise WorkloadError(f"{name}: defines no OBJECTIVE (the objective class of the workload)")
+    _check_objective(name, objective)
     _space_beside(objective, module)
     return objective
+
+
+def _check_objective(name: str, objective: Any) -> None:
+    """What the sweep reads of an objective class is there: it is an ``Objective``, names its
+    metrics and measures (``evaluate``).
+
+    Raises:
+        WorkloadError: naming the first thing missing.
+    """
+    from autotune.objectives.base import Objective
+
+    if not (isinstance(objective, type) and issubclass(objective, Objective)):
+        raise WorkloadError(
+            f"{name}: OBJECTIVE is not a subclass of autotune.objectives.base.Objective"
+        )
+    directions = getattr(objective, "directions", None)
+    if not isinstance(directions, dict) or not directions:
+        raise WorkloadError(
+            f"{name}: {objective.__name__}.directions is not set (metric -> 'maximize' or"
+            " 'minimize', the first the one tuned)"
+        )
+    if inspect.isabstract(objective):
+        missing = ", ".join(sorted(objective.__abstractmethods__))
+        raise WorkloadError(f"{name}: {objective.__name__} does not define {missing}")
 
 
 def workload_folder(name: str) -> Path | None:

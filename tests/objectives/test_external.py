@@ -57,6 +57,7 @@ OBJECTIVE = ChunkedSum
 """
 
 SPACE = "parameters:\n  CHUNK: {type: pow2, low: 16, high: 16384}\n"
+BASE = "from autotune.objectives.base import Objective\nclass T(Objective):\n    name = 't'\n"
 
 
 def autotune(*args: str, cwd: Path, env: dict | None = None):
@@ -115,6 +116,20 @@ def test_a_missing_workload_file_is_one_line(tmp_path):
         ("x = 1\n", "empty.py: defines no OBJECTIVE"),
         ("def broken(:\n", "empty.py: does not import: line 1: invalid syntax"),
         ("import no_such_module_here\n", "ModuleNotFoundError: No module named 'no_such_mod"),
+        ("class T:\n    pass\nOBJECTIVE = T\n", "OBJECTIVE is not a subclass of autotune."),
+        (
+            BASE + "    directions = {'v': 'maximize'}\nOBJECTIVE = T\n",
+            "T does not define evaluate",
+        ),
+        (
+            BASE + "    def evaluate(self, c, r=None): ...\nOBJECTIVE = T\n",
+            "T.directions is not set",
+        ),
+        (
+            BASE + "    directions = {'v': 'maximize'}\n    def evaluate(self, c, r=None): ...\n"
+            "OBJECTIVE = T\n",
+            "the objective names no space file; pass --space FILE.yaml",
+        ),
     ],
 )
 def test_a_file_that_cannot_serve_is_one_line(tmp_path, source, message):
