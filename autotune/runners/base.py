@@ -1,19 +1,20 @@
 """What a runner returns for one trial, and the interface every runner has.
 
 Example:
-    >>> from autotune.failures import TrialStatus
+    >>> from autotune.failures import Crashed, TrialStatus
     >>> TrialResult(TrialStatus.TIMEOUT, "no result after 5.0 s").ok
     False
 """
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.failures import TrialStatus
+from autotune.failures import Crashed, TrialStatus
 from autotune.measurement import Measurement
 
 #: Called by the runner with each value an objective reports (step, value); returns True when
@@ -23,6 +24,27 @@ PruneCheck = Callable[[int, float], bool]
 
 def never_prune(step: int, value: float) -> bool:
     return False
+
+
+def checked_measurement(result: object) -> Measurement:
+    """What an objective's ``evaluate`` returned, once shown to be a :class:`Measurement`
+    whose values are numbers (an objective written outside autotune may return a bare float).
+
+    Raises:
+        Crashed: naming what came back instead, so the trial fails and the sweep goes on.
+
+    Example:
+        >>> checked_measurement(2.5)
+        Traceback (most recent call last):
+        ...
+        autotune.failures.Crashed: evaluate returned a float, not a Measurement
+    """
+    if not isinstance(result, Measurement):
+        raise Crashed(f"evaluate returned a {type(result).__name__}, not a Measurement")
+    for name, value in result.values.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's too
+            raise Crashed(f"evaluate measured {name} = {value!r}, not a number")
+    return result
 
 
 @dataclass

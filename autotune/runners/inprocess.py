@@ -13,7 +13,13 @@ from typing import Any
 
 from autotune.failures import Diverged, TrialStatus, classify
 from autotune.objectives import get_objective
-from autotune.runners.base import PruneCheck, Runner, TrialResult, never_prune
+from autotune.runners.base import (
+    PruneCheck,
+    Runner,
+    TrialResult,
+    checked_measurement,
+    never_prune,
+)
 
 
 class InProcessRunner(Runner):
@@ -31,7 +37,7 @@ class InProcessRunner(Runner):
 
         start = time.perf_counter()
         try:
-            measurement = self.objective.evaluate(config, report)
+            measurement = checked_measurement(self.objective.evaluate(config, report))
         except Exception as exc:  # noqa: BLE001 - every failure is data, not an exit
             failure = classify(exc)
             return TrialResult(failure.status, str(failure), None, time.perf_counter() - start)

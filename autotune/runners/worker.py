@@ -21,7 +21,13 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from autotune.failures import Diverged, TrialStatus, classify
-from autotune.runners.base import PruneCheck, Runner, TrialResult, never_prune
+from autotune.runners.base import (
+    PruneCheck,
+    Runner,
+    TrialResult,
+    checked_measurement,
+    never_prune,
+)
 
 # After these, the worker's state (CUDA context, allocator, interpreter) is not trusted: the
 # next trial gets a fresh process.
@@ -71,7 +77,7 @@ def _worker_main(
                 raise Diverged(f"pruned at step {step}: value {value:.4g}")
 
         try:
-            measurement = objective.evaluate(config, report)
+            measurement = checked_measurement(objective.evaluate(config, report))
         except BaseException as exc:  # noqa: BLE001 - every failure is data
             failure = classify(exc)
             conn.send(("result", failure.status.value, str(failure), None))

@@ -181,3 +181,41 @@ def test_a_copy_of_the_rmsnorm_example_is_a_workload_of_its_own(tmp_path):
     assert '"BLOCK_N"' in swept.stdout and "winner trial" in swept.stderr  # the finish ran
     exported = autotune("export", "--to", "triton", "--storage", url, cwd=tmp_path)
     assert exported.returncode == 0 and "triton.Config({'BLOCK_N'" in exported.stdout
+
+
+CARELESS = (
+    BASE
+    + """    space = "x.yaml"
+    directions = {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        from autotune.measurement import Measurement
+
+        x = config["x"]
+        if x == 1:
+            return 1.0  # a bare number
+        if x == 2:
+            return Measurement(values={"v": float("nan")})
+        if x == 3:
+            return Measurement(values={"other": 3.0})
+        if x == 4:
+            raise RuntimeError("boom at x=4")
+        return Measurement(values={"v": float(x)})
+
+
+OBJECTIVE = T
+"""
+)
+
+
+def test_a_careless_objective_fails_its_trials_never_the_sweep(tmp_path):
+    (tmp_path / "careless.py").write_text(CARELESS)
+    (tmp_path / "x.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
+    result = autotune("tune", "careless.py", "--trials", "6", "--storage", "memory",
+                      "--finish-top", "0", "--output", "best.json", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for reason in ("evaluate returned a float, not a Measurement", "objective measured v = nan",
+                   "objective did not measure v", "RuntimeError: boom at x=4"):  # fmt: skip
+        assert reason in result.stderr
+    assert "failed: crashed 4" in result.stderr
+    assert json.loads((tmp_path / "best.json").read_text())["config"] == {"x": 6}
