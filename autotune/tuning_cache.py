@@ -24,6 +24,8 @@ import hashlib
 import importlib
 import inspect
 import json
+import site
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -105,11 +107,25 @@ def _imported(module: types.ModuleType, folder: Path | None = None) -> set[str]:
 
 
 def _lies_in(name: str, folder: Path) -> bool:
-    """Whether module ``name`` is importable and its file lies in ``folder``."""
+    """Whether module ``name`` is importable and its file lies in ``folder``, and not in an
+    installed library (a virtual environment inside the folder holds torch)."""
     if not _is_module(name):
         return False
     path = getattr(importlib.import_module(name), "__file__", None)
-    return bool(path) and Path(path).resolve().is_relative_to(folder)
+    if not path:
+        return False
+    resolved = Path(path).resolve()
+    installed = any(
+        resolved.is_relative_to(root) and not folder.is_relative_to(root)
+        for root in _library_roots()
+    )
+    return resolved.is_relative_to(folder) and not installed
+
+
+def _library_roots() -> set[Path]:
+    """Where installed libraries live: the environment and its site-packages folders."""
+    roots = {sys.prefix, sys.base_prefix, *site.getsitepackages(), site.getusersitepackages()}
+    return {Path(root).resolve() for root in roots}
 
 
 def _source(module: types.ModuleType) -> str:

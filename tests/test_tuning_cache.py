@@ -3,6 +3,7 @@
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import optuna
 
@@ -124,3 +125,15 @@ def test_a_sweep_stopped_part_way_is_not_an_answer(tmp_path, write_space):
     assert third.returncode == 0, third.stderr
     assert "cached: study faults-" in third.stderr  # the sweep that ran to its budget
     assert len(optuna.get_all_study_names(url)) == 2
+
+
+def test_a_workload_folder_holding_an_environment_keys_its_own_modules_only(tmp_path, monkeypatch):
+    # a project folder with its virtual environment inside: torch lies under the folder, but
+    # is a library, not the user's kernel; a module of the project's own is keyed
+    from autotune.tuning_cache import _lies_in
+
+    environment_parent = Path(sys.prefix).resolve().parent
+    assert not _lies_in("torch", environment_parent)
+    (tmp_path / "my_kernel_module_xyz.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _lies_in("my_kernel_module_xyz", tmp_path)
