@@ -1,7 +1,7 @@
 """What a runner returns for one trial, and the interface every runner has.
 
 Example:
-    >>> from autotune.failures import Crashed, TrialStatus
+    >>> from autotune.failures import TrialStatus
     >>> TrialResult(TrialStatus.TIMEOUT, "no result after 5.0 s").ok
     False
 """
