@@ -18,6 +18,7 @@ Example:
     ...     "from autotune.objectives.base import Objective\\n"
     ...     "class Toy(Objective):\\n"
     ...     "    name, space, directions = 'toy', 'toy.yaml', {'value': 'maximize'}\\n"
+    ...     "    def evaluate(self, config, report=None): ...\\n"
     ...     "OBJECTIVE = Toy\\n")
     >>> _ = (folder / "toy.yaml").write_text("parameters:\\n  x: {type: int, low: 1, high: 4}\\n")
     >>> cls = load_external(str(folder / "toy.py"))
