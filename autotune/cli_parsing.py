@@ -88,7 +88,9 @@ def workload_name(text: str | None) -> str | None:
     Raises:
         UsageError: a ``.py`` file that does not exist.
     """
-    if text is None or not text.endswith(".py"):
+    from autotune.objectives.external import is_file_workload
+
+    if text is None or not is_file_workload(text):
         return text
     path = Path(text).expanduser().resolve()
     if not path.is_file():

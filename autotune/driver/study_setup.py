@@ -44,8 +44,10 @@ def study_name_for(settings: SweepSettings) -> str:
     time, e.g. ``matmul-20261205-071521``."""
     if settings.study_name:
         return settings.study_name
+    from autotune.objectives.external import is_file_workload
+
     workload = settings.workload
-    if workload.endswith(".py"):  # a workload file: its path would put slashes in the name
+    if is_file_workload(workload):  # its path would put slashes in the name
         workload = Path(workload).stem
     return f"{workload}-{datetime.now():%Y%m%d-%H%M%S}"
 
