@@ -122,6 +122,59 @@ def test_the_cli_runs_a_sweep_through_ray(tmp_path):
     assert study.user_attrs["last_run"]["executor"] == "ray"
 
 
+KERNEL = "def work(n, step):\n    return sum(range(0, n, step))\n"
+OBJECTIVE = """import time
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+from stepped import work
+
+
+class Stepped(Objective):
+    name = "stepped"
+    space = "stepped.yaml"
+    directions = {"ms": "minimize"}
+
+    @classmethod
+    def default_problem(cls, device):
+        return {"n": 200000}
+
+    def evaluate(self, config, report=None):
+        start = time.perf_counter()
+        work(self.problem["n"], config["STEP"])
+        return Measurement(values={"ms": (time.perf_counter() - start) * 1e3})
+
+
+OBJECTIVE = Stepped
+"""
+
+
+def test_a_workload_file_runs_in_ray_actors(tmp_path):
+    # each actor loads the file the sweep stored, and the kernel beside it through the file's
+    # folder on its import path (a one-node cluster: the path is the same for every actor)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "stepped.py").write_text(KERNEL)
+    (folder / "stepped_objective.py").write_text(OBJECTIVE)
+    (folder / "stepped.yaml").write_text("parameters:\n  STEP: {type: pow2, low: 1, high: 64}\n")
+    url = f"sqlite:///{tmp_path / 'ray.db'}"
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "mine/stepped_objective.py",
+         "--trials", "6", "--seed", "0", "--storage", url, "--study", "f",
+         "--executor", "ray", "--workers", "2", "--finish-top", "0"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    study = optuna.load_study(study_name="f", storage=url)
+    launched = [t for t in study.trials if is_launched(t)]
+    assert len(launched) == 6 and all(trial_status(t) == "ok" for t in launched)
+    assert {t.user_attrs[WORKER].split(" on ")[0] for t in launched} == {
+        "ray actor 0",
+        "ray actor 1",
+    }
+
+
 def test_a_missing_ray_extra_is_one_line_naming_the_install(tmp_path):
     code = (
         "import sys; sys.modules['ray'] = None; sys.argv = ['autotune'] + sys.argv[1:];"
