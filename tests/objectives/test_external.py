@@ -3,6 +3,7 @@ an installed package registers under the ``autotune.workloads`` entry points. Re
 real processes: a kernel beside the objective file, timed on the CPU."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -150,7 +151,8 @@ def test_an_installed_package_registers_a_workload_by_entry_point(workload, tmp_
     (dist / "entry_points.txt").write_text(
         "[autotune.workloads]\nchunked-sum = chunked_sum_objective\n"
     )
-    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path / 'site'}:{workload}"}
+    paths = [str(tmp_path / "site"), str(workload), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     listed = autotune("workloads", cwd=tmp_path, env=env)
     assert "chunked-sum  (plugin: chunked_sum_objective)" in listed.stdout
     swept = autotune("tune", "chunked-sum", "--trials", "3", "--storage", "memory",
