@@ -126,7 +126,12 @@ def tune(
         typer.Option(min=0, help="Re-measure this many best configs in a fresh process (0: off)."),
     ] = 3,
     finish_rounds: Annotated[
-        int, typer.Option(min=1, help="Interleaved rounds of the finish.")
+        int,
+        typer.Option(
+            min=1,
+            help="Interleaved rounds of the finish (one: single readings, which never replace "
+            "the untuned default).",
+        ),
     ] = 3,
     warm_start: Annotated[
         str,
@@ -264,16 +269,25 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
             return
     metric, direction = next(iter(sweep.settings.objectives.items()))
     rows = sweep.finish(summary.study, top=top, deadline=budget_ends)
-    _print_finish(rows, metric, maximize=direction == "maximize")
+    _print_finish(rows, metric, maximize=direction == "maximize",
+                  asked=sweep.settings.finish_rounds)  # fmt: skip
 
 
-def _print_finish(rows: list, metric: str = "", maximize: bool = True) -> None:
+def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: int = 0) -> None:
+    from autotune.driver.finish import spread_text
+
+    done = max((len(r.samples) for r in rows), default=0)
+    rounds = f"{done} round{'' if done == 1 else 's'}"
+    if done < asked:
+        rounds += f" of {asked}: the time budget left no more"
     err.print(
         f"finish: the top configs and the untuned default re-measured in a fresh process, "
-        f"interleaved ({len(rows[0].samples) if rows else 0} rounds)"
+        f"interleaved ({rounds})"
     )
     if rows and rows[0].baseline and len(rows) > 1:
-        err.print("  the untuned default stays: no config measurably beat it")
+        why = ("one round cannot show a config measurably better (2 or more rounds can)"
+               if done == 1 else "no config measurably beat it")  # fmt: skip
+        err.print(f"  the untuned default stays: {why}")
     winner = rows[0] if rows else None
     for row in rows:
         noise = " (within noise of the winner)" if row.within_noise and row is not winner else ""
@@ -289,8 +303,9 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True) -> None:
             noise += " (a better median, but not measurably better than the untuned default)"
         mark = "winner" if row is rows[0] else "      "
         err.print(
-            f"  {mark} trial {row.trial}: median {readable(metric, row.median)}, spread "
-            f"{row.spread:.1%}{noise}",
+            f"  {mark} trial {row.trial}: median {readable(metric, row.median)}, "
+            f"{spread_text(row.spread, len(row.samples)).removesuffix(f' over {done} rounds')}"
+            f"{noise}",
             highlight=False,
         )
 

@@ -48,6 +48,19 @@ from autotune.redact import redact
 from autotune.reference_verdict import describe, winner_verdict
 from autotune.units import readable
 
+
+def spread_cell(row: dict[str, Any]) -> str:
+    """A finish row's spread for the report's table; one reading has none.
+
+    Example:
+        >>> spread_cell({"spread": 0.0123, "samples": [1.0, 1.01, 1.0]})
+        '1.2%'
+        >>> spread_cell({"spread": 0.0, "samples": [1.0]})
+        'one reading'
+    """
+    return "one reading" if len(row.get("samples", ())) == 1 else f"{100 * row['spread']:.1f}%"
+
+
 _OK = "ok"
 
 
@@ -402,7 +415,7 @@ class Report:
                 median = readable(self.metric, r["median"])
                 lines.append(
                     f"<tr><td>{r['trial']}</td><td>{median}</td>"
-                    f"<td>{100 * r['spread']:.1f}%</td><td>{tag}</td></tr>"
+                    f"<td>{spread_cell(r)}</td><td>{tag}</td></tr>"
                 )
             parts.append(
                 f"<h3>Finish: {html.escape(finish.get('protocol', ''))}</h3>"

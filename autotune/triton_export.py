@@ -25,6 +25,7 @@ from typing import Any
 import optuna
 
 from autotune import __version__
+from autotune.driver.finish import spread_text
 from autotune.driver.results import objectives_of, ok_trials, study_info
 from autotune.driver.trial_attrs import FINISH
 from autotune.kernel_config import KernelConfig
@@ -109,7 +110,7 @@ def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.Froz
         if trial is not None:
             ranked.append(
                 (trial, f"trial {trial.number}: finish median {row['median']:.4g} {name}, "
-                        f"spread {row['spread']:.1%} over {len(row['samples'])} rounds")
+                        f"{spread_text(row['spread'], len(row['samples']))}")
             )  # fmt: skip
     rest = sorted(by_number.values(), key=lambda t: -sign * t.values[0])
     ranked += [(t, f"trial {t.number}: {t.values[0]:.4g} {name} (one sweep reading)") for t in rest]

@@ -371,3 +371,44 @@ def test_the_finish_says_why_a_better_median_did_not_win(capsys):
     lines = [" ".join(line.split()) for line in capsys.readouterr().err.split("trial")[1:]]
     assert "not measurably better than the untuned default" in lines[1]
     assert "not measurably" not in lines[0] + lines[2]
+
+
+STEADY = """from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Steady(Objective):
+    name = "steady"
+    space = "steady.yaml"
+    directions = {"v": "maximize"}
+
+    def default_config(self):
+        return {"x": 1}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = Steady
+"""
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+def test_one_finish_round_cannot_replace_the_default_two_can(tmp_path, rounds):
+    # x = 6 reads 6x the default's x = 1: one reading each says nothing of the noise, so the
+    # default stays and the output says why; two rounds show no spread, and the tuned config wins
+    (tmp_path / "steady.py").write_text(STEADY)
+    (tmp_path / "steady.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
+    result = autotune("tune", "steady.py", "--trials", "6", "--sampler", "grid", "--storage",
+                      "memory", "--executor", "inline", "--finish-rounds", str(rounds),
+                      "--output", "best.json", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    err = " ".join(result.stderr.split())
+    best = json.loads((tmp_path / "best.json").read_text())
+    if rounds == 1:
+        assert "interleaved (1 round)" in err and "one reading, no spread" in err
+        assert "the untuned default stays: one round cannot show a config measurably" in err
+        assert best["config"] == {"x": 1} and "one round" in best["finish"]["protocol"]
+    else:
+        assert "interleaved (2 rounds)" in err and "spread 0.0%" in err
+        assert best["config"] == {"x": 6}

@@ -10,7 +10,9 @@ the workload's reference in the same round (the ratio to cuBLAS is a figure of o
 One config is measurably better than another (:func:`beats`) when, over three or more rounds
 both were measured in, it wins every round and its median round-by-round ratio to the other
 clears 1 by more than those ratios' range (the rounds pair their readings: a slow round slows
-both); or, unpaired, when their medians differ by more than the larger of their spreads.
+both); or, unpaired, when their medians differ by more than the larger of their spreads. A
+single reading has no spread to judge by: a finish of one round (``--finish-rounds 1``, or a
+time budget that left no more) orders its configs by reading but never replaces the default.
 
 The untuned default (the sweep's trial 0) is re-measured with them, and stays the answer unless
 a config measurably beats it: a tuned config that is not measurably faster is not worth
@@ -95,6 +97,18 @@ def finish_reserve_s(
     return min(reserve, (budget_s or 0.0) / 3)
 
 
+def spread_text(spread: float, readings: int) -> str:
+    """A finish row's spread as the output says it; one reading has none.
+
+    Example:
+        >>> spread_text(0.0042, 3), spread_text(0.0, 1)
+        ('spread 0.4% over 3 rounds', 'one reading, no spread')
+    """
+    if readings == 1:
+        return "one reading, no spread"
+    return f"spread {spread:.1%} over {readings} rounds"
+
+
 @dataclass
 class FinishRow:
     """One re-measured config: its median, relative spread (max - min) / median, samples and
@@ -131,7 +145,11 @@ def beats(a: FinishRow, b: FinishRow, maximize: bool) -> bool:
         >>> noisy = FinishRow(2, {}, 1.01, 0.13, [0.887, 1.018, 1.010])
         >>> beats(noisy, default, maximize=True)  # 0.3% in its first round: no clear win
         False
+        >>> beats(FinishRow(3, {}, 1.5, 0.0, [1.5]), FinishRow(0, {}, 1.0, 0.0, [1.0]), True)
+        False
     """
+    if len(a.samples) == 1 or len(b.samples) == 1:
+        return False  # one reading says nothing of the noise around it
     other = b.by_round()
     ratios = [
         (x / other[r] if maximize else other[r] / x)
@@ -255,10 +273,16 @@ def finish(
             "rounds": done_rounds,
             "protocol": f"fresh worker process; top {min(top, len(trials))} configs and the "
             f"untuned default (if over the SLO, a reference only) re-measured in {done_rounds} "
-            "interleaved rounds, the order rotated "
+            f"interleaved round{'' if done_rounds == 1 else 's'}, the order rotated "
             "each round; winner by median, "
             "the default kept unless measurably beaten (every paired round won by more than "
-            "the rounds' range, or medians apart by more than the spreads)",
+            "the rounds' range, or medians apart by more than the spreads)"
+            + (
+                "; one round: single readings cannot show a config measurably better than "
+                "the default"
+                if done_rounds == 1
+                else ""
+            ),
             "default_kept": bool(rows) and rows[0].baseline and len(rows) > 1,
             "rows": [asdict(r) for r in rows],
             "failed": {str(k): v for k, v in failures.items()},
