@@ -254,18 +254,21 @@ def tune(
 
 
 def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -> None:
-    """The finish, its top cut to what one round can measure in the budget's time left (a
-    time budget bounds the whole run); none when not even the best and the default fit."""
+    """The finish, its top cut to what two rounds (one if asked) can measure in the budget's
+    time left (a time budget bounds the whole run); none when not even the best and the
+    default fit."""
     from autotune.driver.finish import top_that_fits
 
     top = sweep.settings.finish_top
     if budget_ends is not None:
         left = budget_ends - time.monotonic()
-        top = top_that_fits(top, summary.durations, left)
+        rounds = min(2, sweep.settings.finish_rounds)  # one reading cannot replace the default
+        top = top_that_fits(top, summary.durations, left, rounds)
         if top == 0:
+            twice = " twice" if rounds == 2 else ""
             err.print(f"finish skipped: {max(0.0, left):.0f} s of the time budget left, too "
-                      "little to re-measure the best config beside the untuned default; the "
-                      "best config is the sweep's own reading")  # fmt: skip
+                      f"little to re-measure the best config beside the untuned default{twice}; "
+                      "the best config is the sweep's own reading")  # fmt: skip
             return
     metric, direction = next(iter(sweep.settings.objectives.items()))
     rows = sweep.finish(summary.study, top=top, deadline=budget_ends)

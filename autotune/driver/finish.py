@@ -55,22 +55,24 @@ def _measurement_costs(durations: list[float]) -> tuple[float, float]:
     return median, max(0.0, durations[0] - median)
 
 
-def top_that_fits(top: int, durations: list[float], remaining_s: float) -> int:
-    """How many of the ``top`` configs one finish round can re-measure, beside the untuned
-    default, in the ``remaining_s`` seconds of a time budget: each measurement takes the
-    sweep's median trial time, and a fresh worker starts first (what the first trial took
+def top_that_fits(top: int, durations: list[float], remaining_s: float, rounds: int = 1) -> int:
+    """How many of the ``top`` configs ``rounds`` finish rounds can re-measure, beside the
+    untuned default, in the ``remaining_s`` seconds of a time budget: each measurement takes
+    the sweep's median trial time, and a fresh worker starts first (what the first trial took
     beyond the median). 0: not even the best and the default fit, so there is no finish.
 
     Example:
         >>> top_that_fits(3, [8.0, 2.0, 2.0, 2.0], 20.0)  # 6 s to start, 2 s a measurement
         3
+        >>> top_that_fits(3, [8.0, 2.0, 2.0, 2.0], 20.0, rounds=2)  # 7 measurements: 3 a round
+        2
         >>> top_that_fits(3, [40.0, 33.0, 33.0], 80.0), top_that_fits(3, [40.0, 33.0], 50.0)
         (1, 0)
     """
     if not durations:
         return top
     median, start_worker = _measurement_costs(durations)
-    fit = int((remaining_s - start_worker) // median) - 1 if median > 0 else top
+    fit = int((remaining_s - start_worker) // (median * rounds)) - 1 if median > 0 else top
     return max(0, min(top, fit))
 
 
