@@ -48,18 +48,32 @@ from autotune.timing import rotated
 WIND_DOWN_S = 1.0
 
 
-def _measurement_costs(durations: list[float]) -> tuple[float, float]:
-    """Of the sweep's trial times: what one measurement takes (their median) and what
-    starting a fresh worker takes (what the first trial took beyond the median)."""
-    median = statistics.median(durations)
-    return median, max(0.0, durations[0] - median)
+def _measurement_costs(
+    durations: list[float], complete: list[float] | None = None
+) -> tuple[float, float]:
+    """Of the sweep's trial times: what one measurement takes (the median of the ``complete``
+    ones, the trials that ran to the end as the finish's will, where there are any: a failure,
+    a pruned trial or one stopped over the SLO ends early) and what starting a fresh worker
+    takes (what the first trial took beyond the median of all).
+
+    Example:
+        >>> _measurement_costs([5.0, 1.0, 1.0, 9.0], complete=[9.0])  # 3 ended early
+        (9.0, 2.0)
+    """
+    median_all = statistics.median(durations)
+    median = statistics.median(complete) if complete else median_all
+    return median, max(0.0, durations[0] - median_all)
 
 
-def top_that_fits(top: int, durations: list[float], remaining_s: float, rounds: int = 1) -> int:
+def top_that_fits(
+    top: int, durations: list[float], remaining_s: float, rounds: int = 1,
+    complete: list[float] | None = None,
+) -> int:  # fmt: skip
     """How many of the ``top`` configs ``rounds`` finish rounds can re-measure, beside the
     untuned default, in the ``remaining_s`` seconds of a time budget: each measurement takes
     the sweep's median trial time, and a fresh worker starts first (what the first trial took
-    beyond the median). 0: not even the best and the default fit, so there is no finish.
+    beyond the median; see :func:`_measurement_costs` for ``complete``). 0: not even the best
+    and the default fit, so there is no finish.
 
     Example:
         >>> top_that_fits(3, [8.0, 2.0, 2.0, 2.0], 20.0)  # 6 s to start, 2 s a measurement
@@ -71,14 +85,15 @@ def top_that_fits(top: int, durations: list[float], remaining_s: float, rounds: 
     """
     if not durations:
         return top
-    median, start_worker = _measurement_costs(durations)
+    median, start_worker = _measurement_costs(durations, complete)
     fit = int((remaining_s - start_worker) // (median * rounds)) - 1 if median > 0 else top
     return max(0, min(top, fit))
 
 
 def finish_reserve_s(
-    top: int, rounds: int, durations: list[float], budget_s: float | None
-) -> float:
+    top: int, rounds: int, durations: list[float], budget_s: float | None,
+    complete: list[float] | None = None,
+) -> float:  # fmt: skip
     """Seconds to hold back of a time budget for the finish: its (top + the default) x
     rounds measurements at the sweep's median trial time (compiles left out), plus starting
     a fresh worker, plus :data:`WIND_DOWN_S` (or a trial, if longer) for the sweep's own end
@@ -94,7 +109,7 @@ def finish_reserve_s(
     """
     if not top or not durations:
         return 0.0
-    median, start_worker = _measurement_costs(durations)
+    median, start_worker = _measurement_costs(durations, complete)
     reserve = start_worker + (top + 1) * rounds * median + max(WIND_DOWN_S, median)
     return min(reserve, (budget_s or 0.0) / 3)
 

@@ -114,6 +114,7 @@ class SweepSummary:
     memory: dict[str, Any] = field(default_factory=dict)  # the memory model's record, if any
     # seconds each launched trial held its slot, its compile left out (the finish's estimate)
     durations: list[float] = field(default_factory=list)
+    complete_durations: list[float] = field(default_factory=list)  # of the trials that were ok
 
     @property
     def search_overhead(self) -> float:

@@ -145,6 +145,7 @@ class _SweepRun:
         self.busy_s = self.sampler_s = self.compile_wait_s = self.trial_compile_s = 0.0
         self.stop_requested = threading.Event()  # set by SIGINT / SIGTERM
         self.durations: list[float] = []  # seconds each launched trial held its slot
+        self.complete_durations: list[float] = []  # of those, the trials that ran to the end
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         self.last_reap = time.monotonic()
         self.peers = StudyPeers(study, self.identity)  # the other drivers on this study
@@ -281,7 +282,8 @@ class _SweepRun:
     def finish_reserve(self) -> float:
         """Seconds of a time budget held back for the finish (:func:`finish_reserve_s`)."""
         s = self.settings
-        return finish_reserve_s(s.finish_top, s.finish_rounds, self.durations, s.time_budget_s)
+        return finish_reserve_s(s.finish_top, s.finish_rounds, self.durations, s.time_budget_s,
+                                self.complete_durations)  # fmt: skip
 
     def launched(self) -> int:
         """Trials of the study that ran or run now, by any driver (see
@@ -387,6 +389,8 @@ class _SweepRun:
             self.trial_compile_s += compile_s
         # the finish re-measures compiled configs: their compile (cached by then) is not its cost
         self.durations.append(max(0.0, finished.seconds - compile_s))
+        if finished.result.ok:
+            self.complete_durations.append(self.durations[-1])
         self.account(self.book.tell_result(asked, finished.result, finished.worker))
         self.heartbeat.discard(asked.trial.number)
         for twin in self.waiting.pop(asked.key, []):
@@ -459,6 +463,7 @@ class _SweepRun:
             compile_wait_s=self.compile_wait_s,
             memory=self.memory_report(),
             durations=list(self.durations),
+            complete_durations=list(self.complete_durations),
         )
         self.study.set_user_attr(
             LAST_RUN,

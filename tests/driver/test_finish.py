@@ -216,3 +216,22 @@ def test_a_default_over_the_slo_is_remeasured_as_the_reference_but_never_chosen(
     assert not any(r.over_slo for r in rows[:-1])
     assert study.user_attrs["finish"]["default_kept"] is False
     assert best_record(study)["config"] == {"delay": 0.0, "score": 5.0}
+
+
+def test_the_finish_is_costed_by_the_trials_that_ran_to_their_end():
+    # one slow config among failures that end at once: a median over every trial would cost a
+    # finish measurement at nothing, and reserve too little of a time budget for it
+    from autotune.driver.finish import finish_reserve_s
+
+    space = Space("d", [Param("fault", "categorical", choices=["none", "exception"]),
+                        Param("delay", "categorical", choices=[0.2])])  # fmt: skip
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+        sampler="grid", n_trials=2, storage="memory", executor="inline", warm_start="off",
+    )  # fmt: skip
+    sweep = Sweep(settings)
+    summary = sweep.run()
+    assert len(summary.durations) == 2 and len(summary.complete_durations) == 1
+    assert summary.complete_durations[0] >= 0.2 > min(summary.durations)
+    reserve = finish_reserve_s(3, 3, summary.durations, 100.0, summary.complete_durations)
+    assert reserve >= 4 * 3 * 0.2  # (top 3 + the default) x 3 rounds at the slow trial's time
