@@ -405,6 +405,7 @@ def test_one_finish_round_cannot_replace_the_default_two_can(tmp_path, rounds):
     assert result.returncode == 0, result.stderr
     err = " ".join(result.stderr.split())
     best = json.loads((tmp_path / "best.json").read_text())
+    assert "in the sweep," in result.stdout and "the finish's median" in result.stdout
     if rounds == 1:
         assert "interleaved (1 round)" in err and "one reading, no spread" in err
         assert "the untuned default stays: one round cannot show a config measurably" in err
