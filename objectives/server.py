@@ -89,6 +89,25 @@ class ServerObjective(Objective):
                 "prompt_len": 48, "output_len": 16, "seed": 0, "slo_ttft_ms": 500.0,
                 "slo_tpot_ms": 50.0}  # fmt: skip
 
+    def __init__(self, problem: dict[str, Any]) -> None:
+        """Refuse, before any trial, a command no trial could run (``ValueError``, which
+        ``autotune tune`` reports in one line): an empty one, one that does not parse as a
+        shell command line, or one without ``{port}``, where every trial would wait out
+        ``startup_timeout_s`` for a server listening elsewhere."""
+        super().__init__(problem)
+        template = str(self.problem.get("command", ""))
+        try:
+            argv = shlex.split(template)
+        except ValueError as exc:
+            raise ValueError(f"command={template!r} does not parse: {exc}") from None
+        if not argv:
+            raise ValueError("command is empty: pass the server's command line, e.g. "
+                             "command='vllm serve MODEL --port {port} --max-num-seqs "
+                             "{max_num_seqs}'")  # fmt: skip
+        if "{port}" not in template:
+            raise ValueError(f"command={template!r} never names {{port}}: each trial's server "
+                             "must listen on the port the trial gives it")  # fmt: skip
+
     def default_config(self) -> dict[str, Any]:
         return {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,
                 "policy": "fcfs"}  # fmt: skip

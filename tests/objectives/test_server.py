@@ -94,3 +94,15 @@ def test_the_engine_server_streams_through_the_paged_kernel() -> None:
     assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(
         sum(_lengths(obj)), rel=1e-6
     )
+
+
+@pytest.mark.parametrize("command, says", [
+    ("", "command is empty"),
+    ("vllm serve 'MODEL", "does not parse: No closing quotation"),
+    ("vllm serve MODEL --max-num-seqs {max_num_seqs}", "never names {port}"),
+])  # fmt: skip
+def test_a_command_no_trial_could_run_is_refused_before_any(command, says) -> None:
+    # an empty template crashed every trial; one without {port} had each wait out its startup
+    # timeout for a server that listened elsewhere
+    with pytest.raises(ValueError, match=says.replace("{", r"\{").replace("}", r"\}")):
+        _objective(command=command)
