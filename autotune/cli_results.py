@@ -58,7 +58,12 @@ def print_best(
         out.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}")
     if output is not None:
         fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"
-        write_atomic(output, export_text(study, fmt))
+        try:
+            write_atomic(output, export_text(study, fmt))
+        except OSError as exc:
+            stored = "" if storage_url == "memory" else f"; study '{study.study_name}' is stored"
+            raise UsageError(f"--output {output}: cannot write there ({exc.strerror}){stored}"
+                             ) from None  # fmt: skip
         out.print(f"wrote {output}")
 
 

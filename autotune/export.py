@@ -93,8 +93,35 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename: never half a file."""
+    """Write ``text`` to ``path`` through a temporary file and a rename: never half a file.
+
+    A link is followed (the file it names is replaced, not the link), and what is not a
+    regular file (``/dev/stdout``, a pipe) is written in place: a rename would replace the
+    device or the pipe itself with a file.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> (folder / "best.json").write_text("old")
+        3
+        >>> (folder / "link.json").symlink_to(folder / "best.json")
+        >>> _ = write_atomic(folder / "link.json", "new")
+        >>> (folder / "link.json").is_symlink(), (folder / "best.json").read_text()
+        (True, 'new')
+    """
     path = Path(path)
+    try:
+        return _write_atomic(path.resolve() if path.is_symlink() else path, text)
+    except OSError as exc:
+        exc.filename = exc.filename or str(path)  # the place, in the one-line error
+        raise
+
+
+def _write_atomic(path: Path, text: str) -> Path:
+    if path.exists() and not path.is_file():
+        with open(path, "w") as f:
+            f.write(text)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

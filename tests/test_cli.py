@@ -413,3 +413,18 @@ def test_one_finish_round_cannot_replace_the_default_two_can(tmp_path, rounds):
     else:
         assert "interleaved (2 rounds)" in err and "spread 0.0%" in err
         assert best["config"] == {"x": 6}
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_an_output_the_disk_cannot_take_is_one_line_and_the_sweep_stays(tmp_path, replay_table):
+    url = f"sqlite:///{tmp_path / 'full.db'}"
+    args = ["--replay", str(replay_table), "--params", "BM,BN", "--metric", "tflops"]
+    done = autotune("tune", *args, "--trials", "4", "--storage", url, "--study", "f",
+                    "--output", "/dev/full")  # fmt: skip
+    assert done.returncode == 2 and Path("/dev/full").is_char_device()
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: --output /dev/full: cannot write there (No space left on device); study 'f' "
+        "is stored"
+    )
+    assert "Traceback" not in done.stderr
+    assert autotune("best", "--storage", url, "--study", "f").returncode == 0

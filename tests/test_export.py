@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import optuna
 import pytest
@@ -139,3 +140,19 @@ def test_exports_take_the_users_umask_not_the_temporary_files_0600(tmp_path):
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert not list(tmp_path.glob(".best.json.*"))  # no temporary file left behind
+
+
+def test_write_atomic_follows_a_link_and_writes_a_device_in_place(tmp_path):
+    # a rename would have replaced the link with a file, and /dev/full (as root: any device,
+    # /dev/stdout's terminal) with a regular file
+    target = tmp_path / "best.json"
+    target.write_text("old")
+    (tmp_path / "link.json").symlink_to(target)
+    write_atomic(tmp_path / "link.json", "new")
+    assert (tmp_path / "link.json").is_symlink() and target.read_text() == "new"
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with pytest.raises(OSError) as failed:
+        write_atomic("/dev/full", "x" * 10_000)
+    assert failed.value.filename == "/dev/full"
+    assert Path("/dev/full").is_char_device()
