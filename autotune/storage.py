@@ -74,10 +74,13 @@ def open_storage(
         )
     if scheme == "sqlite":
         path = Path(url.split("sqlite:///", 1)[-1]) if url.startswith("sqlite:///") else None
-        on_disk = path is not None and str(path) not in ("", ":memory:")
-        if on_disk and not path.parent.is_dir():
+        if path is None or str(path) in ("", ".", ":memory:"):
+            # in memory, each of the pool's connections would open a database of its own
+            raise StorageError(f"storage URL {shown!r} names no database file; use "
+                               "sqlite:///FILE.db, or memory for a run's own")  # fmt: skip
+        if not path.parent.is_dir():
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
-        if on_disk and existing and not path.exists():
+        if existing and not path.exists():
             raise StorageError(f"storage URL {shown!r}: no database at {path} (nothing to read)")
     heartbeat: dict[str, int] = {}
     if heartbeat_s is not None:

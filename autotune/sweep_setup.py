@@ -188,6 +188,26 @@ def _replay_settings(
     return problem, space, {metric: "maximize" if maximize else "minimize"}
 
 
+def _check_replay_objective(objective: str | None, metric: str | None, maximize: bool) -> None:
+    """A replay tunes ``--metric`` in the direction ``--maximize/--minimize`` says; an
+    ``--objective`` that asks for anything else is refused rather than ignored.
+
+    Example:
+        >>> _check_replay_objective("tflops:max", "tflops", maximize=True)  # the same: fine
+        >>> _check_replay_objective("ms", "tflops", maximize=True)
+        Traceback (most recent call last):
+        ...
+        autotune.sweep_setup.SetupError: --objective 'ms': a replay tunes --metric tflops ...
+    """
+    if not objective:
+        return
+    name, _, direction = objective.strip().partition(":")
+    if name != metric or direction not in ("", "max" if maximize else "min"):
+        flag = "--maximize" if maximize else "--minimize"
+        raise SetupError(f"--objective {objective!r}: a replay tunes --metric {metric} ({flag}); "
+                         "set those instead")  # fmt: skip
+
+
 def _check_replay_slo(replay: Path, slo: dict[str, float]) -> None:
     """Every ``--slo`` metric of a replay is a column of its table.
 
@@ -340,6 +360,7 @@ def build_settings(
         workload = "replay"
         problem, space_obj, objectives = _replay_settings(replay, params, metric, maximize, space)
         _check_replay_slo(replay, slo or {})
+        _check_replay_objective(objective, metric, maximize)
         label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]

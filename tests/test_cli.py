@@ -278,6 +278,9 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
           "tflops=500"), "--slo: matmul maximizes 'tflops', and a limit is an upper bound"),
         (("studies", "--storage", f"sqlite:///{tmp_path / 'typo.db'}"), "no database at"),
         (("best", "--storage", "postgresql://u:s3cret@[::1:1/db"), "Invalid IPv6 URL"),
+        (("tune", *replay, "--storage", "sqlite:///"), "names no database file; use sqlite:///"),
+        (("tune", *replay, *stored, "--objective", "ms"), "a replay tunes --metric tflops "
+                                                          "(--maximize); set those instead"),
     ]  # fmt: skip
     for args, says in cases:
         done = autotune(*args)
