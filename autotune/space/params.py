@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,9 +59,30 @@ class Param:
             return list(range(int(self.low), int(self.high) + 1, self.step or 1))
         raise ValueError(f"float parameter {self.name!r} has no finite set of values")
 
+    def count(self) -> int:
+        """How many values :meth:`values` lists, without listing them (an int parameter may
+        span billions).
+
+        Example:
+            >>> Param("n", "int", low=0, high=10**11, step=10).count()
+            10000000001
+        """
+        if self.kind == "int":
+            return (int(self.high) - int(self.low)) // (self.step or 1) + 1
+        if self.kind == "pow2":
+            return int(math.log2(self.high)) - int(math.log2(self.low)) + 1
+        return len(self.values())
+
     def contains(self, value: Any) -> bool:
         if self.kind == "float":
             return isinstance(value, int | float) and self.low <= value <= self.high
+        if self.kind == "int":  # arithmetic: the list of a wide range would not fit in memory
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                return False
+            if not float(value).is_integer():  # 3.0 (YAML, JSON) and numpy's ints are whole
+                return False
+            low, high, step = int(self.low), int(self.high), self.step or 1
+            return low <= int(value) <= high and (int(value) - low) % step == 0
         return value in self.values()
 
     def suggest(self, trial: optuna.Trial) -> Any:

@@ -229,7 +229,7 @@ class Space:
 
     def grid_size(self) -> int:
         """Size of the unconstrained cartesian grid (conditions ignored): an upper bound."""
-        return math.prod(len(p.values()) for p in self.params)
+        return math.prod(p.count() for p in self.params)
 
     def grid_search_space(self) -> dict[str, list[Any]]:
         """The ``search_space`` argument of Optuna's GridSampler."""

@@ -1,6 +1,6 @@
 import optuna
 
-from autotune.space import load_space
+from autotune.space import Param, Space, load_space
 
 
 def test_conditional_parameter_is_suggested_only_when_active():
@@ -110,3 +110,14 @@ def test_grid_cut_early_keeps_every_config_and_the_order():
         assert list(space.grid(problem, device)) == _every_config(space, problem, device)
     assert list(space.grid({"M": 0, "stages": 1}, {"limit": 128})) == []
     assert len(list(space.grid({"M": 8, "stages": 4}, {"limit": 64}))) > 10
+
+
+def test_a_wide_int_range_is_counted_and_checked_without_listing_it():
+    # 10^11 values: listing them raised MemoryError at the sweep's start
+    from autotune.driver.enumeration import is_enumerable
+
+    wide = Param("n", "int", low=0, high=10**11, step=10)
+    space = Space("wide", [wide, Param("tile", "pow2", low=16, high=256)])
+    assert space.grid_size() == (10**10 + 1) * 5 and not is_enumerable(space)
+    assert wide.contains(10**11) and wide.contains(30.0) and not wide.contains(35)
+    assert not wide.contains(10**11 + 10) and not wide.contains(True)
