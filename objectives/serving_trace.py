@@ -50,7 +50,9 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
     """A JSONL trace file, sorted by arrival.
 
     Raises:
-        ValueError: a line that is not a JSON object with the three fields, naming the line.
+        ValueError: a line that is not a JSON object with the three fields, or whose request
+            no server could take (a negative arrival, an empty prompt or output), naming the
+            line; a file with no request.
     """
     entries = []
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
@@ -58,8 +60,14 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
             continue
         try:
             row = json.loads(line)
-            entries.append(TraceEntry(float(row["arrival"]), int(row["prompt_len"]),
-                                      int(row["output_len"])))  # fmt: skip
+            entry = TraceEntry(float(row["arrival"]), int(row["prompt_len"]),
+                               int(row["output_len"]))  # fmt: skip
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}:{number}: not a trace line ({exc})") from None
+        if not (entry.arrival_s >= 0 and entry.prompt_len >= 1 and entry.output_len >= 1):
+            raise ValueError(f"{path}:{number}: a request needs arrival >= 0, prompt_len >= 1 "
+                             f"and output_len >= 1: {line.strip()}")  # fmt: skip
+        entries.append(entry)
+    if not entries:
+        raise ValueError(f"{path}: the trace holds no request")
     return sorted(entries, key=lambda e: e.arrival_s)

@@ -123,6 +123,7 @@ BAD_INPUT = [
     (["tune", "matmul", "--trials", "0"], "must be positive"),
     (["tune", "train-step", "--problem", "model=9b"], "--problem: model='9b' is not one of"),
     (["tune", "matmul", "--compile-ahead", "-1"], "--compile-ahead: -1 must be 0"),
+    (["tune", "matmul", "--problem", "M=0"], "failed: ValueError: math domain error at M=0"),
     (["tune", "--replay", "missing.csv", "--params", "a", "--metric", "m"], "not found"),
     # a read command in a folder without the default database: the first problem is named
     (["trials", "--format", "xml"], "no database at autotune.db (nothing to read)"),
