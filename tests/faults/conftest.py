@@ -27,7 +27,12 @@ def pytest_runtest_makereport(item, call):  # noqa: ANN001, ANN201 - pytest's ho
         return
     paragraph = (item.function.__doc__ or "").strip().split("\n\n")[0]
     what = " ".join(line.strip() for line in paragraph.splitlines()) or item.function.__name__
-    outcome = "passed" if call.excinfo is None else "FAILED"
+    if call.excinfo is None:
+        outcome = "passed"
+    elif call.excinfo.errisinstance(pytest.skip.Exception):  # e.g. no PostgreSQL server here
+        outcome = f"skipped ({call.excinfo.value.msg})"
+    else:
+        outcome = "FAILED"
     _results[item.nodeid] = (what, outcome)
 
 
