@@ -325,10 +325,12 @@ def record(
     space: SpaceOption = None,
     problem: ProblemOption = [],  # noqa: B006
     limit: Annotated[
-        int | None, typer.Option(help="Measure this many configs of the grid.")
+        int | None, typer.Option(min=1, help="Measure this many configs of the grid.")
     ] = None,
     seed: Annotated[int, typer.Option(min=0, help="Seed for --limit's choice.")] = 0,
-    jobs: Annotated[int, typer.Option(help="Processes that compile kernels ahead of timing.")] = 1,
+    jobs: Annotated[
+        int, typer.Option(min=1, help="Processes that compile kernels ahead of timing.")
+    ] = 1,
     trial_timeout: Annotated[float, typer.Option(help="Seconds one config may take.")] = 300.0,
     device: DeviceOption = "auto",
 ) -> None:

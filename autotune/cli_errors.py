@@ -37,6 +37,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.executors.base import ExecutorError
     from autotune.export import ExportError
     from autotune.objectives.external import WorkloadError
+    from autotune.record import RecordError
     from autotune.serving_export import ServingExportError
     from autotune.space import ExpressionError
     from autotune.storage import StorageError
@@ -58,6 +59,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
         StudyMismatch,
         ExecutorError,
         WorkloadError,
+        RecordError,
     )
 
 

@@ -1,8 +1,9 @@
 """Measure every config of a (small) discrete space and write a replayable table.
 
-The table has a column per parameter, ``status`` and ``reason``, and every metric the
-objective measured; ``autotune tune --replay`` searches it without a GPU. Rows are written
-after every config, so an interrupted recording keeps what it measured and resumes from there.
+The table has a column per parameter, ``status`` and ``reason``, every metric the objective
+measured, and the workload and problem it was recorded at (``workload``, ``problem.M``, ...);
+``autotune tune --replay`` searches it without a GPU. Rows are written after every config, so
+an interrupted recording keeps what it measured and resumes from there (at the same problem).
 
 Example:
     >>> from autotune.space import Param, Space
@@ -67,6 +68,71 @@ def _key(config: dict[str, Any], names: list[str]) -> tuple:
     return tuple(str(config.get(n)) for n in names)
 
 
+def _same(recorded: Any, value: Any) -> bool:
+    """A value read back from the CSV against the problem's (64.0 is 64; a blank, from rows
+    recorded before the stamps, matches anything)."""
+    if pd.isna(recorded):
+        return True
+    try:
+        return float(recorded) == float(value)
+    except (TypeError, ValueError):
+        return str(recorded) == str(value)
+
+
+class RecordError(ValueError):
+    """An ``--output`` that a recording cannot resume from: one line naming it and why."""
+
+
+def resumed_rows(
+    output: Path, workload: str, problem: dict[str, Any], space: Space
+) -> list[dict[str, Any]]:
+    """The rows an earlier recording of the same workload, problem and space left in
+    ``output`` (none if it does not exist).
+
+    Raises:
+        RecordError: ``output`` is not a regular file (``/dev/full`` reads zeros forever), not
+            a table, or a recording of another workload, problem or space: resuming would mix
+            them, or skip configs as measured that never were at this problem.
+
+    Example:
+        >>> import tempfile
+        >>> from autotune.space import Param
+        >>> out = Path(tempfile.mkdtemp()) / "m.csv"
+        >>> _ = out.write_text("BLOCK_M,status,workload,problem.M\\n16,ok,matmul,64\\n")
+        >>> space = Space("m", [Param("BLOCK_M", "pow2", low=16, high=32)])
+        >>> len(resumed_rows(out, "matmul", {"M": 64}, space))
+        1
+        >>> resumed_rows(out, "matmul", {"M": 128}, space)
+        Traceback (most recent call last):
+        ...
+        autotune.record.RecordError: .../m.csv holds a recording at M=64, not M=128: ...
+    """
+    if not output.exists():
+        return []
+    if not output.is_file():
+        raise RecordError(f"{output}: not a regular file (record resumes from the CSV it writes)")
+    try:
+        table = pd.read_csv(output)
+    except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser and empty-data errors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RecordError(f"{output}: exists and is not a recorded table ({first}); name "
+                          "another --output or remove it") from None  # fmt: skip
+    missing = [n for n in [*space.names, "status"] if n not in table.columns]
+    if missing:
+        raise RecordError(f"{output}: exists and is not a recording of this space (no column "
+                          f"{missing[0]!r}); name another --output or remove it")  # fmt: skip
+    stamps = {"workload": workload, **{f"problem.{k}": v for k, v in problem.items()}}
+    for column, value in stamps.items():
+        if column not in table.columns:
+            continue  # a table recorded before the stamps, or by hand
+        other = next((x for x in table[column] if not _same(x, value)), None)
+        if other is not None:
+            what = column.removeprefix("problem.")
+            raise RecordError(f"{output} holds a recording at {what}={other}, not {what}="
+                              f"{value}: name another --output for this one")  # fmt: skip
+    return table.to_dict(orient="records")
+
+
 def record_grid(
     workload: str,
     problem: dict[str, Any],
@@ -87,9 +153,7 @@ def record_grid(
         chosen = set(random.Random(seed).sample(range(len(configs)), limit))
         configs = [c for i, c in enumerate(configs) if i in chosen]
     output = Path(output)
-    rows: list[dict[str, Any]] = []
-    if output.exists():
-        rows = pd.read_csv(output).to_dict(orient="records")
+    rows = resumed_rows(output, workload, problem, space)
     done = {_key(r, space.names) for r in rows}
     todo = [c for c in configs if _key(c, space.names) not in done]
     # measured in random order: the card's drift over the recording (power cap, heat) falls on
@@ -112,6 +176,8 @@ def record_grid(
                 slot.submit(i, config)
                 result = slot.wait_any()[0].result
             row: dict[str, Any] = {n: config.get(n) for n in space.names}
+            row["workload"] = workload  # what a resumed recording must match
+            row.update({f"problem.{k}": v for k, v in problem.items()})
             row["status"] = result.status.value
             row["reason"] = result.reason
             row["duration_s"] = round(result.duration_s, 4)  # replay's simulated clock reads it

@@ -1,0 +1,62 @@
+"""`autotune record`: a grid measured into a replayable CSV that resumes, and the outputs it
+refuses to resume from."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from autotune.record import RecordError, record_grid
+from autotune.space import Param, Space
+
+SPACE = Space("f", [Param("fault", "categorical", choices=["none", "wrong_result"]),
+                    Param("score", "categorical", choices=[0.5, 1.0])])  # fmt: skip
+
+
+def test_a_recording_is_stamped_and_resumes_without_measuring_again(tmp_path):
+    out = tmp_path / "f.csv"
+    first = record_grid("faults", {}, SPACE, {}, out, executor="inline", limit=2, seed=1)
+    assert len(first) == 2 and set(first["workload"]) == {"faults"}
+    measured: list[int] = []
+    whole = record_grid("faults", {}, SPACE, {}, out, executor="inline",
+                        on_row=lambda i, n, row: measured.append(i))  # fmt: skip
+    assert len(whole) == 4 and len(measured) == 2  # only the two configs not yet recorded
+    # a table recorded before the stamps: its blank stamps match, and it resumes too
+    pd.read_csv(out).drop(columns=["workload"]).head(3).to_csv(out, index=False)
+    assert len(record_grid("faults", {}, SPACE, {}, out, executor="inline")) == 4
+    stored = pd.read_csv(out)
+    assert sorted(zip(stored["fault"], stored["score"], strict=True)) == [
+        ("none", 0.5),
+        ("none", 1.0),
+        ("wrong_result", 0.5),
+        ("wrong_result", 1.0),
+    ]
+
+
+def test_an_output_a_recording_cannot_resume_from_is_refused(tmp_path):
+    other = tmp_path / "other.csv"
+    other.write_text("BLOCK_M,status\n16,ok\n")
+    with pytest.raises(RecordError, match="not a recording of this space .no column 'fault'"):
+        record_grid("faults", {}, SPACE, {}, other, executor="inline")
+    stamped = tmp_path / "stamped.csv"
+    stamped.write_text("fault,score,status,workload\nnone,1.0,ok,matmul\n")
+    with pytest.raises(RecordError, match="holds a recording at workload=matmul, not workload="):
+        record_grid("faults", {}, SPACE, {}, stamped, executor="inline")
+    with pytest.raises(RecordError, match="not a regular file"):
+        record_grid("faults", {}, SPACE, {}, tmp_path, executor="inline")  # a folder
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(RecordError, match="is not a recorded table"):
+        record_grid("faults", {}, SPACE, {}, empty, executor="inline")
+    assert other.read_text() == "BLOCK_M,status\n16,ok\n"  # nothing written over
+
+
+@pytest.mark.parametrize("option", [("--limit", "0"), ("--jobs", "0")])
+def test_a_limit_or_jobs_below_one_is_one_line(tmp_path, option):
+    # --jobs 0 hung the recording; --limit -3 ended in a traceback
+    done = subprocess.run([sys.executable, "-m", "autotune.cli", "record", "faults", "--output",
+                           str(tmp_path / "x.csv"), *option], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert option[0] in done.stderr and not (tmp_path / "x.csv").exists()
