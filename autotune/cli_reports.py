@@ -56,9 +56,11 @@ def register(app: typer.Typer) -> None:
             return
         from autotune.report_server import serve_report
 
-        err.print(f"serving the report of {study or 'the latest study'} on http://127.0.0.1:{serve}/"
-                  " (refreshes every 10 s; Ctrl-C ends)")  # fmt: skip
-        serve_report(lambda: report_html(load_study(opened, study)), serve)
+        def ready() -> None:
+            err.print(f"serving the report of {study or 'the latest study'} on "
+                      f"http://127.0.0.1:{serve}/ (refreshes every 10 s; Ctrl-C ends)")  # fmt: skip
+
+        serve_report(lambda: report_html(load_study(opened, study)), serve, on_ready=ready)
 
     @app.command()
     @one_line_errors

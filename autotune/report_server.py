@@ -55,9 +55,21 @@ def make_server(build: Callable[[], str], port: int, max_age_s: float = 5.0) -> 
     return ThreadingHTTPServer(("127.0.0.1", port), Handler)
 
 
-def serve_report(build: Callable[[], str], port: int) -> None:
-    """Serve until interrupted."""
-    server = make_server(build, port)
+def serve_report(
+    build: Callable[[], str], port: int, on_ready: Callable[[], None] = lambda: None
+) -> None:
+    """Serve until interrupted; ``on_ready`` runs once the port is bound.
+
+    Raises:
+        OSError: the port cannot be bound (another server holds it), with the port as its
+            ``filename``, which the CLI's one-line error names.
+    """
+    try:
+        server = make_server(build, port)
+    except OSError as exc:
+        exc.filename = exc.filename or f"--serve {port}"
+        raise
+    on_ready()
     try:
         server.serve_forever()
     finally:
