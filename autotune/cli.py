@@ -57,6 +57,8 @@ app = typer.Typer(
 def _select_device(device: str) -> dict[str, Any]:
     from autotune.device import detect_device
 
+    if device not in ("auto", "cuda", "cpu"):
+        raise UsageError(f"--device: {device!r} is not one of auto, cuda, cpu")
     if device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # workers inherit it: trials run on the CPU
     try:

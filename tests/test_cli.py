@@ -124,6 +124,7 @@ BAD_INPUT = [
     (["tune", "train-step", "--problem", "model=9b"], "--problem: model='9b' is not one of"),
     (["tune", "matmul", "--compile-ahead", "-1"], "--compile-ahead: -1 must be 0"),
     (["tune", "matmul", "--problem", "M=0"], "failed: ValueError: math domain error at M=0"),
+    (["tune", "matmul", "--device", "tpu"], "--device: 'tpu' is not one of auto, cuda, cpu"),
     (["tune", "--replay", "missing.csv", "--params", "a", "--metric", "m"], "not found"),
     # a read command in a folder without the default database: the first problem is named
     (["trials", "--format", "xml"], "no database at autotune.db (nothing to read)"),
@@ -181,12 +182,25 @@ def test_constraints_impossible_only_together_are_named_together(tmp_path):
 
 
 def test_a_problem_the_space_cannot_serve_names_the_constraint_and_the_value(tmp_path):
-    # the shipped space's smallest BLOCK_K is 32: K=16 leaves split_k_has_work nothing
-    result = autotune("tune", "matmul", "--problem", "M=16,N=16,K=16", cwd=tmp_path)
-    assert result.returncode == 2
-    assert "constraints.split_k_has_work: 'SPLIT_K * BLOCK_K <= K' admits no config at K=16" in (
-        result.stderr
+    # a hand-written space whose smallest BLOCK_K is 32: K=16 leaves k_step_fits nothing
+    (tmp_path / "mine.yaml").write_text(
+        "name: mine\nworkload: matmul\nparameters:\n  BLOCK_K: {type: pow2, low: 32, high: 128}\n"
+        "  num_warps: {type: pow2, low: 4, high: 8}\nconstraints:\n"
+        "  k_step_fits: 'BLOCK_K <= K'\n  warps: 'num_warps >= 4'\n"
     )
+    result = autotune("tune", "matmul", "--space", "mine.yaml", "--problem", "M=16,N=16,K=16",
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    assert "constraints.k_step_fits: 'BLOCK_K <= K' admits no config at K=16" in result.stderr
+
+
+def test_the_shipped_matmul_space_serves_a_k_smaller_than_its_smallest_k_step(tmp_path):
+    # K=16 (a LoRA rank) was refused: split_k_has_work asked SPLIT_K * BLOCK_K <= K of every
+    # config, SPLIT_K = 1 too; one K-step, masked, computes it (the correctness gate checks)
+    result = autotune("tune", "matmul", "--problem", "M=16,N=16,K=16", "--trials", "4",
+                      "--storage", "memory", "--finish-top", "0", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "no failures" in result.stderr
 
 
 def test_bad_input_loses_nothing_already_stored(tmp_path, replay_table):
