@@ -95,9 +95,10 @@ def finish_reserve_s(
     complete: list[float] | None = None,
 ) -> float:  # fmt: skip
     """Seconds to hold back of a time budget for the finish: its (top + the default) x
-    rounds measurements at the sweep's median trial time (compiles left out), plus starting
-    a fresh worker, plus :data:`WIND_DOWN_S` (or a trial, if longer) for the sweep's own end
-    (the trial in flight, the last results stored); at most a third of the budget, so that a
+    rounds measurements at the median time of the sweep's complete trials (compiles left out;
+    see :func:`_measurement_costs`), plus starting a fresh worker, plus :data:`WIND_DOWN_S` (or
+    a trial, if longer) for the sweep's own end (the trial in flight, the last results
+    stored); at most a third of the budget, so that a
     slow first trial or two (a cold worker, compiles while the pool starts) cannot end the
     search before it has begun.
 
