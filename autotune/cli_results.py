@@ -44,9 +44,10 @@ def print_best(
         study = load_study(open_storage(storage_url, existing=True), study_name)
     record = best_record(study)
     values = ", ".join(named(k, v) for k, v in record["values"].items())
-    rows = (record.get("finish") or {}).get("rows") or []
+    finish = record.get("finish") or {}
+    rows = finish.get("rows") or []
     if rows and rows[0].get("trial") == record["trial"] and len(record["values"]) == 1:
-        metric = (record.get("finish") or {}).get("metric") or next(iter(record["values"]))
+        metric = finish.get("metric") or next(iter(record["values"]))
         values += f" in the sweep, {named(metric, rows[0]['median'])} the finish's median"
     label = f" [{record['label']}]" if record.get("label") else ""
     out.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
