@@ -38,7 +38,7 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
     writable_output,
 )
 from autotune.cli_results import print_best
-from autotune.redact import redact
+from autotune.redact import redact, redact_url
 from autotune.units import readable
 
 #: When this command started (the module is imported first thing, after typer and rich):
@@ -70,7 +70,7 @@ def _select_device(device: str) -> dict[str, Any]:
 def _command_line() -> str:
     """The command that reproduces this run, as stored in the study and its exports: with a
     storage URL's password as ``***``."""
-    return redact("autotune " + shlex.join(sys.argv[1:]))
+    return redact("autotune " + shlex.join(redact_url(arg) for arg in sys.argv[1:]))
 
 
 # ---------------------------------------------------------------------------------------------

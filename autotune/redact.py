@@ -18,22 +18,46 @@ from __future__ import annotations
 
 import re
 
-# scheme://user:password@ -- the password runs up to the last '@' before the host part
-_CREDENTIALS = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^\s/]*)@")
-# ?password=... or &password=... (also passwd, pwd; any case) up to the next & or blank
-_QUERY_SECRET = re.compile(r"(?P<head>[?&](?:password|passwd|pwd)=)[^&\s'\"]*", re.IGNORECASE)
+# scheme://user:password@ in running text: the password runs up to the last '@' before a blank
+# (a password may hold '/', '?' or ':', which SQLAlchemy and libpq take as they are)
+_CREDENTIALS = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>\S*)@")
+# the same inside quotes (as messages and shlex quote a URL): up to the last '@' before the quote,
+# blanks included
+_QUOTED_CREDENTIALS = re.compile(
+    r"(?P<head>(?P<quote>['\"])[A-Za-z][A-Za-z0-9+.\-]*://[^:/@'\"]*:)(?P<secret>[^'\"]*)@"
+)
+# one whole URL: up to its last '@', blanks included
+_URL_CREDENTIALS = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>.*)@")
+# ?password=... or &password=... (also sslpassword, passwd, pwd, secret; any case) up to the
+# next & (or, in running text, a blank or a quote)
+_QUERY_KEY = r"[?&](?:[a-z_]*password|passwd|pwd|[a-z_]*secret)="
+_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})[^&\s'\"]*", re.IGNORECASE)
+_URL_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})[^&]*", re.IGNORECASE)
 
 #: The environment variable a storage URL may come from instead of the command line.
 STORAGE_ENV = "AUTOTUNE_STORAGE"
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password, if any, replaced by ``***``."""
-    return redact(url)
+    """``url`` (one whole URL, or one command-line argument holding it) with its password, if
+    any, replaced by ``***``; a password may hold blanks here.
+
+    Example:
+        >>> redact_url("postgresql://u:p w/x@h/db?sslpassword=k y")
+        'postgresql://u:***@h/db?sslpassword=***'
+    """
+    url = _URL_CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", url)
+    return _URL_QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", url)
 
 
 def redact(text: str) -> str:
     """Every ``scheme://user:password@`` and ``?password=`` in ``text`` with the password
-    replaced by ``***``."""
+    replaced by ``***`` (a password with blanks only where its URL is quoted).
+
+    Example:
+        >>> redact("error: storage URL 'postgresql://u:a b@h/db': cannot connect")
+        "error: storage URL 'postgresql://u:***@h/db': cannot connect"
+    """
+    text = _QUOTED_CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
     text = _CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
     return _QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", text)

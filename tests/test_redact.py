@@ -29,6 +29,9 @@ from autotune.storage import StorageError, open_storage
         ("postgresql://u@h/db?PASSWORD=s3cret&sslmode=require",
          "postgresql://u@h/db?PASSWORD=***&sslmode=require"),
         ("mysql://h/db?pwd=s3cret", "mysql://h/db?pwd=***"),
+        ("postgresql://u:s3cret/x@h:1/db", "postgresql://u:***@h:1/db"),
+        ("postgresql://u:s3c ret?@h:1/db", "postgresql://u:***@h:1/db"),
+        ("postgresql://u:p@h/db?sslpassword=s3cret", "postgresql://u:***@h/db?sslpassword=***"),
     ],
 )  # fmt: skip
 def test_a_urls_password_is_shown_as_stars(url: str, shown: str) -> None:
@@ -40,6 +43,11 @@ def test_every_url_in_a_command_line_is_redacted() -> None:
     assert redact(line) == (
         "autotune tune --storage postgresql://a:***@h/d --study s --note mysql://c:***@e/f"
     )
+
+
+def test_a_quoted_url_in_a_message_hides_a_password_with_blanks() -> None:
+    message = "storage URL 'postgresql://u:s3c ret/x@h:1/db': cannot connect"
+    assert redact(message) == "storage URL 'postgresql://u:***@h:1/db': cannot connect"
 
 
 def test_a_storage_error_never_shows_the_password() -> None:
@@ -66,6 +74,15 @@ def test_the_cli_error_for_a_bad_database_keeps_the_password_out(url: str, shown
     done = _cli("trials", "--storage", url)
     assert done.returncode == 2
     assert "s3cret-pw" not in done.stderr + done.stdout and shown in done.stderr
+
+
+@pytest.mark.parametrize("password", ["s3cret/pw", "s3c ret pw", "s3cret?pw"])
+def test_a_password_with_a_slash_blank_or_question_mark_stays_out(password: str) -> None:
+    pytest.importorskip("psycopg")
+    url = f"postgresql://nobody:{password}@127.0.0.1:1/none"
+    done = _cli("best", env={"AUTOTUNE_STORAGE": url})
+    assert done.returncode == 2, done.stderr
+    assert "s3c" not in done.stderr + done.stdout and "nobody:***@" in done.stderr
 
 
 @pytest.fixture
@@ -106,3 +123,15 @@ def test_a_sweep_on_a_password_database_stores_and_exports_no_password(
     attributes += [[t.user_attrs, t.system_attrs] for t in storage.get_all_trials(study_id)]
     dumped = json.dumps(attributes, default=str)
     assert f":{secret}@" not in dumped and f"password={secret}" not in dumped
+
+
+def test_the_stored_command_line_hides_a_password_with_blanks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from autotune.cli import _command_line
+
+    argv = ["autotune", "best", "--storage", "postgresql://u:a b@h/db", "--x=mysql://v:c/d@h/e"]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert _command_line() == (
+        "autotune best --storage 'postgresql://u:***@h/db' '--x=mysql://v:***@h/e'"
+    )
