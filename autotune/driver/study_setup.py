@@ -28,7 +28,12 @@ from autotune.driver.results import ok_trials
 from autotune.driver.samplers import make_sampler, resolve_sampler
 from autotune.driver.settings import SweepSettings
 from autotune.driver.trial_attrs import BASELINE, STUDY, WARM_START
-from autotune.driver.warm_start import most_similar_study, similarity, top_configs
+from autotune.driver.warm_start import (
+    first_objective,
+    most_similar_study,
+    similarity,
+    top_configs,
+)
 from autotune.redact import redact
 
 # How many of a related sweep's best configs a warm start queues first.
@@ -60,6 +65,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
     # A resumed study must not replay its first proposals: the seed moves on by the number
     # of trials already stored (still deterministic for a given history).
     seed = None if s.seed is None else s.seed + _stored_trial_count(storage, name)
+    named_source = _named_source(s, storage)  # refused before anything is stored
     sampler = make_sampler(
         s.sampler,
         seed=seed,
@@ -102,7 +108,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             {k: v for k, v in s.baseline.items() if k in s.space.names},
             user_attrs={BASELINE: True},
         )
-    _warm_start(s, storage, study)
+    _warm_start(s, storage, study, named_source)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names(list(s.objectives))
@@ -127,23 +133,62 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
     return study
 
 
-def _warm_start(s: SweepSettings, storage: BaseStorage, study: optuna.Study) -> None:
-    """Queue the best configs of a related stored sweep as the first trials."""
+def _named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None:
+    """The study ``--warm-start NAME`` names (None for ``auto`` and ``off``), checked to be a
+    sweep of this workload and first objective.
+
+    Raises:
+        StudyMismatch: no such study, or one of another workload or objective.
+    """
+    if s.warm_start in ("off", "auto"):
+        return None
+    try:
+        source = optuna.load_study(study_name=s.warm_start, storage=storage)
+    except KeyError:
+        raise StudyMismatch(
+            f"--warm-start: no study named {s.warm_start!r} in this storage"
+        ) from None
+    info = source.user_attrs.get(STUDY, {})
+    if info.get("workload") != s.workload:
+        raise StudyMismatch(
+            f"--warm-start {s.warm_start}: it holds a {info.get('workload')} sweep; this one "
+            f"tunes {s.workload}"
+        )
+    first = next(iter(s.objectives.items()))
+    if first_objective(info) != first:
+        raise StudyMismatch(
+            f"--warm-start {s.warm_start}: it {_goal(first_objective(info))}; this sweep "
+            f"{_goal(first)}"
+        )
+    return source
+
+
+def _goal(objective: tuple[str, str] | None) -> str:
+    """``maximizes tflops`` for ``("tflops", "maximize")``."""
+    if objective is None:
+        return "records no objective"
+    return f"{objective[1][:-1]}es {objective[0]}"
+
+
+def _warm_start(
+    s: SweepSettings, storage: BaseStorage, study: optuna.Study, named: optuna.Study | None
+) -> None:
+    """Queue the best configs of a related stored sweep (``named``, or the most similar one
+    for ``auto``) as the first trials."""
     if s.warm_start == "off":
         return
-    if s.warm_start == "auto":
+    if named is None:
         found = most_similar_study(
-            storage, s.workload, s.problem, s.device.get("name"), exclude=study.study_name
+            storage,
+            s.workload,
+            s.problem,
+            s.device.get("name"),
+            exclude=study.study_name,
+            objective=next(iter(s.objectives.items())),
         )
     else:
-        try:
-            source = optuna.load_study(study_name=s.warm_start, storage=storage)
-        except KeyError:
-            raise StudyMismatch(
-                f"--warm-start: no study named {s.warm_start!r} in this storage"
-            ) from None
-        problem = source.user_attrs.get(STUDY, {}).get("problem", {})
-        found = (source, similarity(s.problem, problem))
+        problem = named.user_attrs.get(STUDY, {}).get("problem", {})
+        found = (named, similarity(s.problem, problem))
     if found is None:
         return
     source, score = found

@@ -47,15 +47,19 @@ def most_similar_study(
     problem: dict[str, Any],
     device_name: str | None,
     exclude: str | None = None,
+    objective: tuple[str, str] | None = None,
 ) -> tuple[optuna.Study, float] | None:
-    """The stored study of ``workload`` on the same device whose problem is most like
-    ``problem`` and which has a successful trial; None when there is none."""
+    """The stored study of ``workload`` on the same device (and, given ``objective``, with
+    that first metric and direction) whose problem is most like ``problem`` and which has a
+    successful trial; None when there is none."""
     best: tuple[optuna.Study, float] | None = None
     for summary in optuna.study.get_all_study_summaries(storage):
         if summary.study_name == exclude:
             continue
         info = summary.user_attrs.get(STUDY, {})
         if info.get("workload") != workload:
+            continue
+        if objective is not None and first_objective(info) != objective:
             continue
         if device_name and info.get("device", {}).get("name") not in (None, device_name):
             continue
@@ -66,6 +70,17 @@ def most_similar_study(
         if best_trials(study):
             best = (study, score)
     return best
+
+
+def first_objective(info: dict[str, Any]) -> tuple[str, str] | None:
+    """The first metric and direction of a study's stored description (None if it has none).
+
+    Example:
+        >>> first_objective({"objectives": {"tflops": "maximize", "peak_mem": "minimize"}})
+        ('tflops', 'maximize')
+    """
+    objectives = info.get("objectives") or {}
+    return next(iter(objectives.items()), None)
 
 
 def top_configs(study: optuna.Study, direction: str, count: int) -> list[dict[str, Any]]:

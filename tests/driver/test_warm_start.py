@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import optuna
 import pytest
 
 from autotune.driver import Sweep, SweepSettings, study_setup
@@ -59,6 +60,25 @@ def test_auto_picks_a_related_sweep_and_off_does_not(sqlite_url):
     assert "warm_start" not in off.user_attrs
 
 
-def test_unknown_source_is_a_one_line_error(sqlite_url):
+def test_unknown_source_is_a_one_line_error_and_stores_nothing(sqlite_url):
     with pytest.raises(StudyMismatch, match="no study named 'nope'"):
         Sweep(replay_settings(sqlite_url, "x", warm_start="nope")).run()
+    assert optuna.get_all_study_names(sqlite_url) == []  # no empty study left to resume
+
+
+def test_a_source_of_another_objective_or_workload_is_refused(sqlite_url):
+    Sweep(replay_settings(sqlite_url, "fast", n_trials=4)).run()
+    slow = replay_settings(sqlite_url, "slow", objectives={"tflops": "minimize"}, warm_start="fast")
+    with pytest.raises(StudyMismatch, match="it maximizes tflops; this sweep minimizes tflops"):
+        Sweep(slow).run()
+    other = replay_settings(sqlite_url, "other", workload="faults", warm_start="fast")
+    with pytest.raises(StudyMismatch, match="it holds a replay sweep; this one tunes faults"):
+        Sweep(other).run()
+    assert optuna.get_all_study_names(sqlite_url) == ["fast"]
+
+
+def test_auto_passes_over_a_sweep_of_another_objective(sqlite_url):
+    Sweep(replay_settings(sqlite_url, "fast", n_trials=4)).run()
+    slow = Sweep(replay_settings(sqlite_url, "slow", n_trials=2,
+                                 objectives={"tflops": "minimize"})).run().study  # fmt: skip
+    assert "warm_start" not in slow.user_attrs
