@@ -77,6 +77,9 @@ def register(app: typer.Typer) -> None:
 
         if len(studies) < 2:
             raise UsageError("compare needs two or more studies")
+        twice = next((name for name in studies if studies.count(name) > 1), None)
+        if twice is not None:
+            raise UsageError(f"compare: study {twice!r} is named twice")
         writable_output(output)
         opened = open_storage(storage, existing=True)
         rows = compare_studies([load_study(opened, name) for name in studies])

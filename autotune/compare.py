@@ -37,7 +37,8 @@ def _winner(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
         chosen = next((t for t in trials if t.number == finish[0]["trial"]), None)
         if chosen is not None:
             return chosen
-    maximize = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    # a sweep of several objectives is compared on its first
+    maximize = study.directions[0] == optuna.study.StudyDirection.MAXIMIZE
     return max(trials, key=lambda t: t.values[0] if maximize else -t.values[0])
 
 
@@ -77,12 +78,47 @@ def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
                 if match:
                     row["elsewhere"][str(j)] = match[0].values[0]
         rows.append(row)
-    configs = [r["winner_config"] or {} for r in rows]
+    configs = [r["winner_config"] for r in rows if r["winner_config"] is not None]
     keys = sorted({k for c in configs for k in c})
     differs = [k for k in keys if len({json.dumps(c.get(k)) for c in configs}) > 1]
     for row in rows:
-        row["differs"] = differs
+        row["differs"] = differs if len(configs) > 1 else None
     return rows
+
+
+def compare_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """What makes the rows less comparable than they look: sweeps of other workloads or
+    metrics, and sweeps without a winner.
+
+    Example:
+        >>> compare_notes([{"study": "a", "workload": "matmul", "metric": "tflops"},
+        ...                {"study": "b", "workload": "replay", "metric": "ms"}])[0]
+        'the studies tune different workloads (matmul, replay)'
+    """
+    notes = []
+    for key, what in (
+        ("workload", "tune different workloads"),
+        ("metric", "rank different metrics"),
+    ):
+        seen = list(dict.fromkeys(str(r.get(key)) for r in rows))
+        if len(seen) > 1:
+            notes.append(f"the studies {what} ({', '.join(seen)})")
+    if any(r.get("differs", []) is None for r in rows):
+        notes.append("fewer than two studies have a successful trial: no winners to set apart")
+    return notes
+
+
+def _winner_text(r: dict[str, Any]) -> str:
+    if r["winner_trial"] is None:
+        return "no successful trial"
+    return f"winner trial {r['winner_trial']} {readable(r['metric'], r['winner_value'])}"
+
+
+def _differs_text(rows: list[dict[str, Any]]) -> str:
+    differs = rows[0]["differs"] if rows else None
+    if differs is None:
+        return "-"
+    return ", ".join(differs) or "nothing"
 
 
 def compare_text(rows: list[dict[str, Any]]) -> str:
@@ -97,12 +133,14 @@ def compare_text(rows: list[dict[str, Any]]) -> str:
             or "not measured elsewhere"
         )
         lines.append(
-            f"[{i}] {r['study']} ({r['workload']} on {r['device']}): winner trial "
-            f"{r['winner_trial']} {readable(r['metric'], r['winner_value'])}; {where}"
+            f"[{i}] {r['study']} ({r['workload'] or 'no workload recorded'} on "
+            f"{r['device'] or 'an unrecorded device'}): {_winner_text(r)}; {where}"
         )
-        lines.append(f"    config: {json.dumps(r['winner_config'])}")
+        if r["winner_config"] is not None:
+            lines.append(f"    config: {json.dumps(r['winner_config'])}")
     if rows:
-        lines.append(f"winners differ in: {', '.join(rows[0]['differs']) or 'nothing'}")
+        lines.append(f"winners differ in: {_differs_text(rows)}")
+    lines += [f"note: {note}" for note in compare_notes(rows)]
     return "\n".join(lines) + "\n"
 
 
@@ -121,12 +159,13 @@ def compare_html(rows: list[dict[str, Any]]) -> str:
         body.append(
             f"<tr><td>{html.escape(r['study'])}</td><td>{html.escape(str(r['device']))}"
             f"</td><td><code>{html.escape(json.dumps(r['winner_config']))}</code></td>"
-            f"<td>{readable(r['metric'], r['winner_value'])}</td><td>{where}</td></tr>"
+            f"<td>{html.escape(_winner_text(r))}</td><td>{where}</td></tr>"
         )
-    differs = ", ".join(rows[0]["differs"]) if rows else ""
+    differs = _differs_text(rows)
+    notes = "".join(f"<p>note: {html.escape(n)}</p>" for n in compare_notes(rows))
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>autotune compare</title>"
         f"</head><body><h1>autotune compare</h1><table border=1>{head}{''.join(body)}"
-        f"</table><p>winners differ in: {html.escape(differs or 'nothing')}</p></body></html>"
+        f"</table><p>winners differ in: {html.escape(differs)}</p>{notes}</body></html>"
         "\n"
     )

@@ -1,0 +1,95 @@
+"""``autotune compare``: winners side by side, honest about what cannot be compared."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.compare import compare_html, compare_studies, compare_text
+from autotune.driver.trial_attrs import STATUS, STUDY
+
+
+def _study(
+    storage: str,
+    name: str,
+    values: dict[int, tuple[float, ...]],
+    directions: tuple[str, ...] = ("maximize",),
+    workload: str = "toy",
+) -> optuna.Study:
+    study = optuna.create_study(storage=storage, study_name=name, directions=list(directions))
+    metrics = {f"m{i}": d for i, d in enumerate(directions)}
+    study.set_user_attr(
+        STUDY, {"workload": workload, "objectives": metrics, "device": {"name": "cpu"}}
+    )
+    dist = optuna.distributions.IntDistribution(1, 8)
+    for x, value in values.items():
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"x": x},
+                distributions={"x": dist},
+                values=list(value),
+                user_attrs={STATUS: "ok"},
+            )
+        )
+    return study  # fmt: skip
+
+
+def test_a_multi_objective_sweep_is_compared_on_its_first_objective() -> None:
+    one = _study("sqlite:///:memory:", "one", {1: (5.0,), 2: (9.0,)})
+    two = _study("sqlite:///:memory:", "two", {1: (7.0, 1.0), 2: (3.0, 0.5)},
+                 directions=("maximize", "minimize"))  # fmt: skip
+    rows = compare_studies([one, two])
+    assert [r["winner_config"] for r in rows] == [{"x": 2}, {"x": 1}]
+    assert rows[0]["elsewhere"] == {"1": 3.0} and rows[0]["differs"] == ["x"]
+
+
+def test_a_study_without_a_winner_is_said_so_not_shown_as_none() -> None:
+    full = _study("sqlite:///:memory:", "full", {4: (2.0,)})
+    empty = _study("sqlite:///:memory:", "empty", {})
+    text = compare_text(compare_studies([full, empty]))
+    assert "[1] empty (toy on cpu): no successful trial; not measured elsewhere" in text
+    assert "None" not in text and "null" not in text
+    assert "winners differ in: -" in text
+    assert "note: fewer than two studies have a successful trial" in text
+    assert "no successful trial" in compare_html(compare_studies([full, empty]))
+
+
+def test_sweeps_of_other_workloads_or_metrics_carry_a_note() -> None:
+    a = _study("sqlite:///:memory:", "a", {1: (1.0,)}, workload="matmul")
+    b = _study("sqlite:///:memory:", "b", {1: (2.0,)}, directions=("minimize",),
+               workload="replay")  # fmt: skip
+    b.set_user_attr(STUDY, {**b.user_attrs[STUDY], "objectives": {"ms": "minimize"}})
+    text = compare_text(compare_studies([a, b]))
+    assert "note: the studies tune different workloads (matmul, replay)" in text
+    assert "note: the studies rank different metrics (m0, ms)" in text
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [(["one"], "compare needs two or more studies"),
+     (["one", "one"], "compare: study 'one' is named twice")],
+)  # fmt: skip
+def test_compare_refuses_one_study_in_one_line(tmp_path: Path, names: list[str], message: str):
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    _study(url, "one", {1: (1.0,)})
+    done = _cli("compare", *names, "--storage", url)
+    assert done.returncode == 2 and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_compare_of_a_multi_objective_sweep_on_the_command_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    _study(url, "one", {1: (1.0,), 3: (4.0,)})
+    _study(url, "two", {1: (2.0, 1.0)}, directions=("maximize", "minimize"))
+    done = _cli("compare", "one", "two", "--storage", url)
+    assert done.returncode == 0, done.stderr
+    assert "[1] two (toy on cpu): winner trial 0" in done.stdout
