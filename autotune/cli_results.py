@@ -202,13 +202,17 @@ def export(
     names = _parse_rename(rename)
     if names and to != "triton":
         raise UsageError(f"--rename applies to --to triton, not --to {to}")
+    if not table and (studies is not None or key != "M,N,K"):
+        raise UsageError(f"{'--studies' if studies is not None else '--key'} applies to --table")
     if table:
         if to != "triton":
             raise UsageError("--table needs --to triton")
         from autotune.triton_export import table_studies, triton_table_export
 
         chosen = table_studies(
-            open_storage(storage, existing=True), studies.split(",") if studies else None
+            open_storage(storage, existing=True),
+            studies.split(",") if studies else None,
+            anchor=study,
         )
         keys = [k.strip() for k in key.split(",") if k.strip()]
         text = triton_table_export(chosen, keys, top, names)

@@ -158,6 +158,49 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     return header + triton_config_source(configs, [c for _, c in ranked], rename)
 
 
+def _shape_of(study_name: str, problem: dict[str, Any], key: list[str]) -> tuple[int, ...]:
+    """The study's shape: its problem's values of ``key``, whole numbers.
+
+    Raises:
+        TritonExportError: a key value the problem lacks or that is not a whole number.
+
+    Example:
+        >>> _shape_of("s", {"M": 64, "N": 128, "dtype": "bf16"}, ["M", "N"])
+        (64, 128)
+    """
+    missing = [k for k in key if k not in problem]
+    if missing:
+        raise TritonExportError(f"study {study_name!r}: its problem has no {missing[0]}")
+    shape = []
+    for k in key:
+        try:
+            shape.append(int(problem[k]))
+        except (TypeError, ValueError):
+            raise TritonExportError(
+                f"--key {k}: study {study_name!r} has {k}={problem[k]!r}; a shape is whole "
+                "numbers (a table holds one dtype and layout already)"
+            ) from None
+    return tuple(shape)
+
+
+def _inactive_values(studies: list[optuna.Study], configs: list[dict[str, Any]]) -> dict:
+    """For each parameter that some of ``configs`` leave out (a conditional one, ``when:`` in
+    the space), the value ``heuristics()`` gives a winner without it: its distribution's first
+    choice (or low end), as the studies' trials recorded it."""
+    names = {n for c in configs for n in c}
+    partial = sorted(n for n in names if any(n not in c for c in configs))
+    values: dict[str, Any] = {}
+    for name in partial:
+        for study in studies:
+            trial = next((t for t in study.get_trials(deepcopy=False)
+                          if name in t.distributions), None)  # fmt: skip
+            if trial is not None:
+                dist = trial.distributions[name]
+                values[name] = dist.choices[0] if hasattr(dist, "choices") else dist.low
+                break
+    return values
+
+
 def _check_kernel_workload(study_name: str, workload: str) -> None:
     """A triton.Config holds a kernel's tunables: a sweep of a training step, a serving engine
     or a server has none (its own exports are --to hf ... and --to vllm, sglang).
@@ -211,7 +254,7 @@ def heuristics():
     def pick(name):
         def value(args):
             winner = TABLE[nearest(tuple(args[k] for k in KEY))][0]
-            return {**winner.kwargs, "num_warps": winner.num_warps,
+            return {**INACTIVE, **winner.kwargs, "num_warps": winner.num_warps,
                     "num_stages": winner.num_stages}[name]
 
         return value
@@ -222,7 +265,9 @@ def heuristics():
 
 
 def table_studies(
-    storage: optuna.storages.BaseStorage, names: list[str] | None = None
+    storage: optuna.storages.BaseStorage,
+    names: list[str] | None = None,
+    anchor: str | None = None,
 ) -> list[optuna.Study]:
     """The studies a table is made of: ``names``, or every stored study of the newest study's
     workload.
@@ -241,7 +286,12 @@ def table_studies(
         return [optuna.load_study(study_name=n, storage=storage) for n in names]
     if not summaries:
         raise TritonExportError("the storage holds no study to export")
-    workload = summaries[-1].user_attrs.get(STUDY, {}).get("workload")
+    chosen_one = summaries[-1]
+    if anchor is not None:
+        chosen_one = next((s for s in summaries if s.study_name == anchor), None)
+        if chosen_one is None:
+            raise TritonExportError(f"--study: no study named {anchor!r} in the storage")
+    workload = chosen_one.user_attrs.get(STUDY, {}).get("workload")
     chosen = [s.study_name for s in summaries
               if s.user_attrs.get(STUDY, {}).get("workload") == workload]  # fmt: skip
     return [optuna.load_study(study_name=n, storage=storage) for n in chosen]
@@ -261,7 +311,10 @@ def triton_table_export(
             dtypes or devices, or a problem without a key value.
     """
     rename = rename or {}
+    if not key:
+        raise TritonExportError("--key: name the problem values a shape is made of, e.g. M,N,K")
     rows: dict[tuple, list[tuple[dict[str, Any], str]]] = {}
+    swept: defaultdict[tuple, list[str]] = defaultdict(list)  # shape -> its studies, in order
     slower: dict[tuple, float] = {}  # shapes where the library kernel beat the winner
     seen: defaultdict[str, set[str]] = defaultdict(set)
     for study in studies:
@@ -270,13 +323,11 @@ def triton_table_export(
             continue
         info = study_info(study)
         problem = info.get("problem", {})
-        missing = [k for k in key if k not in problem]
-        if missing:
-            raise TritonExportError(f"study {study.study_name!r}: its problem has no {missing[0]}")
         for what, value in (("workload", info.get("workload")), ("dtype", problem.get("dtype")),
                             ("device", info.get("device", {}).get("name"))):  # fmt: skip
             seen[what].add(str(value))
-        shape = tuple(int(problem[k]) for k in key)
+        shape = _shape_of(study.study_name, problem, key)
+        swept[shape].append(study.study_name)
         comments = [f"{study.study_name}, {comment}" for _, comment in ranked]
         rows[shape] = list(zip([dict(t.params) for t, _ in ranked], comments, strict=True))
         verdict = winner_verdict(study, ranked[0][0])
@@ -293,11 +344,17 @@ def triton_table_export(
     _check_kernel_workload(studies[0].study_name, str(info.get("workload")))
     every = [config for entries in rows.values() for config, _ in entries]
     check_rename(rename, {name for config in every for name in config})
+    inactive = _renamed(_inactive_values(studies, every), rename)
+    twice = {shape: names for shape, names in swept.items() if len(names) > 1}
     body = (
         f"A per-shape table over {', '.join(key)} ({len(rows)} shapes, dtype "
         f"{next(iter(seen['dtype']))}), the noise-aware finish's winner first.\n"
         f"{_dropped_note(every, rename)}\n"
-        f"Use: @triton.autotune(configs=configs, key={list(key)!r},\n"
+        + "".join(
+            f"Shape {shape} was swept by {', '.join(names)}: the last, {names[-1]}, is kept.\n"
+            for shape, names in sorted(twice.items())
+        )
+        + f"Use: @triton.autotune(configs=configs, key={list(key)!r},\n"
         '                       prune_configs_by={"early_config_prune": prune})\n'
         "  or @triton.heuristics(heuristics()) for the nearest shape's winner, untimed.\n"
         + (
@@ -318,6 +375,11 @@ def triton_table_export(
     lines.append("}")
     lines.append("# shapes where the library kernel beat the winner: shape -> the winner's ratio")
     lines.append(f"REFERENCE_FASTER = {dict(sorted(slower.items()))!r}")
+    lines.append(
+        "# a parameter some winners leave unset (their schedule does not use it): the value"
+    )
+    lines.append("# heuristics() passes for it then, its space's first")
+    lines.append(f"INACTIVE = {dict(sorted(inactive.items()))!r}")
     lines.append("# every config of the table")
     lines.append("configs = [c for entries in TABLE.values() for c in entries]")
     return (

@@ -219,3 +219,47 @@ def test_a_sweep_of_no_kernel_has_no_triton_configs(tmp_path):
         triton_export(study)
     with pytest.raises(TritonExportError, match="is a train-step sweep, not a kernel's"):
         triton_table_export([study], ["M", "N", "K"])
+
+
+def test_heuristics_give_a_winner_without_a_conditional_parameter_its_first_choice(tmp_path):
+    # a tiled winner has no EPILOGUE_SUBTILE (the space's `when:` is SCHEDULE != 'tiled'); a
+    # persistent winner elsewhere does: heuristics() must still give every name a value
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    persistent = {**_cfg(32, 16, 32, 4), "SCHEDULE": "persistent", "EPILOGUE_SUBTILE": 1}
+    _study("small", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    _study("large", (256, 256, 256), persistent, {**persistent, "EPILOGUE_SUBTILE": 0}, storage)
+    text = triton_table_export(table_studies(storage), ["M", "N", "K"], top=2)
+    mod: dict = {}
+    exec(compile(text, "table.py", "exec"), mod)  # noqa: S102 - as a kernel imports it
+    assert mod["INACTIVE"] == {"EPILOGUE_SUBTILE": 0}
+    picks = mod["heuristics"]()
+    assert picks["EPILOGUE_SUBTILE"]({"M": 32, "N": 32, "K": 32}) == 0  # the tiled winner
+    assert picks["EPILOGUE_SUBTILE"]({"M": 256, "N": 256, "K": 256}) == 1
+
+
+def test_a_key_must_name_whole_numbers(tmp_path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    study = _study("a", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    with pytest.raises(TritonExportError, match="--key dtype: study 'a' has dtype='fp16'"):
+        triton_table_export([study], ["M", "dtype"])
+    with pytest.raises(TritonExportError, match="--key: name the problem values"):
+        triton_table_export([study], [])
+
+
+def test_a_shape_swept_twice_keeps_the_last_study_and_says_so(tmp_path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    _study("first", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    _study("again", (32, 64, 32), _cfg(32, 32, 32, 4), _cfg(16, 16, 16, 1), storage)
+    text = triton_table_export(table_studies(storage), ["M", "K"])
+    assert "Shape (32, 32) was swept by first, again: the last, again, is kept." in text
+
+
+def test_the_table_of_a_named_study_is_of_its_workload(tmp_path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    _study("a", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    newest = _study("t", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    newest.set_user_attr(STUDY, {**newest.user_attrs[STUDY], "workload": "train-step"})
+    assert [s.study_name for s in table_studies(storage, anchor="a")] == ["a"]
+    assert [s.study_name for s in table_studies(storage)] == ["t"]  # the newest's workload
+    with pytest.raises(TritonExportError, match="--study: no study named 'b'"):
+        table_studies(storage, anchor="b")
