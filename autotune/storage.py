@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from pathlib import Path
@@ -65,6 +66,7 @@ def open_storage(
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
         if existing and not path.exists():
             raise StorageError(f"storage URL {shown!r}: no journal at {path} (nothing to read)")
+        _check_journal(path, shown)
         backend = optuna.storages.journal.JournalFileBackend(str(path))
         return optuna.storages.JournalStorage(backend)
     if scheme.split("+")[0] not in _RDB_SCHEMES:
@@ -82,6 +84,8 @@ def open_storage(
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
         if existing and not path.exists():
             raise StorageError(f"storage URL {shown!r}: no database at {path} (nothing to read)")
+    if existing:  # a reader creates no schema in a database that holds none
+        _check_optuna_schema(url, scheme, shown)
     heartbeat: dict[str, int] = {}
     if heartbeat_s is not None:
         heartbeat = {"heartbeat_interval": heartbeat_s, "grace_period": 4 * heartbeat_s}
@@ -107,6 +111,51 @@ def open_storage(
     if scheme == "sqlite":
         _fast_sqlite(storage)
     return storage
+
+
+def _check_journal(path: Path, shown: str) -> None:
+    """A journal file that exists begins with a journal record (a JSON object with an
+    ``op_code``): another kind of file (a SQLite database, text) is refused, not parsed.
+
+    Raises:
+        StorageError: naming the file.
+    """
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with path.open("rb") as file:
+        first = file.readline(1 << 20)
+    try:
+        record = json.loads(first)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict) or "op_code" not in record:
+        raise StorageError(f"storage URL {shown!r}: {path} is not an Optuna journal (its first "
+                           "line is not a journal record)")  # fmt: skip
+
+
+def _check_optuna_schema(url: str, scheme: str, shown: str) -> None:
+    """The database at ``url`` holds Optuna's tables (the commands that only read create none
+    in an empty file or in another program's database).
+
+    Raises:
+        StorageError: a database without them, or one that cannot be reached.
+    """
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(url, **_engine_kwargs(scheme))
+    except ImportError as exc:
+        raise StorageError(f"storage URL {shown!r}: {exc}{_driver_hint(scheme)}") from None
+    try:
+        has_studies = sqlalchemy.inspect(engine).has_table("studies")
+    except Exception as exc:  # noqa: BLE001 - sqlalchemy raises many kinds
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
+    finally:
+        engine.dispose()
+    if not has_studies:
+        raise StorageError(f"storage URL {shown!r}: the database holds no autotune (Optuna) "
+                           "studies; nothing to read")  # fmt: skip
 
 
 _CREATE_ATTEMPTS = 8

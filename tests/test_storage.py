@@ -83,3 +83,32 @@ def test_load_study_defaults_to_the_latest(tmp_path):
     assert load_study(open_storage(url), None).study_name == "b"
     with pytest.raises(StorageError, match="no study named 'c'"):
         load_study(open_storage(url), "c")
+
+
+def test_a_reader_refuses_a_database_without_studies_and_leaves_it_as_it_was(tmp_path):
+    import sqlite3
+
+    other = tmp_path / "app.db"
+    with sqlite3.connect(other) as db:
+        db.execute("create table foo(a)")
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for path in (other, empty):
+        before = path.read_bytes()
+        with pytest.raises(StorageError, match="holds no autotune \\(Optuna\\) studies"):
+            open_storage(f"sqlite:///{path}", existing=True)
+        assert path.read_bytes() == before  # no Optuna tables written into it
+    fresh = tmp_path / "fresh.db"
+    optuna.create_study(storage=f"sqlite:///{fresh}", study_name="s")
+    assert study_names(open_storage(f"sqlite:///{fresh}", existing=True)) == ["s"]
+
+
+@pytest.mark.parametrize("content", [b"hello\n", b"SQLite format 3\x00\xff\xfe"])
+def test_a_journal_that_is_another_kind_of_file_is_refused(tmp_path, content):
+    path = tmp_path / "j.log"
+    path.write_bytes(content)
+    with pytest.raises(StorageError, match="is not an Optuna journal"):
+        open_storage(f"journal:///{path}", existing=True)
+    with pytest.raises(StorageError, match="is not an Optuna journal"):
+        open_storage(f"journal:///{path}")  # a sweep would append to it: refused too
+    assert path.read_bytes() == content
