@@ -49,7 +49,11 @@ def parse_objectives(text: str | None, defaults: dict[str, str]) -> dict[str, st
             raise SetupError(f"--objective: unknown metric {name!r}; known: {', '.join(defaults)}")
         if direction not in ("maximize", "minimize"):
             raise SetupError(f"--objective: {part!r}: direction must be max or min")
+        if name in chosen:
+            raise SetupError(f"--objective: {name!r} is named twice")
         chosen[name] = direction
+    if not chosen:
+        raise SetupError(f"--objective {text!r}: name a metric; known: {', '.join(defaults)}")
     return chosen
 
 
@@ -172,18 +176,33 @@ def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:
 def _replay_settings(
     replay: Path, params: str | None, metric: str | None, maximize: bool, space_path: str | None
 ) -> tuple[dict[str, Any], Space, dict[str, str]]:
+    import pandas as pd
+
     from autotune.objectives.replay import load_table, space_from_table
 
     if not params or not metric:
         raise SetupError("--replay needs --params A,B,... and --metric NAME")
     names = [p.strip() for p in params.split(",") if p.strip()]
+    if not names:
+        raise SetupError(f"--params {params!r}: name the table's parameter columns, A,B,...")
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        raise SetupError(f"--params: {twice!r} is named twice")
+    for column, what in ((metric, "--metric"), ("status", "status")):
+        if column in names:
+            raise SetupError(f"--params: {column!r} is the table's {what} column, not a parameter")
     table = load_table(str(replay))
+    if table.empty:
+        raise SetupError(f"{replay}: the table has no rows")
     space = load_space(space_path) if space_path else space_from_table(table, names, str(replay))
     unknown = [n for n in space.names if n not in table.columns]
     if unknown:
         raise SetupError(f"{replay}: the space's parameter {unknown[0]!r} is not a column")
     if metric not in table.columns:
         raise SetupError(f"{replay}: --metric {metric!r} is not a column")
+    numbers = pd.to_numeric(table[metric], errors="coerce")
+    if numbers.isna().all():
+        raise SetupError(f"{replay}: --metric {metric!r} holds no numbers")
     problem = {"table": str(replay), "params": space.names, "metric": metric}
     return problem, space, {metric: "maximize" if maximize else "minimize"}
 
@@ -206,6 +225,27 @@ def _check_replay_objective(objective: str | None, metric: str | None, maximize:
         flag = "--maximize" if maximize else "--minimize"
         raise SetupError(f"--objective {objective!r}: a replay tunes --metric {metric} ({flag}); "
                          "set those instead")  # fmt: skip
+
+
+def _check_resumed_objectives(
+    study: str | None, workload: str, objective: str | None, stored: dict[str, str]
+) -> None:
+    """A resumed sweep keeps its objectives: an ``--objective`` that asks for others is
+    refused rather than ignored.
+
+    Raises:
+        SetupError: naming the stored objectives.
+    """
+    if not objective:
+        return
+    try:
+        known = {**get_objective(workload).directions, **stored}
+    except KeyError:  # a workload this version does not know: its stored objectives
+        known = dict(stored)
+    if list(parse_objectives(objective, known).items()) != list(stored.items()):
+        tuned = ", ".join(f"{name}:{direction[:3]}" for name, direction in stored.items())
+        raise SetupError(f"--objective {objective!r}: study {study!r} tunes {tuned}; a resumed "
+                         "sweep keeps them (start another --study)")  # fmt: skip
 
 
 def _check_replay_slo(replay: Path, slo: dict[str, float]) -> None:
@@ -238,7 +278,11 @@ def _check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
     """
     objective_cls = get_objective(workload)
     known = objective_cls.slo_metrics()
-    if known is None:
+    if known is None:  # a workload that does not say what it reports: refuse only a maximum
+        maximized = [name for name in slo if objective_cls.directions.get(name) == "maximize"]
+        if maximized:
+            raise SetupError(f"--slo: {workload} maximizes {maximized[0]!r}, and a limit is an "
+                             "upper bound")  # fmt: skip
         return
     for name in slo:
         if name in known:
@@ -356,6 +400,9 @@ def build_settings(
     baseline = None
     key = None
     notes: list[str] = []
+    if replay is None and (params or metric or not maximize):
+        given = "--params" if params else "--metric" if metric else "--minimize"
+        raise SetupError(f"{given} applies to --replay")
     if replay is not None:
         workload = "replay"
         problem, space_obj, objectives = _replay_settings(replay, params, metric, maximize, space)
@@ -367,6 +414,7 @@ def build_settings(
         problem = {**stored.get("problem", {}), **problem}
         space_obj = load_space(space or stored["space"])
         objectives = dict(stored["objectives"])
+        _check_resumed_objectives(study, workload, objective, objectives)
         sampler = stored.get("sampler", sampler) if sampler == "auto" else sampler
         seed = stored.get("seed") if seed is None else seed
         trials = trials if trials is not None else stored.get("n_trials")

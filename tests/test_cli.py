@@ -258,6 +258,21 @@ def test_a_space_or_problem_the_workload_or_the_study_cannot_take_is_refused_fir
                                          "--all", "--format", "csv").stdout  # fmt: skip
 
 
+def test_a_resumed_sweep_refuses_other_objectives_rather_than_ignoring_them(tmp_path):
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    first = autotune("tune", "faults", "--trials", "1", "--study", "f", "--storage", url,
+                     "--finish-top", "0", "--device", "cpu")  # fmt: skip
+    assert "1 stored in study f" in first.stderr, first.stderr  # (its one trial may fail)
+    other = autotune("tune", "--study", "f", "--storage", url, "--objective", "latency_s")
+    assert other.returncode == 2 and "Traceback" not in other.stderr
+    assert "--objective 'latency_s': study 'f' tunes score:max; a resumed sweep keeps them" in (
+        other.stderr
+    )
+    same = autotune("tune", "--study", "f", "--storage", url, "--objective", "score",
+                    "--trials", "2", "--finish-top", "0", "--device", "cpu")  # fmt: skip
+    assert "2 stored in study f" in same.stderr, same.stderr
+
+
 def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_table):
     """Unwritable outputs, unknown export targets, renames for another format, SLOs that name
     no column or no number, a mistyped database path, a malformed URL: exit 2, one line, no
@@ -270,6 +285,8 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
     before = autotune(*listing).stdout
     folder = tmp_path / "a_folder"
     folder.mkdir()
+    header_only = tmp_path / "header.csv"
+    header_only.write_text("BM,BN,tflops,status\n")
     stored = ("--storage", url, "--study", "k")
     cases = [
         (("tune", *replay, "--trials", "2", *stored, "--output", "/proc/nope/b.json"),
@@ -296,6 +313,31 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
         (("tune", *replay, "--storage", "sqlite:///"), "names no database file; use sqlite:///"),
         (("tune", *replay, *stored, "--objective", "ms"), "a replay tunes --metric tflops "
                                                           "(--maximize); set those instead"),
+        (("tune", "--replay", str(replay_table), "--params", "BM,BM", "--metric", "tflops",
+          *stored), "--params: 'BM' is named twice"),
+        (("tune", "--replay", str(replay_table), "--params", " ", "--metric", "tflops", *stored),
+         "--params ' ': name the table's parameter columns"),
+        (("tune", "--replay", str(replay_table), "--params", "BM,tflops", "--metric", "tflops",
+          *stored), "--params: 'tflops' is the table's --metric column"),
+        (("tune", "--replay", str(replay_table), "--params", "BM,status", "--metric", "tflops",
+          *stored), "--params: 'status' is the table's status column"),
+        (("tune", "--replay", str(replay_table), "--params", "BM", "--metric", "status",
+          *stored), "--metric 'status' holds no numbers"),
+        (("tune", "--replay", str(header_only), "--params", "BM", "--metric", "tflops",
+          *stored), "the table has no rows"),
+        (("tune", "matmul", "--device", "cpu", "--storage", url, "--study", "m", "--params",
+          "BM"), "--params applies to --replay"),
+        (("tune", "matmul", "--device", "cpu", "--storage", url, "--study", "m",
+          "--minimize"), "--minimize applies to --replay"),
+        (("tune", "matmul", "--device", "cpu", "--storage", url, "--study", "m",
+          "--objective", ","), "--objective ',': name a metric"),
+        (("tune", "matmul", "--device", "cpu", "--storage", url, "--study", "m",
+          "--objective", "tflops,tflops:min"), "--objective: 'tflops' is named twice"),
+        (("export", "--to", "json", "--studies", "k", *stored), "--studies applies to --table"),
+        (("export", "--to", "triton", "--table", "--key", ",", *stored),
+         "--key: name the problem values"),
+        (("compare", "k", "k", "--storage", url), "compare: study 'k' is named twice"),
+        (("studies", "--storage", f"journal:///{replay_table}"), "is not an Optuna journal"),
     ]  # fmt: skip
     for args, says in cases:
         done = autotune(*args)
