@@ -91,12 +91,14 @@ def trials(
     """List a sweep's trials: status, reason, values, parameters."""
     quiet_libraries()
     from autotune.driver import trials_frame
-    from autotune.driver.trial_attrs import INFEASIBLE
+    from autotune.driver.trial_attrs import INFEASIBLE, trial_origin
     from autotune.storage import load_study, open_storage
 
     writable_output(output)
-    frame = trials_frame(load_study(open_storage(storage, existing=True), study))
+    loaded = load_study(open_storage(storage, existing=True), study)
+    frame = trials_frame(loaded)
     if format == "table":
+        origins = {t.number: trial_origin(t.user_attrs) for t in loaded.get_trials(deepcopy=False)}
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
         rejected = len(frame) - len(shown)
         columns = [c for c in frame.columns if not c.startswith("m.")]
@@ -107,12 +109,13 @@ def trials(
         )
         for column in columns:
             table.add_column(
-                column, overflow="ellipsis", max_width=60 if column == "reason" else 16
+                column, overflow="ellipsis", max_width={"reason": 60, "trial": 40}.get(column, 16)
             )
         for row in shown[columns].itertuples(index=False):
             cells = ["" if _missing(v) else _cell(v, c) for c, v in zip(columns, row, strict=True)]
-            if cells[0] == "0":
-                cells[0] = "0 (untuned default)"
+            origin = origins.get(int(cells[0])) if cells[0].isdigit() else None
+            if origin:
+                cells[0] = f"{cells[0]} ({origin})"
             table.add_row(*cells)
         Console(width=None if out.is_terminal else 240).print(table)
     elif format == "csv":

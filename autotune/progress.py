@@ -115,8 +115,8 @@ class ProgressDisplay(SweepObserver):
             outcome = f"{record.status}: {record.reason}"[:100]
         total = f"/{self._total}" if self._total is not None else ""
         where = f" ({record.worker})" if record.worker else ""
-        if record.number == 0:
-            where += " untuned default"
+        if record.origin:
+            where += f" {record.origin}"
         self.console.print(
             f"[{done}{total}] #{record.number}{where} {outcome} | {summary}{self._eta(done)}",
             highlight=False,

@@ -239,6 +239,8 @@ def test_a_space_or_problem_the_workload_or_the_study_cannot_take_is_refused_fir
     assert not (tmp_path / "t.db").exists() or not optuna.get_all_study_names(url)
     first = autotune(*sweep, "--study", "t")
     assert first.returncode == 0, first.stderr
+    assert "#0 (local worker 0) untuned default" in first.stderr
+    assert "0 (untuned default)" in autotune("trials", "--storage", url, "--study", "t").stdout
     before = autotune("trials", "--storage", url, "--study", "t", "--format", "csv").stdout
     for extra, says in (
         (("--problem", "d_model=64"), "holds a sweep at d_model=128; it cannot resume at "
@@ -254,6 +256,8 @@ def test_a_space_or_problem_the_workload_or_the_study_cannot_take_is_refused_fir
     narrowed = autotune(*sweep, "--study", "n", "--space", str(narrow))
     assert narrowed.returncode == 0, narrowed.stderr
     assert "note: the untuned default (micro_batch=8) lies outside" in narrowed.stderr
+    trial_zero = next(line for line in narrowed.stderr.splitlines() if "] #0 (" in line)
+    assert "untuned default" not in trial_zero  # no default ran: trial 0 is not called one
     assert "interrupted" not in autotune("trials", "--storage", url, "--study", "n",
                                          "--all", "--format", "csv").stdout  # fmt: skip
 

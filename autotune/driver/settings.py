@@ -93,6 +93,7 @@ class TrialRecord:
     duration_s: float
     launched: bool = True  # False for a static-constraint rejection or a repeat
     worker: str = ""
+    origin: str = ""  # "untuned default" or "warm start from STUDY" where the trial was queued
 
 
 @dataclass

@@ -86,3 +86,18 @@ def mark_feasibility(trial: optuna.Trial, ok: bool) -> None:
     Constraint-aware samplers (TPE, GP, NSGA-II) rank failed trials below every feasible one.
     """
     trial.set_constraint(FAILED_CONSTRAINT, 0.0 if ok else 1.0)
+
+
+def trial_origin(user_attrs: dict) -> str:
+    """Why a trial ran before the sampler proposed it: ``untuned default``, ``warm start from
+    STUDY``, or "" for a proposed one.
+
+    Example:
+        >>> trial_origin({"baseline": True}), trial_origin({"warm_start": "a"}), trial_origin({})
+        ('untuned default', 'warm start from a', '')
+    """
+    if user_attrs.get(BASELINE):
+        return "untuned default"
+    if user_attrs.get(WARM_START):
+        return f"warm start from {user_attrs[WARM_START]}"
+    return ""

@@ -49,6 +49,7 @@ from autotune.driver.trial_attrs import (
     WORKER,
     is_repeat,
     mark_feasibility,
+    trial_origin,
     trial_status,
 )
 from autotune.failures import TrialStatus
@@ -160,6 +161,7 @@ class TrialBook:
             result.duration_s,
             launched=launched,
             worker=worker,
+            origin=trial_origin(trial.user_attrs),
         )
         try:
             with batched_writes(self.study):  # the record in one transaction, then the tell
