@@ -8,6 +8,7 @@ Example (a shell):
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -119,29 +120,31 @@ def trials(
             table.add_row(*cells)
         Console(width=None if out.is_terminal else 240).print(table)
     elif format == "csv":
-        text = frame.to_csv(index=False)
-        if output is None:
-            sys.stdout.write(text)
-        else:
-            from autotune.export import write_atomic
-
-            write_atomic(output, text)
+        _write_listing(frame.to_csv(index=False), output)
     elif format == "parquet":
         if output is None:
             raise UsageError("--format parquet needs --output FILE")
-        frame.to_parquet(output, index=False)
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        _write_listing(buffer.getvalue(), output)
     elif format == "html":  # the report's table alone
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
         text = shown.to_html(index=False, na_rep="", border=1)
         page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{text}</body></html>"
-        if output is None:
-            sys.stdout.write(page + "\n")
-        else:
-            from autotune.export import write_atomic
-
-            write_atomic(output, page + "\n")
+        _write_listing(page + "\n", output)
     else:
         raise UsageError(f"--format: {format!r} is not one of table, csv, parquet, html")
+
+
+def _write_listing(content: str | bytes, output: Path | None) -> None:
+    """A listing to stdout, or whole to ``output`` (and said)."""
+    if output is None:
+        sys.stdout.write(content if isinstance(content, str) else content.decode())
+        return
+    from autotune.export import write_atomic
+
+    write_atomic(output, content)
+    err.print(f"wrote {output}")
 
 
 def _missing(value: Any) -> bool:
@@ -247,7 +250,13 @@ def studies(
 ) -> None:
     """List the studies in a storage."""
     quiet_libraries()
+    from autotune.redact import redact_url
     from autotune.storage import open_storage, study_names
 
-    for name in study_names(open_storage(storage, existing=True)):
-        out.print(name)
+    names = study_names(open_storage(storage, existing=True))
+    for name in names:  # as stored: no markup, a control character shown escaped
+        sys.stdout.write((name if name.isprintable() else repr(name)) + "\n")
+    if not names:
+        err.print(
+            f"no studies in {redact_url(storage)}", highlight=False, markup=False, soft_wrap=True
+        )

@@ -69,7 +69,9 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     :mod:`autotune.reference_verdict`)."""
     best = best_trials(study)
     if not best:
-        raise ExportError(f"study {study.study_name!r} has no successful trial to export")
+        name = study.study_name
+        raise ExportError(f"study {name!r} has no successful trial yet: no best config "
+                          f"(`autotune trials --study {name}` says why)")  # fmt: skip
     finish = study.user_attrs.get(FINISH)
     chosen = best[0]
     if finish and finish.get("rows"):
@@ -92,8 +94,9 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     return record
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename: never half a file.
+def write_atomic(path: str | Path, text: str | bytes) -> Path:
+    """Write ``text`` (str or bytes) to ``path`` through a temporary file and a rename: never
+    half a file.
 
     A link is followed (the file it names is replaced, not the link), and what is not a
     regular file (``/dev/stdout``, a pipe) is written in place: a rename would replace the
@@ -117,9 +120,10 @@ def write_atomic(path: str | Path, text: str) -> Path:
         raise
 
 
-def _write_atomic(path: Path, text: str) -> Path:
+def _write_atomic(path: Path, text: str | bytes) -> Path:
+    mode = "wb" if isinstance(text, bytes) else "w"
     if path.exists() and not path.is_file():
-        with open(path, "w") as f:
+        with open(path, mode) as f:
             f.write(text)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,7 +133,7 @@ def _write_atomic(path: Path, text: str) -> Path:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, mode) as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())  # the data is on disk before the name points at it

@@ -175,6 +175,8 @@ class Report:
             sign = -1.0 if self.maximize else 1.0  # PED-ANOVA ranks for low targets
             with warnings.catch_warnings():  # its reminder of that: the sign above takes care
                 warnings.filterwarnings("ignore", "PedAnovaImportanceEvaluator computes")
+                # with too few trials it warns and returns nothing: the section is left out
+                warnings.filterwarnings("ignore", "The number of trials is too small")
                 scores = optuna.importance.get_param_importances(
                     self.study, evaluator=evaluator, target=lambda t: sign * t.values[0]
                 )

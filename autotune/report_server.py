@@ -9,10 +9,13 @@ Example (not run: it serves until stopped):
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 _RELOAD = '<meta http-equiv="refresh" content="10">'
 
@@ -50,9 +53,18 @@ def make_server(build: Callable[[], str], port: int, max_age_s: float = 5.0) -> 
             self.send_header("Content-Type", "text/html; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            with contextlib.suppress(ConnectionError):  # a browser that left mid-page
+                self.wfile.write(body)
 
-    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    return _QuietServer(("127.0.0.1", port), Handler)
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up early is its own business: no traceback on the console."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def serve_report(

@@ -492,3 +492,24 @@ def test_an_output_the_disk_cannot_take_is_one_line_and_the_sweep_stays(tmp_path
     )
     assert "Traceback" not in done.stderr
     assert autotune("best", "--storage", url, "--study", "f").returncode == 0
+
+
+def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path, replay_table):
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    optuna.create_study(storage=url, study_name="placeholder")
+    optuna.delete_study(storage=url, study_name="placeholder")
+    empty = autotune("studies", "--storage", url)
+    assert empty.returncode == 0 and empty.stdout == ""
+    assert f"no studies in {url}" in empty.stderr
+    name = "[red]x[/red]"
+    swept = autotune("tune", "--replay", str(replay_table), "--params", "BM,BN", "--metric",
+                     "tflops", "--trials", "1", "--storage", url, "--study", name,
+                     "--finish-top", "0")  # fmt: skip
+    assert swept.returncode == 0, swept.stderr
+    assert autotune("studies", "--storage", url).stdout == f"{name}\n"  # not rendered as markup
+    for fmt in ("csv", "parquet", "html"):
+        out = tmp_path / f"t.{fmt}"
+        done = autotune("trials", "--storage", url, "--format", fmt, "--output", str(out))
+        assert done.returncode == 0 and f"wrote {out}" in done.stderr and out.stat().st_size
+    report = autotune("report", "--storage", url, "--output", str(tmp_path / "r.html"))
+    assert report.returncode == 0 and "Warning" not in report.stderr, report.stderr

@@ -17,3 +17,28 @@ def test_a_port_already_taken_is_named_and_nothing_claims_to_serve():
         with pytest.raises(OSError) as refused:
             serve_report(lambda: "<html></html>", port, on_ready=lambda: ready.append(True))
     assert refused.value.filename == f"--serve {port}" and not ready
+
+
+def test_a_client_that_hangs_up_mid_page_leaves_no_traceback(capfd):
+    import struct
+    import threading
+    import urllib.request
+
+    from autotune.report_server import make_server
+
+    page = "<html>" + "x" * (16 << 20) + "</html>"  # more than the socket buffers take at once
+    server = make_server(lambda: page, 0)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            client.recv(1024)  # the answer has begun
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        # closed with a reset: the server's write fails; it goes on serving the next one
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as answer:
+            assert len(answer.read()) == len(page)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in capfd.readouterr().err
