@@ -28,7 +28,7 @@ from autotune.cli_parsing import UsageError
 from autotune.redact import redact
 from autotune.space import SpaceError
 
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # a path or message is never broken mid-line
 
 
 def _bad_input_types() -> tuple[type[Exception], ...]:
