@@ -295,7 +295,9 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
         err.print(f"  the untuned default stays: {why}")
     winner = rows[0] if rows else None
     for row in rows:
-        noise = " (within noise of the winner)" if row.within_noise and row is not winner else ""
+        told_apart = len(row.samples) > 1  # one reading has no noise to be within
+        noise = (" (within noise of the winner)"
+                 if row.within_noise and row is not winner and told_apart else "")  # fmt: skip
         noise += " (the untuned default)" if row.baseline else ""
         if row.over_slo:
             ratio = winner.median / row.median if row.median else float("inf")

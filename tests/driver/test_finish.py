@@ -1,6 +1,7 @@
 from autotune.driver import Sweep, SweepSettings
 from autotune.driver.finish import keep_default, summarise_samples
 from autotune.executors.base import Executor
+from autotune.executors.inline import InlineExecutor
 from autotune.executors.local import LocalExecutor
 from autotune.export import best_record
 from autotune.space import Param, Space
@@ -235,3 +236,35 @@ def test_the_finish_is_costed_by_the_trials_that_ran_to_their_end():
     assert summary.complete_durations[0] >= 0.2 > min(summary.durations)
     reserve = finish_reserve_s(3, 3, summary.durations, 100.0, summary.complete_durations)
     assert reserve >= 4 * 3 * 0.2  # (top 3 + the default) x 3 rounds at the slow trial's time
+
+
+class SlowToStart(InlineExecutor):
+    """A real in-process executor whose first trial also pays a worker's start, as a fresh
+    worker process's first trial does (torch's import, the device's start)."""
+
+    def __init__(self, *args, start_s: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.start_s, self.started = start_s, False
+
+    def submit(self, ticket, config, should_prune=lambda s, v: False):
+        if not self.started:
+            import time
+
+            time.sleep(self.start_s)
+            self.started = True
+        super().submit(ticket, config, should_prune)
+
+
+def test_the_workers_start_does_not_count_against_the_rounds_after_the_first():
+    # rounds of two 0.1 s trials after a 1.5 s start, 2.5 s to the deadline: the first round
+    # took 1.7 s, the next ones take 0.2 s (an H100 suite's short rows got one round, not 3)
+    import time
+
+    from autotune.driver.finish import finish
+
+    _, study = _swept([0.1, 0.11])
+    executor = SlowToStart("faults", {}, start_s=1.5)
+    rows = finish(study, "latency_s", "minimize", executor, top=2, rounds=3,
+                  deadline=time.monotonic() + 2.5)  # fmt: skip
+    assert study.user_attrs["finish"]["rounds"] == 3
+    assert all(len(r.samples) == 3 for r in rows)
