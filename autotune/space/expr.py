@@ -56,6 +56,7 @@ FUNCTIONS = {
 # Namespaces readable with attribute syntax (device.max_shared_memory, problem.M).
 NAMESPACES = ("device", "problem")
 _MAX_POWER = 64  # keeps `2 ** huge` from eating the machine
+MAX_SOURCE_CHARS = 2000  # an expression is a line; a longer one is a mistake
 
 
 class ExpressionError(ValueError):
@@ -69,13 +70,17 @@ class Expression:
         if not isinstance(source, str) or not source.strip():
             raise ExpressionError("an expression must be a non-empty string")
         self.source = source
+        if len(source) > MAX_SOURCE_CHARS:
+            raise ExpressionError(f"longer than {MAX_SOURCE_CHARS} characters: {source[:40]!r}...")
+        self.names: set[str] = set()
         try:
             self._tree = ast.parse(source.strip(), mode="eval").body
+            self._check(self._tree)
+            self._run = self._compile(self._tree)
         except SyntaxError as exc:
             raise ExpressionError(f"invalid syntax in {source!r}: {exc.msg}") from None
-        self.names: set[str] = set()
-        self._check(self._tree)
-        self._run = self._compile(self._tree)
+        except (RecursionError, MemoryError):
+            raise ExpressionError(f"nested too deeply: {source[:40]!r}...") from None
 
     def __repr__(self) -> str:
         return f"Expression({self.source!r})"
@@ -167,6 +172,8 @@ class Expression:
                         base, exponent = lhs(env), rhs(env)
                         if abs(exponent) > _MAX_POWER:
                             raise ExpressionError(f"exponent {exponent} too large in {source!r}")
+                        if isinstance(base, int) and base.bit_length() * abs(exponent) > 4096:
+                            raise ExpressionError(f"{base} ** {exponent} too large in {source!r}")
                         return fn(base, exponent)
 
                     return power

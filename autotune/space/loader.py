@@ -96,6 +96,9 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
         choices = spec.get("choices")
         if not isinstance(choices, list) or not choices:
             raise SpaceError(f"{where}.choices: must be a non-empty list")
+        odd = next((c for c in choices if not isinstance(c, (str, int, float, bool))), None)
+        if odd is not None or any(c is None for c in choices):
+            raise SpaceError(f"{where}.choices: {odd!r} is not a number, text or bool")
         if len({repr(c) for c in choices}) != len(choices):
             raise SpaceError(f"{where}.choices: repeated values")
         param.choices = choices
@@ -108,7 +111,13 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
         param.high = _number(spec["high"], f"{where}.high", integer)
         if param.low > param.high:
             raise SpaceError(f"{where}: low {param.low} is greater than high {param.high}")
-        param.log = bool(spec.get("log", False))
+        if not math.isfinite(param.high - param.low):
+            raise SpaceError(f"{where}: the range {param.low}..{param.high} is too wide to sample")
+        param.log = spec.get("log", False)
+        if not isinstance(param.log, bool):
+            raise SpaceError(f"{where}.log: {param.log!r} is not true or false")
+        if param.log and "step" in spec:
+            raise SpaceError(f"{where}: a log-scaled parameter takes no step")
         if param.log and param.low <= 0:
             raise SpaceError(f"{where}.low: must be > 0 for a log-scaled parameter")
         if "step" in spec:
@@ -127,11 +136,33 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
 MAX_SPACE_BYTES = 1 << 20
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (the last would silently
+    win: a parameter or a constraint lost)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (list, dict)):
+                continue  # the base class refuses an unhashable key
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+#: most layers a repeated include may expand to (a decoder has tens; a typo can have millions)
+MAX_REPEAT = 1024
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         if path.stat().st_size > MAX_SPACE_BYTES:
             raise SpaceError(f"{path}: larger than {MAX_SPACE_BYTES >> 20} MiB: not a space file")
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader
     except RecursionError:
         raise SpaceError(f"{path}: nested too deeply to be a space file") from None
     except UnicodeDecodeError as exc:
@@ -169,8 +200,17 @@ def _load(
         where = f"{path}: include[{i}]"
         if not isinstance(entry, dict) or "space" not in entry:
             raise SpaceError(f"{where}: expected {{space: FILE, prefix: PREFIX}}")
+        unknown = set(entry) - {"space", "prefix", "repeat"}
+        if unknown:
+            raise SpaceError(f"{where}: unknown key {sorted(unknown, key=str)[0]!r} (space, "
+                             "prefix, repeat)")  # fmt: skip
+        for key in ("space", "prefix"):
+            if key in entry and not isinstance(entry[key], str):
+                raise SpaceError(f"{where}.{key}: must be text, not {entry[key]!r}")
         repeat = int(_number(entry.get("repeat", 1), f"{where}.repeat", integer=True))
-        sub_prefix = str(entry.get("prefix", ""))
+        if not 0 <= repeat <= MAX_REPEAT:
+            raise SpaceError(f"{where}.repeat: {repeat} is not within 0..{MAX_REPEAT}")
+        sub_prefix = entry.get("prefix", "")
         if repeat > 1 and "{i}" not in sub_prefix:
             raise SpaceError(f"{where}.prefix: a repeated include needs '{{i}}' in its prefix")
         try:

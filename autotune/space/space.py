@@ -105,7 +105,10 @@ class Space:
         env = self._env(values, param.prefix, problem or {}, device or {})
         if not param.condition.names <= set(env):
             return False  # its condition reads a parameter that is itself inactive
-        return bool(param.condition.evaluate(env))
+        try:
+            return bool(param.condition.evaluate(env))
+        except ExpressionError as exc:
+            raise SpaceError(f"{self.source}: parameters.{param.name}.when: {exc}") from None
 
     def sample(
         self,

@@ -57,3 +57,10 @@ def test_syntax_error_and_unknown_name_and_runtime_error():
         Expression("a // b").evaluate({"a": 1, "b": 0})
     with pytest.raises(ExpressionError, match="too large"):
         Expression("2 ** n").evaluate({"n": 10**6})
+
+
+def test_a_power_too_large_to_hold_is_refused_not_computed():
+    # ((10**64)**64)**64 would take minutes and gigabytes: each exponent alone is allowed
+    with pytest.raises(ExpressionError, match="too large"):
+        Expression("((10**64)**64)**64 > 1").evaluate({})
+    assert Expression("2**64 > 1").evaluate({})

@@ -89,6 +89,49 @@ BAD_FILES = [
     ("include:\n  - {space: nowhere.yaml}\n", "include[0].space"),
     ("include:\n  - {space: matmul.yaml, repeat: 2}\n", "include[0].prefix"),
     ("include:\n  - {space: matmul.yaml}\n  - {space: matmul.yaml}\n", "defined twice"),
+    # fuzz cases of session 46: each was accepted silently or raised a traceback
+    (
+        "parameters:\n  x: {type: int, low: 1, high: 2}\n  x: {type: int, low: 1, high: 9}\n",
+        "line 3: invalid YAML: key 'x' given twice",
+    ),
+    (
+        'parameters:\n  x: {type: int, low: 1, high: 4}\nconstraints:\n  c: "x > 9"\n'
+        '  c: "x > 0"\n',
+        "key 'c' given twice",
+    ),
+    (
+        "include:\n  - {space: matmul.yaml, prefix: 'l{i}.', repeats: 8}\n",
+        "include[0]: unknown key 'repeats'",
+    ),
+    (
+        "include:\n  - {space: matmul.yaml, prefix: 'l{i}.', repeat: -3}\n",
+        "include[0].repeat: -3 is not within 0..1024",
+    ),
+    (
+        "include:\n  - {space: matmul.yaml, prefix: 'l{i}.', repeat: 100000000}\n",
+        "include[0].repeat: 100000000 is not within",
+    ),
+    ("include:\n  - {space: matmul.yaml, prefix: null}\n", "include[0].prefix: must be text"),
+    ("include:\n  - {space: 5, prefix: 'a.'}\n", "include[0].space: must be text"),
+    (
+        "parameters:\n  x: {type: categorical, choices: [[1, 2], [3]]}\n",
+        "x.choices: [1, 2] is not a number, text or bool",
+    ),
+    ("parameters:\n  x: {type: float, low: -1e308, high: 1e308}\n", "is too wide to sample"),
+    (
+        'parameters:\n  x: {type: int, low: 1, high: 64, log: "false"}\n',
+        "x.log: 'false' is not true or false",
+    ),
+    (
+        "parameters:\n  x: {type: int, low: 1, high: 64, step: 4, log: true}\n",
+        "a log-scaled parameter takes no step",
+    ),
+    (
+        'parameters:\n  x: {type: int, low: 1, high: 2}\nconstraints:\n  c: "'
+        + "-" * 1900
+        + 'x > 0"\n',
+        "nested too deeply",
+    ),
 ]
 
 
@@ -146,3 +189,14 @@ def test_a_space_file_that_is_not_utf8_is_one_line(tmp_path):
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and "not UTF-8" in done.stderr
+
+
+def test_a_when_that_fails_to_evaluate_names_its_parameter(write_space):
+    path = write_space(
+        "parameters:\n  a: {type: int, low: 1, high: 2}\n"
+        "  b: {type: int, low: 2, high: 5, when: '1 // (a - a) == 1'}\n",
+        "w.yaml",
+    )
+    space = load_space(path)
+    with pytest.raises(SpaceError, match=r"w.yaml: parameters.b.when: .*ZeroDivisionError"):
+        list(space.grid({}, {}))
