@@ -335,7 +335,9 @@ def record(
     jobs: Annotated[
         int, typer.Option(min=1, help="Processes that compile kernels ahead of timing.")
     ] = 1,
-    trial_timeout: Annotated[float, typer.Option(help="Seconds one config may take.")] = 300.0,
+    trial_timeout: Annotated[
+        float, typer.Option(min=0.001, help="Seconds one config may take.")
+    ] = 300.0,
     device: DeviceOption = "auto",
 ) -> None:
     """Measure every config of a small grid on this device and write a replayable CSV."""

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -65,7 +66,25 @@ def precompile(
 
 
 def _key(config: dict[str, Any], names: list[str]) -> tuple:
-    return tuple(str(config.get(n)) for n in names)
+    """A config as a resumed recording compares it: a value read back from the CSV equals the
+    one proposed (2.0 is 2; a blank, an inactive parameter, is None).
+
+    Example:
+        >>> _key({"a": 2.0, "b": float("nan")}, ["a", "b"]) == _key({"a": 2, "b": None}, ["a", "b"])
+        True
+    """
+    return tuple(_comparable(config.get(n)) for n in names)
+
+
+def _comparable(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, (bool, str)):
+        return str(value)
+    try:
+        return repr(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return str(value)
 
 
 def _same(recorded: Any, value: Any) -> bool:
@@ -133,6 +152,27 @@ def resumed_rows(
     return table.to_dict(orient="records")
 
 
+#: the most configs a grid to record may hold before its constraints (a million measurements
+#: is weeks of a GPU; a bigger grid is a space meant for search, not for recording)
+MAX_GRID = 1_000_000
+
+
+def _check_recordable(space: Space) -> None:
+    """A space whose grid can be listed: no float parameter, at most :data:`MAX_GRID` configs.
+
+    Raises:
+        RecordError: naming the parameter, or the grid's size.
+    """
+    floats = [p.name for p in space.params if p.kind == "float"]
+    if floats:
+        raise RecordError(f"{space.source}: parameters.{floats[0]} is a float: it has no grid "
+                          "to record (give it choices, or an int with a step)")  # fmt: skip
+    size = math.prod(p.count() for p in space.params)
+    if size > MAX_GRID:
+        raise RecordError(f"{space.source}: the grid holds up to {size:,} configs, more than "
+                          f"record lists ({MAX_GRID:,}); narrow the space")  # fmt: skip
+
+
 def record_grid(
     workload: str,
     problem: dict[str, Any],
@@ -147,7 +187,13 @@ def record_grid(
     executor: str = "local",
     on_row: Callable[[int, int, dict[str, Any]], None] | None = None,
 ) -> pd.DataFrame:
-    """Measure the grid of ``space`` (or ``limit`` configs of it, drawn with ``seed``)."""
+    """Measure the grid of ``space`` (or ``limit`` configs of it, drawn with ``seed``).
+
+    Raises:
+        RecordError: a space with no finite grid (a float parameter) or one too large to
+            list, or an ``output`` that cannot be resumed (:func:`resumed_rows`).
+    """
+    _check_recordable(space)
     configs = list(space.grid(problem, device))
     if limit is not None and limit < len(configs):
         chosen = set(random.Random(seed).sample(range(len(configs)), limit))

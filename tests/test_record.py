@@ -60,3 +60,32 @@ def test_a_limit_or_jobs_below_one_is_one_line(tmp_path, option):
                           timeout=120)  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert option[0] in done.stderr and not (tmp_path / "x.csv").exists()
+
+
+def test_a_space_with_a_conditional_parameter_resumes_without_measuring_again(tmp_path):
+    # b is blank where a == 1 and an int column with blanks reads back as floats (2.0): the
+    # recorded configs must still match the grid's, or every resume measures all again
+    space = Space("r", [Param("fault", "categorical", choices=["none"]),
+                        Param("a", "int", low=1, high=2),
+                        Param("b", "int", low=1, high=2)])  # fmt: skip
+    from autotune.space.expr import Expression
+
+    space.params[2].condition = Expression("a == 2")
+    out = tmp_path / "r.csv"
+    assert len(record_grid("faults", {}, space, {}, out, executor="inline")) == 3
+    measured: list[int] = []
+    again = record_grid("faults", {}, space, {}, out, executor="inline",
+                        on_row=lambda i, n, row: measured.append(i))  # fmt: skip
+    assert measured == [] and len(again) == 3
+
+
+@pytest.mark.parametrize(
+    ("param", "says"),
+    [(Param("score", "float", low=0.0, high=1.0), "parameters.score is a float"),
+     (Param("n", "int", low=1, high=10**8), "the grid holds up to 100,000,000 configs")],
+)  # fmt: skip
+def test_a_grid_that_cannot_be_listed_is_refused_before_anything_runs(tmp_path, param, says):
+    space = Space("g", [Param("fault", "categorical", choices=["none"]), param])
+    with pytest.raises(RecordError, match=says):
+        record_grid("faults", {}, space, {}, tmp_path / "g.csv", executor="inline", limit=1)
+    assert not (tmp_path / "g.csv").exists()
