@@ -64,6 +64,8 @@ def parse_problem(items: list[str]) -> dict[str, Any]:
             key, sep, value = part.partition("=")
             if not sep or not key.strip():
                 raise UsageError(f"--problem: {part!r} is not KEY=VALUE")
+            if key.strip() in problem:
+                raise UsageError(f"--problem: {key.strip()} is given twice")
             problem[key.strip()] = _parse_value(value.strip())
     return problem
 

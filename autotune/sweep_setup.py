@@ -130,6 +130,10 @@ def _check_value_kinds(workload: str, defaults: dict[str, Any], overrides: dict[
             raise SetupError(
                 f"--problem: {key}={value!r} is not a number ({workload}'s default: {default})"
             )
+        whole = isinstance(default, int) and not isinstance(default, bool)
+        if whole and isinstance(value, float) and not value.is_integer():
+            raise SetupError(f"--problem: {key}={value!r} is not a whole number ({workload}'s "
+                             f"default: {default})")  # fmt: skip
 
 
 # Spaces up to this many configs are enumerated to prove that some config is feasible.
@@ -195,6 +199,10 @@ def _replay_settings(
     if table.empty:
         raise SetupError(f"{replay}: the table has no rows")
     space = load_space(space_path) if space_path else space_from_table(table, names, str(replay))
+    if space_path and sorted(space.names) != sorted(names):
+        raise SetupError(f"{space_path}: its parameters ({', '.join(space.names)}) are not "
+                         f"--params ({', '.join(names)}): a replay looks configs up by all of "
+                         "them")  # fmt: skip
     unknown = [n for n in space.names if n not in table.columns]
     if unknown:
         raise SetupError(f"{replay}: the space's parameter {unknown[0]!r} is not a column")
@@ -406,6 +414,8 @@ def build_settings(
     if replay is not None:
         workload = "replay"
         problem, space_obj, objectives = _replay_settings(replay, params, metric, maximize, space)
+        space_obj.validate_names(problem)  # as a workload's space is checked
+        check_satisfiable(space_obj, problem, device)
         _check_replay_slo(replay, slo or {})
         _check_replay_objective(objective, metric, maximize)
         label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"

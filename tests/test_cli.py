@@ -291,6 +291,11 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
     folder.mkdir()
     header_only = tmp_path / "header.csv"
     header_only.write_text("BM,BN,tflops,status\n")
+    grid = "parameters:\n  BM: {type: pow2, low: 16, high: 256}\n"
+    (subset := tmp_path / "subset.yaml").write_text(grid)
+    grid += "  BN: {type: pow2, low: 32, high: 256}\n"
+    (typo := tmp_path / "typo.yaml").write_text(grid + "constraints:\n  c: 'BQ > 1'\n")
+    (never := tmp_path / "never.yaml").write_text(grid + "constraints:\n  c: 'BM > 100000'\n")
     stored = ("--storage", url, "--study", "k")
     cases = [
         (("tune", *replay, "--trials", "2", *stored, "--output", "/proc/nope/b.json"),
@@ -342,6 +347,15 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
          "--key: name the problem values"),
         (("compare", "k", "k", "--storage", url), "compare: study 'k' is named twice"),
         (("studies", "--storage", f"journal:///{replay_table}"), "is not an Optuna journal"),
+        (("tune", *replay, *stored, "--space", str(subset)), "subset.yaml: its parameters (BM) "
+                                                             "are not --params (BM, BN)"),
+        (("tune", *replay, *stored, "--space", str(typo)), "constraints.c: unknown name 'BQ'"),
+        (("tune", *replay, *stored, "--space", str(never)), "constraints.c: 'BM > 100000' "
+                                                            "admits no config"),
+        (("tune", "matmul", "--device", "cpu", "--storage", url, "--study", "m", "--problem",
+          "M=1,M=2"), "--problem: M is given twice"),
+        (("tune", "matmul", "--device", "cpu", "--storage", url, "--study", "m", "--problem",
+          "M=1.5,N=16,K=16"), "--problem: M=1.5 is not a whole number"),
     ]  # fmt: skip
     for args, says in cases:
         done = autotune(*args)
