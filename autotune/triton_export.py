@@ -112,9 +112,25 @@ def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.Froz
                 (trial, f"trial {trial.number}: finish median {row['median']:.4g} {name}, "
                         f"{spread_text(row['spread'], len(row['samples']))}")
             )  # fmt: skip
-    rest = sorted(by_number.values(), key=lambda t: -sign * t.values[0])
-    ranked += [(t, f"trial {t.number}: {t.values[0]:.4g} {name} (one sweep reading)") for t in rest]
+    front: set[int] = set()
+    if len(objectives) > 1:  # the Pareto front's configs first: a dominated one never leads
+        front = {t.number for t in study.best_trials if t.number in by_number}
+    rest = sorted(by_number.values(), key=lambda t: (t.number not in front, -sign * t.values[0]))
+    for t in rest:
+        where = ", on the Pareto front" if t.number in front else ""
+        ranked.append((t, f"trial {t.number}: {t.values[0]:.4g} {name} (one sweep reading{where})"))
     return ranked[:top]
+
+
+def _objectives_note(study: optuna.Study) -> str:
+    """For a sweep of several objectives, how its configs were ordered (else nothing)."""
+    objectives = list(objectives_of(study))
+    if len(objectives) < 2:
+        return ""
+    return (
+        f"Note: a sweep of {', '.join(objectives)}: the Pareto front's configs first, each "
+        f"group by {objectives[0]}; @triton.autotune keeps whichever runs fastest.\n"
+    )
 
 
 def _dropped_note(configs: list[dict[str, Any]], rename: dict[str, str]) -> str:
@@ -137,8 +153,8 @@ def _header(title: str, info: dict[str, Any], body: str) -> str:
 
 
 def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | None = None) -> str:
-    """The ``top`` best successful configs of a single-objective study as triton.Configs,
-    ordered as :func:`ranked_trials` says."""
+    """The ``top`` best successful configs of a study as triton.Configs, ordered as
+    :func:`ranked_trials` says (a sweep of several objectives: its Pareto front first)."""
     ranked = ranked_trials(study, top)
     if not ranked:
         raise TritonExportError(f"study {study.study_name!r} has no successful trial to export")
@@ -151,6 +167,7 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
         f"Study {study.study_name!r}, problem {json.dumps(info.get('problem', {}))}. "
         f"{info.get('label', '')}\n{_dropped_note(configs, rename or {})}\n"
         + (f"Note: {describe(verdict)}.\n" if verdict else "")
+        + _objectives_note(study)
         + "Use: @triton.autotune(configs=configs, key=[...]) above the kernel.\n"
         f"Reproduce: {info.get('command', '')}\n"
     )

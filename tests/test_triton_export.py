@@ -263,3 +263,20 @@ def test_the_table_of_a_named_study_is_of_its_workload(tmp_path):
     assert [s.study_name for s in table_studies(storage)] == ["t"]  # the newest's workload
     with pytest.raises(TritonExportError, match="--study: no study named 'b'"):
         table_studies(storage, anchor="b")
+
+
+def test_a_multi_objective_export_puts_the_pareto_front_first():
+    # trial 1 ties trial 0's speed at 12x its latency: dominated, it must not come before the
+    # front's other member, trial 2 (slower, but lighter)
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    objectives = {"tflops": "maximize", "ms": "minimize"}
+    study.set_user_attr(STUDY, {"workload": "matmul", "objectives": objectives})
+    dist = {"BLOCK_M": optuna.distributions.CategoricalDistribution([16, 32, 64])}
+    for bm, values in ((16, [10.0, 1.0]), (32, [10.0, 12.0]), (64, [8.0, 0.5])):
+        study.add_trial(optuna.trial.create_trial(params={"BLOCK_M": bm}, values=values,
+                                                  distributions=dist,
+                                                  user_attrs={"status": "ok"}))  # fmt: skip
+    source = triton_export(study, top=3)
+    order = [source.index(f"'BLOCK_M': {bm}") for bm in (16, 64, 32)]
+    assert order == sorted(order)
+    assert "the Pareto front's configs first" in source
