@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import keyword
 import math
 from importlib import resources
 from pathlib import Path
@@ -76,6 +77,22 @@ def _expression(source: Any, where: str) -> Expression:
         return Expression(source)
     except ExpressionError as exc:
         raise SpaceError(f"{where}: {exc}") from None
+
+
+def _check_name(name: Any, where: str) -> None:
+    """A parameter's name is one an expression can read: a Python identifier, not a keyword,
+    not a function or namespace of the expression language (``max``, ``device``).
+
+    Raises:
+        SpaceError: naming the place.
+    """
+    from autotune.space.expr import FUNCTIONS, NAMESPACES
+
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise SpaceError(f"{where}: {name!r} is not a name an expression can read (letters, "
+                         "digits, _)")  # fmt: skip
+    if name in FUNCTIONS or name in NAMESPACES:
+        raise SpaceError(f"{where}: {name!r} is taken by the expression language; rename it")
 
 
 def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
@@ -228,6 +245,7 @@ def _load(
     if not isinstance(raw_params, dict):
         raise SpaceError(f"{path}: parameters: must be a mapping of name to spec")
     for name, spec in raw_params.items():
+        _check_name(name, f"{path}: parameters.{name}")
         params.append(_parse_param(str(name), spec, f"{path}: parameters.{name}", prefix))
 
     raw_constraints = data.get("constraints") or {}

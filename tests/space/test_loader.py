@@ -126,6 +126,11 @@ BAD_FILES = [
         "parameters:\n  x: {type: int, low: 1, high: 64, step: 4, log: true}\n",
         "a log-scaled parameter takes no step",
     ),
+    ("parameters:\n  max: {type: int, low: 1, high: 2}\n", "'max' is taken by the expression"),
+    ("parameters:\n  device: {type: int, low: 1, high: 2}\n", "'device' is taken by the"),
+    ("parameters:\n  a.b: {type: int, low: 1, high: 2}\n", "'a.b' is not a name an expression"),
+    ("parameters:\n  '': {type: int, low: 1, high: 2}\n", "'' is not a name an expression"),
+    ("parameters:\n  null: {type: int, low: 1, high: 2}\n", "None is not a name an expression"),
     (
         'parameters:\n  x: {type: int, low: 1, high: 2}\nconstraints:\n  c: "'
         + "-" * 1900
