@@ -177,64 +177,6 @@ def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:
     return dict(optuna.load_study(study_name=study, storage=opened).user_attrs.get(STUDY, {}))
 
 
-def _replay_settings(
-    replay: Path, params: str | None, metric: str | None, maximize: bool, space_path: str | None
-) -> tuple[dict[str, Any], Space, dict[str, str]]:
-    import pandas as pd
-
-    from autotune.objectives.replay import load_table, space_from_table
-
-    if not params or not metric:
-        raise SetupError("--replay needs --params A,B,... and --metric NAME")
-    names = [p.strip() for p in params.split(",") if p.strip()]
-    if not names:
-        raise SetupError(f"--params {params!r}: name the table's parameter columns, A,B,...")
-    twice = next((n for n in names if names.count(n) > 1), None)
-    if twice is not None:
-        raise SetupError(f"--params: {twice!r} is named twice")
-    for column, what in ((metric, "--metric"), ("status", "status")):
-        if column in names:
-            raise SetupError(f"--params: {column!r} is the table's {what} column, not a parameter")
-    table = load_table(str(replay))
-    if table.empty:
-        raise SetupError(f"{replay}: the table has no rows")
-    space = load_space(space_path) if space_path else space_from_table(table, names, str(replay))
-    if space_path and sorted(space.names) != sorted(names):
-        raise SetupError(f"{space_path}: its parameters ({', '.join(space.names)}) are not "
-                         f"--params ({', '.join(names)}): a replay looks configs up by all of "
-                         "them")  # fmt: skip
-    unknown = [n for n in space.names if n not in table.columns]
-    if unknown:
-        raise SetupError(f"{replay}: the space's parameter {unknown[0]!r} is not a column")
-    if metric not in table.columns:
-        raise SetupError(f"{replay}: --metric {metric!r} is not a column")
-    numbers = pd.to_numeric(table[metric], errors="coerce")
-    if numbers.isna().all():
-        raise SetupError(f"{replay}: --metric {metric!r} holds no numbers")
-    problem = {"table": str(replay), "params": space.names, "metric": metric}
-    return problem, space, {metric: "maximize" if maximize else "minimize"}
-
-
-def _check_replay_objective(objective: str | None, metric: str | None, maximize: bool) -> None:
-    """A replay tunes ``--metric`` in the direction ``--maximize/--minimize`` says; an
-    ``--objective`` that asks for anything else is refused rather than ignored.
-
-    Example:
-        >>> _check_replay_objective("tflops:max", "tflops", maximize=True)  # the same: fine
-        >>> _check_replay_objective("ms", "tflops", maximize=True)
-        Traceback (most recent call last):
-        ...
-        autotune.sweep_setup.SetupError: --objective 'ms': a replay tunes --metric tflops ...
-    """
-    if not objective:
-        return
-    name, _, direction = objective.strip().partition(":")
-    if name != metric or direction not in ("", "max" if maximize else "min"):
-        flag = "--maximize" if maximize else "--minimize"
-        raise SetupError(f"--objective {objective!r}: a replay tunes --metric {metric} ({flag}); "
-                         "set those instead")  # fmt: skip
-
-
 def _check_resumed_objectives(
     study: str | None, workload: str, objective: str | None, stored: dict[str, str]
 ) -> None:
@@ -254,20 +196,6 @@ def _check_resumed_objectives(
         tuned = ", ".join(f"{name}:{direction[:3]}" for name, direction in stored.items())
         raise SetupError(f"--objective {objective!r}: study {study!r} tunes {tuned}; a resumed "
                          "sweep keeps them (start another --study)")  # fmt: skip
-
-
-def _check_replay_slo(replay: Path, slo: dict[str, float]) -> None:
-    """Every ``--slo`` metric of a replay is a column of its table.
-
-    Raises:
-        SetupError: naming the first metric the table does not hold.
-    """
-    from autotune.objectives.replay import load_table
-
-    columns = load_table(str(replay)).columns
-    unknown = [name for name in slo if name not in columns]
-    if unknown:
-        raise SetupError(f"{replay}: --slo {unknown[0]!r} is not a column")
 
 
 def _check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
@@ -413,11 +341,13 @@ def build_settings(
         raise SetupError(f"{given} applies to --replay")
     if replay is not None:
         workload = "replay"
-        problem, space_obj, objectives = _replay_settings(replay, params, metric, maximize, space)
+        from autotune.replay_setup import check_replay_objective, check_replay_slo, replay_settings
+
+        problem, space_obj, objectives = replay_settings(replay, params, metric, maximize, space)
         space_obj.validate_names(problem)  # as a workload's space is checked
         check_satisfiable(space_obj, problem, device)
-        _check_replay_slo(replay, slo or {})
-        _check_replay_objective(objective, metric, maximize)
+        check_replay_slo(replay, slo or {})
+        check_replay_objective(objective, metric, maximize)
         label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]
