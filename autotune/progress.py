@@ -16,6 +16,7 @@ from collections import Counter
 
 import optuna
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
@@ -61,14 +62,15 @@ class ProgressDisplay(SweepObserver):
         device = settings.device.get("name", "?")
         workers = f" x{settings.workers}" if settings.workers else ""
         self.console.print(
-            f"[bold]autotune[/bold] {settings.workload} {problem} on {device} | "
-            f"executor {settings.executor}{workers} | "
-            f"sampler {settings.sampler}, seed {settings.seed} | "
-            f"study {study.study_name} ({done} trials stored) | budget {' / '.join(budget)}",
+            f"[bold]autotune[/bold] {escape(settings.workload)} {escape(problem)} on "
+            f"{escape(str(device))} | executor {settings.executor}{workers} | "
+            f"sampler {escape(settings.sampler)}, seed {settings.seed} | "
+            f"study {escape(study.study_name)} ({done} trials stored) | "
+            f"budget {' / '.join(budget)}",
             soft_wrap=True,
         )
         if settings.label:
-            self.console.print(f"[yellow]{settings.label}[/yellow]")
+            self.console.print(f"[yellow]{escape(settings.label)}[/yellow]")
         if self.console.is_terminal:
             self._progress = Progress(
                 MofNCompleteColumn(),
@@ -120,6 +122,7 @@ class ProgressDisplay(SweepObserver):
         self.console.print(
             f"[{done}{total}] #{record.number}{where} {outcome} | {summary}{self._eta(done)}",
             highlight=False,
+            markup=False,  # a reason or a study name is text, not rich markup
             soft_wrap=True,
         )
 
@@ -139,6 +142,7 @@ class ProgressDisplay(SweepObserver):
                 if summary.compile_jobs
                 else ""
             ),
+            markup=False,
             soft_wrap=True,
         )
 

@@ -509,8 +509,11 @@ def test_an_output_the_disk_cannot_take_is_one_line_and_the_sweep_stays(tmp_path
     assert autotune("best", "--storage", url, "--study", "f").returncode == 0
 
 
-def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path, replay_table):
+def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path):
     url = f"sqlite:///{tmp_path / 'l.db'}"
+    replay_table = tmp_path / "ok.csv"  # every config ran: the one trial succeeds
+    pd.DataFrame([{"BM": bm, "BN": 32, "tflops": 1.0 * bm, "status": "ok"}
+                  for bm in (16, 32)]).to_csv(replay_table, index=False)  # fmt: skip
     optuna.create_study(storage=url, study_name="placeholder")
     optuna.delete_study(storage=url, study_name="placeholder")
     empty = autotune("studies", "--storage", url)
@@ -521,6 +524,7 @@ def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path, replay_
                      "tflops", "--trials", "1", "--storage", url, "--study", name,
                      "--finish-top", "0")  # fmt: skip
     assert swept.returncode == 0, swept.stderr
+    assert f"study {name} (0 trials stored)" in swept.stderr  # the name as given, not markup
     assert autotune("studies", "--storage", url).stdout == f"{name}\n"  # not rendered as markup
     for fmt in ("csv", "parquet", "html"):
         out = tmp_path / f"t.{fmt}"
