@@ -264,17 +264,20 @@ def test_a_space_or_problem_the_workload_or_the_study_cannot_take_is_refused_fir
 
 def test_a_resumed_sweep_refuses_other_objectives_rather_than_ignoring_them(tmp_path):
     url = f"sqlite:///{tmp_path / 'f.db'}"
-    first = autotune("tune", "faults", "--trials", "1", "--study", "f", "--storage", url,
-                     "--finish-top", "0", "--device", "cpu")  # fmt: skip
-    assert "1 stored in study f" in first.stderr, first.stderr  # (its one trial may fail)
+    calm = tmp_path / "calm.yaml"  # the faults workload with no fault to draw (a hang, say)
+    calm.write_text("parameters:\n  fault: {type: categorical, choices: [none]}\n"
+                    "  score: {type: categorical, choices: [0.5, 1.0, 2.0]}\n")  # fmt: skip
+    sweep = ("--storage", url, "--finish-top", "0", "--device", "cpu", "--trial-timeout", "30")
+    first = autotune("tune", "faults", "--space", str(calm), "--trials", "1", "--study", "f",
+                     *sweep)  # fmt: skip
+    assert first.returncode == 0, first.stderr
     other = autotune("tune", "--study", "f", "--storage", url, "--objective", "latency_s")
     assert other.returncode == 2 and "Traceback" not in other.stderr
     assert "--objective 'latency_s': study 'f' tunes score:max; a resumed sweep keeps them" in (
         other.stderr
     )
-    same = autotune("tune", "--study", "f", "--storage", url, "--objective", "score",
-                    "--trials", "2", "--finish-top", "0", "--device", "cpu")  # fmt: skip
-    assert "2 stored in study f" in same.stderr, same.stderr
+    same = autotune("tune", "--study", "f", "--objective", "score", "--trials", "2", *sweep)
+    assert same.returncode == 0 and "2 stored in study f" in same.stderr, same.stderr
 
 
 def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_table):
