@@ -256,15 +256,15 @@ class SlowToStart(InlineExecutor):
 
 
 def test_the_workers_start_does_not_count_against_the_rounds_after_the_first():
-    # rounds of two 0.1 s trials after a 1.5 s start, 2.5 s to the deadline: the first round
-    # took 1.7 s, the next ones take 0.2 s (an H100 suite's short rows got one round, not 3)
+    # rounds of two 0.1 s trials after a 2.5 s start, 4 s to the deadline: the first round
+    # took 2.7 s, the next ones take 0.2 s (an H100 suite's short rows got one round, not 3)
     import time
 
     from autotune.driver.finish import finish
 
     _, study = _swept([0.1, 0.11])
-    executor = SlowToStart("faults", {}, start_s=1.5)
+    executor = SlowToStart("faults", {}, start_s=2.5)
     rows = finish(study, "latency_s", "minimize", executor, top=2, rounds=3,
-                  deadline=time.monotonic() + 2.5)  # fmt: skip
+                  deadline=time.monotonic() + 4.0)  # fmt: skip
     assert study.user_attrs["finish"]["rounds"] == 3
     assert all(len(r.samples) == 3 for r in rows)
