@@ -106,3 +106,15 @@ def classify(exc: BaseException) -> TrialFailure:
     if name in ("CompilationError", "CompileTimeAssertionFailure", "BackendCompilerFailed"):
         return CompileError(_first_line(exc))
     return Crashed(_first_line(exc))
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message as a one-line error shows it: its first line, or its type's
+    name when it has none.
+
+    Example:
+        >>> first_line(ValueError("bad header\\n  at line 3")), first_line(KeyError())
+        ('bad header', 'KeyError')
+    """
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -29,7 +29,7 @@ import pandas as pd
 
 from autotune.driver.executor_choice import build_executor
 from autotune.export import write_atomic
-from autotune.failures import TrialStatus, classify
+from autotune.failures import TrialStatus, classify, first_line
 from autotune.objectives import get_objective
 from autotune.runners.base import TrialResult
 from autotune.space import Space
@@ -133,7 +133,7 @@ def resumed_rows(
     try:
         table = pd.read_csv(output)
     except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser and empty-data errors
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise RecordError(f"{output}: exists and is not a recorded table ({first}); name "
                           "another --output or remove it") from None  # fmt: skip
     missing = [n for n in [*space.names, "status"] if n not in table.columns]

@@ -21,6 +21,7 @@ from urllib.parse import urlparse
 
 import optuna
 
+from autotune.failures import first_line
 from autotune.redact import redact, redact_url
 
 DEFAULT_STORAGE = "sqlite:///autotune.db"
@@ -106,7 +107,7 @@ def open_storage(
             if _is_creation_race(exc) and attempt + 1 < _CREATE_ATTEMPTS:
                 time.sleep(0.2 * (attempt + 1))  # another process is creating the schema
                 continue
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
     if scheme == "sqlite":
         _fast_sqlite(storage)
@@ -149,7 +150,7 @@ def _check_optuna_schema(url: str, scheme: str, shown: str) -> None:
     try:
         has_studies = sqlalchemy.inspect(engine).has_table("studies")
     except Exception as exc:  # noqa: BLE001 - sqlalchemy raises many kinds
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
     finally:
         engine.dispose()

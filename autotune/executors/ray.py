@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.executors.base import Executor, ExecutorError, Finished
-from autotune.failures import TrialStatus
+from autotune.failures import TrialStatus, first_line
 from autotune.runners.base import PruneCheck, TrialResult, never_prune
 
 INSTALL_HINT = "pip install 'autotune[ray]'"
@@ -90,7 +90,7 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise ExecutorError(f"--address {address}: cannot reach a Ray cluster: {first}") from None
     return True
 
