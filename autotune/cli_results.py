@@ -136,10 +136,14 @@ def trials(
         raise UsageError(f"--format: {format!r} is not one of table, csv, parquet, html")
 
 
+#: the problem values a per-shape table's shape is made of unless --key says otherwise
+TABLE_KEY = "M,N,K"
+
+
 def _write_listing(content: str | bytes, output: Path | None) -> None:
-    """A listing to stdout, or whole to ``output`` (and said)."""
+    """A listing to stdout, or whole to ``output`` (and said); bytes (parquet) need a file."""
     if output is None:
-        sys.stdout.write(content if isinstance(content, str) else content.decode())
+        sys.stdout.write(str(content))
         return
     from autotune.export import write_atomic
 
@@ -194,7 +198,7 @@ def export(
     ] = None,
     key: Annotated[
         str, typer.Option(help="With --table: the problem values a shape is made of.")
-    ] = "M,N,K",
+    ] = TABLE_KEY,
 ) -> None:
     """Export the best config for the stack that will run it."""
     quiet_libraries()
@@ -208,7 +212,7 @@ def export(
     names = _parse_rename(rename)
     if names and to != "triton":
         raise UsageError(f"--rename applies to --to triton, not --to {to}")
-    if not table and (studies is not None or key != "M,N,K"):
+    if not table and (studies is not None or key != TABLE_KEY):
         raise UsageError(f"{'--studies' if studies is not None else '--key'} applies to --table")
     if table:
         if to != "triton":
