@@ -265,12 +265,15 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
     return format(value, spec) if isinstance(value, float) else str(value)
 
 
-def print_table(results: dict[str, dict[str, Any]]) -> None:
+def print_table(results: dict[str, dict[str, Any]], only: set[str] | None = None) -> None:
+    """The rows' table; rows that ``only`` (``--only``) leaves out are not listed."""
     print(
         "\nrow                          winner/ref (spread)  default/ref  metric     "
         "compile  trials  wall s  target"
     )
     for row in ROWS:
+        if only and row.name not in only:
+            continue
         r = results.get(row.name)
         if r is None:
             print(f"{row.name:<28} not run (time budget)  {row.target}")
@@ -312,6 +315,9 @@ def main() -> None:
     deadline = time.monotonic() + args.budget_s
     results: dict[str, dict[str, Any]] = {}
     only = {n for n in args.only.split(",") if n}
+    unknown = sorted(only - {row.name for row in ROWS})
+    if unknown:
+        parser.error(f"--only: no row named {', '.join(unknown)}")
     for row in ROWS:
         if only and row.name not in only:
             continue
@@ -332,7 +338,7 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001
                 results["tutorial"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
             _record(args.out, "tutorial", results["tutorial"])
-    print_table(results)
+    print_table(results, only)
     # fold SQLite's write-ahead log into the database file: the one file that travels back
     with sqlite3.connect(args.out / "kernels.db") as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

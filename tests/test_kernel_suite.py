@@ -35,3 +35,12 @@ def test_an_int4_winner_is_judged_by_the_finishs_median_another_level_by_its_bes
     assert _verdict(capsys, "int4-16x4096x4096", int8_won) == "ratio NOT met)"
     below = {**int4_won, "ratio": 0.99}
     assert _verdict(capsys, "int4-16x4096x4096", below) == "ratio NOT met)"
+
+
+def test_the_table_lists_only_the_selected_rows_and_says_which_the_budget_left_out(capsys):
+    ran = {"ratio": 1.05, "spread": 0.01, "trials": 12}
+    kernels.print_table({"rmsnorm-4096": ran}, only={"rmsnorm-4096", "rmsnorm-8192"})
+    lines = capsys.readouterr().out.splitlines()
+    named = [line.split()[0] for line in lines[2:] if line.strip()]
+    assert named == ["rmsnorm-4096", "rmsnorm-8192"]
+    assert "not run (time budget)" in next(x for x in lines if x.startswith("rmsnorm-8192"))
