@@ -112,3 +112,15 @@ def test_a_journal_that_is_another_kind_of_file_is_refused(tmp_path, content):
     with pytest.raises(StorageError, match="is not an Optuna journal"):
         open_storage(f"journal:///{path}")  # a sweep would append to it: refused too
     assert path.read_bytes() == content
+
+
+def test_a_journal_with_a_record_optuna_cannot_apply_is_refused_unchanged(tmp_path):
+    path = tmp_path / "j.log"
+    optuna.create_study(storage=open_storage(f"journal:///{path}"), study_name="s")
+    with path.open("a") as journal:
+        journal.write('{"op_code": 99, "worker_id": "w"}\n')  # a later Optuna's, or damage
+    before = path.read_bytes()
+    for existing in (True, False):
+        with pytest.raises(StorageError, match="Optuna cannot replay the journal"):
+            open_storage(f"journal:///{path}", existing=existing)
+    assert path.read_bytes() == before
