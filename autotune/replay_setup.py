@@ -91,3 +91,22 @@ def check_replay_slo(replay: Path, slo: dict[str, float]) -> None:
     unknown = [name for name in slo if name not in columns]
     if unknown:
         raise SetupError(f"{replay}: --slo {unknown[0]!r} is not a column")
+
+
+def repeats_note(replay: Path, params: list[str]) -> str:
+    """The replay label's note on configs the table records more than once, or nothing.
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+        >>> _ = open(path, "w").write("a,m\\n1,5\\n1,9\\n2,7\\n")
+        >>> repeats_note(Path(path), ["a"])
+        '; 1 config recorded more than once: the median of the ok readings replays'
+    """
+    from autotune.objectives.replay import load_table, repeated_configs
+
+    repeated = repeated_configs(load_table(str(replay)), params)
+    if not repeated:
+        return ""
+    configs = "1 config" if repeated == 1 else f"{repeated} configs"
+    return f"; {configs} recorded more than once: the median of the ok readings replays"

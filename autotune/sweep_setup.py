@@ -341,7 +341,12 @@ def build_settings(
         raise SetupError(f"{given} applies to --replay")
     if replay is not None:
         workload = "replay"
-        from autotune.replay_setup import check_replay_objective, check_replay_slo, replay_settings
+        from autotune.replay_setup import (
+            check_replay_objective,
+            check_replay_slo,
+            repeats_note,
+            replay_settings,
+        )
 
         problem, space_obj, objectives = replay_settings(replay, params, metric, maximize, space)
         space_obj.validate_names(problem)  # as a workload's space is checked
@@ -349,6 +354,7 @@ def build_settings(
         check_replay_slo(replay, slo or {})
         check_replay_objective(objective, metric, maximize)
         label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
+        label += repeats_note(replay, problem["params"])
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]
         problem = {**stored.get("problem", {}), **problem}
@@ -421,3 +427,4 @@ def build_settings(
 
 
 __all__ = ["SetupError", "SpaceError", "build_settings", "parse_objectives", "resolve_workload"]
+

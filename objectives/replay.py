@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import math
+import statistics
 from functools import lru_cache
 from typing import Any
 
@@ -81,6 +82,44 @@ def _number(value: Any) -> float | None:
         return None
 
 
+def rows_by_config(
+    table: pd.DataFrame, params: list[str], metric: str
+) -> dict[tuple, dict[str, Any]]:
+    """The table's row for each config (the values of ``params``). A config recorded more than
+    once (re-measured, or the same sweep run twice) replays the median of its ok readings of
+    ``metric``, with ``replay_readings`` saying how many; one with no ok reading, its first row.
+
+    Example:
+        >>> t = pd.DataFrame({"a": [1, 1, 1, 2], "m": [5.0, 9.0, 6.0, 7.0]})
+        >>> {k: (r["m"], r.get("replay_readings")) for k, r in rows_by_config(t, ["a"], "m").items()}
+        {(1,): (6.0, 3), (2,): (7.0, None)}
+    """
+    grouped: dict[tuple, list[dict[str, Any]]] = {}
+    for row in table.to_dict(orient="records"):
+        grouped.setdefault(tuple(_plain(row[p]) for p in params), []).append(row)
+    rows = {}
+    for key, group in grouped.items():
+        ok = [r for r in group if str(r.get("status", TrialStatus.OK.value)) == "ok"
+              and _number(r[metric]) is not None and math.isfinite(_number(r[metric]))]  # fmt: skip
+        if len(group) == 1 or not ok:
+            rows[key] = group[0]
+            continue
+        median = statistics.median(_number(r[metric]) for r in ok)
+        rows[key] = {**ok[0], metric: median, "replay_readings": len(ok)}
+    return rows
+
+
+def repeated_configs(table: pd.DataFrame, params: list[str]) -> int:
+    """How many configs the table records more than once.
+
+    Example:
+        >>> repeated_configs(pd.DataFrame({"a": [1, 1, 2, 3, 3, 3]}), ["a"])
+        2
+    """
+    counts = table.groupby(params, dropna=False).size()
+    return int((counts > 1).sum())
+
+
 def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<table>") -> Space:
     """Derive a search space from the values a table holds; ordered numbers stay ordered."""
     missing = [p for p in params if p not in table.columns]
@@ -120,10 +159,7 @@ class ReplayObjective(Objective):
             raise SpaceError(f"{problem['table']}: --metric {self.metric!r} is not a column")
         self.no_status = bool(table.attrs.get(_NO_STATUS, False))
         self.duration_column = next((c for c in DURATION_COLUMNS if c in table.columns), None)
-        self._rows: dict[tuple, dict[str, Any]] = {}
-        for row in table.to_dict(orient="records"):
-            key = tuple(_plain(row[p]) for p in self.params)
-            self._rows.setdefault(key, row)
+        self._rows = rows_by_config(table, self.params, self.metric)
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         key = tuple(_plain(config.get(p)) for p in self.params)

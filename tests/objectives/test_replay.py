@@ -60,3 +60,16 @@ def test_the_cli_tunes_a_hand_table_and_counts_its_blanks_as_failures(hand_table
     assert "522 TFLOP/s" in done.stdout
     assert json.loads((tmp_path / "best.json").read_text())["config"] == {"BM": 64, "BN": 128}
     assert "failed: crashed 2" in done.stderr  # the progress lines
+
+
+def test_a_config_recorded_more_than_once_replays_the_median_of_its_ok_readings(tmp_path):
+    path = tmp_path / "repeated.csv"
+    path.write_text("BM,tflops,status\n64,400.0,ok\n64,,oom\n64,900.0,ok\n64,500.0,ok\n"
+                    "128,,oom\n128,,oom\n256,300.0,ok\n")  # fmt: skip
+    objective = ReplayObjective({"table": str(path), "params": ["BM"], "metric": "tflops"})
+    repeated = objective.evaluate({"BM": 64})
+    assert repeated.values == {"tflops": 500.0}  # the median of 400, 900, 500; not the first
+    assert repeated.metrics["replay_readings"] == 3
+    assert "replay_readings" not in objective.evaluate({"BM": 256}).metrics
+    with pytest.raises(Exception, match="recorded oom"):
+        objective.evaluate({"BM": 128})  # no ok reading: its first row's failure
