@@ -91,11 +91,11 @@ def resolve_workload(
     except KeyError as exc:
         raise SetupError(str(exc.args[0])) from None
     problem = objective_cls.default_problem(device)
-    unknown = sorted(set(overrides) - set(problem)) if problem else []
+    closed = bool(problem) or not objective_cls.takes_problem  # else a plugin's: any key
+    unknown = sorted(set(overrides) - set(problem)) if closed else []
     if unknown:
-        raise SetupError(
-            f"--problem: unknown key {unknown[0]!r} for {workload}; known: {', '.join(problem)}"
-        )
+        known = f"known: {', '.join(problem)}" if problem else "it takes no problem values"
+        raise SetupError(f"--problem: unknown key {unknown[0]!r} for {workload}; {known}")
     _check_value_kinds(workload, problem, overrides)
     problem.update(overrides)
     try:

@@ -50,6 +50,10 @@ class Objective(ABC):
     #: goodput counts the requests within it, and it stops a trial once it is certain to be
     #: broken): ``autotune tune --slo`` sets each key that ``--problem`` does not
     slo_problem_keys: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: False for an objective that reads no problem values, so that ``--problem`` is refused
+    #: rather than ignored; one that declares no :meth:`default_problem` (a plugin's) is
+    #: otherwise taken to read whatever keys its user gives
+    takes_problem: ClassVar[bool] = True
 
     def __init__(self, problem: dict[str, Any]) -> None:
         self.problem = dict(problem)

@@ -52,6 +52,7 @@ class FaultsObjective(Objective):
     name = "faults"
     space = "faults.yaml"
     directions = {"score": "maximize", "latency_s": "minimize"}
+    takes_problem = False  # every figure comes from the config
 
     @classmethod
     def slo_metrics(cls) -> tuple[str, ...]:

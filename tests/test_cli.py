@@ -113,6 +113,7 @@ BAD_INPUT = [
     (["tune", "matmul", "--storage", "nosuchscheme://x"], "unsupported scheme 'nosuchscheme'"),
     (["tune", "matmul", "--storage", "sqlite:////no/such/dir/a.db"], "does not exist"),
     (["tune", "matmul", "--problem", "Q=3"], "unknown key 'Q' for matmul"),
+    (["tune", "faults", "--problem", "Q=3"], "unknown key 'Q' for faults; it takes no problem"),
     (["tune", "matmul", "--problem", "M"], "'M' is not KEY=VALUE"),
     (["tune", "matmul", "--problem", "M=abc"], "--problem: M='abc' is not a number (matmul's"),
     (["tune", "rmsnorm", "--problem", "residual=yes"], "residual='yes' is not true or false"),
