@@ -73,8 +73,9 @@ def open_storage(
             return optuna.storages.JournalStorage(backend)  # replays the file's records
         except Exception as exc:  # noqa: BLE001 - Optuna asserts on a record it cannot apply
             why = "" if isinstance(exc, AssertionError) else f": {first_line(exc)}"
-            raise StorageError(f"storage URL {shown!r}: Optuna cannot replay the journal {path} "
-                               f"(a record it does not know, or out of order{why})") from None  # fmt: skip
+            raise StorageError(f"storage URL {shown!r}: Optuna cannot replay the journal "
+                               f"{path} (a record it does not know, or out of order{why})"
+                               ) from None  # fmt: skip
     if scheme.split("+")[0] not in _RDB_SCHEMES:
         raise StorageError(
             f"storage URL {shown!r}: unsupported scheme {scheme!r} "

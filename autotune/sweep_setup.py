@@ -11,7 +11,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from autotune.driver import EXECUTORS, SweepSettings
 from autotune.driver.trial_attrs import STUDY
 from autotune.objectives import Objective, get_objective
 from autotune.space import Space, SpaceError, load_space
+from autotune.space.feasibility import check_satisfiable
 from autotune.storage import open_storage, study_names
 from autotune.tuning_cache import fingerprint, source_hash
 
@@ -134,38 +134,6 @@ def _check_value_kinds(workload: str, defaults: dict[str, Any], overrides: dict[
         if whole and isinstance(value, float) and not value.is_integer():
             raise SetupError(f"--problem: {key}={value!r} is not a whole number ({workload}'s "
                              f"default: {default})")  # fmt: skip
-
-
-# Spaces up to this many configs are enumerated to prove that some config is feasible.
-_SATISFIABILITY_CHECK_LIMIT = 200_000
-
-
-def check_satisfiable(space: Space, problem: dict[str, Any], device: dict[str, Any]) -> None:
-    """Refuse a space whose constraints admit no config for this problem and device.
-
-    Raises:
-        SetupError: naming the space file, when a finite space has no feasible config.
-    """
-    if any(p.kind == "float" for p in space.params):
-        return
-    if space.grid_size() > _SATISFIABILITY_CHECK_LIMIT:
-        return
-    if next(space.grid(problem, device), None) is not None:
-        return
-    for constraint in space.constraints:  # one that no config passes on its own: name it
-        alone = dataclasses.replace(space, constraints=[constraint])
-        if next(alone.grid(problem, device), None) is None:
-            names = constraint.expression.names
-            read = ", ".join(f"{n}={problem[n]}" for n in sorted(names) if n in problem)
-            raise SetupError(
-                f"{constraint.where}: {constraint.expression.source.strip()!r} admits no config"
-                + (f" at {read}" if read else "")
-                + (" on this device" if "device" in names else "")
-            )
-    names = ", ".join(c.name for c in space.constraints)
-    raise SetupError(
-        f"{space.source}: the constraints ({names}) admit no config for this problem and device"
-    )
 
 
 def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:
@@ -427,4 +395,3 @@ def build_settings(
 
 
 __all__ = ["SetupError", "SpaceError", "build_settings", "parse_objectives", "resolve_workload"]
-

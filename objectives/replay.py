@@ -91,7 +91,8 @@ def rows_by_config(
 
     Example:
         >>> t = pd.DataFrame({"a": [1, 1, 1, 2], "m": [5.0, 9.0, 6.0, 7.0]})
-        >>> {k: (r["m"], r.get("replay_readings")) for k, r in rows_by_config(t, ["a"], "m").items()}
+        >>> rows = rows_by_config(t, ["a"], "m")
+        >>> {k: (r["m"], r.get("replay_readings")) for k, r in rows.items()}
         {(1,): (6.0, 3), (2,): (7.0, None)}
     """
     grouped: dict[tuple, list[dict[str, Any]]] = {}
