@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import keyword
 import math
+import unicodedata
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,10 @@ def _check_name(name: Any, where: str) -> None:
                          "digits, _)")  # fmt: skip
     if name in FUNCTIONS or name in NAMESPACES:
         raise SpaceError(f"{where}: {name!r} is taken by the expression language; rename it")
+    read_as = unicodedata.normalize("NFKC", name)
+    if read_as != name:  # Python reads identifiers in NFKC: an expression would see another name
+        raise SpaceError(f"{where}: {name!r} reads as {read_as!r} in an expression; name it "
+                         f"{read_as!r}")  # fmt: skip
 
 
 def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:

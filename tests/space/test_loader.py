@@ -128,6 +128,7 @@ BAD_FILES = [
     ),
     ("parameters:\n  max: {type: int, low: 1, high: 2}\n", "'max' is taken by the expression"),
     ("parameters:\n  device: {type: int, low: 1, high: 2}\n", "'device' is taken by the"),
+    ("parameters:\n  \ufb01: {type: int, low: 1, high: 2}\n", "reads as 'fi' in an expression"),
     ("parameters:\n  a.b: {type: int, low: 1, high: 2}\n", "'a.b' is not a name an expression"),
     ("parameters:\n  '': {type: int, low: 1, high: 2}\n", "'' is not a name an expression"),
     ("parameters:\n  null: {type: int, low: 1, high: 2}\n", "None is not a name an expression"),
