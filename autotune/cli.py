@@ -190,7 +190,7 @@ def tune(
     from autotune.sweep_setup import build_settings
 
     limits = parse_slo(slo)
-    writable_output(output)  # before the sweep spends its time, not after
+    writable_output(output, storage=storage)  # before the sweep spends its time, not after
     settings = build_settings(
         workload=workload_name(workload),
         space=space,

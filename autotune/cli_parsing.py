@@ -115,12 +115,17 @@ def parse_duration(text: str | None) -> float | None:
     return seconds
 
 
-def writable_output(path: Path | None, option: str = "--output") -> Path | None:
-    """``path`` once a file is shown to be writable there (its folder is made if missing, a
-    probe file created and removed), before a sweep or a recording spends its time.
+def writable_output(
+    path: Path | None, option: str = "--output", storage: str | None = None
+) -> Path | None:
+    """``path`` once a file is shown to be writable there (a probe file created and removed
+    in its folder, or in the nearest folder above that exists: the missing ones are made
+    when the file is written), before a sweep or a recording spends its time; never one of
+    the ``storage`` URL's own files.
 
     Raises:
-        UsageError: the path is a folder, or no file can be created where it points.
+        UsageError: the path is a folder, the storage's database, or no file can be created
+            where it points.
 
     Example:
         >>> import tempfile
@@ -129,22 +134,39 @@ def writable_output(path: Path | None, option: str = "--output") -> Path | None:
         Traceback (most recent call last):
         ...
         autotune.cli_parsing.UsageError: --output .../best.json: ... is a file, not a folder
+        >>> writable_output(Path("runs.db"), storage="sqlite:///runs.db")
+        Traceback (most recent call last):
+        ...
+        autotune.cli_parsing.UsageError: --output runs.db: is the storage's own file ...
     """
     if path is None:
         return None
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a folder; name a file")
-    folder = path.absolute().parent
-    above = folder
+    if storage is not None and _is_storage_file(path, storage):
+        raise UsageError(f"{option} {path}: is the storage's own file (writing it would "
+                         "destroy the stored sweeps); name another file")  # fmt: skip
+    above = path.absolute().parent
     while not above.exists() and above != above.parent:
         above = above.parent
     if not above.is_dir():
         raise UsageError(f"{option} {path}: {above} is a file, not a folder")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, probe = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".probe")
+        handle, probe = tempfile.mkstemp(dir=above, prefix=f".{path.name}.", suffix=".probe")
         os.close(handle)
         os.unlink(probe)
     except OSError as exc:
         raise UsageError(f"{option} {path}: cannot write there ({exc.strerror})") from None
     return path
+
+
+def _is_storage_file(path: Path, storage: str) -> bool:
+    """Whether ``path`` names one of the files the ``storage`` URL keeps its studies in."""
+    from autotune.storage import storage_files
+
+    target = path.resolve()
+    for own in storage_files(storage):
+        if own.resolve() == target or (own.exists() and path.exists()
+                                       and os.path.samefile(own, path)):  # fmt: skip
+            return True
+    return False

@@ -95,7 +95,7 @@ def trials(
     from autotune.driver.trial_attrs import INFEASIBLE, trial_origin
     from autotune.storage import load_study, open_storage
 
-    writable_output(output)
+    writable_output(output, storage=storage)
     loaded = load_study(open_storage(storage, existing=True), study)
     frame = trials_frame(loaded)
     if format == "table":
@@ -205,7 +205,7 @@ def export(
     from autotune.export import FORMATS, export_text, write_atomic
     from autotune.storage import load_study, open_storage
 
-    writable_output(output)
+    writable_output(output, storage=storage)
     targets = (*FORMATS, *TRAIN_TARGETS, *SERVING_TARGETS)
     if to not in targets:
         raise UsageError(f"--to {to}: unknown target; choose one of {', '.join(targets)}")

@@ -74,15 +74,15 @@ def open_storage(
         except Exception as exc:  # noqa: BLE001 - Optuna asserts on a record it cannot apply
             why = "" if isinstance(exc, AssertionError) else f": {first_line(exc)}"
             raise StorageError(f"storage URL {shown!r}: Optuna cannot replay the journal "
-                               f"{path} (a record it does not know, or out of order{why})"
-                               ) from None  # fmt: skip
+                               f"{path} (a line that is no record, or a record it cannot "
+                               f"apply{why})") from None  # fmt: skip
     if scheme.split("+")[0] not in _RDB_SCHEMES:
         raise StorageError(
             f"storage URL {shown!r}: unsupported scheme {scheme!r} "
             "(use sqlite://, postgresql://, mysql://, journal:// or memory)"
         )
-    if scheme == "sqlite":
-        path = Path(url.split("sqlite:///", 1)[-1]) if url.startswith("sqlite:///") else None
+    if scheme.split("+")[0] == "sqlite":
+        path = sqlite_path(url)
         if path is None or str(path) in ("", ".", ":memory:"):
             # in memory, each of the pool's connections would open a database of its own
             raise StorageError(f"storage URL {shown!r} names no database file; use "
@@ -115,9 +115,46 @@ def open_storage(
                 continue
             first = first_line(exc)
             raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
-    if scheme == "sqlite":
+    if scheme.split("+")[0] == "sqlite":
         _fast_sqlite(storage)
     return storage
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a ``sqlite://`` (or ``sqlite+DRIVER://``) URL; None for one in
+    memory or without a path.
+
+    Example:
+        >>> sqlite_path("sqlite:///a.db"), sqlite_path("sqlite+pysqlite:////tmp/b.db?timeout=5")
+        (PosixPath('a.db'), PosixPath('/tmp/b.db'))
+        >>> sqlite_path("sqlite://") is None
+        True
+    """
+    rest = url.split("://", 1)[1] if "://" in url else ""
+    if not rest.startswith("/"):
+        return None
+    return Path(rest[1:].split("?", 1)[0])
+
+
+def storage_files(url: str) -> list[Path]:
+    """The files a storage URL keeps its studies in (a SQLite database with its write-ahead
+    log and journal, or a journal file and its lock); none for a server or memory.
+
+    Example:
+        >>> [p.name for p in storage_files("sqlite:///runs/a.db")]
+        ['a.db', 'a.db-wal', 'a.db-shm', 'a.db-journal']
+        >>> storage_files("postgresql://u@h/db")
+        []
+    """
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme.split("+")[0] == "sqlite":
+        path = sqlite_path(url)
+        suffixes = ("", "-wal", "-shm", "-journal")
+        return [Path(f"{path}{suffix}") for suffix in suffixes] if path else []
+    if scheme == "journal":
+        path = Path(url.split("://", 1)[1])
+        return [path, Path(f"{path}.lock")]
+    return []
 
 
 def _check_journal(path: Path, shown: str) -> None:
@@ -153,18 +190,22 @@ def _check_optuna_schema(url: str, scheme: str, shown: str) -> None:
         engine = sqlalchemy.create_engine(url, **_engine_kwargs(scheme))
     except ImportError as exc:
         raise StorageError(f"storage URL {shown!r}: {exc}{_driver_hint(scheme)}") from None
+    except Exception as exc:  # noqa: BLE001 - a port that is no number, an unknown driver
+        raise StorageError(f"storage URL {shown!r}: {redact(first_line(exc))}") from None
     try:
-        has_studies = sqlalchemy.inspect(engine).has_table("studies")
+        tables = set(sqlalchemy.inspect(engine).get_table_names())
     except Exception as exc:  # noqa: BLE001 - sqlalchemy raises many kinds
         first = first_line(exc)
         raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
     finally:
         engine.dispose()
-    if not has_studies:
+    if not tables >= _OPTUNA_TABLES:  # another program's "studies" table is not Optuna's
         raise StorageError(f"storage URL {shown!r}: the database holds no autotune (Optuna) "
                            "studies; nothing to read")  # fmt: skip
 
 
+#: tables every Optuna database has (a reader checks them before reading)
+_OPTUNA_TABLES = {"studies", "trials", "version_info", "study_directions"}
 _CREATE_ATTEMPTS = 8
 #: seconds a SQLite write waits for another process's lock before it fails
 SQLITE_BUSY_TIMEOUT_S = 60
@@ -173,7 +214,7 @@ SQLITE_BUSY_TIMEOUT_S = 60
 def _engine_kwargs(scheme: str) -> dict:
     """SQLAlchemy engine options: SQLite waits out another writer's lock for a minute (its
     default, 5 s, fails a sweep while a reader such as a report holds the file)."""
-    if scheme == "sqlite":
+    if scheme.split("+")[0] == "sqlite":
         return {"connect_args": {"timeout": SQLITE_BUSY_TIMEOUT_S}}
     return {"pool_pre_ping": True}  # a server connection that dropped is replaced, not used
 

@@ -1,6 +1,7 @@
 """The same sweep over several storages, and bad storage URLs."""
 
 import os
+import sqlite3
 
 import optuna
 import pytest
@@ -86,8 +87,6 @@ def test_load_study_defaults_to_the_latest(tmp_path):
 
 
 def test_a_reader_refuses_a_database_without_studies_and_leaves_it_as_it_was(tmp_path):
-    import sqlite3
-
     other = tmp_path / "app.db"
     with sqlite3.connect(other) as db:
         db.execute("create table foo(a)")
@@ -124,3 +123,32 @@ def test_a_journal_with_a_record_optuna_cannot_apply_is_refused_unchanged(tmp_pa
         with pytest.raises(StorageError, match="Optuna cannot replay the journal"):
             open_storage(f"journal:///{path}", existing=existing)
     assert path.read_bytes() == before
+
+
+def test_a_reader_leaves_another_programs_studies_table_alone(tmp_path):
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as db:
+        db.execute("create table studies(x)")  # a name Optuna uses, in another schema
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match="holds no autotune \\(Optuna\\) studies"):
+        open_storage(f"sqlite:///{path}", existing=True)
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [("postgresql://u:pw@127.0.0.1:notaport/db", "invalid literal"),
+     ("postgresql+nosuchdriver://u:pw@h/db", "Can't load plugin")],
+)  # fmt: skip
+def test_a_malformed_server_url_is_one_line_for_a_reader_without_its_password(url, why):
+    with pytest.raises(StorageError, match=why) as raised:
+        open_storage(url, existing=True)
+    assert "pw" not in str(raised.value)
+
+
+def test_a_journal_with_a_line_that_is_no_record_is_refused(tmp_path):
+    path = tmp_path / "j.log"
+    optuna.create_study(storage=open_storage(f"journal:///{path}"), study_name="s")
+    path.write_text(path.read_text() + "\n" + path.read_text())  # a blank line inside
+    with pytest.raises(StorageError, match="a line that is no record"):
+        open_storage(f"journal:///{path}", existing=True)

@@ -1,0 +1,30 @@
+"""The CLI's checks of an --output path before a command spends its time."""
+
+from pathlib import Path
+
+import pytest
+
+from autotune.cli_parsing import UsageError, writable_output
+
+
+@pytest.mark.parametrize(
+    ("storage", "output"),
+    [("sqlite:///{d}/runs.db", "runs.db"), ("sqlite:///{d}/runs.db", "runs.db-wal"),
+     ("sqlite+pysqlite:///{d}/runs.db", "runs.db"), ("journal:///{d}/runs.log", "runs.log"),
+     ("journal:///{d}/runs.log", "link.log")],
+)  # fmt: skip
+def test_an_output_that_is_the_storages_own_file_is_refused_and_left_alone(
+    tmp_path, storage, output
+):
+    own = tmp_path / ("runs.log" if "journal" in storage else "runs.db")
+    own.write_bytes(b"the stored sweeps")
+    (tmp_path / "link.log").symlink_to(own)
+    with pytest.raises(UsageError, match="is the storage's own file"):
+        writable_output(tmp_path / output, storage=storage.format(d=tmp_path))
+    assert own.read_bytes() == b"the stored sweeps"
+    writable_output(tmp_path / "best.json", storage=storage.format(d=tmp_path))  # another file
+
+
+def test_checking_an_output_in_missing_folders_makes_none(tmp_path: Path):
+    assert writable_output(tmp_path / "a" / "b" / "best.json") is not None
+    assert list(tmp_path.iterdir()) == []  # write_atomic makes them when it writes
