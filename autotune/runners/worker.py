@@ -33,6 +33,8 @@ from autotune.runners.base import (
 # next trial gets a fresh process.
 _RESTART_AFTER = {TrialStatus.OOM, TrialStatus.CRASHED, TrialStatus.TIMEOUT}
 _POLL_S = 0.25
+#: how often a worker checks that its driver is still alive
+_DRIVER_CHECK_S = 1.0
 
 
 def _progress_bars_lock_in_process() -> None:
@@ -47,10 +49,25 @@ def _progress_bars_lock_in_process() -> None:
     tqdm.set_lock(threading.RLock())
 
 
+def _end_with_the_driver(driver_pid: int, every_s: float = _DRIVER_CHECK_S) -> None:
+    """End this worker within ``every_s`` of its driver's end, whatever ended it: a driver
+    killed with SIGKILL tells its worker nothing, and a trial that hangs never reads the
+    closed pipe, so without this it would hold the device (and its memory) for good."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(every_s)
+            if os.getppid() != driver_pid:  # the driver is gone: this process was re-parented
+                os._exit(1)
+
+    threading.Thread(target=watch, name="autotune-driver-watch", daemon=True).start()
+
+
 def _worker_main(
     conn: Connection, workload: str, problem: dict[str, Any], env: dict[str, str]
 ) -> None:
     """Body of the worker process: build the objective once, then evaluate configs on request."""
+    _end_with_the_driver(os.getppid())
     os.environ.update(env)  # e.g. CUDA_VISIBLE_DEVICES, before torch is imported
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     _progress_bars_lock_in_process()

@@ -99,3 +99,34 @@ def test_in_process_runner_maps_exceptions():
     assert runner.evaluate({"fault": "diverge"}, lambda s, v: v > 10).status is (
         TrialStatus.DIVERGED
     )
+
+
+DRIVER = """
+import sys, threading
+from autotune.runners.worker import IsolatedRunner
+runner = IsolatedRunner("faults", {}, timeout_s=600)
+runner.evaluate({"fault": "none", "score": 1.0})  # the worker is up
+print(runner._process.pid, flush=True)
+runner.evaluate({"fault": "hang"})  # the driver is killed during this
+"""
+
+
+def test_a_worker_ends_when_its_driver_is_killed_mid_trial():
+    import os
+    import signal
+    import time
+
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, text=True)
+    worker = int(driver.stdout.readline())
+    time.sleep(1.0)  # the hang has begun
+    driver.send_signal(signal.SIGKILL)  # nothing tells the worker
+    driver.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return  # it ended (and init reaped it)
+        time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    pytest.fail("the worker outlived its driver by 30 s")
