@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import json
+import keyword
 from collections import defaultdict
 from typing import Any
 
@@ -28,12 +29,46 @@ from autotune import __version__
 from autotune.driver.finish import spread_text
 from autotune.driver.results import objectives_of, ok_trials, study_info
 from autotune.driver.trial_attrs import FINISH
-from autotune.kernel_config import KernelConfig
+from autotune.kernel_config import LAUNCH_OPTIONS, KernelConfig
 from autotune.reference_verdict import describe, winner_verdict
 
 
 class TritonExportError(ValueError):
     """Nothing to export, or studies that cannot share one table."""
+
+
+def _comment(text: str) -> str:
+    """``text`` made safe for a ``#`` comment: a line break (or any other unprintable
+    character) is written as its escape, so data never ends the comment and runs as code.
+
+    Example:
+        >>> _comment('a\\nimport os')
+        'a\\\\nimport os'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _docstring(text: str) -> str:
+    """A triple-quoted literal whose value is ``text``: backslashes doubled, unprintable
+    characters but newlines escaped, and a quote escaped where it could close the literal.
+
+    Example:
+        >>> import ast
+        >>> text = 'ends it: ' + '"' * 3 + ', a unicode escape: \\\\N{x}'
+        >>> ast.literal_eval(_docstring(text)) == text
+        True
+    """
+    out = []
+    for i, c in enumerate(text):
+        if c == "\\":
+            out.append("\\\\")
+        elif c == '"' and text[i + 1 : i + 2] in ('"', ""):
+            out.append('\\"')
+        elif c != "\n" and not c.isprintable():
+            out.append(repr(c)[1:-1])
+        else:
+            out.append(c)
+    return '"""' + "".join(out) + '"""'
 
 
 def _renamed(config: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
@@ -48,8 +83,10 @@ def _renamed(config: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
 
 def check_rename(rename: dict[str, str], names: set[str]) -> None:
     """A rename map that a kernel can take: every name it renames is a parameter of the configs
-    (``names``), every new name a Python identifier (or "" to drop one), and no two
-    parameters end up with one name. Dropping a name the configs do not have is allowed (the
+    (``names``), every new name a Python identifier and no keyword (or "" to drop one), no two
+    parameters end up with one name, and no name crosses the line between meta-parameters and
+    ``triton.Config``'s launch options (``num_warps``, ...: never renamed nor dropped, and no
+    meta-parameter renamed to one). Dropping a name the configs do not have is allowed (the
     parameter is absent either way), so one map serves sweeps of several spaces: the Triton
     tutorial's map drops ``SPLIT_K`` whether the space had it or not.
 
@@ -63,12 +100,22 @@ def check_rename(rename: dict[str, str], names: set[str]) -> None:
         autotune.triton_export.TritonExportError: --rename ...: two parameters would be ... BLOCK_N
     """
     for old, new in rename.items():
+        if old in LAUNCH_OPTIONS and new != old:
+            raise TritonExportError(
+                f"--rename {old}={new}: {old} is a launch option of triton.Config, not a "
+                "meta-parameter; it cannot be renamed or dropped"
+            )
+        if new in LAUNCH_OPTIONS and old not in LAUNCH_OPTIONS:
+            raise TritonExportError(
+                f"--rename {old}={new}: {new} is a launch option of triton.Config; a "
+                "meta-parameter cannot become one"
+            )
         if new and old not in names:
             raise TritonExportError(
                 f"--rename {old}={new}: the configs have no parameter {old!r}; "
                 f"they have {', '.join(sorted(names))}"
             )
-        if new and not new.isidentifier():
+        if new and (not new.isidentifier() or keyword.iskeyword(new)):
             raise TritonExportError(f"--rename {old}={new}: {new!r} is not a Python name")
     final: dict[str, str] = {}
     for name in sorted(names):
@@ -87,11 +134,12 @@ def triton_config_source(
     configs: list[dict[str, Any]], comments: list[str], rename: dict[str, str] | None = None
 ) -> str:
     """Python source of a ``configs`` list of ``triton.Config`` for ``@triton.autotune``;
-    ``rename`` maps meta-parameter names for a kernel that spells them otherwise."""
+    ``rename`` maps meta-parameter names for a kernel that spells them otherwise; each comment
+    is written on its config's line, made safe (:func:`_comment`)."""
     lines = []
     for config, comment in zip(configs, comments, strict=True):
         source = KernelConfig.from_flat(_renamed(config, rename or {})).triton_source()
-        lines.append(f"    {source},  # {comment}")
+        lines.append(f"    {source},  # {_comment(comment)}")
     return "configs = [\n" + "\n".join(lines) + "\n]\n"
 
 
@@ -145,11 +193,11 @@ def _dropped_note(configs: list[dict[str, Any]], rename: dict[str, str]) -> str:
 
 
 def _header(title: str, info: dict[str, Any], body: str) -> str:
+    """The module's docstring (``title``, the device, ``body``: data, written safely) and its
+    import."""
     device = info.get("device", {}).get("name", "unknown device")
-    return (
-        f'"""Tuned by autotune {__version__}: {title} on {device}.\n\n{body}"""\n\n'
-        "import triton\n\n"
-    )
+    doc = _docstring(f"Tuned by autotune {__version__}: {title} on {device}.\n\n{body}")
+    return f"{doc}\n\nimport triton\n\n"
 
 
 def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | None = None) -> str:
@@ -387,7 +435,7 @@ def triton_table_export(
         lines.append(f"    {shape!r}: [")
         for config, comment in entries:
             source = KernelConfig.from_flat(_renamed(config, rename)).triton_source()
-            lines.append(f"        {source},  # {comment}")
+            lines.append(f"        {source},  # {_comment(comment)}")
         lines.append("    ],")
     lines.append("}")
     lines.append("# shapes where the library kernel beat the winner: shape -> the winner's ratio")

@@ -185,6 +185,12 @@ def test_one_table_one_dtype(tmp_path):
         ({"NOPE": "X"}, "the configs have no parameter 'NOPE'"),
         ({"BLOCK_M": "BLOCK_N"}, "two parameters would be called BLOCK_N"),  # BLOCK_M lost
         ({"BLOCK_M": "1bad"}, "'1bad' is not a Python name"),
+        ({"BLOCK_M": "class"}, "--rename BLOCK_M=class: 'class' is not a Python name"),
+        # a launch option stays one, and a meta-parameter never becomes one
+        ({"num_warps": "nw"}, "--rename num_warps=nw: num_warps is a launch option"),
+        ({"num_stages": ""}, "--rename num_stages=: num_stages is a launch option"),
+        ({"BLOCK_M": "num_ctas"}, "--rename BLOCK_M=num_ctas: num_ctas is a launch option"),
+        ({"GROUP_M": "maxnreg"}, "--rename GROUP_M=maxnreg: maxnreg is a launch option"),
     ],
 )
 def test_a_rename_that_loses_or_breaks_a_parameter_is_refused(tmp_path, rename, says):
@@ -280,3 +286,39 @@ def test_a_multi_objective_export_puts_the_pareto_front_first():
     order = [source.index(f"'BLOCK_M': {bm}") for bm in (16, 64, 32)]
     assert order == sorted(order)
     assert "the Pareto front's configs first" in source
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "b\n{touch}, #",  # a comment ended by a newline
+        "c\r{touch}, #",  # ... or by a carriage return
+        'a"""+{touch}+"""',  # the docstring closed
+        "back\\N{{x}}",  # a unicode escape: a SyntaxError
+        "tail\\",  # a backslash that escapes the docstring's closing quote
+        "nul\x00",  # a byte compile() refuses
+    ],
+)
+def test_hostile_study_data_neither_breaks_the_module_nor_runs(tmp_path, template):
+    sentinel = tmp_path / "pwned"
+    name = template.format(touch=f"__import__('pathlib').Path({str(sentinel)!r}).touch()")
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    studies = [
+        _study(name, (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage),
+        _study(name + " again", (32, 32, 32), _cfg(32, 32, 32, 4), _cfg(16, 16, 16, 1), storage),
+    ]  # one shape swept twice: the table's docstring names both studies
+    for study in studies:  # the label, reproduce line, device and metric carry it too
+        info = study.user_attrs[STUDY]
+        study.set_user_attr(STUDY, {
+            **info, "label": name, "command": f"autotune tune matmul --study {name}",
+            "device": {"name": name}, "objectives": {name: "maximize"},
+        })  # fmt: skip
+    single, table = {}, {}
+    for text, mod in ((triton_export(studies[0]), single),
+                      (triton_table_export(studies, ["M", "N", "K"]), table)):  # fmt: skip
+        exec(compile(text, "module.py", "exec"), mod)  # noqa: S102 - as a kernel imports it
+    assert not sentinel.exists()
+    # the docstrings still say the data, unchanged
+    assert f"Reproduce: autotune tune matmul --study {name}\n" in single["__doc__"]
+    assert f"was swept by {name}, {name} again" in table["__doc__"]
+    assert len(single["configs"]) == 2 and len(table["configs"]) == 2
