@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
         opened = open_storage(storage, existing=True)
         if serve is None:
             write_atomic(output, report_html(load_study(opened, study)))
-            err.print(f"wrote {output}")
+            err.print(f"wrote {output}", markup=False)
             return
         from autotune.report_server import serve_report
 
@@ -87,4 +87,4 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(compare_text(rows))
         else:
             write_atomic(output, compare_html(rows))
-            err.print(f"wrote {output}")
+            err.print(f"wrote {output}", markup=False)

@@ -66,7 +66,7 @@ def print_best(
             stored = "" if storage_url == "memory" else f"; study '{study.study_name}' is stored"
             raise UsageError(f"--output {output}: cannot write there ({exc.strerror}){stored}"
                              ) from None  # fmt: skip
-        out.print(f"wrote {output}")
+        out.print(f"wrote {output}", markup=False)
 
 
 def best(
@@ -148,7 +148,7 @@ def _write_listing(content: str | bytes, output: Path | None) -> None:
     from autotune.export import write_atomic
 
     write_atomic(output, content)
-    err.print(f"wrote {output}")
+    err.print(f"wrote {output}", markup=False)
 
 
 def _missing(value: Any) -> bool:
@@ -236,7 +236,8 @@ def export(
         exported = make(record, to)
         text = exported.text
         for knob, note in exported.not_expressed.items():
-            err.print(f"not expressed in {to}: {knob}: {note}", highlight=False, soft_wrap=True)
+            err.print(f"not expressed in {to}: {knob}: {note}", markup=False, highlight=False,
+                      soft_wrap=True)  # fmt: skip
         if output is not None and exported.not_expressed and not exported.notes_inline:
             write_atomic(f"{output}.not_expressed.json", json.dumps(exported.not_expressed,
                                                                     indent=2) + "\n")  # fmt: skip
@@ -246,7 +247,7 @@ def export(
         sys.stdout.write(text)
     else:
         write_atomic(output, text)
-        err.print(f"wrote {output}")
+        err.print(f"wrote {output}", markup=False)
 
 
 def studies(

@@ -8,6 +8,10 @@ at commit 001067f (0.5 series). What a target cannot express (prefill-first unde
 engine's own int8/int4 weights for a bf16 checkpoint, a forced SDPA backend) is listed in
 ``not_expressed``, as comments in the file, never dropped.
 
+A knob the sweep did not tune is not written (the server keeps its own default); a value the
+engine does not have (a ``kv_dtype`` other than bf16 or fp8, say) is a note in
+``not_expressed``, and a count that is no positive whole number is refused.
+
 A ``server`` sweep (whose parameters are the server's own flags, spelled with underscores)
 exports each parameter the target has as is.
 
@@ -29,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from autotune.train_export import TrainExport, which_sweep
+from autotune.train_export import TrainExport, comment_lines, shown, which_sweep, whole
 
 TARGETS = ("vllm", "sglang")
 
@@ -104,35 +108,66 @@ def check_args(target: str, args: dict[str, Any]) -> None:
             raise ServingExportError(f"{target} --{flag} {value}: not one of {allowed}")
 
 
+#: the serving engine's values of its categorical knobs (objectives/serving.py)
+KV_CACHE = {"bf16": "auto", "fp8": "fp8_e4m3"}
+WEIGHTS = ("bf16", "int8", "int4")
+POLICIES = ("fcfs", "prefill-first")
+BACKENDS = ("default", "math", "efficient", "paged")
+
+
+def _unknown(knobs: str, value: Any, choices: Any, target: str) -> str:
+    """The note for a value the engine does not have: no flag of ``target`` means it."""
+    return (
+        f"{shown(value)}: not one of the serving engine's {knobs} ({', '.join(choices)}); "
+        f"{target} keeps its own default"
+    )
+
+
 def _engine(config: dict[str, Any], target: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """The project engine's knobs as ``target``'s flags, and what it cannot express."""
+    """The project engine's knobs as ``target``'s flags, and what it cannot express. A knob
+    the sweep did not tune is not written: the server keeps its own default."""
     args: dict[str, Any] = {}
     notes: dict[str, str] = {}
-    kv = {"bf16": "auto", "fp8": "fp8_e4m3"}[config.get("kv_dtype", "bf16")]
-    weights = config.get("weights", "bf16")
-    policy = config.get("policy", "fcfs")
-    if target == "vllm":
-        args["max-num-seqs"] = int(config["max_num_seqs"])
-        args["max-num-batched-tokens"] = int(config["max_num_batched_tokens"])
-        args["enable-chunked-prefill"] = True
-        args["block-size"] = int(config.get("block_size", 16))
-        args["kv-cache-dtype"] = kv
-        if policy == "fcfs":
+    vllm = target == "vllm"
+    if "max_num_seqs" in config:
+        seqs = whole("max_num_seqs", config["max_num_seqs"], ServingExportError)
+        args["max-num-seqs" if vllm else "max-running-requests"] = seqs
+    if "max_num_batched_tokens" in config:
+        tokens = whole("max_num_batched_tokens", config["max_num_batched_tokens"],
+                       ServingExportError)  # fmt: skip
+        if vllm:  # the engine's step budget holds decode tokens and prefill chunks
+            args["max-num-batched-tokens"] = tokens
+            args["enable-chunked-prefill"] = True
+        else:
+            args["chunked-prefill-size"] = tokens
+    if "block_size" in config:
+        block = whole("block_size", config["block_size"], ServingExportError)
+        args["block-size" if vllm else "page-size"] = block
+    if "kv_dtype" in config:
+        kv = config["kv_dtype"]
+        if isinstance(kv, str) and kv in KV_CACHE:
+            args["kv-cache-dtype"] = KV_CACHE[kv]
+        else:
+            notes["kv_dtype"] = _unknown("KV-cache dtypes", kv, KV_CACHE, target)
+    if "policy" in config:
+        policy = config["policy"]
+        if policy not in POLICIES:
+            notes["policy"] = _unknown("policies", policy, POLICIES, target)
+        elif not vllm:
+            args["schedule-policy"] = "fcfs"
+            # SGLang runs prompt batches first unless decode and prefill chunks may mix
+            args["enable-mixed-chunk"] = policy == "fcfs"
+        elif policy == "fcfs":
             args["scheduling-policy"] = "fcfs"
         else:
             notes["policy"] = (
                 "prefill-first: vLLM's V1 scheduler always runs decodes first with chunked "
                 "prefill; no flag restores prefill priority"
             )
-    else:
-        args["max-running-requests"] = int(config["max_num_seqs"])
-        args["chunked-prefill-size"] = int(config["max_num_batched_tokens"])
-        args["page-size"] = int(config.get("block_size", 16))
-        args["kv-cache-dtype"] = kv
-        args["schedule-policy"] = "fcfs"
-        # SGLang runs prompt batches first unless decode and prefill chunks may mix
-        args["enable-mixed-chunk"] = policy == "fcfs"
-    if weights != "bf16":
+    weights = config.get("weights", "bf16")
+    if weights not in WEIGHTS:
+        notes["weights"] = _unknown("weight formats", weights, WEIGHTS, target)
+    elif weights != "bf16":
         checkpoint = (
             "GPTQ/AWQ int4 g128, --quantization gptq_marlin"
             if weights == "int4"
@@ -143,10 +178,15 @@ def _engine(config: dict[str, Any], target: str) -> tuple[dict[str, Any], dict[s
             f"{weights} checkpoint instead (e.g. {checkpoint})"
         )
     if "cuda_graphs" in config:  # decode CUDA graphs: both servers capture them by default
-        eager = not bool(config["cuda_graphs"])
-        args["enforce-eager" if target == "vllm" else "disable-decode-cuda-graph"] = eager
+        graphs = config["cuda_graphs"]
+        if isinstance(graphs, bool):
+            args["enforce-eager" if vllm else "disable-decode-cuda-graph"] = not graphs
+        else:
+            notes["cuda_graphs"] = f"{graphs!r}: not true or false; {target} keeps its own default"
     backend = config.get("attention_backend", "default")
-    if backend == "paged":
+    if backend not in BACKENDS:
+        notes["attention_backend"] = _unknown("attention backends", backend, BACKENDS, target)
+    elif backend == "paged":
         notes["attention_backend"] = (
             f"paged: the engine's kernel that reads the paged KV cache in place; {target}'s "
             "own attention kernels do the same, so nothing is set"
@@ -182,7 +222,7 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
             if flag in _SPECS[target]:
                 args[flag] = value
             else:
-                notes[name] = f"{value}: {target} has no --{flag}"
+                notes[name] = f"{shown(value)}: {target} has no --{flag}"
     check_args(target, args)
     return ServingExport(target, args, notes)
 
@@ -192,7 +232,7 @@ class ServingExport(TrainExport):
 
     @property
     def text(self) -> str:
-        notes = "".join(f"# not expressed: {k}: {v}\n" for k, v in self.not_expressed.items())
+        notes = comment_lines(self.not_expressed)
         if self.target == "vllm":
             return (
                 "# vllm serve MODEL --config this.yaml\n"

@@ -40,20 +40,22 @@ JOB_CONFIG_KEYS: dict[str, set[str]] = {
 
 def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
     """torchtitan sections for the record's tuned config (see the module docstring)."""
-    config, micro, _, lr = train_export._tuned(record)
+    config, micro, accum, lr = train_export._tuned(record)
     problem = record.get("problem", {})
     precision = config.get("precision", "fp32")
     layout = config.get("layout", "single")
     world = train_export.world_size(record)
     training: dict[str, Any] = {
         "local_batch_size": micro,  # per device; torchtitan accumulates up to the global batch
-        "global_batch_size": int(problem["global_batch"]),
+        "global_batch_size": micro * accum * train_export.data_parallel(record),
         "mixed_precision_param": "bfloat16" if precision in ("bf16", "fp8") else "float32",
         "mixed_precision_reduce": "float32",
         "compile": bool(config.get("compile", False)),
     }
     if "seq_len" in problem:
-        training["seq_len"] = int(problem["seq_len"])
+        training["seq_len"] = train_export.whole(
+            "seq_len", problem["seq_len"], train_export.TrainExportError
+        )
     settings: dict[str, Any] = {
         "training": training,
         "parallelism": {
@@ -76,7 +78,9 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
     if layout == "fsdp2":
         reshard = config.get("reshard_after_forward", True)
         settings["parallelism"]["fsdp_reshard_after_forward"] = "always" if reshard else "never"
-    notes = {k: v for k, v in train_export._common_notes(config).items() if k != "precision"}
+    notes = train_export._common_notes(config)
+    if precision in train_export.PRECISIONS:  # an unknown one keeps the common note
+        notes.pop("precision", None)
     if precision == "fp8":
         settings["model"] = {"converters": ["float8"]}
         settings["float8"] = {"filter_fqns": ["output"]}  # the LM head stays in bf16

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ class TrainExport:
 
     @property
     def text(self) -> str:
-        notes = "".join(f"# not expressed: {k}: {v}\n" for k, v in self.not_expressed.items())
+        notes = comment_lines(self.not_expressed)
         if self.target == "accelerate":
             return notes + yaml.safe_dump(self.settings, sort_keys=False)
         if self.target == "torchtitan":
@@ -64,6 +65,61 @@ class TrainExport:
     def notes_inline(self) -> bool:
         """Whether the file itself carries ``not_expressed`` (as comments)."""
         return self.target in ("accelerate", "torchtitan")
+
+
+def shown(value: Any) -> str:
+    """``value`` as one printable line: as is where it is one, else its ``repr`` (a newline in
+    a comment would end it, and the rest would be read as the file's own lines).
+
+    Example:
+        >>> shown("fcfs"), shown(64), shown("a\\nb")
+        ('fcfs', '64', "'a\\\\nb'")
+    """
+    text = str(value)
+    return text if text.isprintable() else repr(text)
+
+
+def comment_lines(notes: dict[str, str]) -> str:
+    """``not_expressed`` as ``#`` comment lines, each note kept on its own line.
+
+    Example:
+        >>> print(comment_lines({"policy": "x\\ny: 1"}), end="")
+        # not expressed: policy: 'x\\ny: 1'
+    """
+    return "".join(f"# not expressed: {shown(k)}: {shown(v)}\n" for k, v in notes.items())
+
+
+def whole(name: str, value: Any, error: type[ValueError]) -> int:
+    """``value`` as a positive whole number, else ``error`` naming it.
+
+    Example:
+        >>> whole("micro_batch", 4.0, ValueError)
+        4
+        >>> whole("micro_batch", 0, ValueError)
+        Traceback (most recent call last):
+        ...
+        ValueError: micro_batch 0: not a positive whole number
+    """
+    number: Any = value
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            number = int(value.strip())
+    if isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise error(f"{name} {value!r}: not a positive whole number")
+    return number
+
+
+def positive(name: str, value: Any, error: type[ValueError]) -> float:
+    """``value`` as a finite positive number, else ``error`` naming it."""
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise error(f"{name} {value!r}: not a positive number")
+    return number
 
 
 def which_sweep(record: dict[str, Any]) -> str:
@@ -86,19 +142,25 @@ def _tuned(record: dict[str, Any]) -> tuple[dict[str, Any], int, int, float]:
             "a training-stack export needs a train-step sweep (micro_batch, global_batch); "
             + which_sweep(record)
         )
-    micro = int(config["micro_batch"])
+    micro = whole("micro_batch", config["micro_batch"], TrainExportError)
+    total = whole("global_batch", problem["global_batch"], TrainExportError)
+    lr = positive("lr", problem.get("lr", 3e-4), TrainExportError)
     shards = data_parallel(record)
-    return (
-        config,
-        micro,
-        int(problem["global_batch"]) // (micro * shards),
-        float(problem.get("lr", 3e-4)),
-    )
+    if total % (micro * shards):  # as the training step refuses it: no whole accumulation
+        where = f" over {shards} data-parallel processes" if shards > 1 else ""
+        raise TrainExportError(f"micro_batch {micro} does not divide global_batch {total}{where}")
+    return config, micro, total // (micro * shards), lr
 
 
 def world_size(record: dict[str, Any]) -> int:
     """The processes (GPUs) the tuned step ran on."""
-    return int(record.get("problem", {}).get("world_size", 1) or 1)
+    return whole("world_size", record.get("problem", {}).get("world_size", 1) or 1,
+                 TrainExportError)  # fmt: skip
+
+
+def _loss_scale(config: dict[str, Any]) -> float:
+    """fp16's first loss scale (2^16 where the sweep did not tune it)."""
+    return positive("loss_scale_init", config.get("loss_scale_init", 2.0**16), TrainExportError)
 
 
 def data_parallel(record: dict[str, Any]) -> int:
@@ -110,20 +172,36 @@ def data_parallel(record: dict[str, Any]) -> int:
 def _common_notes(config: dict[str, Any]) -> dict[str, str]:
     notes = {}
     if config.get("compile") and config.get("compile_mode", "default") != "default":
-        notes.setdefault("compile_mode", f"{config['compile_mode']}: torch.compile(block, mode="
-                         f"{config['compile_mode']!r}) on each decoder block")  # fmt: skip
-    if config.get("precision") == "fp8":
+        mode = config["compile_mode"]
+        notes.setdefault("compile_mode", f"{shown(mode)}: torch.compile(block, mode="
+                         f"{mode!r}) on each decoder block")  # fmt: skip
+    precision = config.get("precision", "fp32")
+    if precision == "fp8":
         notes["precision"] = (
             "fp8: torchao.float8.convert_to_float8_training(model) on the decoder blocks' "
             "linears (the LM head left out), the rest under bf16 autocast"
         )
+    elif precision not in PRECISIONS:
+        notes["precision"] = (
+            f"{shown(precision)}: not a precision of the training step ({', '.join(PRECISIONS)}); "
+            "fp32 is written"
+        )
     backend = config.get("attention_backend", "default")
-    if backend != "default":
+    if backend in _SDPA:
         notes["attention_backend"] = (
             f"{backend}: run the model's attention under torch.nn.attention.sdpa_kernel("
             f"SDPBackend.{_SDPA[backend]}) (the model loaded with attn_implementation='sdpa')"
         )
+    elif backend != "default":
+        notes["attention_backend"] = (
+            f"{shown(backend)}: not an attention backend of the training step (default, "
+            f"{', '.join(_SDPA)}); nothing is set"
+        )
     return notes
+
+
+#: the training step's precisions (objectives/train_step.py)
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 _SDPA = {"math": "MATH", "flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
@@ -186,7 +264,7 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
         )  # fmt: skip
     if precision == "fp16" and "loss_scale_init" in config:
         notes["loss_scale_init"] = (
-            f"{config['loss_scale_init']:g}: Hugging Face's GradScaler starts at 2^16; set "
+            f"{_loss_scale(config):g}: Hugging Face's GradScaler starts at 2^16; set "
             "init_scale on the Trainer's accelerator scaler to match"
         )
     return TrainExport("hf", settings, notes)
@@ -236,6 +314,11 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
         notes["activation_checkpointing"] = "model.gradient_checkpointing_enable()"
     if precision == "tf32":
         notes["precision"] = "tf32: torch.backends.cuda.matmul.allow_tf32 = True"
+    if precision == "fp16" and "loss_scale_init" in config:
+        notes["loss_scale_init"] = (
+            f"{_loss_scale(config):g}: GradScaler(init_scale=...) through "
+            "Accelerator(kwargs_handlers=[GradScalerKwargs(init_scale=...)])"
+        )
     notes.pop("compile_mode", None)  # dynamo_mode holds it
     if precision == "fp8":
         notes.pop("precision")  # mixed_precision fp8 with the AO backend holds it
@@ -271,7 +354,7 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
     if precision == "bf16":
         settings["bf16"] = {"enabled": True}
     elif precision == "fp16":
-        scale = float(config.get("loss_scale_init", 2.0**16))
+        scale = _loss_scale(config)
         power = round(math.log2(scale))
         settings["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": power}
         if 2.0**power != scale:

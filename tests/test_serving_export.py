@@ -81,3 +81,101 @@ def test_wrong_flags_and_values_are_refused(args: dict, match: str) -> None:
 def test_a_record_that_is_no_serving_sweep_is_refused() -> None:
     with pytest.raises(ServingExportError, match="needs a serving or server sweep"):
         serving_export({"workload": "matmul", "config": {"BLOCK_M": 64}}, "vllm")
+
+
+def test_a_sweep_over_two_knobs_exports_those_two() -> None:
+    record = {"workload": "serving", "config": {"max_num_batched_tokens": 256, "block_size": 8}}
+    vllm = serving_export(record, "vllm")
+    assert vllm.settings == {"max-num-batched-tokens": 256, "enable-chunked-prefill": True,
+                             "block-size": 8}  # fmt: skip
+    assert yaml.safe_load(vllm.text) == vllm.settings and vllm.not_expressed == {}
+    sglang = serving_export(record, "sglang")
+    assert sglang.settings == {"chunked-prefill-size": 256, "page-size": 8}
+    argv = shlex.split(sglang.text.splitlines()[-1])
+    assert "--max-running-requests" not in argv and "--schedule-policy" not in argv
+
+
+@pytest.mark.parametrize("target", ["vllm", "sglang"])
+@pytest.mark.parametrize(
+    ("knob", "value"),
+    [("kv_dtype", "int8"), ("attention_backend", "weird"), ("weights", "int2"),
+     ("policy", "lpm"), ("cuda_graphs", "false"), ("kv_dtype", ["fp8"])],
+)  # fmt: skip
+def test_a_value_the_engine_lacks_is_a_note_not_a_crash(target: str, knob: str, value) -> None:
+    out = serving_export({"workload": "serving", "config": {**TUNED, knob: value}}, target)
+    assert "serving engine" in out.not_expressed[knob] or "true or false" in out.not_expressed[knob]
+    check_args(target, out.settings)
+    if target == "vllm":
+        assert yaml.safe_load(out.text) == out.settings
+
+
+@pytest.mark.parametrize("value", [0, -4, "many", 4.5, None, True, float("nan")])
+@pytest.mark.parametrize("knob", ["max_num_seqs", "max_num_batched_tokens", "block_size"])
+def test_a_count_that_is_no_positive_whole_number_is_refused_in_one_line(knob, value) -> None:
+    for target in ("vllm", "sglang"):
+        with pytest.raises(ServingExportError, match=f"^{knob} .*: not a positive whole number$"):
+            serving_export({"workload": "serving", "config": {**TUNED, knob: value}}, target)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{"max_num_seqs": 32, "swap_space": "4\nmax-num-seqs: 1"},
+     {"max_num_seqs": 32, "swap_space": "4\u2028max-num-seqs: 1"},
+     {"max_num_seqs": 32, "note\nmax-num-seqs: 1": 4}],
+)  # fmt: skip
+def test_a_value_with_a_line_break_stays_inside_its_comment(config: dict) -> None:
+    vllm = serving_export({"workload": "server", "config": config}, "vllm")
+    assert yaml.safe_load(vllm.text) == {"max-num-seqs": 32}
+    assert vllm.text.count("\n") == 3  # the usage line, one note, one flag
+    sglang = serving_export({"workload": "server", "config": config}, "sglang")
+    *notes, command = sglang.text.splitlines()
+    assert len(notes) == 2 and all(n.startswith("# not expressed: ") for n in notes)
+    assert shlex.split(command)[3:] == ["--model-path", "MODEL"]  # max_num_seqs: no such flag
+
+
+def test_an_engine_value_with_a_newline_stays_inside_its_comment() -> None:
+    out = serving_export({"workload": "serving", "config": {**TUNED, "kv_dtype": "x\ny: 1"}},
+                         "vllm")  # fmt: skip
+    assert "y" not in yaml.safe_load(out.text) and "'x\\ny: 1'" in out.not_expressed["kv_dtype"]
+
+
+def _serving_study(url: str, params: dict) -> None:
+    import optuna
+
+    from autotune.driver.trial_attrs import STUDY
+
+    study = optuna.create_study(study_name="svs", storage=url, direction="maximize")
+    study.set_user_attr(STUDY, {"workload": "serving", "problem": {},
+                                "objectives": {"tokens_per_s": "maximize"}})  # fmt: skip
+    study.add_trial(optuna.trial.create_trial(
+        params=params, value=100.0, user_attrs={"status": "ok"},
+        distributions={k: optuna.distributions.CategoricalDistribution([v])
+                       for k, v in params.items()},
+    ))  # fmt: skip
+
+
+def _export(url: str, target: str):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "export", "--to", target, "--storage", url,
+         "--study", "svs"], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_the_cli_exports_a_partial_sweep_and_refuses_a_bad_count_in_one_line(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    _serving_study(url, {"max_num_batched_tokens": 256, "block_size": 16})
+    done = _export(url, "vllm")
+    assert done.returncode == 0, done.stderr
+    assert yaml.safe_load(done.stdout) == {
+        "max-num-batched-tokens": 256,
+        "enable-chunked-prefill": True,
+        "block-size": 16,
+    }
+    bad = f"sqlite:///{tmp_path / 'b.db'}"
+    _serving_study(bad, {"max_num_seqs": 0, "kv_dtype": "int8"})
+    done = _export(bad, "sglang")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == "error: max_num_seqs 0: not a positive whole number"

@@ -181,3 +181,107 @@ def test_hf_takes_fsdp2_and_the_compile_mode(tmp_path):
     kwargs = {k: v for k, v in json.loads(out.text).items()}
     args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, **kwargs)
     assert args.torch_compile_mode == "reduce-overhead" and args.fsdp
+
+
+TARGETS = ["hf", "accelerate", "deepspeed", "torchtitan"]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("micro", "match"),
+    [(0, "micro_batch 0: not a positive whole number"),
+     (-2, "micro_batch -2: not a positive whole number"),
+     ("eight", "micro_batch 'eight': not a positive whole number"),
+     (2.5, "micro_batch 2.5: not a positive whole number"),
+     (None, "micro_batch None: not a positive whole number"),
+     (32, "micro_batch 32 does not divide global_batch 16"),
+     (3, "micro_batch 3 does not divide global_batch 16")],
+)  # fmt: skip
+def test_a_micro_batch_with_no_whole_accumulation_is_refused_in_one_line(target, micro, match):
+    with pytest.raises(TrainExportError, match=f"^{match}$"):
+        training_export(_record(micro_batch=micro), target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_data_parallel_share_must_hold_the_micro_batch(target):
+    # 16 sequences over 4 data-parallel processes: 4 each, not a micro-batch of 8
+    with pytest.raises(TrainExportError, match="8 does not divide global_batch 16 over 4 data"):
+        training_export(_parallel(layout="ddp", micro_batch=8), target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("problem", "match"),
+    [({"global_batch": 0}, "global_batch 0"), ({"global_batch": "x"}, "global_batch 'x'"),
+     ({"lr": "fast"}, "lr 'fast'"), ({"lr": -1}, "lr -1"), ({"world_size": "four"},
+     "world_size 'four'"), ({"world_size": -4}, "world_size -4")],
+)  # fmt: skip
+def test_a_bad_problem_value_is_refused_in_one_line(target, problem, match):
+    record = {"config": {**TUNED, "micro_batch": 1, "layout": "ddp"},
+              "problem": {**PROBLEM, **problem}}  # fmt: skip
+    with pytest.raises(TrainExportError, match=match):
+        training_export(record, target)
+
+
+@pytest.mark.parametrize("target", ["hf", "accelerate", "deepspeed"])
+@pytest.mark.parametrize("scale", [0, -1024, "big", float("inf"), float("nan")])
+def test_an_fp16_loss_scale_that_is_no_positive_number_is_refused(target, scale):
+    with pytest.raises(TrainExportError, match=r"^loss_scale_init .*: not a positive number$"):
+        training_export(_record(loss_scale_init=scale), target)
+    training_export(_record(loss_scale_init=scale, precision="bf16"), target)  # no scale used
+
+
+def test_accelerate_says_fp16s_first_loss_scale():
+    out = training_export(_record(), "accelerate")
+    assert out.not_expressed["loss_scale_init"].startswith("1024: GradScaler(init_scale")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    ("knob", "value"), [("attention_backend", "weird"), ("attention_backend", "paged"),
+                        ("precision", "fp4")],
+)  # fmt: skip
+def test_a_value_the_training_step_lacks_is_a_note_not_a_crash(target, knob, value):
+    out = training_export(_record(**{knob: value}), target)
+    assert out.not_expressed[knob].startswith(f"{value}: not a")
+    assert "training step" in out.not_expressed[knob]
+
+
+@pytest.mark.parametrize("target", ["accelerate", "torchtitan"])
+def test_a_value_with_a_newline_stays_inside_its_comment(target):
+    import tomllib
+
+    import yaml
+
+    mode = "default\nmixed_precision: no\n[x]\nbad = 1"
+    out = training_export(_record(compile_mode=mode, attention_backend="a\u2028b"), target)
+    if target == "torchtitan":  # torchtitan has no compile mode: a comment
+        parsed = tomllib.loads(out.text)
+        assert set(parsed) <= {"training", "parallelism", "activation_checkpoint", "optimizer"}
+    else:  # accelerate's dynamo_mode holds the mode; the backend is a comment
+        parsed = yaml.safe_load(out.text)
+        assert (
+            parsed["mixed_precision"] == "fp16" and parsed["dynamo_config"]["dynamo_mode"] == mode
+        )
+    comments = [line for line in out.text.splitlines() if line.startswith("#")]
+    assert len(comments) == len(out.not_expressed)
+
+
+def test_the_cli_refuses_a_micro_batch_beyond_the_global_batch_in_one_line(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study = optuna.create_study(study_name="t", storage=url, direction="maximize")
+    study.set_user_attr(STUDY, {"workload": "train-step", "problem": {**PROBLEM, "global_batch": 8},
+                                "objectives": {"tokens_per_s": "maximize"}})  # fmt: skip
+    params = {**TUNED, "micro_batch": 16}
+    study.add_trial(optuna.trial.create_trial(
+        params=params, value=1000.0, user_attrs={"status": "ok"},
+        distributions={k: optuna.distributions.CategoricalDistribution([v])
+                       for k, v in params.items()},
+    ))  # fmt: skip
+    for target in TARGETS:
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "export", "--to", target, "--storage", url],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == "error: micro_batch 16 does not divide global_batch 8"
