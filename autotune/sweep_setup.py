@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -365,6 +366,10 @@ def build_settings(
         raise SetupError(f"--workers: {workers} must be at least 1")
     if compile_ahead is not None and compile_ahead < 0:
         raise SetupError(f"--compile-ahead: {compile_ahead} must be 0 (off) or more processes")
+    cores = os.cpu_count() or 1
+    if compile_ahead is not None and compile_ahead > cores:
+        raise SetupError(f"--compile-ahead: {compile_ahead} processes on {cores} CPU cores; at "
+                         f"most {cores} (each imports torch and compiles on a core)")  # fmt: skip
     if executor != "ray" and (ray_address is not None or gpus_per_trial is not None):
         raise SetupError("--address and --gpus-per-trial apply to --executor ray only")
     return SweepSettings(

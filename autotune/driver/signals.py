@@ -1,6 +1,7 @@
-"""How the sweep takes SIGINT and SIGTERM: a signal stops it at the next turn of its loop
-(cutting a wait short), never while a measured trial is half-told or a new trial is not yet
-known to the heartbeat, and a second signal cannot interrupt the sweep's close.
+"""How the sweep takes SIGINT, SIGTERM and SIGHUP (a closed terminal or SSH session): a
+signal stops it at the next turn of its loop (cutting a wait short), never while a measured
+trial is half-told or a new trial is not yet known to the heartbeat, and a second signal
+cannot interrupt the sweep's close.
 
 Example:
     >>> import threading
@@ -17,6 +18,9 @@ import contextlib
 import signal
 import threading
 from collections.abc import Callable, Iterator
+
+#: the signals that stop a sweep as Ctrl-C does
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: set while a measured trial is told, or a new one is created: a signal then only sets the stop
 #: flag, so that a trial half-written (its status stored, its value not yet) is never marked
@@ -35,7 +39,7 @@ def interrupt_deferred() -> Iterator[None]:
 
 
 def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
-    """Make SIGINT and SIGTERM stop the sweep (the trials in flight marked interrupted,
+    """Make SIGINT, SIGTERM and SIGHUP stop the sweep (the trials in flight marked interrupted,
     workers ended): the handler sets ``stop``, which the loop checks at every turn, and raises
     KeyboardInterrupt to cut a wait short, except while a measured trial is being told (Python
     drops an exception raised inside a garbage collector's callback; the flag still stops the
@@ -49,7 +53,7 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
         if not _DEFERRED.is_set():
             raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
 
     def restore() -> None:
         for sig, handler in previous.items():
@@ -60,12 +64,12 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Ignore SIGINT and SIGTERM while the sweep closes its trials (a second Ctrl-C must not
+    """Ignore the stop signals while the sweep closes its trials (a second Ctrl-C must not
     leave one RUNNING); the main thread only."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
     try:
         yield
     finally:

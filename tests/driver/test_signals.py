@@ -17,18 +17,19 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def test_a_signal_sets_the_stop_and_cuts_a_wait_short_then_the_old_handler_is_back():
-    before = signal.getsignal(signal.SIGTERM)
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP])  # SIGHUP: a closed terminal
+def test_a_signal_sets_the_stop_and_cuts_a_wait_short_then_the_old_handler_is_back(sent):
+    before = signal.getsignal(sent)
     stop = threading.Event()
     restore = stop_on_signals(stop)
     try:
         with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), sent)
             threading.Event().wait(5)  # the handler runs here at the latest
         assert stop.is_set()
     finally:
         restore()
-    assert signal.getsignal(signal.SIGTERM) is before
+    assert signal.getsignal(sent) is before
 
 
 def test_while_a_trial_is_told_a_signal_only_sets_the_stop():
