@@ -23,7 +23,7 @@ from typing import Any
 
 import optuna
 
-from autotune.driver.trial_attrs import FINISH, STUDY
+from autotune.driver.trial_attrs import FINISH, stored_info
 from autotune.report import _measured
 from autotune.units import readable
 
@@ -57,7 +57,7 @@ def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
     winners = [_winner(s) for s in studies]
     rows = []
     for i, (study, winner) in enumerate(zip(studies, winners, strict=True)):
-        info = study.user_attrs.get(STUDY, {})
+        info = stored_info(study.user_attrs)
         metric = next(iter(info.get("objectives") or {"value": None}))
         row: dict[str, Any] = {
             "study": study.study_name,

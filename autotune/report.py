@@ -39,9 +39,9 @@ from autotune.driver.trial_attrs import (
     FINISH,
     METRICS,
     STATUS,
-    STUDY,
     TELEMETRY,
     is_repeat,
+    stored_info,
     trial_status,
 )
 from autotune.redact import redact
@@ -121,7 +121,7 @@ class Report:
 
     def __init__(self, study: optuna.Study) -> None:
         self.study = study
-        self.info: dict[str, Any] = study.user_attrs.get(STUDY, {})
+        self.info: dict[str, Any] = stored_info(study.user_attrs)
         objectives = self.info.get("objectives")
         if not objectives:  # a study autotune did not write: Optuna's own names and directions
             names = study.metric_names or [

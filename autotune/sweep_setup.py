@@ -18,7 +18,7 @@ from typing import Any
 import optuna
 
 from autotune.driver import EXECUTORS, SweepSettings
-from autotune.driver.trial_attrs import STUDY
+from autotune.driver.trial_attrs import stored_info
 from autotune.objectives import Objective, get_objective
 from autotune.space import Space, SpaceError, load_space
 from autotune.space.feasibility import check_satisfiable
@@ -143,7 +143,7 @@ def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:
     opened = open_storage(storage)
     if study not in study_names(opened):
         return None
-    return dict(optuna.load_study(study_name=study, storage=opened).user_attrs.get(STUDY, {}))
+    return stored_info(optuna.load_study(study_name=study, storage=opened).user_attrs)
 
 
 def _check_resumed_objectives(

@@ -28,7 +28,7 @@ import optuna
 from autotune import __version__
 from autotune.driver.finish import spread_text
 from autotune.driver.results import objectives_of, ok_trials, study_info
-from autotune.driver.trial_attrs import FINISH
+from autotune.driver.trial_attrs import FINISH, stored_info
 from autotune.kernel_config import LAUNCH_OPTIONS, KernelConfig
 from autotune.reference_verdict import describe, winner_verdict
 
@@ -340,7 +340,6 @@ def table_studies(
     Raises:
         TritonExportError: an unknown study name, or an empty storage.
     """
-    from autotune.driver.trial_attrs import STUDY
 
     summaries = optuna.study.get_all_study_summaries(storage)
     known = {s.study_name for s in summaries}
@@ -356,9 +355,9 @@ def table_studies(
         chosen_one = next((s for s in summaries if s.study_name == anchor), None)
         if chosen_one is None:
             raise TritonExportError(f"--study: no study named {anchor!r} in the storage")
-    workload = chosen_one.user_attrs.get(STUDY, {}).get("workload")
+    workload = stored_info(chosen_one.user_attrs).get("workload")
     chosen = [s.study_name for s in summaries
-              if s.user_attrs.get(STUDY, {}).get("workload") == workload]  # fmt: skip
+              if stored_info(s.user_attrs).get("workload") == workload]  # fmt: skip
     return [optuna.load_study(study_name=n, storage=storage) for n in chosen]
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import best_trials
-from autotune.driver.trial_attrs import COMPLETE_STOPS, LAST_RUN, STUDY
+from autotune.driver.trial_attrs import COMPLETE_STOPS, last_run, stored_info
 
 #: the device fields a compiled kernel and its timing depend on
 _DEVICE_FIELDS = ("type", "name", "compute_capability", "driver")
@@ -182,10 +182,10 @@ def cached_study(storage: optuna.storages.BaseStorage, key: str) -> optuna.Study
     far as it was asked to (:data:`~autotune.driver.trial_attrs.COMPLETE_STOPS`: a sweep
     stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing), if any."""
     for summary in reversed(optuna.study.get_all_study_summaries(storage)):
-        stored = summary.user_attrs.get(STUDY, {}).get("fingerprint", {})
-        if stored.get("key") != key:
+        stored = stored_info(summary.user_attrs).get("fingerprint")
+        if not isinstance(stored, dict) or stored.get("key") != key:
             continue
-        if summary.user_attrs.get(LAST_RUN, {}).get("stopped_by") not in COMPLETE_STOPS:
+        if last_run(summary.user_attrs).get("stopped_by") not in COMPLETE_STOPS:
             continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         if best_trials(study):

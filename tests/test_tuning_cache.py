@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import optuna
+import pytest
 
 from autotune.tuning_cache import fingerprint, source_hash, source_modules
 
@@ -137,3 +138,20 @@ def test_a_workload_folder_holding_an_environment_keys_its_own_modules_only(tmp_
     (tmp_path / "my_kernel_module_xyz.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _lies_in("my_kernel_module_xyz", tmp_path)
+
+
+@pytest.mark.parametrize("value", ["garbage", [1, 2], None, {"fingerprint": "x"}, 7])
+def test_a_study_whose_records_are_not_records_is_passed_over_by_the_cache_and_warm_start(
+    value,
+):
+    from autotune.driver.trial_attrs import LAST_RUN, STUDY
+    from autotune.driver.warm_start import most_similar_study
+    from autotune.tuning_cache import cached_study
+
+    storage = optuna.storages.InMemoryStorage()
+    odd = optuna.create_study(storage=storage, study_name="odd")
+    odd.set_user_attr(STUDY, value)  # written by another tool, or damaged
+    odd.set_user_attr(LAST_RUN, value)
+    odd.add_trial(optuna.trial.create_trial(value=1.0))
+    assert cached_study(storage, "some key") is None
+    assert most_similar_study(storage, "matmul", {"M": 1}, None) is None

@@ -22,16 +22,16 @@ from autotune.driver.trial_attrs import (
     DURATION,
     METRICS,
     REASON,
-    STUDY,
     is_ok,
     is_repeat,
+    stored_info,
     trial_status,
 )
 
 
 def study_info(study: optuna.Study) -> dict[str, Any]:
     """What the sweep stored about itself (workload, problem, objectives, device, command)."""
-    return dict(study.user_attrs.get(STUDY, {}))
+    return stored_info(study.user_attrs)
 
 
 def objectives_of(study: optuna.Study) -> dict[str, str]:

@@ -27,7 +27,7 @@ from autotune.driver.pruning import DivergencePruner
 from autotune.driver.results import ok_trials
 from autotune.driver.samplers import make_sampler, resolve_sampler
 from autotune.driver.settings import SweepSettings
-from autotune.driver.trial_attrs import BASELINE, STUDY, WARM_START
+from autotune.driver.trial_attrs import BASELINE, STUDY, WARM_START, stored_info
 from autotune.driver.warm_start import (
     first_objective,
     most_similar_study,
@@ -148,7 +148,7 @@ def _named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None
         raise StudyMismatch(
             f"--warm-start: no study named {s.warm_start!r} in this storage"
         ) from None
-    info = source.user_attrs.get(STUDY, {})
+    info = stored_info(source.user_attrs)
     if info.get("workload") != s.workload:
         raise StudyMismatch(
             f"--warm-start {s.warm_start}: it holds a {info.get('workload')} sweep; this one "
@@ -187,7 +187,7 @@ def _warm_start(
             objective=next(iter(s.objectives.items())),
         )
     else:
-        problem = named.user_attrs.get(STUDY, {}).get("problem", {})
+        problem = stored_info(named.user_attrs).get("problem", {})
         found = (named, similarity(s.problem, problem))
     if found is None:
         return

@@ -22,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import optuna
 
 # -- trial attributes ---------------------------------------------------------------------
@@ -52,6 +54,25 @@ INTERRUPTED = "interrupted"
 REPEATED = "repeated"  # the count of repeats in progress and summaries (not a trial status)
 
 FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+
+
+def stored_info(user_attrs: dict[str, Any]) -> dict[str, Any]:
+    """A study's autotune record (:data:`STUDY`) from its user attributes: empty where there
+    is none, or where what is stored there is not a record (a plain Optuna study, a value
+    another tool wrote), so that one odd study cannot stop a command that reads them all.
+
+    Example:
+        >>> stored_info({"autotune": {"workload": "matmul"}}), stored_info({"autotune": "x"})
+        ({'workload': 'matmul'}, {})
+    """
+    info = user_attrs.get(STUDY)
+    return dict(info) if isinstance(info, dict) else {}
+
+
+def last_run(user_attrs: dict[str, Any]) -> dict[str, Any]:
+    """A study's :data:`LAST_RUN` record, empty where there is none or it is not a record."""
+    run = user_attrs.get(LAST_RUN)
+    return dict(run) if isinstance(run, dict) else {}
 
 
 def trial_status(trial: optuna.trial.FrozenTrial) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import best_trials, ok_trials
-from autotune.driver.trial_attrs import STUDY
+from autotune.driver.trial_attrs import stored_info
 
 
 def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
@@ -56,14 +56,17 @@ def most_similar_study(
     for summary in optuna.study.get_all_study_summaries(storage):
         if summary.study_name == exclude:
             continue
-        info = summary.user_attrs.get(STUDY, {})
+        info = stored_info(summary.user_attrs)
         if info.get("workload") != workload:
             continue
         if objective is not None and first_objective(info) != objective:
             continue
-        if device_name and info.get("device", {}).get("name") not in (None, device_name):
+        device, stored_problem = info.get("device"), info.get("problem")
+        if not isinstance(device, dict) or not isinstance(stored_problem, dict):
+            continue  # a record another tool wrote, or damaged: not a source to trust
+        if device_name and device.get("name") not in (None, device_name):
             continue
-        score = similarity(problem, info.get("problem", {}))
+        score = similarity(problem, stored_problem)
         if score <= 0 or (best is not None and score <= best[1]):
             continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
