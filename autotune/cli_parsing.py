@@ -44,6 +44,8 @@ def parse_slo(text: str | None) -> dict[str, float]:
         if name in limits:
             raise UsageError(f"--slo: {name} is limited twice")
         limits[name] = limit
+    if text is not None and text.strip() and not limits:
+        raise UsageError(f"--slo: {text!r} names no limit (e.g. ttft_p99_ms=500)")
     return limits
 
 
@@ -110,8 +112,8 @@ def parse_duration(text: str | None) -> float | None:
         seconds = float(number) * units[unit]
     except ValueError:
         raise UsageError(f"--time-budget: {text!r} is not a duration like 90s, 5m or 1h") from None
-    if seconds <= 0:
-        raise UsageError(f"--time-budget: {text!r} must be positive")
+    if not math.isfinite(seconds) or seconds <= 0:  # nan compares false with everything
+        raise UsageError(f"--time-budget: {text!r} must be a positive, finite duration")
     return seconds
 
 

@@ -28,3 +28,19 @@ def test_an_output_that_is_the_storages_own_file_is_refused_and_left_alone(
 def test_checking_an_output_in_missing_folders_makes_none(tmp_path: Path):
     assert writable_output(tmp_path / "a" / "b" / "best.json") is not None
     assert list(tmp_path.iterdir()) == []  # write_atomic makes them when it writes
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "nans", "-infm", "0s", "-5s"])
+def test_a_time_budget_must_be_a_positive_finite_duration(text):
+    from autotune.cli_parsing import parse_duration
+
+    with pytest.raises(UsageError, match="must be a positive, finite duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", [",,,", " , "])
+def test_an_slo_of_separators_only_is_refused_not_taken_as_no_slo(text):
+    from autotune.cli_parsing import parse_slo
+
+    with pytest.raises(UsageError, match="names no limit"):
+        parse_slo(text)
