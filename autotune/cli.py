@@ -245,6 +245,9 @@ def tune(
         COMMAND_STARTED + settings.time_budget_s if settings.time_budget_s is not None else None
     )
     summary = sweep.run()
+    if not summary.best and summary.stopped_by == "interrupted":
+        err.print("interrupted before any trial succeeded; finished trials are stored")
+        raise typer.Exit(130)
     if not summary.best:
         err.print("no trial succeeded: nothing to report (see `autotune trials`)")
         raise typer.Exit(1)

@@ -537,3 +537,24 @@ def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path):
         assert done.returncode == 0 and f"wrote {out}" in done.stderr and out.stat().st_size
     report = autotune("report", "--storage", url, "--output", str(tmp_path / "r.html"))
     assert report.returncode == 0 and "Warning" not in report.stderr, report.stderr
+
+
+def test_a_sweep_stopped_before_any_trial_succeeded_exits_130_saying_so(tmp_path):
+    import signal
+    import time
+
+    space = tmp_path / "hang.yaml"
+    space.write_text("name: hang\nworkload: faults\nparameters:\n"
+                     "  fault: {type: categorical, choices: [hang]}\n")  # fmt: skip
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
+         "--trials", "3", "--trial-timeout", "600", "--storage", f"sqlite:///{tmp_path}/h.db"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    header = sweep.stderr.readline()  # the sweep's first line: its signal handlers are set
+    assert header.startswith("autotune faults"), header
+    time.sleep(3)  # the first trial is in flight (its worker starting, or hanging)
+    sweep.send_signal(signal.SIGTERM)
+    _, stderr = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130, stderr
+    assert "interrupted before any trial succeeded; finished trials are stored" in stderr
