@@ -98,6 +98,8 @@ def trials(
     writable_output(output, storage=storage)
     loaded = load_study(open_storage(storage, existing=True), study)
     frame = trials_frame(loaded)
+    if "status" not in frame.columns:  # no trial yet: the listing's columns, no rows
+        frame = frame.reindex(columns=["trial", "status", "reason", "duration_s"])
     if format == "table":
         origins = {t.number: trial_origin(t.user_attrs) for t in loaded.get_trials(deepcopy=False)}
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]

@@ -558,3 +558,16 @@ def test_a_sweep_stopped_before_any_trial_succeeded_exits_130_saying_so(tmp_path
     _, stderr = sweep.communicate(timeout=120)
     assert sweep.returncode == 130, stderr
     assert "interrupted before any trial succeeded; finished trials are stored" in stderr
+
+
+def test_the_trials_of_a_study_with_none_yet_are_an_empty_listing(tmp_path):
+    url = f"sqlite:///{tmp_path}/p.db"
+    optuna.create_study(storage=url, study_name="empty")
+    for fmt in ("table", "csv"):
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "trials", "--storage", url, "--study",
+             "empty", "--format", fmt],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "status" in done.stdout
