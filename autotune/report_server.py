@@ -10,6 +10,7 @@ Example (not run: it serves until stopped):
 from __future__ import annotations
 
 import contextlib
+import html
 import sys
 import threading
 import time
@@ -34,7 +35,8 @@ class _Cache:
                 try:
                     self.page = self.build().replace("<head>", "<head>" + _RELOAD, 1)
                 except Exception as exc:  # noqa: BLE001 - e.g. no trial stored yet
-                    self.page = f"<html><head>{_RELOAD}</head><body>not ready: {exc}</body></html>"
+                    why = html.escape(str(exc))  # a study's name is data, not markup
+                    self.page = f"<html><head>{_RELOAD}</head><body>not ready: {why}</body></html>"
                 self.built = time.monotonic()
             return self.page
 

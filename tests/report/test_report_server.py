@@ -42,3 +42,24 @@ def test_a_client_that_hangs_up_mid_page_leaves_no_traceback(capfd):
         server.shutdown()
         server.server_close()
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_page_not_ready_shows_its_reason_as_text_not_markup():
+    import threading
+    import urllib.request
+
+    from autotune.report_server import make_server
+
+    def build() -> str:
+        raise KeyError("no study named '<img src=x onerror=alert(1)>'")
+
+    server = make_server(build, 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            page = answer.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "not ready" in page and "<img" not in page and "&lt;img" in page
