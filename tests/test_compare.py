@@ -93,3 +93,13 @@ def test_compare_of_a_multi_objective_sweep_on_the_command_line(tmp_path: Path) 
     done = _cli("compare", "one", "two", "--storage", url)
     assert done.returncode == 0, done.stderr
     assert "[1] two (toy on cpu): winner trial 0" in done.stdout
+
+
+def test_a_plain_optuna_studys_complete_trials_are_measurements_for_every_command(tmp_path):
+    from autotune.driver.results import best_trials
+    from autotune.driver.trial_attrs import trial_status
+
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path}/p.db", study_name="plain")
+    study.optimize(lambda t: (t.suggest_float("x", 0, 1) - 0.3) ** 2, n_trials=4)
+    assert {trial_status(t) for t in study.trials} == {"ok"}
+    assert best_trials(study)[0].number == study.best_trial.number

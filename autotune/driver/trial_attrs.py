@@ -76,10 +76,13 @@ def last_run(user_attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 def trial_status(trial: optuna.trial.FrozenTrial) -> str:
-    """The trial's status; a trial without one is running, waiting, or was interrupted."""
+    """The trial's status; a trial without one is running, waiting, measured (a complete
+    trial that another Optuna program told, e.g. a plain ``study.optimize``), or was
+    interrupted."""
     if STATUS in trial.user_attrs:
         return str(trial.user_attrs[STATUS])
-    return {"RUNNING": "running", "WAITING": "waiting"}.get(trial.state.name, INTERRUPTED)
+    states = {"RUNNING": "running", "WAITING": "waiting", "COMPLETE": "ok"}
+    return states.get(trial.state.name, INTERRUPTED)
 
 
 def is_repeat(trial: optuna.trial.FrozenTrial) -> bool:
