@@ -412,7 +412,29 @@ cli_reports.register(app)
 
 
 def main() -> None:
-    app()
+    """The ``autotune`` command: a usage error the option parser finds (a value out of range,
+    an unknown option) is one line naming the option, exit code 2, as every other bad input."""
+    try:  # Typer >= 0.22 carries its own Click
+        from typer._click.exceptions import NoArgsIsHelpError
+        from typer._click.exceptions import UsageError as ClickUsageError
+    except ImportError:  # pragma: no cover - an older Typer on Click
+        from click.exceptions import NoArgsIsHelpError
+        from click.exceptions import UsageError as ClickUsageError
+
+    try:
+        code = app(standalone_mode=False)  # an exit code is returned, not raised
+    except typer.Abort:
+        err.print("interrupted")
+        raise SystemExit(130) from None
+    except NoArgsIsHelpError as exc:  # `autotune` alone: the help
+        exc.show()
+        raise SystemExit(exc.exit_code) from None
+    except ClickUsageError as exc:
+        where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+        err.print(f"error: {where}{exc.format_message()}", markup=False, highlight=False,
+                  soft_wrap=True)  # fmt: skip
+        raise SystemExit(2) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -120,6 +120,11 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(130) from None
         except _storage_failure_types() as exc:
             first = _root_cause_line(exc)
+            if "readonly database" in first or "read-only" in first:  # no retry will help
+                why = escape(redact(first))
+                err.print(f"[red]error:[/red] the storage cannot be written: {why} (a read-only "
+                          "file or folder)", highlight=False, soft_wrap=True)  # fmt: skip
+                raise typer.Exit(2) from None
             err.print(f"[red]error:[/red] the storage stopped answering: {escape(redact(first))}; "
                       "the finished trials are stored: run the same command again to resume",
                       highlight=False, soft_wrap=True)  # fmt: skip

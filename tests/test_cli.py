@@ -131,6 +131,10 @@ BAD_INPUT = [
     # a read command in a folder without the default database: the first problem is named
     (["trials", "--format", "xml"], "no database at autotune.db (nothing to read)"),
     (["export", "--to", "toml"], "--to toml: unknown target"),
+    # what the option parser refuses is one line too, not its usage box
+    (["export", "--top", "0"], "export: Invalid value for '--top'"),
+    (["tune", "--bogus"], "tune: No such option: --bogus"),
+    (["nosuchcommand"], "No such command 'nosuchcommand'"),
 ]
 
 
