@@ -95,6 +95,8 @@ def trials(
     from autotune.driver.trial_attrs import INFEASIBLE, trial_origin
     from autotune.storage import load_study, open_storage
 
+    if output is not None and format == "table":
+        raise UsageError("--output needs --format csv, parquet or html (a table prints)")
     writable_output(output, storage=storage)
     loaded = load_study(open_storage(storage, existing=True), study)
     frame = trials_frame(loaded)
@@ -179,7 +181,9 @@ def export(
     storage: StorageOption = DEFAULT_STORAGE,
     study: StudyOption = None,
     output: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
-    top: Annotated[int, typer.Option(min=1, help="With --to triton: how many configs.")] = 5,
+    top: Annotated[
+        int | None, typer.Option(min=1, help="With --to triton: how many configs [default: 5].")
+    ] = None,
     rename: Annotated[
         str | None,
         typer.Option(
@@ -214,6 +218,9 @@ def export(
     names = _parse_rename(rename)
     if names and to != "triton":
         raise UsageError(f"--rename applies to --to triton, not --to {to}")
+    if top is not None and to != "triton":
+        raise UsageError(f"--top applies to --to triton, not --to {to}")
+    top = top or 5
     if not table and (studies is not None or key != TABLE_KEY):
         raise UsageError(f"{'--studies' if studies is not None else '--key'} applies to --table")
     if table:

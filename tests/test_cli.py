@@ -135,6 +135,8 @@ BAD_INPUT = [
     (["export", "--top", "0"], "export: Invalid value for '--top'"),
     (["tune", "--bogus"], "tune: No such option: --bogus"),
     (["nosuchcommand"], "No such command 'nosuchcommand'"),
+    (["export", "--to", "json", "--top", "3"], "--top applies to --to triton, not --to json"),
+    (["trials", "--output", "t.txt"], "--output needs --format csv, parquet or html"),
 ]
 
 
