@@ -177,6 +177,8 @@ class Report:
                 warnings.filterwarnings("ignore", "PedAnovaImportanceEvaluator computes")
                 # with too few trials it warns and returns nothing: the section is left out
                 warnings.filterwarnings("ignore", "The number of trials is too small")
+                # a parameter value seen in fewer than 2 trials: its score is still drawn
+                warnings.filterwarnings("ignore", "Some regimes for parameter")
                 scores = optuna.importance.get_param_importances(
                     self.study, evaluator=evaluator, target=lambda t: sign * t.values[0]
                 )
