@@ -53,6 +53,8 @@ def resolve_space_path(name: str | Path, relative_to: Path | None = None) -> Pat
     for candidate in candidates:
         if candidate.is_file():
             return candidate
+    if path.is_dir():
+        raise SpaceError(f"{name}: is a folder, not a space file")
     raise SpaceError(f"{name}: space file not found")
 
 

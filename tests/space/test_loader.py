@@ -206,3 +206,10 @@ def test_a_when_that_fails_to_evaluate_names_its_parameter(write_space):
     space = load_space(path)
     with pytest.raises(SpaceError, match=r"w.yaml: parameters.b.when: .*ZeroDivisionError"):
         list(space.grid({}, {}))
+
+
+def test_a_folder_given_as_the_space_is_named_as_a_folder(tmp_path):
+    from autotune.space import resolve_space_path
+
+    with pytest.raises(SpaceError, match="is a folder, not a space file"):
+        resolve_space_path(tmp_path)
