@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,5 +43,18 @@ class KernelConfig:
 
     def triton_source(self) -> str:
         """The ``triton.Config(...)`` expression for this config."""
-        options = "".join(f", {k}={v!r}" for k, v in self.launch.items())
-        return f"triton.Config({self.meta!r}{options})"
+        meta = ", ".join(f"{k!r}: {_literal(v)}" for k, v in self.meta.items())
+        options = "".join(f", {k}={_literal(v)}" for k, v in self.launch.items())
+        return f"triton.Config({{{meta}}}{options})"
+
+
+def _literal(value: Any) -> str:
+    """Python source for a config value; a float that is not finite reads back as itself.
+
+    Example:
+        >>> _literal(0.5), _literal(float("nan")), _literal(float("-inf"))
+        ('0.5', "float('nan')", "float('-inf')")
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
