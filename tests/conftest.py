@@ -99,3 +99,27 @@ def train_step_settings(tmp_path: Path):
         )  # fmt: skip
 
     return build
+
+
+@pytest.fixture
+def one_trial_study():
+    """Makes a stored study as a sweep of a workload leaves it, with one measured trial of
+    the given params: what the exports read, without running the workload."""
+    return _one_trial_study
+
+
+def _one_trial_study(url: str, name: str, workload: str, problem: dict, params: dict,
+                     objective: str, value: float):  # fmt: skip
+    import optuna
+
+    from autotune.driver.trial_attrs import STUDY
+
+    study = optuna.create_study(study_name=name, storage=url, direction="maximize")
+    study.set_user_attr(STUDY, {"workload": workload, "problem": problem,
+                                "objectives": {objective: "maximize"}})  # fmt: skip
+    study.add_trial(optuna.trial.create_trial(
+        params=params, value=value, user_attrs={"status": "ok"},
+        distributions={k: optuna.distributions.CategoricalDistribution([v])
+                       for k, v in params.items()},
+    ))  # fmt: skip
+    return study

@@ -139,19 +139,8 @@ def test_an_engine_value_with_a_newline_stays_inside_its_comment() -> None:
     assert "y" not in yaml.safe_load(out.text) and "'x\\ny: 1'" in out.not_expressed["kv_dtype"]
 
 
-def _serving_study(url: str, params: dict) -> None:
-    import optuna
-
-    from autotune.driver.trial_attrs import STUDY
-
-    study = optuna.create_study(study_name="svs", storage=url, direction="maximize")
-    study.set_user_attr(STUDY, {"workload": "serving", "problem": {},
-                                "objectives": {"tokens_per_s": "maximize"}})  # fmt: skip
-    study.add_trial(optuna.trial.create_trial(
-        params=params, value=100.0, user_attrs={"status": "ok"},
-        distributions={k: optuna.distributions.CategoricalDistribution([v])
-                       for k, v in params.items()},
-    ))  # fmt: skip
+def _serving_study(make, url: str, params: dict) -> None:
+    make(url, "svs", "serving", {}, params, "tokens_per_s", 100.0)
 
 
 def _export(url: str, target: str):
@@ -164,9 +153,11 @@ def _export(url: str, target: str):
     )  # fmt: skip
 
 
-def test_the_cli_exports_a_partial_sweep_and_refuses_a_bad_count_in_one_line(tmp_path) -> None:
+def test_the_cli_exports_a_partial_sweep_and_refuses_a_bad_count_in_one_line(
+    tmp_path, one_trial_study
+) -> None:
     url = f"sqlite:///{tmp_path / 'p.db'}"
-    _serving_study(url, {"max_num_batched_tokens": 256, "block_size": 16})
+    _serving_study(one_trial_study, url, {"max_num_batched_tokens": 256, "block_size": 16})
     done = _export(url, "vllm")
     assert done.returncode == 0, done.stderr
     assert yaml.safe_load(done.stdout) == {
@@ -175,7 +166,7 @@ def test_the_cli_exports_a_partial_sweep_and_refuses_a_bad_count_in_one_line(tmp
         "block-size": 16,
     }
     bad = f"sqlite:///{tmp_path / 'b.db'}"
-    _serving_study(bad, {"max_num_seqs": 0, "kv_dtype": "int8"})
+    _serving_study(one_trial_study, bad, {"max_num_seqs": 0, "kv_dtype": "int8"})
     done = _export(bad, "sglang")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == "error: max_num_seqs 0: not a positive whole number"

@@ -79,16 +79,9 @@ def test_a_record_that_is_no_training_step_is_refused():
         training_export({"config": {"BLOCK_M": 64}, "problem": {"M": 64}}, "hf")
 
 
-def test_the_cli_writes_the_export_and_what_it_could_not_express(tmp_path):
+def test_the_cli_writes_the_export_and_what_it_could_not_express(tmp_path, one_trial_study):
     url = f"sqlite:///{tmp_path / 's.db'}"
-    study = optuna.create_study(study_name="t", storage=url, direction="maximize")
-    study.set_user_attr(STUDY, {"workload": "train-step", "problem": PROBLEM,
-                                "objectives": {"tokens_per_s": "maximize"}})  # fmt: skip
-    study.add_trial(optuna.trial.create_trial(
-        params=TUNED, value=1000.0, user_attrs={"status": "ok"},
-        distributions={k: optuna.distributions.CategoricalDistribution([v])
-                       for k, v in TUNED.items()},
-    ))  # fmt: skip
+    study = one_trial_study(url, "t", "train-step", PROBLEM, TUNED, "tokens_per_s", 1000.0)
     assert best_record(study)["config"]["micro_batch"] == 4
     target = tmp_path / "ds.json"
     done = subprocess.run(
