@@ -421,6 +421,7 @@ def main() -> None:
         from click.exceptions import NoArgsIsHelpError
         from click.exceptions import UsageError as ClickUsageError
 
+    _stop_signals_interrupt()
     try:
         code = app(standalone_mode=False)  # an exit code is returned, not raised
     except typer.Abort:
@@ -435,6 +436,19 @@ def main() -> None:
                   soft_wrap=True)  # fmt: skip
         raise SystemExit(2) from None
     raise SystemExit(code if isinstance(code, int) else 0)
+
+
+def _stop_signals_interrupt() -> None:
+    """SIGTERM and SIGHUP end any command as Ctrl-C does (each command's KeyboardInterrupt
+    path: "interrupted", exit 130, workers closed), also outside the sweep's own handling
+    (the finish, an export); a sweep sets its own while it runs and puts these back."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)
 
 
 if __name__ == "__main__":

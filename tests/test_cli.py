@@ -577,3 +577,27 @@ def test_the_trials_of_a_study_with_none_yet_are_an_empty_listing(tmp_path):
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "status" in done.stdout
+
+
+def test_a_sigterm_during_the_finish_ends_it_as_ctrl_c_does(tmp_path):
+    import signal
+    import time
+
+    space = tmp_path / "slow.yaml"
+    space.write_text("name: slow\nworkload: faults\nparameters:\n"
+                     "  fault: {type: categorical, choices: [none]}\n"
+                     "  delay: {type: float, low: 4.0, high: 5.0}\n")  # fmt: skip
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
+         "--trials", "2", "--trial-timeout", "60", "--storage", f"sqlite:///{tmp_path}/f.db"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    lines = []
+    while not (lines and lines[-1].startswith("done:")):
+        lines.append(sweep.stderr.readline())
+        assert lines[-1], "".join(lines)  # the sweep ended before its finish
+    time.sleep(3)  # the finish's fresh worker measures
+    sweep.send_signal(signal.SIGTERM)
+    _, stderr = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130, "".join(lines) + stderr
+    assert "interrupted; finished trials are stored" in stderr
