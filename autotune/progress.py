@@ -129,7 +129,9 @@ class ProgressDisplay(SweepObserver):
     def on_end(self, summary: SweepSummary) -> None:
         if self._progress is not None:
             self._progress.stop()
-        in_flight = f", {summary.in_flight} in flight" if summary.in_flight > 1 else ""
+        # the slots the sweep ran with: no more than the trials that ran could fill
+        slots = min(summary.in_flight, summary.trials_run)
+        in_flight = f", up to {slots} at a time" if slots > 1 else ""
         self.console.print(
             f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
             f"(stopped by {summary.stopped_by}); {summary.trials_total} stored in study "

@@ -1,0 +1,27 @@
+"""The sweep's printed progress and its closing line."""
+
+import io
+from collections import Counter
+
+import optuna
+import pytest
+from rich.console import Console
+
+from autotune.driver.settings import SweepSummary
+from autotune.progress import ProgressDisplay
+
+
+@pytest.mark.parametrize(("slots", "ran", "says"), [(100, 2, "up to 2 at a time"),
+                                                    (4, 30, "up to 4 at a time"),
+                                                    (8, 1, None)])  # fmt: skip
+def test_the_closing_line_counts_no_more_slots_than_trials_could_fill(slots, ran, says):
+    out = io.StringIO()
+    summary = SweepSummary(
+        study=optuna.create_study(), study_name="s", trials_run=ran, trials_total=ran,
+        failures=Counter(), best=[], stopped_by="trials", elapsed_s=1.0, in_flight=slots,
+    )  # fmt: skip
+    ProgressDisplay(Console(file=out, width=300)).on_end(summary)
+    line = out.getvalue()
+    assert line.startswith(f"done: {ran} trials")
+    assert ("at a time" in line) == (says is not None)
+    assert says is None or says in line
