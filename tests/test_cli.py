@@ -545,18 +545,23 @@ def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path):
     assert report.returncode == 0 and "Warning" not in report.stderr, report.stderr
 
 
+def _faults_sweep(tmp_path: Path, parameters: str, trials: int) -> subprocess.Popen:
+    """`autotune tune faults` over a space of ``parameters`` (YAML lines), in the background."""
+    space = tmp_path / "space.yaml"
+    space.write_text(f"name: s\nworkload: faults\nparameters:\n{parameters}")
+    return subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
+         "--trials", str(trials), "--trial-timeout", "600", "--storage",
+         f"sqlite:///{tmp_path}/s.db"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )  # fmt: skip
+
+
 def test_a_sweep_stopped_before_any_trial_succeeded_exits_130_saying_so(tmp_path):
     import signal
     import time
 
-    space = tmp_path / "hang.yaml"
-    space.write_text("name: hang\nworkload: faults\nparameters:\n"
-                     "  fault: {type: categorical, choices: [hang]}\n")  # fmt: skip
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
-         "--trials", "3", "--trial-timeout", "600", "--storage", f"sqlite:///{tmp_path}/h.db"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-    )  # fmt: skip
+    sweep = _faults_sweep(tmp_path, "  fault: {type: categorical, choices: [hang]}\n", trials=3)
     header = sweep.stderr.readline()  # the sweep's first line: its signal handlers are set
     assert header.startswith("autotune faults"), header
     time.sleep(3)  # the first trial is in flight (its worker starting, or hanging)
@@ -583,15 +588,10 @@ def test_a_sigterm_during_the_finish_ends_it_as_ctrl_c_does(tmp_path):
     import signal
     import time
 
-    space = tmp_path / "slow.yaml"
-    space.write_text("name: slow\nworkload: faults\nparameters:\n"
-                     "  fault: {type: categorical, choices: [none]}\n"
-                     "  delay: {type: float, low: 4.0, high: 5.0}\n")  # fmt: skip
-    sweep = subprocess.Popen(
-        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
-         "--trials", "2", "--trial-timeout", "60", "--storage", f"sqlite:///{tmp_path}/f.db"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-    )  # fmt: skip
+    slow = (
+        "  fault: {type: categorical, choices: [none]}\n  delay: {type: float, low: 4, high: 5}\n"
+    )
+    sweep = _faults_sweep(tmp_path, slow, trials=2)
     lines = []
     while not (lines and lines[-1].startswith("done:")):
         lines.append(sweep.stderr.readline())
