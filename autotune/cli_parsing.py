@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from autotune.units import never_negative
+
 
 class UsageError(ValueError):
     """Bad input from the command line."""
@@ -41,6 +43,9 @@ def parse_slo(text: str | None) -> dict[str, float]:
             raise UsageError(f"--slo: {item.strip()!r} is not METRIC=LIMIT (e.g. ttft_p99_ms=500)")
         if not math.isfinite(limit):
             raise UsageError(f"--slo: {item.strip()!r}: the limit must be a finite number")
+        if limit < 0 and never_negative(name):
+            raise UsageError(f"--slo: {item.strip()!r}: {name} is never below 0, so every "
+                             "trial would be over this limit")  # fmt: skip
         if name in limits:
             raise UsageError(f"--slo: {name} is limited twice")
         limits[name] = limit

@@ -71,6 +71,17 @@ def readable(metric: str, value: float | None) -> str:
     return f"{_si(value) if style == 'si' else _sig3(value)} {suffix}"
 
 
+def never_negative(metric: str) -> bool:
+    """Whether the metric's name gives it a unit, and so a value that is never below 0 (a
+    time, a size, a rate, a ratio, a share).
+
+    Example:
+        >>> never_negative("ttft_p99_ms"), never_negative("peak_memory_gb"), never_negative("score")
+        (True, True, False)
+    """
+    return _unit(metric) is not None
+
+
 def named(metric: str, value: float | None) -> str:
     """The value with its unit, or with the metric's name where the name gives no unit.
 

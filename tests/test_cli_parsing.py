@@ -44,3 +44,17 @@ def test_an_slo_of_separators_only_is_refused_not_taken_as_no_slo(text):
 
     with pytest.raises(UsageError, match="names no limit"):
         parse_slo(text)
+
+
+@pytest.mark.parametrize("text", ["ttft_p99_ms=-1", "tpot_p99_ms=50,peak_memory_gb=-0.5"])
+def test_a_negative_limit_on_a_metric_with_a_unit_is_refused(text):
+    from autotune.cli_parsing import parse_slo
+
+    with pytest.raises(UsageError, match="is never below 0"):
+        parse_slo(text)
+
+
+def test_a_negative_limit_on_a_metric_without_a_unit_is_taken():
+    from autotune.cli_parsing import parse_slo
+
+    assert parse_slo("log_loss=-2.5") == {"log_loss": -2.5}
