@@ -50,6 +50,8 @@ def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[s
         "problem": info.get("problem", {}),
         "trial": trial.number,
         "config": dict(trial.params),
+        # what the objective ran for the knobs the space did not tune (its untuned default)
+        "untuned": info.get("untuned", {}),
         "objectives": objectives,
         "values": dict(zip(objectives, trial.values or [], strict=False)),
         "metrics": trial.user_attrs.get(METRICS, {}),

@@ -134,9 +134,27 @@ def which_sweep(record: dict[str, Any]) -> str:
     )
 
 
+def ran_config(record: dict[str, Any]) -> dict[str, Any]:
+    """The config the trial ran: its tuned parameters over the untuned defaults the sweep held
+    fixed (``untuned``: a space without ``precision`` ran bf16 on a GPU, not fp32), with fp16's
+    first loss scale where ``--problem loss_scale_init=`` fixed it.
+
+    Example:
+        >>> ran_config({"config": {"micro_batch": 2}, "untuned": {"precision": "bf16",
+        ...             "micro_batch": 8}, "problem": {"loss_scale_init": 1024}})
+        {'precision': 'bf16', 'micro_batch': 2, 'loss_scale_init': 1024}
+    """
+    config = {**(record.get("untuned") or {}), **(record.get("config") or {})}
+    problem = record.get("problem") or {}
+    if "loss_scale_init" in problem and "loss_scale_init" not in config:
+        config["loss_scale_init"] = problem["loss_scale_init"]
+    return config
+
+
 def _tuned(record: dict[str, Any]) -> tuple[dict[str, Any], int, int, float]:
-    """The config, its micro-batch (per process), the gradient accumulation and the lr."""
-    config, problem = record.get("config", {}), record.get("problem", {})
+    """The config (:func:`ran_config`), its micro-batch (per process), the gradient
+    accumulation and the lr."""
+    config, problem = ran_config(record), record.get("problem", {})
     if "micro_batch" not in config or "global_batch" not in problem:
         raise TrainExportError(
             "a training-stack export needs a train-step sweep (micro_batch, global_batch); "
@@ -165,7 +183,7 @@ def _loss_scale(config: dict[str, Any]) -> float:
 
 def data_parallel(record: dict[str, Any]) -> int:
     """How many processes shared out the global batch (all but under tensor parallel)."""
-    layout = record.get("config", {}).get("layout", "single")
+    layout = ran_config(record).get("layout", "single")
     return 1 if layout in ("single", "tp") else world_size(record)
 
 

@@ -278,3 +278,29 @@ def test_the_cli_refuses_a_micro_batch_beyond_the_global_batch_in_one_line(tmp_p
         )  # fmt: skip
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip() == "error: micro_batch 16 does not divide global_batch 8"
+
+
+@pytest.mark.parametrize("target", ["hf", "accelerate", "deepspeed", "torchtitan"])
+def test_knobs_the_sweep_did_not_tune_are_exported_as_its_trials_ran_them(target):
+    """A space that tuned only the micro-batch ran the default's bf16 (on a GPU): every target
+    writes bf16, not the fp32 a config without ``precision`` used to mean."""
+    untuned = {"precision": "bf16", "activation_checkpointing": False,
+               "attention_backend": "default", "optimizer": "fused", "compile": False}  # fmt: skip
+    record = {"config": {"micro_batch": 4}, "untuned": untuned, "problem": PROBLEM}
+    precision = {  # where each target says bf16
+        "hf": lambda s: s["bf16"], "accelerate": lambda s: s["mixed_precision"] == "bf16",
+        "deepspeed": lambda s: s.get("bf16", {}).get("enabled", False),
+        "torchtitan": lambda s: s["training"]["mixed_precision_param"] == "bfloat16",
+    }[target]  # fmt: skip
+    assert precision(training_export(record, target).settings)
+    plain = {"config": {"micro_batch": 4}, "problem": PROBLEM}  # an older record: fp32
+    assert not precision(training_export(plain, target).settings)
+
+
+def test_a_loss_scale_fixed_by_the_problem_is_the_one_exported():
+    """``--problem loss_scale_init=1024`` fixed fp16's first loss scale for every trial."""
+    record = {"config": {**TUNED, "loss_scale_init": None}, "problem": PROBLEM}
+    del record["config"]["loss_scale_init"]
+    fixed = {**record, "problem": {**PROBLEM, "loss_scale_init": 1024}}
+    assert training_export(record, "deepspeed").settings["fp16"]["initial_scale_power"] == 16
+    assert training_export(fixed, "deepspeed").settings["fp16"]["initial_scale_power"] == 10

@@ -118,6 +118,12 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             "workload": s.workload,
             "problem": s.problem,
             "space": s.space.source,
+            # the default's knobs the space does not tune: what every trial ran for them
+            "untuned": {
+                k: v
+                for k, v in (s.baseline or {}).items()
+                if k not in s.space.names and isinstance(v, str | int | float | bool)
+            },
             "objectives": s.objectives,
             "sampler": s.sampler,
             "sampler_used": resolve_sampler(s.sampler, s.space, len(directions)),

@@ -327,3 +327,18 @@ def test_an_integer_parameter_stays_an_integer_beside_a_trial_that_lacks_it(writ
     assert sorted(frame["tile"].dropna().tolist()) == sorted(
         t.params["tile"] for t in study.trials if t.params
     )
+
+
+def test_the_untuned_defaults_the_trials_ran_are_stored_for_the_exports(tmp_path, write_space):
+    """A space that tunes part of the default's knobs: the rest, what every trial ran, is stored
+    with the study and rides in the exported record (a train-step space without precision ran
+    bf16 on a GPU; its export must not write fp32)."""
+    from autotune.export import best_record
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    space = load_space(write_space("parameters:\n  score: {type: float, low: 0.0, high: 1.0}\n"))
+    baseline = {"fault": "none", "score": 0.5, "shape": (1, 2)}  # a tuple is no stored value
+    Sweep(settings(space, n_trials=2, storage=url, study_name="s", baseline=baseline)).run()
+    record = best_record(load(url, "s"))
+    assert record["untuned"] == {"fault": "none"}
+    assert set(record["config"]) == {"score"}
