@@ -112,7 +112,7 @@ def _check_by_enumeration(
         alone = dataclasses.replace(space, constraints=[constraint])
         if next(alone.grid(problem, device), None) is None:
             raise SpaceError(f"{constraint.where}: {constraint.expression.source.strip()!r} "
-                             f"admits no config{_read(constraint, problem)}")  # fmt: skip
+                             f"admits no config{constraint.problem_read(problem)}")  # fmt: skip
     names = ", ".join(c.name for c in space.constraints)
     raise SpaceError(
         f"{space.source}: the constraints ({names}) admit no config for this problem and device"
@@ -137,7 +137,7 @@ def _check_by_drawing(space: Space, problem: Mapping[str, Any], device: Mapping[
     if never_met:
         constraint = next(iter(never_met.values()))
         raise SpaceError(f"{constraint.where}: {constraint.expression.source.strip()!r} {drawn}"
-                         f"{_read(constraint, problem)}: {rejected}")  # fmt: skip
+                         f"{constraint.problem_read(problem)}: {rejected}")  # fmt: skip
     names = ", ".join(c.name for c in space.constraints)
     raise SpaceError(f"{space.source}: the constraints ({names}) together {drawn}: {rejected}")
 
@@ -168,10 +168,3 @@ def _draw(param: Param, rng: random.Random) -> Any:
     if param.log:
         return math.exp(rng.uniform(math.log(low), math.log(high)))
     return rng.uniform(low, high)
-
-
-def _read(constraint: Constraint, problem: Mapping[str, Any]) -> str:
-    """`` at K=16`` (the problem values the constraint reads), `` on this device``, or ''."""
-    names = constraint.expression.names
-    read = ", ".join(f"{n}={problem[n]}" for n in sorted(names) if n in problem)
-    return (f" at {read}" if read else "") + (" on this device" if "device" in names else "")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,3 +124,16 @@ class Constraint:
     expression: Expression
     prefix: str = ""
     where: str = ""  # "file.yaml: constraints[0]" for error messages
+
+    def problem_read(self, problem: Mapping[str, Any]) -> str:
+        """`` at K=16`` (the problem values it reads, for an error message), `` on this
+        device`` where it reads the device, or ''.
+
+        Example:
+            >>> from autotune.space.expr import Expression
+            >>> Constraint("fits", Expression("BLOCK_K <= K")).problem_read({"K": 16, "M": 1})
+            ' at K=16'
+        """
+        names = self.expression.names
+        read = ", ".join(f"{n}={problem[n]!r}" for n in sorted(names) if n in problem)
+        return (f" at {read}" if read else "") + (" on this device" if "device" in names else "")

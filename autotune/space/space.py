@@ -151,10 +151,8 @@ class Space:
             try:
                 ok = constraint.expression.evaluate(env)
             except ExpressionError as exc:  # name the problem values it read: M=0, say
-                names = sorted(constraint.expression.names)
-                read = [f"{n}={problem[n]!r}" for n in names if n in problem]
-                at = f" at {', '.join(read)}" if read else ""
-                raise SpaceError(f"{constraint.where}: {exc}{at}") from None
+                raise SpaceError(f"{constraint.where}: {exc}{constraint.problem_read(problem)}"
+                                 ) from None  # fmt: skip
             if not ok:
                 broken.append(constraint.name)
         return broken
