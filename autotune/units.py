@@ -8,6 +8,8 @@ Example:
     ('1.017x', '46.7%', '1.23M')
     >>> readable("gb_per_s", 13.21), readable("energy_j_per_token", 0.0412)
     ('13.2 GB/s', '0.0412 J/token')
+    >>> readable("tokens_per_s", float("inf")), readable("score", float("-inf"))
+    ('inf tokens/s', '-inf')
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def _sig3(value: float) -> str:
 
 
 def _si(value: float) -> str:
+    if not math.isfinite(value):  # inf, not "infG"
+        return f"{value:g}"
     for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= factor:
             return _sig3(value / factor) + suffix
