@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -165,21 +166,38 @@ def beats(a: FinishRow, b: FinishRow, maximize: bool) -> bool:
         False
         >>> beats(FinishRow(3, {}, 1.5, 0.0, [1.5]), FinishRow(0, {}, 1.0, 0.0, [1.0]), True)
         False
+        >>> served = FinishRow(5, {}, 50.0, 1.8, [20.0, 50.0, 110.0])  # very noisy, yet
+        >>> beats(served, FinishRow(0, {}, 0.0, 0.0, [0.0, 0.0, 0.0]), True)  # none served
+        True
     """
     if len(a.samples) == 1 or len(b.samples) == 1:
         return False  # one reading says nothing of the noise around it
     other = b.by_round()
-    ratios = [
-        (x / other[r] if maximize else other[r] / x)
-        for r, x in a.by_round().items()
-        if r in other and x and other[r]
-    ]
+    ratios = [_round_ratio(x, other[r], maximize) for r, x in a.by_round().items() if r in other]
+    finite = [r for r in ratios if math.isfinite(r)] or [1.0]
     paired = len(ratios) >= PAIRED_ROUNDS and min(ratios) > 1
-    if paired and statistics.median(ratios) - 1 > max(ratios) - min(ratios):
+    if paired and statistics.median(ratios) - 1 > max(finite) - min(finite):
         return True
     better = a.median > b.median if maximize else a.median < b.median
     gap = abs(a.median - b.median) / abs(a.median) if a.median else 0.0
     return better and gap > max(a.spread, b.spread)
+
+
+def _round_ratio(x: float, y: float, maximize: bool) -> float:
+    """How much better ``a``'s reading ``x`` is than ``b``'s ``y`` of the same round (> 1:
+    better); a reading of 0 against a real one is an unbounded win or loss (a config that
+    served tokens in a round where the default served none won that round), 0 against 0 a tie.
+
+    Example:
+        >>> _round_ratio(50.0, 0.0, True), _round_ratio(0.0, 0.0, True)
+        (inf, 1.0)
+        >>> _round_ratio(2.0, 4.0, maximize=False)  # half the time: twice as good
+        2.0
+    """
+    better, worse = (x, y) if maximize else (y, x)
+    if worse == 0:
+        return math.inf if better > 0 else 1.0 if better == 0 else 0.0
+    return better / worse
 
 
 def _mark_noise(rows: list[FinishRow], maximize: bool) -> list[FinishRow]:

@@ -268,3 +268,15 @@ def test_the_workers_start_does_not_count_against_the_rounds_after_the_first():
                   deadline=time.monotonic() + 4.0)  # fmt: skip
     assert study.user_attrs["finish"]["rounds"] == 3
     assert all(len(r.samples) == 3 for r in rows)
+
+
+def test_a_config_that_served_in_every_round_beats_a_default_that_served_nothing():
+    """Rounds where the default read 0 are the most decisive, not ones to pass over: a noisy
+    CPU goodput of 20-110 tokens/s against 0 in every round is a win, not 'within noise'."""
+    from autotune.driver.finish import FinishRow, keep_default
+
+    default = FinishRow(0, {}, 0.0, 0.0, [0.0, 0.0, 0.0], baseline=True)
+    served = FinishRow(5, {}, 50.0, 1.8, [20.0, 50.0, 110.0])
+    assert [r.trial for r in keep_default([served, default], maximize=True)] == [5, 0]
+    idle = FinishRow(6, {}, 0.0, 0.0, [0.0, 0.0, 0.0])  # 0 against 0: a tie, no win
+    assert [r.trial for r in keep_default([idle, default], maximize=True)][0] == 0
