@@ -43,8 +43,8 @@ def parse_slo(text: str | None) -> dict[str, float]:
             raise UsageError(f"--slo: {item.strip()!r} is not METRIC=LIMIT (e.g. ttft_p99_ms=500)")
         if not math.isfinite(limit):
             raise UsageError(f"--slo: {item.strip()!r}: the limit must be a finite number")
-        if limit < 0 and never_negative(name):
-            raise UsageError(f"--slo: {item.strip()!r}: {name} is never below 0, so every "
+        if limit <= 0 and never_negative(name):
+            raise UsageError(f"--slo: {item.strip()!r}: {name} is never 0 or below, so every "
                              "trial would be over this limit")  # fmt: skip
         if name in limits:
             raise UsageError(f"--slo: {name} is limited twice")
@@ -73,7 +73,10 @@ def parse_problem(items: list[str]) -> dict[str, Any]:
                 raise UsageError(f"--problem: {part!r} is not KEY=VALUE")
             if key.strip() in problem:
                 raise UsageError(f"--problem: {key.strip()} is given twice")
-            problem[key.strip()] = _parse_value(value.strip())
+            parsed = _parse_value(value.strip())
+            if isinstance(parsed, float) and not math.isfinite(parsed):
+                raise UsageError(f"--problem: {part!r}: {key.strip()} must be a finite number")
+            problem[key.strip()] = parsed
     return problem
 
 

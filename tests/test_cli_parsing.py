@@ -46,11 +46,13 @@ def test_an_slo_of_separators_only_is_refused_not_taken_as_no_slo(text):
         parse_slo(text)
 
 
-@pytest.mark.parametrize("text", ["ttft_p99_ms=-1", "tpot_p99_ms=50,peak_memory_gb=-0.5"])
+@pytest.mark.parametrize(
+    "text", ["ttft_p99_ms=-1", "tpot_p99_ms=50,peak_memory_gb=-0.5", "ttft_p99_ms=0"]
+)
 def test_a_negative_limit_on_a_metric_with_a_unit_is_refused(text):
     from autotune.cli_parsing import parse_slo
 
-    with pytest.raises(UsageError, match="is never below 0"):
+    with pytest.raises(UsageError, match="is never 0 or below"):
         parse_slo(text)
 
 
@@ -58,3 +60,12 @@ def test_a_negative_limit_on_a_metric_without_a_unit_is_taken():
     from autotune.cli_parsing import parse_slo
 
     assert parse_slo("log_loss=-2.5") == {"log_loss": -2.5}
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e999"])
+def test_a_problem_value_that_is_no_finite_number_is_refused(value):
+    """``--problem rate=inf`` was stored, and every later sweep's warm start then crashed."""
+    from autotune.cli_parsing import parse_problem
+
+    with pytest.raises(UsageError, match="rate must be a finite number"):
+        parse_problem([f"rate={value}"])

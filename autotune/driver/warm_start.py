@@ -25,7 +25,14 @@ from autotune.driver.trial_attrs import stored_info
 
 
 def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
-    """How alike two problems are: 1.0 identical, toward 0 as sizes drift apart, 0 if unlike."""
+    """How alike two problems are: 1.0 identical, toward 0 as sizes drift apart, 0 if unlike.
+
+    Example:
+        >>> similarity({"M": 64, "N": 4096}, {"M": 64, "N": 4096})
+        1.0
+        >>> similarity({"rate": float("inf")}, {"rate": 20.0})  # an older study's odd value
+        0.0
+    """
     if set(a) != set(b):
         return 0.0
     distance = 0.0
@@ -34,8 +41,9 @@ def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
         numeric = all(
             isinstance(v, int | float) and not isinstance(v, bool) for v in (value, other)
         )
-        if numeric and value > 0 and other > 0:
-            distance += abs(math.log(value / other))
+        if numeric and 0 < value < math.inf and 0 < other < math.inf:
+            # log of each apart: value / other can underflow to 0 (1e-300 against 1e300)
+            distance += abs(math.log(value) - math.log(other))
         elif value != other:
             return 0.0
     return round(math.exp(-distance), 6)
