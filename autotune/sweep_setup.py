@@ -352,7 +352,7 @@ def build_settings(
         notes += outside
         if objective_cls.measures:
             source = source_hash(workload, space_obj.source if space else None)
-            key = fingerprint(workload, problem, device, source, objectives)
+            key = fingerprint(workload, problem, device, source, objectives, slo)
         if trials is None and time_budget_s is None:
             cpu_job = default_job and device.get("type") == "cpu"
             trials = DEFAULT_CPU_JOB_TRIALS if cpu_job else DEFAULT_TRIALS

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib
 import inspect
@@ -164,8 +165,19 @@ def fingerprint(
     device: dict[str, Any],
     source: str = "",
     objectives: dict[str, str] | None = None,
+    slo: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The cache key of a sweep and the parts it was made of."""
+    """The cache key of a sweep and the parts it was made of: a limit of ``--slo`` and the
+    contents of a file a problem value names (``trace=requests.jsonl``) are parts of it.
+
+    Example:
+        >>> a = fingerprint("serving", {"rate": 4}, {"name": "cpu"})
+        >>> a == fingerprint("serving", {"rate": 4}, {"name": "cpu"})
+        True
+        >>> a["key"] == fingerprint("serving", {"rate": 4}, {"name": "cpu"},
+        ...                         slo={"ttft_p99_ms": 500.0})["key"]
+        False
+    """
     parts = {
         "workload": workload,
         "problem": problem,
@@ -174,7 +186,25 @@ def fingerprint(
         "device": {k: device.get(k) for k in _DEVICE_FIELDS if device.get(k) is not None},
         "software": {k: v for k, v in device.get("software", {}).items() if k != "optuna"},
     }
+    if slo:  # (absent when empty: the keys of sweeps stored before stay as they were)
+        parts["slo"] = slo
+    files = _named_files(problem)
+    if files:
+        parts["files"] = files
     return {"key": _sha(json.dumps(parts, sort_keys=True, default=str)), "parts": parts}
+
+
+def _named_files(problem: dict[str, Any]) -> dict[str, str]:
+    """The hash of each file a problem value names (the trace file's requests change what a
+    sweep measures, its path does not)."""
+    files = {}
+    for key, value in problem.items():
+        if isinstance(value, str) and value and len(value) < 4096:
+            path = Path(value).expanduser()
+            with contextlib.suppress(OSError):
+                if path.is_file():
+                    files[key] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    return files
 
 
 def cached_study(storage: optuna.storages.BaseStorage, key: str) -> optuna.Study | None:

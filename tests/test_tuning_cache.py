@@ -32,6 +32,19 @@ def test_the_key_changes_with_anything_the_answer_depends_on():
     assert key(device={**DEVICE, "telemetry": {"power_w": 80}}) == key()
 
 
+def test_the_key_changes_with_the_slo_and_the_contents_of_a_file_the_problem_names(tmp_path):
+    """A stricter --slo, or the same trace path holding other requests, is another sweep."""
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"arrival": 0, "prompt_len": 20, "output_len": 8}\n')
+    with_trace = {**PROBLEM, "trace": str(trace)}
+    first = key(problem=with_trace)
+    assert key(problem=with_trace) == first
+    assert key(problem=with_trace, slo={"ttft_p99_ms": 500.0}) != first
+    trace.write_text('{"arrival": 0, "prompt_len": 200, "output_len": 40}\n')
+    assert key(problem=with_trace) != first
+    assert key(slo={}) == key()  # no --slo: the key of a sweep stored before it counted
+
+
 def test_the_source_covers_the_objective_its_kernels_and_the_space(tmp_path):
     names = [m.__name__ for m in source_modules("matmul")]
     assert "autotune.objectives.matmul" in names and "autotune.kernels.matmul_triton" in names
