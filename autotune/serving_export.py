@@ -123,9 +123,13 @@ def _unknown(knobs: str, value: Any, choices: Any, target: str) -> str:
     )
 
 
-def _engine(config: dict[str, Any], target: str) -> tuple[dict[str, Any], dict[str, str]]:
+def _engine(
+    config: dict[str, Any], target: str, on_cpu: bool = False
+) -> tuple[dict[str, Any], dict[str, str]]:
     """The project engine's knobs as ``target``'s flags, and what it cannot express. A knob
-    the sweep did not tune is not written: the server keeps its own default."""
+    the sweep did not tune is not written: the server keeps its own default; so is
+    ``cuda_graphs`` of a sweep on a CPU, where none can be captured (the space's constraint
+    held it off: not a finding to take to a GPU server)."""
     args: dict[str, Any] = {}
     notes: dict[str, str] = {}
     vllm = target == "vllm"
@@ -179,7 +183,10 @@ def _engine(config: dict[str, Any], target: str) -> tuple[dict[str, Any], dict[s
         )
     if "cuda_graphs" in config:  # decode CUDA graphs: both servers capture them by default
         graphs = config["cuda_graphs"]
-        if isinstance(graphs, bool):
+        if on_cpu and graphs is False:
+            notes["cuda_graphs"] = (f"off: the sweep ran on a CPU, where none are captured; "
+                                    f"{target} keeps its own default")  # fmt: skip
+        elif isinstance(graphs, bool):
             args["enforce-eager" if vllm else "disable-decode-cuda-graph"] = not graphs
         else:
             notes["cuda_graphs"] = f"{graphs!r}: not true or false; {target} keeps its own default"
@@ -212,7 +219,7 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
     args: dict[str, Any] = {}
     notes: dict[str, str] = {}
     if workload == "serving" or engine_knobs <= set(config):  # the project engine's names
-        args, notes = _engine(config, target)
+        args, notes = _engine(config, target, on_cpu=record.get("device", {}).get("type") == "cpu")
     if workload == "server":  # the server's own flags, spelled with underscores
         known = set(ENGINE_KNOBS) if engine_knobs <= set(config) else set()
         for name, value in config.items():
@@ -222,7 +229,9 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
             if flag in _SPECS[target]:
                 args[flag] = value
             else:
-                notes[name] = f"{shown(value)}: {target} has no --{flag}"
+                notes[name] = (f"{shown(value)}: --{flag} is not among the {target} flags this "
+                               "export checks (see VLLM_ARGS / SGLANG_ARGS); pass it yourself "
+                               "if your version has it")  # fmt: skip
     check_args(target, args)
     return ServingExport(target, args, notes)
 

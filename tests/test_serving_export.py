@@ -49,6 +49,16 @@ def test_decode_cuda_graphs_reach_both_servers(graphs: bool) -> None:
     assert "cuda_graphs" not in vllm.not_expressed and "cuda_graphs" not in sglang.not_expressed
 
 
+@pytest.mark.parametrize("target", ["vllm", "sglang"])
+def test_graphs_a_cpu_sweep_could_not_capture_are_not_turned_off_on_the_server(target) -> None:
+    """On a CPU the space's constraint holds cuda_graphs off: no finding for a GPU server."""
+    record = {"workload": "serving", "config": {**TUNED, "cuda_graphs": False},
+              "device": {"type": "cpu"}}  # fmt: skip
+    out = serving_export(record, target)
+    assert "enforce-eager" not in out.settings and "disable-decode-cuda-graph" not in out.settings
+    assert "the sweep ran on a CPU" in out.not_expressed["cuda_graphs"]
+
+
 def test_sglang_command_line_parses_into_its_flags() -> None:
     out = serving_export({"workload": "serving", "config": TUNED}, "sglang")
     argv = shlex.split(out.text.splitlines()[-1])
@@ -65,7 +75,10 @@ def test_a_server_sweep_exports_the_flags_the_target_has() -> None:
                                                "swap_space": 4}}  # fmt: skip
     out = serving_export(record, "vllm")
     assert out.settings == {"max-num-seqs": 32, "gpu-memory-utilization": 0.8}
-    assert "swap_space" in out.not_expressed
+    assert (
+        "--swap-space is not among the vllm flags this export checks"
+        in out.not_expressed["swap_space"]
+    )
 
 
 @pytest.mark.parametrize(
