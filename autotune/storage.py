@@ -57,6 +57,10 @@ def open_storage(
     except ValueError as exc:  # e.g. "Invalid IPv6 URL": an unclosed [
         raise StorageError(f"storage URL {shown!r}: {exc}") from None
     scheme = parsed.scheme.lower()
+    if parsed.netloc.count("@") > 1:  # the drivers end the password at its first '@' and
+        # take the rest for the host, which their errors then print
+        raise StorageError(f"storage URL {shown!r}: its user or password holds a raw '@'; "
+                           "write it as %40")  # fmt: skip
     if not scheme:
         raise StorageError(
             f"storage URL {shown!r} has no scheme; try sqlite:///{shown} or journal:///{shown}"

@@ -146,6 +146,14 @@ def test_a_malformed_server_url_is_one_line_for_a_reader_without_its_password(ur
     assert "pw" not in str(raised.value)
 
 
+def test_a_password_with_a_raw_at_sign_is_refused_before_a_driver_prints_its_tail():
+    """The drivers end a password at its first '@' and take the rest for the host, which
+    their connection error then printed: 'failed to resolve host ssw0rdTAIL@127.0.0.1'."""
+    with pytest.raises(StorageError, match="holds a raw '@'; write it as %40") as raised:
+        open_storage("postgresql://tester:pa@ssw0rdTAIL@127.0.0.1:1/db", existing=True)
+    assert "ssw0rd" not in str(raised.value) and "pa@" not in str(raised.value)
+
+
 def test_a_journal_with_a_line_that_is_no_record_is_refused(tmp_path):
     path = tmp_path / "j.log"
     optuna.create_study(storage=open_storage(f"journal:///{path}"), study_name="s")
