@@ -190,7 +190,13 @@ def tune(
     from autotune.sweep_setup import build_settings
 
     limits = parse_slo(slo)
-    writable_output(output, storage=storage)  # before the sweep spends its time, not after
+    reads = {
+        "--replay": replay,
+        "--space": space,
+        "the workload's file": workload if workload and workload.endswith(".py") else None,
+    }
+    # before the sweep spends its time, not after
+    writable_output(output, storage=storage, inputs=reads)  # fmt: skip
     settings = build_settings(
         workload=workload_name(workload),
         space=space,
@@ -345,7 +351,7 @@ def record(
 ) -> None:
     """Measure every config of a small grid on this device and write a replayable CSV."""
     quiet_libraries()
-    writable_output(output)
+    writable_output(output, inputs={"--space": space})
     from autotune.record import record_grid
     from autotune.sweep_setup import resolve_workload
 

@@ -126,12 +126,16 @@ def parse_duration(text: str | None) -> float | None:
 
 
 def writable_output(
-    path: Path | None, option: str = "--output", storage: str | None = None
+    path: Path | None,
+    option: str = "--output",
+    storage: str | None = None,
+    inputs: dict[str, str | Path | None] | None = None,
 ) -> Path | None:
     """``path`` once a file is shown to be writable there (a probe file created and removed
     in its folder, or in the nearest folder above that exists: the missing ones are made
     when the file is written), before a sweep or a recording spends its time; never one of
-    the ``storage`` URL's own files.
+    the ``storage`` URL's own files, nor a file the command reads (``inputs``: option ->
+    path, e.g. ``{"--replay": "grid.csv"}``).
 
     Raises:
         UsageError: the path is a folder, the storage's database, or no file can be created
@@ -148,11 +152,19 @@ def writable_output(
         Traceback (most recent call last):
         ...
         autotune.cli_parsing.UsageError: --output runs.db: is the storage's own file ...
+        >>> writable_output(Path("grid.csv"), inputs={"--replay": "./grid.csv"})
+        Traceback (most recent call last):
+        ...
+        autotune.cli_parsing.UsageError: --output grid.csv: is the file --replay reads ...
     """
     if path is None:
         return None
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a folder; name a file")
+    for source, read in (inputs or {}).items():
+        if read is not None and _same_file(path, Path(read)):
+            raise UsageError(f"{option} {path}: is the file {source} reads (writing it would "
+                             "destroy it); name another file")  # fmt: skip
     if storage is not None and _is_storage_file(path, storage):
         raise UsageError(f"{option} {path}: is the storage's own file (writing it would "
                          "destroy the stored sweeps); name another file")  # fmt: skip
@@ -174,9 +186,14 @@ def _is_storage_file(path: Path, storage: str) -> bool:
     """Whether ``path`` names one of the files the ``storage`` URL keeps its studies in."""
     from autotune.storage import storage_files
 
-    target = path.resolve()
-    for own in storage_files(storage):
-        if own.resolve() == target or (own.exists() and path.exists()
-                                       and os.path.samefile(own, path)):  # fmt: skip
-            return True
-    return False
+    return any(_same_file(path, own) for own in storage_files(storage))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (however spelled: relative, a link, a hard link)."""
+    if a.expanduser().resolve() == b.expanduser().resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist
+        return False

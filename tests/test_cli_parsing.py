@@ -69,3 +69,25 @@ def test_a_problem_value_that_is_no_finite_number_is_refused(value):
 
     with pytest.raises(UsageError, match="rate must be a finite number"):
         parse_problem([f"rate={value}"])
+
+
+@pytest.mark.parametrize("option", ["--replay", "--space", "record --space"])
+def test_an_output_that_is_a_file_the_command_reads_is_refused_and_left_alone(tmp_path, option):
+    """`tune --replay grid.csv --output grid.csv` replaced 784 recorded GPU measurements with
+    the best config's JSON; a sweep's space file or a recording's went the same way."""
+    import subprocess
+    import sys
+
+    read = tmp_path / ("grid.csv" if option == "--replay" else "space.yaml")
+    read.write_text("a,m\n1,2\n" if option == "--replay" else "parameters:\n  a: {type: bool}\n")
+    before = read.read_bytes()
+    args = {"--replay": ["tune", "--replay", "grid.csv", "--params", "a", "--metric", "m"],
+            "--space": ["tune", "faults", "--space", "space.yaml"],
+            "record --space": ["record", "faults", "--space", "space.yaml"]}[option]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", *args, "--output", str(read)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"is the file {option.split()[-1]} reads" in done.stderr, done.stderr
+    assert read.read_bytes() == before
