@@ -53,7 +53,8 @@ def _finish_median(study: optuna.Study, winner: optuna.trial.FrozenTrial) -> flo
 
 def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
     """One row per study: its winner's config and value, the keys where the winners differ,
-    and ``elsewhere``: the winner's value in each other study (by index) that measured it."""
+    and ``elsewhere``: the winner's value in each other study (by index) that measured it, in
+    that study's metric (its first objective)."""
     winners = [_winner(s) for s in studies]
     rows = []
     for i, (study, winner) in enumerate(zip(studies, winners, strict=True)):
@@ -127,7 +128,7 @@ def compare_text(rows: list[dict[str, Any]]) -> str:
     for i, r in enumerate(rows):
         where = (
             ", ".join(
-                f"in {rows[int(j)]['study']}: {readable(r['metric'], v)}"
+                f"in {rows[int(j)]['study']}: {readable(rows[int(j)]['metric'], v)}"
                 for j, v in r["elsewhere"].items()
             )
             or "not measured elsewhere"
@@ -151,7 +152,7 @@ def compare_html(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         where = (
             "; ".join(
-                f"{html.escape(rows[int(j)]['study'])}: {readable(r['metric'], v)}"
+                f"{html.escape(rows[int(j)]['study'])}: {readable(rows[int(j)]['metric'], v)}"
                 for j, v in r["elsewhere"].items()
             )
             or "-"

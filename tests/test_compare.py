@@ -68,6 +68,19 @@ def test_sweeps_of_other_workloads_or_metrics_carry_a_note() -> None:
     assert "note: the studies rank different metrics (m0, ms)" in text
 
 
+def test_a_winners_value_elsewhere_is_shown_in_that_studys_metric() -> None:
+    """The same config in a TFLOP/s sweep and in an ms sweep: 0.217 ms, not '0.217 TFLOP/s'."""
+    rate = _study("sqlite:///:memory:", "rate", {1: (635.0,), 2: (500.0,)})
+    rate.set_user_attr(STUDY, {**rate.user_attrs[STUDY], "objectives": {"tflops": "maximize"}})
+    time = _study("sqlite:///:memory:", "time", {1: (0.217,), 2: (0.3,)},
+                  directions=("minimize",))  # fmt: skip
+    time.set_user_attr(STUDY, {**time.user_attrs[STUDY], "objectives": {"ms": "minimize"}})
+    rows = compare_studies([rate, time])
+    for text in (compare_text(rows), compare_html(rows)):
+        assert "0.217 ms" in text and "635 TFLOP/s" in text
+        assert "0.217 TFLOP/s" not in text and "635 ms" not in text
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
                           text=True, timeout=120)  # fmt: skip
