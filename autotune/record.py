@@ -140,6 +140,11 @@ def resumed_rows(
     if missing:
         raise RecordError(f"{output}: exists and is not a recording of this space (no column "
                           f"{missing[0]!r}); name another --output or remove it")  # fmt: skip
+    recorded = _recorded_params(list(table.columns))
+    if set(recorded) != set(space.names):
+        raise RecordError(f"{output}: exists and is a recording of {', '.join(recorded)}, not "
+                          f"of this space's {', '.join(space.names)}; name another --output "
+                          "or remove it")  # fmt: skip
     stamps = {"workload": workload, **{f"problem.{k}": v for k, v in problem.items()}}
     for column, value in stamps.items():
         if column not in table.columns:
@@ -150,6 +155,22 @@ def resumed_rows(
             raise RecordError(f"{output} holds a recording at {what}={other}, not {what}="
                               f"{value}: name another --output for this one")  # fmt: skip
     return table.to_dict(orient="records")
+
+
+def _recorded_params(columns: list[str]) -> list[str]:
+    """The parameter columns of a recorded table: those before its stamps and status (a
+    recording writes the config first).
+
+    Example:
+        >>> _recorded_params(["BLOCK_M", "BLOCK_N", "workload", "problem.M", "status", "ms"])
+        ['BLOCK_M', 'BLOCK_N']
+    """
+    params = []
+    for column in columns:
+        if column in ("workload", "status") or column.startswith("problem."):
+            break
+        params.append(column)
+    return params
 
 
 #: the most configs a grid to record may hold before its constraints (a million measurements

@@ -50,6 +50,13 @@ def test_an_output_a_recording_cannot_resume_from_is_refused(tmp_path):
     with pytest.raises(RecordError, match="is not a recorded table"):
         record_grid("faults", {}, SPACE, {}, empty, executor="inline")
     assert other.read_text() == "BLOCK_M,status\n16,ok\n"  # nothing written over
+    # a recording over more parameters than this space: resuming would append rows with a
+    # blank 'fault' and skip configs as measured that only a crashed row of it measured
+    wider = tmp_path / "wider.csv"
+    wider.write_text("fault,score,extra,workload,status\nnone,1.0,3,faults,ok\n")
+    with pytest.raises(RecordError, match="is a recording of fault, score, extra, not of this "
+                                          "space's fault, score"):  # fmt: skip
+        record_grid("faults", {}, SPACE, {}, wider, executor="inline")
 
 
 @pytest.mark.parametrize("option", [("--limit", "0"), ("--jobs", "0")])
