@@ -116,3 +116,19 @@ def test_a_plain_optuna_studys_complete_trials_are_measurements_for_every_comman
     study.optimize(lambda t: (t.suggest_float("x", 0, 1) - 0.3) ** 2, n_trials=4)
     assert {trial_status(t) for t in study.trials} == {"ok"}
     assert best_trials(study)[0].number == study.best_trial.number
+
+
+def test_a_record_with_fields_of_the_wrong_kind_is_passed_over_by_every_command(tmp_path):
+    """Another tool's (or a damaged) record: each command reads the study as a plain one."""
+    record = {"workload": 5, "objectives": ["tflops"], "device": "H100", "problem": [1]}
+    url = f"sqlite:///{tmp_path}/d.db"
+    study = optuna.create_study(storage=url, study_name="odd")
+    study.set_user_attr(STUDY, record)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    _study(url, "toy", {1: (5.0,)})
+    out = tmp_path / "out"
+    for args in (["best"], ["trials", "--study", "odd"], ["export", "--to", "json", "--study",
+                 "odd"], ["report", "--study", "odd", "--output", str(out)],
+                 ["compare", "odd", "toy"]):  # fmt: skip
+        done = _cli(*args, "--storage", url)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (args, done.stderr)

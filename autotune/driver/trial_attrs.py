@@ -61,12 +61,39 @@ def stored_info(user_attrs: dict[str, Any]) -> dict[str, Any]:
     is none, or where what is stored there is not a record (a plain Optuna study, a value
     another tool wrote), so that one odd study cannot stop a command that reads them all.
 
+    A field of the wrong kind (objectives that are a list, a device that is a string) is
+    left out the same way, the rest kept.
+
     Example:
         >>> stored_info({"autotune": {"workload": "matmul"}}), stored_info({"autotune": "x"})
         ({'workload': 'matmul'}, {})
+        >>> stored_info({"autotune": {"workload": "matmul", "objectives": ["tflops"]}})
+        {'workload': 'matmul'}
     """
     info = user_attrs.get(STUDY)
-    return dict(info) if isinstance(info, dict) else {}
+    if not isinstance(info, dict):
+        return {}
+    return {k: v for k, v in info.items() if _kind_fits(k, v)}
+
+
+#: the kind of each field of a study's record (others are kept as they are)
+_FIELD_KINDS: dict[str, type | tuple[type, ...]] = {
+    "workload": str, "label": str, "space": str, "command": str, "created": str,
+    "sampler": str, "sampler_used": str, "problem": dict, "device": dict, "fingerprint": dict,
+    "untuned": dict, "slo": dict, "objectives": dict, "seed": (int, type(None)),
+    "n_trials": (int, type(None)),
+}  # fmt: skip
+
+
+def _kind_fits(field: str, value: Any) -> bool:
+    kind = _FIELD_KINDS.get(field)
+    if kind is None:
+        return True
+    if field == "objectives":  # metric -> direction
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and v in ("maximize", "minimize") for k, v in value.items()
+        )
+    return isinstance(value, kind) and not (kind == (int, type(None)) and isinstance(value, bool))
 
 
 def last_run(user_attrs: dict[str, Any]) -> dict[str, Any]:
