@@ -10,6 +10,8 @@ Example:
     ('13.2 GB/s', '0.0412 J/token')
     >>> readable("tokens_per_s", float("inf")), readable("score", float("-inf"))
     ('inf tokens/s', '-inf')
+    >>> readable("score", 1e308), readable("ms", 1e-300), readable("x", 0.629)
+    ('1e+308', '1e-300 ms', '0.629')
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def _unit(name: str) -> tuple[str, str] | None:
         return "TFLOP/s", "sig3"
     if "gbps" in words:
         return "GB/s", "sig3"
-    if "ratio" in words or "x" in words:
+    if "ratio" in words or (len(words) > 1 and "x" in words):  # speedup_x; a lone x is a name
         return "x", "ratio"
     if {"mfu", "fraction", "share"} & set(words):
         return "", "percent"
@@ -45,13 +47,15 @@ _RATE_UNITS = {"gb": "GB", "tb": "TB", "mb": "MB", "kb": "KB", "j": "J", "gflops
 def _sig3(value: float) -> str:
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
+    if not 1e-4 <= abs(value) < 1e12:  # 1e-300 as 1e-300, not 300 zeros
+        return f"{value:.3g}"
     digits = max(0, 2 - int(math.floor(math.log10(abs(value)))))
     return f"{value:.{digits}f}"
 
 
 def _si(value: float) -> str:
-    if not math.isfinite(value):  # inf, not "infG"
-        return f"{value:g}"
+    if not math.isfinite(value) or abs(value) >= 1e12:  # inf, not "infG"; 1e+308, not 300 digits
+        return f"{value:.3g}"
     for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= factor:
             return _sig3(value / factor) + suffix
