@@ -12,7 +12,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,6 +24,9 @@ from autotune.cli_parsing import UsageError, _parse_rename, writable_output
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.train_export import TARGETS as TRAIN_TARGETS
 from autotune.units import named, readable
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def register(app: typer.Typer) -> None:
@@ -129,7 +132,7 @@ def trials(
         if output is None:
             raise UsageError("--format parquet needs --output FILE")
         buffer = io.BytesIO()
-        frame.to_parquet(buffer, index=False)
+        _one_kind_a_column(frame).to_parquet(buffer, index=False)
         _write_listing(buffer.getvalue(), output)
     elif format == "html":  # the report's table alone
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
@@ -142,6 +145,25 @@ def trials(
 
 #: the problem values a per-shape table's shape is made of unless --key says otherwise
 TABLE_KEY = "M,N,K"
+
+
+def _one_kind_a_column(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with each column that mixes kinds (a categorical parameter of 1 and "x") as
+    text, as Parquet stores a column of one type.
+
+    Example:
+        >>> import pandas as pd
+        >>> _one_kind_a_column(pd.DataFrame({"b": [1, "x"], "n": [1, 2]}))["b"].tolist()
+        ['1', 'x']
+    """
+    mixed = [c for c in frame.columns if frame[c].dtype == object
+             and len({type(v) for v in frame[c] if v is not None and v == v}) > 1]  # fmt: skip
+    if not mixed:
+        return frame
+    frame = frame.copy()
+    for column in mixed:
+        frame[column] = [None if v is None or v != v else str(v) for v in frame[column]]
+    return frame
 
 
 def _write_listing(content: str | bytes, output: Path | None) -> None:
