@@ -7,9 +7,14 @@ template is split into arguments, never evaluated), waits until ``GET {health_pa
 200, replays the trace (Poisson arrivals, random token-id prompts) as streaming
 ``POST /v1/completions`` requests, timing each one's first token (TTFT) and the gaps after
 (TPOT), and stops the whole process group (SIGTERM, then SIGKILL), so its port is free for the
-next trial. A server that exits before it is healthy is a ``crashed`` trial with the last lines
-of its output (``oom`` where they say out of memory), one that never becomes healthy a
-``timeout``. Metrics and goodput are the serving workload's.
+next trial. The group ends however the trial ends (:mod:`~autotune.objectives.server_process`):
+a watchdog process started beside the server stops it when the trial's process dies, even by
+SIGKILL (a trial timeout), where no ``finally`` runs. ``trace=FILE.jsonl`` replays a recorded
+trace instead of the Poisson one (:func:`~autotune.objectives.serving_trace.load_trace`). A
+server that exits before it is healthy is a ``crashed`` trial with the last lines of its output
+(``oom`` where they say out of memory), one that never becomes healthy a ``timeout``, one that
+fails every request ``crashed`` with the first failure. Metrics and goodput are the serving
+workload's.
 
     autotune tune server --problem 'command=vllm serve MODEL --port {port} --max-num-seqs
         {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}' --space my_vllm.yaml
@@ -17,31 +22,31 @@ of its output (``oom`` where they say out of memory), one that never becomes hea
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
-import os
 import random
 import shlex
-import signal
+import string
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialFailure, TrialTimeout
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
+from autotune.objectives.server_process import running
 from autotune.objectives.serving import (
     LATENCY_FIGURES,
     SLO_PROBLEM_KEYS,
     RequestTiming,
     latency_summary,
 )
-from autotune.objectives.serving_trace import poisson_trace
+from autotune.objectives.serving_trace import TraceEntry, load_trace, poisson_trace
 from autotune.objectives.train_parallel import free_port
 
 #: the project's engine behind its OpenAI-compatible server: what a sweep runs by default
@@ -56,7 +61,8 @@ def format_command(template: str, values: dict[str, Any]) -> list[str]:
     """The template's arguments with ``{name}`` filled from ``values``.
 
     Raises:
-        Infeasible: the template names a value that is neither a parameter nor a problem key.
+        Infeasible: the template names a value that is neither a parameter nor a problem key,
+            or formats one in a way its value does not take (``{policy:d}``).
 
     Example:
         >>> format_command("serve --max-num-seqs {max_num_seqs} --port {port}",
@@ -68,6 +74,68 @@ def format_command(template: str, values: dict[str, Any]) -> list[str]:
     except KeyError as exc:
         raise Infeasible(f"the command template names {{{exc.args[0]}}}, which is neither a "
                          "parameter nor a problem value") from None  # fmt: skip
+    except (ValueError, IndexError, AttributeError, TypeError) as exc:
+        raise Infeasible(f"command={template!r} cannot be filled in: {exc}") from None
+
+
+def template_names(template: str) -> list[str]:
+    """The names the ``{placeholders}`` of a command template read, in order, once each.
+
+    Raises:
+        ValueError: naming the template and what is wrong with it: a line that does not parse
+            as a command line, a lone ``{`` or ``}`` (``{{`` and ``}}`` are braces), a
+            placeholder that is not a name (``{}``, ``{0}``, ``{a.b}``, ``{a[0]}``), an unknown
+            conversion (``{port!x}``).
+
+    Example:
+        >>> template_names("serve --port {port!s} --max-num-seqs {max_num_seqs:d} {{x}}")
+        ['port', 'max_num_seqs']
+        >>> template_names("serve --port {port} {0}")
+        Traceback (most recent call last):
+        ...
+        ValueError: command='serve --port {port} {0}': {0} is not a name: a placeholder names ...
+    """
+    try:
+        parts = shlex.split(template)
+    except ValueError as exc:
+        raise ValueError(f"command={template!r} does not parse: {exc}") from None
+    names: list[str] = []
+    for part in parts:
+        _placeholders(template, part, names)
+    return names
+
+
+def _placeholders(template: str, text: str, names: list[str]) -> None:
+    """Add the names ``text``'s placeholders read (those in format specs too) to ``names``."""
+    try:
+        fields = list(string.Formatter().parse(text))
+    except ValueError as exc:  # a lone brace
+        raise ValueError(f"command={template!r}: {exc} (write {{{{ and }}}} for braces)") from None
+    for _, name, spec, conversion in fields:
+        if name is None:
+            continue
+        if not name.isidentifier():
+            raise ValueError(f"command={template!r}: {{{name}}} is not a name: a placeholder "
+                             "names a parameter, a problem value or {port} (write {{ and }} "
+                             "for braces)")  # fmt: skip
+        if conversion not in (None, "s", "r", "a"):
+            raise ValueError(f"command={template!r}: {{{name}!{conversion}}}: unknown "
+                             "conversion (!s, !r or !a)")  # fmt: skip
+        if name not in names:
+            names.append(name)
+        if spec:
+            _placeholders(template, spec, names)
+
+
+class _AnyValue:
+    """Stands for a parameter's value while a template is test-formatted before the sweep
+    (its type is the space's to say): it takes any format spec."""
+
+    def __format__(self, spec: str) -> str:
+        return "1"
+
+    def __str__(self) -> str:
+        return "1"
 
 
 class ServerObjective(Objective):
@@ -86,27 +154,74 @@ class ServerObjective(Objective):
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
         return {"command": ENGINE_COMMAND, "health_path": "/health", "startup_timeout_s": 120.0,
                 "model": "autotune-llama", "vocab": 512, "rate": 20.0, "num_requests": 16,
-                "prompt_len": 48, "output_len": 16, "seed": 0, "slo_ttft_ms": 500.0,
-                "slo_tpot_ms": 50.0}  # fmt: skip
+                "prompt_len": 48, "output_len": 16, "seed": 0, "trace": "",
+                "slo_ttft_ms": 500.0, "slo_tpot_ms": 50.0}  # fmt: skip
 
     def __init__(self, problem: dict[str, Any]) -> None:
         """Refuse, before any trial, a command no trial could run (``ValueError``, which
         ``autotune tune`` reports in one line): an empty one, one that does not parse as a
-        shell command line, or one without ``{port}``, where every trial would wait out
-        ``startup_timeout_s`` for a server listening elsewhere."""
+        shell command line, a malformed placeholder (:func:`template_names`), a format spec a
+        problem value or the port does not take (``{port:x}`` is fine, ``{port:q}`` is not),
+        or no ``{port}``, where every trial would wait out ``startup_timeout_s`` for a server
+        listening elsewhere; and a ``trace`` file no server could replay.
+
+        Example:
+            >>> problem = ServerObjective.default_problem({})
+            >>> ServerObjective({**problem, "command": "serve --port {port:d}"}).problem["command"]
+            'serve --port {port:d}'
+            >>> ServerObjective({**problem, "command": "serve --port {port!z}"})
+            Traceback (most recent call last):
+            ...
+            ValueError: command='serve --port {port!z}': {port!z}: unknown conversion (!s, !r or !a)
+        """
         super().__init__(problem)
         template = str(self.problem.get("command", ""))
-        try:
-            argv = shlex.split(template)
-        except ValueError as exc:
-            raise ValueError(f"command={template!r} does not parse: {exc}") from None
-        if not argv:
+        names = template_names(template)
+        if not shlex.split(template):
             raise ValueError("command is empty: pass the server's command line, e.g. "
                              "command='vllm serve MODEL --port {port} --max-num-seqs "
                              "{max_num_seqs}'")  # fmt: skip
-        if "{port}" not in template:
+        if "port" not in names:
             raise ValueError(f"command={template!r} never names {{port}}: each trial's server "
                              "must listen on the port the trial gives it")  # fmt: skip
+        probe: dict[str, Any] = {name: _AnyValue() for name in names}
+        probe.update({k: v for k, v in self.problem.items() if k in probe}, port=8000)
+        try:
+            format_command(template, probe)
+        except Infeasible as exc:
+            raise ValueError(str(exc)) from None
+        p = self.problem
+        #: the requests every trial replays: ``trace=FILE.jsonl``'s, or Poisson arrivals
+        self.trace: list[TraceEntry] = (
+            load_trace(str(p["trace"])) if p.get("trace") else
+            poisson_trace(float(p["rate"]), int(p["num_requests"]), int(p["prompt_len"]),
+                          int(p["output_len"]), int(p["seed"]))
+        )  # fmt: skip
+
+    def check_space(self, names: Iterable[str]) -> None:
+        """Refuse, before the sweep, a template placeholder that no config or problem fills:
+        one that is neither a parameter of the space (``names``), a problem value nor
+        ``{port}`` would make every trial infeasible.
+
+        Raises:
+            ValueError: naming the template and the first such placeholder.
+
+        Example:
+            >>> problem = ServerObjective.default_problem({})
+            >>> obj = ServerObjective({**problem, "command": "srv --port {port} {bogus}"})
+            >>> obj.check_space(["max_num_seqs"])
+            Traceback (most recent call last):
+            ...
+            ValueError: command='srv --port {port} {bogus}' names {bogus}, which is neither ...
+        """
+        names = list(names)
+        known = {*names, *self.problem, "port"}
+        template = str(self.problem["command"])
+        unknown = [name for name in template_names(template) if name not in known]
+        if unknown:
+            raise ValueError(f"command={template!r} names {{{unknown[0]}}}, which is neither a "
+                             f"parameter of the space ({', '.join(names) or 'none'}), a problem "
+                             "value nor {port}")  # fmt: skip
 
     def default_config(self) -> dict[str, Any]:
         return {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,
@@ -116,19 +231,14 @@ class ServerObjective(Objective):
         p = self.problem
         port = free_port()
         argv = format_command(str(p["command"]), {**p, **config, "port": port})
-        with tempfile.TemporaryFile(mode="w+") as log:
-            try:
-                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)  # fmt: skip
-            except OSError as exc:
-                raise Crashed(f"the server command cannot start: {exc}") from None
-            try:
-                self._wait_healthy(proc, port, log)
-                started = time.perf_counter()
-                results = self._replay(port)
-                wall = time.perf_counter() - started
-            finally:
-                stop(proc)
+        with tempfile.TemporaryFile(mode="w+") as log, running(argv, log) as proc:
+            self._wait_healthy(proc, port, log)
+            started = time.perf_counter()
+            results = self._replay(port)
+            wall = time.perf_counter() - started
+        failed = [r["error"] for r in results if "error" in r]
+        if failed and len(failed) == len(results):  # a server that answers but serves nothing
+            raise Crashed(f"{len(failed)}/{len(results)} requests failed: {failed[0]}")
         metrics = summarise(results, wall, float(p["slo_ttft_ms"]), float(p["slo_tpot_ms"]))
         report(0, metrics["goodput_tok_s"])
         values = {"goodput_tok_s": metrics.pop("goodput_tok_s")}
@@ -155,8 +265,7 @@ class ServerObjective(Objective):
 
     def _replay(self, port: int) -> list[dict[str, Any]]:
         p = self.problem
-        trace = poisson_trace(float(p["rate"]), int(p["num_requests"]), int(p["prompt_len"]),
-                              int(p["output_len"]), int(p["seed"]))  # fmt: skip
+        trace = self.trace
         rng = random.Random(int(p["seed"]) + 1)
         results: list[dict[str, Any]] = [{} for _ in trace]
         start = time.perf_counter()
@@ -177,7 +286,8 @@ class ServerObjective(Objective):
 
 
 def _stream(port: int, body: dict[str, Any], out: dict[str, Any]) -> None:
-    """One streaming completion: the send time, each token's arrival, or the error."""
+    """One streaming completion: the send time, each token's arrival, or the error (an HTTP
+    status with its reason and the body's error message, an error event, no token at all)."""
     sent = time.perf_counter()
     times: list[float] = []
     try:
@@ -186,7 +296,7 @@ def _stream(port: int, body: dict[str, Any], out: dict[str, Any]) -> None:
                      {"Content-Type": "application/json"})  # fmt: skip
         response = conn.getresponse()
         if response.status != 200:
-            out["error"] = f"HTTP {response.status}"
+            out["error"] = _http_error(response)
             return
         while True:
             line = response.readline()
@@ -199,12 +309,43 @@ def _stream(port: int, body: dict[str, Any], out: dict[str, Any]) -> None:
             if data == b"[DONE]":
                 break
             event = json.loads(data)
+            if isinstance(event, dict) and "error" in event:
+                out["error"] = f"an error event: {_message(event)}"
+                break
             count = max(1, len(event["choices"][0].get("token_ids") or [0]))
             now = time.perf_counter()
             times.extend([now] * count)
-    except (OSError, ValueError, KeyError) as exc:
+        if not times and "error" not in out:
+            out["error"] = "HTTP 200 but no token streamed"
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
     out.update(sent=sent, times=times)
+
+
+def _http_error(response: http.client.HTTPResponse) -> str:
+    """``HTTP 501 Unsupported method ('POST')``: a refused request's status and reason, and the
+    message of a JSON error body (OpenAI's ``{"error": {"message": ...}}``, vLLM's and the
+    project engine's forms), cut short."""
+    text = f"HTTP {response.status} {response.reason}".strip()
+    try:
+        body = json.loads(response.read(65536))
+    except (OSError, ValueError, http.client.HTTPException):
+        return text
+    message = _message(body) if isinstance(body, dict) else ""
+    return f"{text}: {message}" if message else text
+
+
+def _message(body: dict[str, Any]) -> str:
+    """The message of an error body: ``{"error": "..."}``, ``{"error": {"message": "..."}}``
+    or ``{"message": "..."}``, on one line, cut short.
+
+    Example:
+        >>> _message({"error": {"message": "max_tokens must be at least 1", "code": 400}})
+        'max_tokens must be at least 1'
+    """
+    error = body.get("error", body)
+    message = error.get("message", "") if isinstance(error, dict) else error
+    return " ".join(str(message or "").split())[:200]
 
 
 def summarise(
@@ -223,21 +364,6 @@ def summarise(
         "requests": len(results),
         "errors": sum("error" in r for r in results),
     }
-
-
-def stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """End the server's whole process group: SIGTERM, then SIGKILL after ``grace_s``."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        except ProcessLookupError:
-            pass
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # children left in the group after the leader
 
 
 def _startup_failure(code: int, log: Any) -> TrialFailure:

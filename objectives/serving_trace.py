@@ -12,7 +12,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,19 +52,43 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
     """A JSONL trace file, sorted by arrival.
 
     Raises:
-        ValueError: a line that is not a JSON object with the three fields, or whose request
-            no server could take (a negative arrival, an empty prompt or output), naming the
-            line; a file with no request.
+        ValueError: in one line naming the file and line: a line that is not UTF-8 or not a
+            JSON object with the three fields, an arrival that is not a finite number of
+            seconds, a length that is not a whole number (``10.9``, ``true``, ``1e400``), a
+            request no server could take (a negative arrival, an empty prompt or output); a
+            file that cannot be read or holds no request.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = Path(folder, "t.jsonl")
+        ...     _ = path.write_text('{"arrival": 0.5, "prompt_len": 8, "output_len": 4}\\n'
+        ...                         '{"arrival": 0, "prompt_len": 10.9, "output_len": 4}\\n')
+        ...     load_trace(path)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: ...t.jsonl:2: prompt_len must be a whole number of tokens, not 10.9
     """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read the trace: {exc.strerror or exc}") from None
     entries = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for number, raw in enumerate(data.splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not UTF-8 text (byte {raw[exc.start]:#04x} at "
+                             f"column {exc.start + 1})") from None  # fmt: skip
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            entry = TraceEntry(float(row["arrival"]), int(row["prompt_len"]),
-                               int(row["output_len"]))  # fmt: skip
-        except (ValueError, KeyError, TypeError) as exc:
+            row = json.loads(line, parse_float=_Written)
+            entry = TraceEntry(_seconds(row["arrival"]), _count(row, "prompt_len"),
+                               _count(row, "output_len"))  # fmt: skip
+        except _BadValue as exc:
+            raise ValueError(f"{path}:{number}: {exc}") from None
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise ValueError(f"{path}:{number}: not a trace line ({exc})") from None
         if not (entry.arrival_s >= 0 and entry.prompt_len >= 1 and entry.output_len >= 1):
             raise ValueError(f"{path}:{number}: a request needs arrival >= 0, prompt_len >= 1 "
@@ -71,3 +97,43 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
     if not entries:
         raise ValueError(f"{path}: the trace holds no request")
     return sorted(entries, key=lambda e: e.arrival_s)
+
+
+class _Written(float):
+    """A JSON number as its line writes it, so that an error shows ``1e400``, not ``inf``."""
+
+    text: str
+
+    def __new__(cls, text: str) -> _Written:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+class _BadValue(Exception):
+    """A field of a trace line holds a value of the wrong kind (said as it is to be shown)."""
+
+
+def _seconds(value: object) -> float:
+    """``arrival``: a finite number (JSON's ``Infinity``/``NaN`` and ``1e400`` are not)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # an integer past a float's range
+            if math.isfinite(seconds := float(value)):
+                return seconds
+    raise _BadValue(f"arrival must be a finite number of seconds, not {_shown(value)}")
+
+
+def _count(row: dict, key: str) -> int:
+    """A length: a whole number (``8`` or ``8.0``; not ``8.5``, ``true``, ``"8"`` or ``1e400``)."""
+    value = row[key]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    raise _BadValue(f"{key} must be a whole number of tokens, not {_shown(value)}")
+
+
+def _shown(value: object) -> str:
+    """A value as its trace line writes it, cut short."""
+    text = value.text if isinstance(value, _Written) else json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -3,13 +3,21 @@ HTTP server, started per trial on the CPU, streamed to, and stopped."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import signal
 import socket
+import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from autotune.failures import Crashed, Infeasible, TrialTimeout
 from autotune.objectives.server import ServerObjective, format_command
+from autotune.objectives.server_process import GroupWatchdog
 
 
 def _objective(**problem) -> ServerObjective:
@@ -100,9 +108,173 @@ def test_the_engine_server_streams_through_the_paged_kernel() -> None:
     ("", "command is empty"),
     ("vllm serve 'MODEL", "does not parse: No closing quotation"),
     ("vllm serve MODEL --max-num-seqs {max_num_seqs}", "never names {port}"),
+    # these crashed every trial with IndexError / ValueError (exit code 1)
+    ("srv --port {port} {0}", "srv --port {port} {0}': {0} is not a name"),
+    ("srv --port {port} {}", "{} is not a name"),
+    ("srv --port {port} {a.b}", "{a.b} is not a name"),
+    ("srv --port {port} {", "Single '{' encountered in format string (write {{ and }}"),
+    ("srv --port {port} }", "Single '}' encountered in format string"),
+    ("srv --port {port!x}", "{port!x}: unknown conversion"),
+    ("srv --port {port:q}", "cannot be filled in: Unknown format code 'q'"),
+    ("srv --port {port} --seed {seed:s}", "cannot be filled in: Unknown format code 's'"),
 ])  # fmt: skip
 def test_a_command_no_trial_could_run_is_refused_before_any(command, says) -> None:
     # an empty template crashed every trial; one without {port} had each wait out its startup
     # timeout for a server that listened elsewhere
-    with pytest.raises(ValueError, match=says.replace("{", r"\{").replace("}", r"\}")):
+    with pytest.raises(ValueError, match=re.escape(says)):
         _objective(command=command)
+
+
+@pytest.mark.parametrize("command", ["srv --port {port!s}", "srv --port {port:d} {{x}}",
+                                     "srv --port={port:>6} -n {max_num_seqs!r:>4}"])  # fmt: skip
+def test_conversions_and_format_specs_on_known_names_are_taken(command) -> None:
+    # {port!s} and {port:d} were refused as "never names {port}"
+    obj = _objective(command=command)
+    obj.check_space(["max_num_seqs"])
+    assert format_command(command, {"port": 8001, "max_num_seqs": 4})[0] == "srv"
+
+
+def test_a_placeholder_no_parameter_or_problem_value_fills_is_refused_naming_it() -> None:
+    # every config was "rejected by constraints", no reason shown
+    obj = _objective(command="srv --port {port} --n {max_num_seqs} {bogus} {seed}")
+    with pytest.raises(ValueError) as refused:
+        obj.check_space(["max_num_seqs", "block_size"])
+    assert str(refused.value) == (
+        "command='srv --port {port} --n {max_num_seqs} {bogus} {seed}' names {bogus}, which is "
+        "neither a parameter of the space (max_num_seqs, block_size), a problem value nor {port}"
+    )
+    obj.check_space(["max_num_seqs", "bogus"])
+    done = subprocess.run(  # the sweep refuses it before any trial, in one line
+        [sys.executable, "-m", "autotune.cli", "tune", "server", "--problem",
+         "command=srv --port {port} {bogus}", "--trials", "1", "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "names {bogus}, which is neither a parameter of the space" in done.stderr
+
+
+def test_a_server_that_fails_every_request_is_a_failed_trial_with_the_first_error() -> None:
+    # Python's file server answers GET / (healthy) but 501 to every POST: recorded as a
+    # success of 0 tokens/s before
+    command = f"{sys.executable} -m http.server --bind 127.0.0.1 {{port}}"
+    obj = _objective(command=command, health_path="/")
+    with pytest.raises(Crashed, match=r"^6/6 requests failed: HTTP 501 Unsupported method"):
+        obj.evaluate({})
+
+
+def test_a_trace_file_is_replayed_by_the_server_workload(tmp_path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 3}\n'
+                     '{"arrival": 0.05, "prompt_len": 9, "output_len": 2}\n')  # fmt: skip
+    obj = _objective(trace=str(trace), slo_ttft_ms=60_000.0, slo_tpot_ms=60_000.0)
+    m = obj.evaluate(obj.default_config())
+    assert m.metrics["requests"] == 2 and m.metrics["errors"] == 0
+    assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(5, rel=1e-6)
+
+
+def test_a_trace_no_server_could_replay_is_refused_before_any_trial(tmp_path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 3}\n'
+                     '{"arrival": Infinity, "prompt_len": 9, "output_len": 2}\n')  # fmt: skip
+    with pytest.raises(ValueError, match=r"t\.jsonl:2: arrival must be a finite number"):
+        _objective(trace=str(trace))
+
+
+# A server that binds its port, starts a second process in its group, says who they are, and
+# never answers /health: the trial waits on it until its worker is killed.
+_SERVER = """
+import os, socket, subprocess, sys, time
+port, info = int(sys.argv[1]), sys.argv[2]
+child = subprocess.Popen(["sleep", "300"])
+listener = socket.socket()
+listener.bind(("127.0.0.1", port))
+listener.listen()
+with open(info + ".part", "w") as out:
+    out.write(f"{os.getpid()} {child.pid} {port}")
+os.rename(info + ".part", info)
+time.sleep(300)
+"""
+
+# A trial's worker: the objective built and evaluated as the sweep's worker process does.
+_WORKER = """
+import sys
+from autotune.objectives.server import ServerObjective
+problem = {**ServerObjective.default_problem({}), "command": sys.argv[1],
+           "startup_timeout_s": 300.0}
+ServerObjective(problem).evaluate({})
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, which this container's init never reaps, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _until(check, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_killed_worker_takes_its_servers_whole_process_group_down(tmp_path) -> None:
+    # a trial timeout SIGKILLs the worker: its `finally: stop(proc)` never ran, and the server
+    # lived on under init with its port bound
+    (tmp_path / "server.py").write_text(_SERVER)
+    info = tmp_path / "server.txt"
+    command = f"{sys.executable} {tmp_path / 'server.py'} {{port}} {info}"
+    worker = subprocess.Popen([sys.executable, "-c", _WORKER, command], start_new_session=True)
+    server = child = 0
+    try:
+        assert _until(info.exists, 120), "the server never started"
+        server, child, port = map(int, info.read_text().split())
+        assert _alive(server) and _alive(child) and not _port_is_free(port)
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker's whole group: the watchdog is apart
+        worker.wait()
+        assert _until(lambda: not _alive(server) and not _alive(child), 5)
+        assert _until(lambda: _port_is_free(port), 5)
+    finally:
+        worker.kill()
+        worker.wait()
+        for pid in (server, child):
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_watchdog_kills_a_group_that_ignores_sigterm_after_the_grace() -> None:
+    ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    group = subprocess.Popen([sys.executable, "-c", ignores], start_new_session=True)
+    try:
+        time.sleep(0.3)  # the handler set
+        watchdog = GroupWatchdog(grace_s=0.5)
+        watchdog.watch(group.pid)
+        started = time.monotonic()
+        watchdog.abandon()  # the pipe closed unsaid, as when the trial's process dies
+        assert group.wait(timeout=10) == -signal.SIGKILL
+        assert 0.4 < time.monotonic() - started < 5
+        assert watchdog.process.wait(timeout=5) == 0  # and it does not outlive the group
+    finally:
+        group.kill()
+        group.wait()
+
+
+def test_a_released_watchdog_leaves_the_group_alone() -> None:
+    group = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        watchdog = GroupWatchdog(grace_s=0.5)
+        watchdog.watch(group.pid)
+        watchdog.release()  # the trial stopped its server itself: the watchdog just exits
+        assert watchdog.process.returncode == 0
+        assert group.poll() is None
+    finally:
+        group.kill()
+        group.wait()

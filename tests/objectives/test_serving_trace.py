@@ -19,6 +19,25 @@ def test_a_trace_file_is_read_in_arrival_order_blank_lines_skipped(tmp_path):
     ('{"arrival": -1, "prompt_len": 5, "output_len": 3}\n', "t.jsonl:1: a request needs"),
     ('{"arrival": 0, "prompt_len": 5, "output_len": 0}\n', "t.jsonl:1: a request needs"),
     ("\n\n", "t.jsonl: the trace holds no request"),
+    # these gave an OverflowError traceback, a trial that never ended, a silent truncation to
+    # 10 and a prompt of one token
+    ('{"arrival": 0, "prompt_len": 1e400, "output_len": 3}\n',
+     "t.jsonl:1: prompt_len must be a whole number of tokens, not 1e400"),
+    ('{"arrival": 0, "prompt_len": 4, "output_len": 3}\n'
+     '{"arrival": Infinity, "prompt_len": 5, "output_len": 3}\n',
+     "t.jsonl:2: arrival must be a finite number of seconds, not Infinity"),
+    ('{"arrival": NaN, "prompt_len": 5, "output_len": 3}\n', "t.jsonl:1: arrival must be a fin"),
+    ('{"arrival": 1e999, "prompt_len": 5, "output_len": 3}\n', "arrival must be a finite number "
+                                                             "of seconds, not 1e999"),
+    ('{"arrival": 0, "prompt_len": 10.9, "output_len": 3}\n',
+     "t.jsonl:1: prompt_len must be a whole number of tokens, not 10.9"),
+    ('{"arrival": 0, "prompt_len": true, "output_len": 3}\n',
+     "t.jsonl:1: prompt_len must be a whole number of tokens, not true"),
+    ('{"arrival": 0, "prompt_len": 5, "output_len": "3"}\n',
+     't.jsonl:1: output_len must be a whole number of tokens, not "3"'),
+    ('{"arrival": "soon", "prompt_len": 5, "output_len": 3}\n',
+     't.jsonl:1: arrival must be a finite number of seconds, not "soon"'),
+    ("[" * 100_000 + "\n", "t.jsonl:1: not a trace line"),
 ])  # fmt: skip
 def test_a_trace_no_server_could_replay_is_refused_naming_the_line(tmp_path, text, says):
     # a negative prompt failed every trial; an empty file said "max() arg is an empty sequence"
@@ -27,3 +46,25 @@ def test_a_trace_no_server_could_replay_is_refused_naming_the_line(tmp_path, tex
     with pytest.raises(ValueError) as refused:
         load_trace(path)
     assert says in str(refused.value)
+
+
+def test_whole_numbers_written_as_floats_are_lengths(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"arrival": 1, "prompt_len": 8.0, "output_len": 4}\n')
+    assert load_trace(path) == [TraceEntry(1.0, 8, 4)]
+
+
+def test_a_file_that_is_not_utf8_or_cannot_be_read_is_refused_naming_it(tmp_path):
+    # the decoding error named neither the file nor the line
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"arrival": 0, "prompt_len": 4, "output_len": 3}\n'
+                     b'{"arrival": 0, "prompt_len": 4, "output_len": 3}\xff\n')  # fmt: skip
+    with pytest.raises(ValueError) as refused:
+        load_trace(path)
+    assert str(refused.value) == f"{path}:2: not UTF-8 text (byte 0xff at column 49)"
+    with pytest.raises(ValueError) as refused:
+        load_trace(tmp_path / "none.jsonl")
+    assert (
+        str(refused.value) == f"{tmp_path / 'none.jsonl'}: cannot read the trace: No such "
+        "file or directory"
+    )
