@@ -33,7 +33,10 @@ SpaceOption = Annotated[
     str | None, typer.Option("--space", help="Search space YAML (default: the workload's).")
 ]
 ProblemOption = Annotated[
-    list[str], typer.Option("--problem", help="Problem values, e.g. M=64,N=4096,K=4096.")
+    list[str],
+    typer.Option(
+        "--problem", help="Problem values, e.g. M=64,N=4096,K=4096 (a comma inside a value: \\,)."
+    ),
 ]
 StorageOption = Annotated[
     str,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -64,10 +65,17 @@ def _parse_value(text: str) -> Any:
 
 
 def parse_problem(items: list[str]) -> dict[str, Any]:
-    """``["M=64,N=4096", "dtype=bf16"]`` -> ``{"M": 64, "N": 4096, "dtype": "bf16"}``."""
+    """``["M=64,N=4096", "dtype=bf16"]`` -> ``{"M": 64, "N": 4096, "dtype": "bf16"}``; a
+    value that holds a comma writes it ``\\,`` (a server's ``--cuda-graph-sizes 1\\,2\\,4``).
+
+    Example:
+        >>> parse_problem([r"command=srv --sizes 1\\,2 {port},rate=4"])
+        {'command': 'srv --sizes 1,2 {port}', 'rate': 4}
+    """
     problem: dict[str, Any] = {}
     for item in items:
-        for part in filter(None, (p.strip() for p in item.split(","))):
+        parts = (p.replace("\\,", ",").strip() for p in re.split(r"(?<!\\),", item))
+        for part in filter(None, parts):
             key, sep, value = part.partition("=")
             if not sep or not key.strip():
                 raise UsageError(f"--problem: {part!r} is not KEY=VALUE")

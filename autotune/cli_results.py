@@ -204,7 +204,7 @@ def export(
     study: StudyOption = None,
     output: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
     top: Annotated[
-        int | None, typer.Option(min=1, help="With --to triton: how many configs [default: 5].")
+        int | None, typer.Option(min=1, help="With --to triton: how many configs (default 5).")
     ] = None,
     rename: Annotated[
         str | None,
