@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
 from autotune.driver.trial_attrs import INFEASIBLE, REPEATED
+from autotune.redact import redact_values
 from autotune.units import named
 
 
@@ -53,7 +54,7 @@ class ProgressDisplay(SweepObserver):
         self._done_at_start = done
         self._start = time.monotonic()
         shown = {k: v for k, v in settings.problem.items() if k != "table" and v != ""}
-        problem = ",".join(f"{k}={v}" for k, v in shown.items())
+        problem = ",".join(f"{k}={v}" for k, v in redact_values(shown).items())
         budget = []
         if settings.n_trials is not None:
             budget.append(f"{settings.n_trials} trials")

@@ -61,3 +61,29 @@ def redact(text: str) -> str:
     text = _QUOTED_CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
     text = _CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
     return _QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", text)
+
+
+def redact_values(values: dict) -> dict:
+    """``values`` (a problem) with each text value :func:`redact` ed: a server's command
+    template may hold a database URL with its password.
+
+    Example:
+        >>> redact_values({"command": "srv --db postgresql://bob:hunter2@db/prod", "rate": 4})
+        {'command': 'srv --db postgresql://bob:***@db/prod', 'rate': 4}
+    """
+    return {k: redact(v) if isinstance(v, str) else v for k, v in values.items()}
+
+
+def redacted_keys(values: dict) -> list[str]:
+    """The keys of a stored problem whose text had a password left out (``***``): a resume
+    must be given them again.
+
+    Example:
+        >>> redacted_keys({"command": "srv postgresql://bob:***@db/prod", "rate": 4})
+        ['command']
+    """
+    return [k for k, v in values.items() if isinstance(v, str) and redact(v) == v
+            and (":***@" in v or _LEFT_OUT_QUERY.search(v))]  # fmt: skip
+
+
+_LEFT_OUT_QUERY = re.compile(rf"{_QUERY_KEY}\*\*\*", re.IGNORECASE)

@@ -1,7 +1,7 @@
 """The settings of ``autotune tune --replay TABLE``: its space (from ``--params``, or a
-``--space`` file naming the same parameters), its objective (``--metric`` in the direction
-``--maximize/--minimize`` says) and the checks that refuse a table or options it cannot
-replay.
+``--space`` file naming the same parameters, whose constraints may read ``--problem`` values),
+its objective (``--metric`` in the direction ``--maximize/--minimize`` says), the checks that
+refuse a table or options it cannot replay, and what a stored replay study resumes with.
 
 Example:
     >>> from pathlib import Path
@@ -20,10 +20,30 @@ from typing import Any
 from autotune.space import Space, load_space
 from autotune.sweep_setup import SetupError
 
+#: the keys of a replay's problem that ``--replay``, ``--params`` and ``--metric`` set
+REPLAY_KEYS = ("table", "params", "metric", "absent_costs_a_trial")
+
 
 def replay_settings(
-    replay: Path, params: str | None, metric: str | None, maximize: bool, space_path: str | None
+    replay: Path,
+    params: str | None,
+    metric: str | None,
+    maximize: bool,
+    space_path: str | None,
+    problem_values: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], Space, dict[str, str]]:
+    """The replay's problem (``problem_values``, from ``--problem``, plus the table, its
+    parameters and metric), its space and its objective.
+
+    Raises:
+        SetupError: naming the option or the table and what it cannot serve.
+
+    Example:
+        >>> table = Path(__file__).parents[1] / "benchmarks" / "data" / "matmul_4096_h200.csv"
+        >>> problem, _, _ = replay_settings(table, "BLOCK_M", "tflops", True, None, {"M": 4096})
+        >>> problem["M"], problem["params"]
+        (4096, ['BLOCK_M'])
+    """
     import pandas as pd
 
     from autotune.objectives.replay import load_table, space_from_table
@@ -55,7 +75,12 @@ def replay_settings(
     numbers = pd.to_numeric(table[metric], errors="coerce")
     if numbers.isna().all():
         raise SetupError(f"{replay}: --metric {metric!r} holds no numbers")
-    problem = {"table": str(replay), "params": space.names, "metric": metric}
+    taken = next((k for k in problem_values or {} if k in REPLAY_KEYS), None)
+    if taken is not None:
+        raise SetupError(f"--problem: {taken!r} is the replay's own key (set by --replay, "
+                         "--params and --metric)")  # fmt: skip
+    problem = {**(problem_values or {}), "table": str(replay), "params": space.names,
+               "metric": metric}  # fmt: skip
     return problem, space, {metric: "maximize" if maximize else "minimize"}
 
 
@@ -79,18 +104,115 @@ def check_replay_objective(objective: str | None, metric: str | None, maximize: 
                          "set those instead")  # fmt: skip
 
 
-def check_replay_slo(replay: Path, slo: dict[str, float]) -> None:
-    """Every ``--slo`` metric of a replay is a column of its table.
+def check_replay_slo(
+    replay: Path, slo: dict[str, float], metric: str, maximize: bool, params: list[str]
+) -> None:
+    """Every ``--slo`` metric of a replay is a figure its table records: a column other than a
+    parameter, holding a number in every row that replays a measurement (a limit on a word
+    cannot be checked), and not the ``metric`` the replay maximizes (a limit is an upper bound).
 
     Raises:
-        SetupError: naming the first metric the table does not hold.
+        SetupError: naming the table and the first metric it cannot cap.
+
+    Example:
+        >>> table = Path(__file__).parents[1] / "benchmarks" / "data" / "matmul_4096_h200.csv"
+        >>> check_replay_slo(table, {"ms": 1.0}, "tflops", True, ["BLOCK_M"])  # a figure: fine
+        >>> check_replay_slo(table, {"baseline": 1.0}, "tflops", True, ["BLOCK_M"])
+        Traceback (most recent call last):
+        ...
+        autotune.sweep_setup.SetupError: ...: --slo 'baseline': the column holds no numbers ...
     """
+    import pandas as pd
+
     from autotune.objectives.replay import load_table
 
-    columns = load_table(str(replay)).columns
-    unknown = [name for name in slo if name not in columns]
-    if unknown:
-        raise SetupError(f"{replay}: --slo {unknown[0]!r} is not a column")
+    table = load_table(str(replay))
+    figures = pd.to_numeric(table[metric], errors="coerce") if metric in table.columns else None
+    replayed = table
+    if figures is not None:  # the rows that replay a measurement (ok, with a figure)
+        replayed = table[(table["status"].astype(str) == "ok") & figures.abs().lt(float("inf"))]
+    for name in slo:
+        if name not in table.columns:
+            raise SetupError(f"{replay}: --slo {name!r} is not a column")
+        if name in params:
+            raise SetupError(f"{replay}: --slo {name!r} is a parameter (--params), not a "
+                             "recorded figure")  # fmt: skip
+        if name == metric and maximize:
+            raise SetupError(f"--slo: the replay maximizes {name!r} (--metric), and a limit is "
+                             "an upper bound")  # fmt: skip
+        cells = replayed[name][replayed[name].notna()]
+        words = cells[pd.to_numeric(cells, errors="coerce").isna()]
+        if words.empty:
+            continue
+        if len(words) == len(cells):
+            raise SetupError(f"{replay}: --slo {name!r}: the column holds no numbers (it reads "
+                             f"{words.iloc[0]!r}); a limit caps a figure")  # fmt: skip
+        raise SetupError(f"{replay}: --slo {name!r}: the column holds {words.iloc[0]!r} where a "
+                         f"number belongs (line {words.index[0] + 2})")  # fmt: skip
+
+
+def replay_arguments(
+    stored: dict[str, Any] | None,
+    study: str | None,
+    *,
+    replay: Path | None,
+    params: str | None,
+    metric: str | None,
+    maximize: bool,
+    space_path: str | None,
+    problem_values: dict[str, Any],
+) -> dict[str, Any]:
+    """The keyword arguments of :func:`replay_settings`: those given, except for a stored
+    replay study (``stored``, resumed): without ``--replay`` its table, parameters, metric,
+    direction and ``--space`` file come from what it stored, and its ``--problem`` values stand
+    where ``problem_values`` does not set them.
+
+    Raises:
+        SetupError: without ``--replay``, where the study did not store them, saying what to
+            pass instead.
+
+    Example:
+        >>> stored = {"workload": "replay", "space": "t.csv", "objectives": {"ms": "minimize"},
+        ...           "problem": {"table": "t.csv", "params": ["a", "b"], "metric": "ms", "M": 8}}
+        >>> args = replay_arguments(stored, "s1", replay=None, params=None, metric=None,
+        ...                         maximize=True, space_path=None, problem_values={})
+        >>> str(args["replay"]), args["params"], args["maximize"], args["problem_values"]
+        ('t.csv', 'a,b', False, {'M': 8})
+        >>> replay_arguments({"workload": "replay"}, "s1", replay=None, params=None, metric=None,
+        ...                  maximize=True, space_path=None, problem_values={})
+        Traceback (most recent call last):
+        ...
+        autotune.sweep_setup.SetupError: study 's1' is a replay that did not store ...
+    """
+    given = {"replay": replay, "params": params, "metric": metric, "maximize": maximize,
+             "space_path": space_path, "problem_values": problem_values}  # fmt: skip
+    if not stored or stored.get("workload") != "replay":
+        return given
+    problem = stored.get("problem")
+    problem = problem if isinstance(problem, dict) else {}
+    values = {k: v for k, v in problem.items() if k not in REPLAY_KEYS}
+    given["problem_values"] = {**values, **problem_values}
+    if replay is not None:
+        return given
+    table, names, name = problem.get("table"), problem.get("params"), problem.get("metric")
+    objectives = stored.get("objectives")
+    direction = objectives.get(name) if isinstance(objectives, dict) else None
+    names_ok = isinstance(names, list) and names and all(isinstance(n, str) for n in names)
+    if not (isinstance(table, str) and names_ok and isinstance(name, str) and direction
+            in ("maximize", "minimize")):  # fmt: skip
+        raise SetupError(f"study {study!r} is a replay that did not store its table, parameters "
+                         "and metric: pass --replay TABLE --params A,B,... --metric NAME to "
+                         "resume it")  # fmt: skip
+    space = stored.get("space")
+    stored_space = space if isinstance(space, str) and space != table else None
+    return {
+        **given,
+        "replay": Path(table),
+        "params": ",".join(names),
+        "metric": name,
+        "maximize": direction == "maximize",
+        "space_path": space_path or stored_space,
+    }
 
 
 def repeats_note(replay: Path, params: list[str]) -> str:

@@ -20,6 +20,7 @@ import optuna
 from autotune.driver import EXECUTORS, SweepSettings
 from autotune.driver.trial_attrs import stored_info
 from autotune.objectives import Objective, get_objective
+from autotune.redact import redacted_keys
 from autotune.space import Space, SpaceError, load_space
 from autotune.space.feasibility import check_satisfiable
 from autotune.storage import open_storage, study_names
@@ -167,6 +168,31 @@ def _check_resumed_objectives(
                          "sweep keeps them (start another --study)")  # fmt: skip
 
 
+def _resumed_slo(
+    study: str | None, stored: dict[str, Any], slo: dict[str, float] | None
+) -> dict[str, float] | None:
+    """The SLO a resumed sweep runs under: the stored one (its trials were judged by it);
+    another one is refused, as another problem is.
+
+    Example:
+        >>> _resumed_slo("s", {"slo": {"ttft_p99_ms": 500.0}}, None)
+        {'ttft_p99_ms': 500.0}
+        >>> try:
+        ...     _resumed_slo("s", {"slo": {"ttft_p99_ms": 500.0}}, {"ttft_p99_ms": 1.0})
+        ... except SetupError as exc:
+        ...     print(exc)
+        --slo: study 's' holds a sweep under ttft_p99_ms=500; it cannot resume under ...
+    """
+    held = stored.get("slo")
+    if not isinstance(held, dict):  # stored before the SLO was: as given
+        return slo
+    if slo and slo != held:
+        shown = [",".join(f"{k}={v:g}" for k, v in x.items()) or "no --slo" for x in (held, slo)]
+        raise SetupError(f"--slo: study {study!r} holds a sweep under {shown[0]}; it cannot "
+                         f"resume under {shown[1]} (start another --study)")  # fmt: skip
+    return held
+
+
 def _check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
     """Every ``--slo`` metric is a figure ``workload`` reports and keeps low (where it says
     which): a limit is an upper bound.
@@ -308,24 +334,39 @@ def build_settings(
     if replay is None and (params or metric or not maximize):
         given = "--params" if params else "--metric" if metric else "--minimize"
         raise SetupError(f"{given} applies to --replay")
-    if replay is not None:
+    replay_study = stored is not None and stored.get("workload") == "replay"
+    if replay is not None or (replay_study and workload in (None, "replay")):
         workload = "replay"
         from autotune.replay_setup import (
             check_replay_objective,
             check_replay_slo,
             repeats_note,
+            replay_arguments,
             replay_settings,
         )
 
-        problem, space_obj, objectives = replay_settings(replay, params, metric, maximize, space)
+        # a resumed replay study fills in what it stored (its table, ... with --study alone)
+        given = {"params": params, "metric": metric, "maximize": maximize, "space_path": space}
+        args = replay_arguments(stored, study, replay=replay, problem_values=problem, **given)
+        replay, metric, maximize = args["replay"], args["metric"], args["maximize"]
+        problem, space_obj, objectives = replay_settings(**args)
         space_obj.validate_names(problem)  # as a workload's space is checked
         check_satisfiable(space_obj, problem, device)
-        check_replay_slo(replay, slo or {})
+        check_replay_slo(replay, slo or {}, metric, maximize, problem["params"])
         check_replay_objective(objective, metric, maximize)
+        if replay_study:  # as a resumed sweep of a workload keeps them
+            sampler = stored.get("sampler", sampler) if sampler == "auto" else sampler
+            seed = stored.get("seed") if seed is None else seed
+            trials = trials if trials is not None else stored.get("n_trials")
+            slo = _resumed_slo(study, stored, slo)
         label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
         label += repeats_note(replay, problem["params"])
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]
+        left_out = [k for k in redacted_keys(stored.get("problem", {})) if k not in problem]
+        if left_out:  # stored without its password: running '***' would fail every trial
+            raise SetupError(f"--problem: study {study!r} stored {left_out[0]} without its "
+                             f"password; give --problem {left_out[0]}=... to resume")  # fmt: skip
         problem = {**stored.get("problem", {}), **problem}
         space_obj = load_space(space or stored["space"])
         objectives = dict(stored["objectives"])
@@ -335,6 +376,7 @@ def build_settings(
         trials = trials if trials is not None else stored.get("n_trials")
         label = stored.get("label", "")
         _check_slo_metrics(workload, slo or {})
+        slo = _resumed_slo(study, stored, slo)
     else:
         default_job = workload is None
         workload = workload or DEFAULT_WORKLOAD
@@ -348,6 +390,12 @@ def build_settings(
         except (ValueError, TypeError) as exc:
             raise SetupError(f"--problem: {exc}") from None
         _check_config_keys(space_obj, workload, objective_obj.config_keys())
+        check_space = getattr(objective_obj, "check_space", None)  # e.g. a server's template
+        if check_space is not None:
+            try:
+                check_space(space_obj.names)
+            except ValueError as exc:
+                raise SetupError(f"--problem: {exc}") from None
         baseline, outside = _baseline_in_space(baseline, space_obj)
         notes += outside
         if objective_cls.measures:

@@ -6,6 +6,11 @@ table measured by hand, every row is a measurement, and a row whose metric is bl
 number is a config that did not run. A config absent from the table is infeasible. Every
 figure it returns is a replayed recording, not a new measurement.
 
+A blank parameter cell is a parameter inactive in its row (a conditional one, such as the
+epilogue subtile of a schedule that has none, which ``autotune record`` leaves blank): the
+space derived from the table makes that parameter conditional on the parameter whose values
+say where it is blank, and a config without it replays that row.
+
 Each replayed measurement carries the trial's recorded duration, which the inline executor's
 simulated clock uses to replay N trials in flight in the order they would finish. It is the
 first column of :data:`DURATION_COLUMNS` the table has: ``duration_s`` (written by
@@ -37,7 +42,8 @@ import pandas as pd
 from autotune.failures import Crashed, Infeasible, TrialFailure, TrialStatus
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
-from autotune.space import Param, Space, SpaceError
+from autotune.space import Expression, ExpressionError, Param, Space, SpaceError
+from autotune.space.loader import _check_name
 
 _FAILURES = {cls.status.value: cls for cls in TrialFailure.__subclasses__()}
 #: column -> seconds per unit, in order of preference, for a trial's recorded duration
@@ -74,6 +80,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _cell(value: Any) -> Any:
+    """A parameter's cell as a config value: None where it is blank (the parameter is
+    inactive in that row), else :func:`_plain`.
+
+    Example:
+        >>> _cell(float("nan")), _cell(8.0), _cell("tiled")
+        (None, 8, 'tiled')
+    """
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return _plain(value)
+
+
 def _number(value: Any) -> float | None:
     """A table cell as a float, or None when it holds no number (a word, a blank)."""
     try:
@@ -88,6 +107,7 @@ def rows_by_config(
     """The table's row for each config (the values of ``params``). A config recorded more than
     once (re-measured, or the same sweep run twice) replays the median of its ok readings of
     ``metric``, with ``replay_readings`` saying how many; one with no ok reading, its first row.
+    A blank cell is None in the key: the parameter is inactive there (absent from the config).
 
     Example:
         >>> t = pd.DataFrame({"a": [1, 1, 1, 2], "m": [5.0, 9.0, 6.0, 7.0]})
@@ -97,7 +117,7 @@ def rows_by_config(
     """
     grouped: dict[tuple, list[dict[str, Any]]] = {}
     for row in table.to_dict(orient="records"):
-        grouped.setdefault(tuple(_plain(row[p]) for p in params), []).append(row)
+        grouped.setdefault(tuple(_cell(row[p]) for p in params), []).append(row)
     rows = {}
     for key, group in grouped.items():
         ok = [r for r in group if str(r.get("status", TrialStatus.OK.value)) == "ok"
@@ -122,17 +142,142 @@ def repeated_configs(table: pd.DataFrame, params: list[str]) -> int:
 
 
 def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<table>") -> Space:
-    """Derive a search space from the values a table holds; ordered numbers stay ordered."""
+    """Derive a search space from the values a table holds; ordered numbers stay ordered. A
+    parameter blank in some rows is active only where the table sets it: its condition reads
+    the parameter whose values say so (placed before it), else the never-blank parameters
+    together.
+
+    Raises:
+        SpaceError: naming the table and the column: not a column, blank in every row, or
+            blank in rows that no other parameter tells apart from those that set it.
+
+    Example:
+        >>> t = pd.DataFrame({"SCHEDULE": ["tiled", "persistent", "persistent"],
+        ...                   "SUBTILE": [None, 0, 1], "ms": [1.0, 5.0, 6.0]})
+        >>> space = space_from_table(t, ["SUBTILE", "SCHEDULE"])
+        >>> space.names, space["SUBTILE"].condition.source
+        (['SCHEDULE', 'SUBTILE'], "SCHEDULE != 'tiled'")
+        >>> for config in space.grid():
+        ...     print(config)
+        {'SCHEDULE': 'persistent', 'SUBTILE': 0}
+        {'SCHEDULE': 'persistent', 'SUBTILE': 1}
+        {'SCHEDULE': 'tiled'}
+    """
     missing = [p for p in params if p not in table.columns]
     if missing:
         raise SpaceError(f"{source}: --params names {missing[0]!r}, which is not a column")
-    space_params = []
+    cells = {name: [_cell(v) for v in table[name]] for name in params}
+    choices: dict[str, list[Any]] = {}
     for name in params:
-        values = [_plain(v) for v in table[name].dropna().unique()]
+        values = list(dict.fromkeys(v for v in cells[name] if v is not None))
+        if not values:
+            raise SpaceError(f"{source}: column {name!r} is blank in every row: it holds no value "
+                             "to tune")  # fmt: skip
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-        choices = sorted(values) if numeric else sorted(values, key=str)
-        space_params.append(Param(name=name, kind="categorical", choices=choices))
-    return Space(f"replay:{source}", space_params, source=source)
+        choices[name] = sorted(values) if numeric else sorted(values, key=str)
+    conditions: dict[str, tuple[list[str], Expression]] = {}
+    for name in params:
+        if None in cells[name]:
+            conditions[name] = _condition(name, cells, choices, params, conditions, source)
+    by_name = {
+        name: Param(
+            name=name,
+            kind="categorical",
+            choices=choices[name],
+            condition=conditions[name][1] if name in conditions else None,
+        )
+        for name in params
+    }
+    order = _ordered(params, {name: reads for name, (reads, _) in conditions.items()})
+    return Space(f"replay:{source}", [by_name[n] for n in order], source=source)
+
+
+def _condition(
+    name: str,
+    cells: dict[str, list[Any]],
+    choices: dict[str, list[Any]],
+    params: list[str],
+    conditions: dict[str, tuple[list[str], Expression]],
+    source: str,
+) -> tuple[list[str], Expression]:
+    """The ``when:`` of a parameter blank in some rows (the parameters it reads, and it): the
+    first other parameter whose every value is either always or never recorded with it (a
+    never-blank one first, or a conditional one before it), else the tuple of every
+    never-blank parameter.
+
+    Example:
+        >>> cells = {"S": ["a", "b", "c"], "E": [None, 0, 1]}
+        >>> _condition("E", cells, {"S": ["a", "b", "c"]}, ["S", "E"], {}, "t.csv")
+        (['S'], Expression("S != 'a'"))
+    """
+    active = [v is not None for v in cells[name]]
+    never_blank = [p for p in params if p != name and None not in cells[p] and _readable(p)]
+    earlier = [p for p in params[: params.index(name)] if p in conditions and _readable(p)]
+    for other in [*never_blank, *earlier]:
+        verdict = _verdict(cells[other], active)
+        if verdict is None or verdict.get(None, False):
+            continue  # it does not tell the rows apart, or it is blank where `name` is set
+        on = [v for v in choices[other] if verdict.get(v)]
+        off = [v for v in choices[other] if verdict.get(v) is False]
+        texts = [f"{other} in {on!r}", f"{other} not in {off!r}"]
+        texts = [f"{other} != {off[0]!r}"] if len(off) == 1 else texts  # as a space file says
+        condition = _expression(min(texts, key=len))
+        if condition is not None:
+            return [other], condition
+    if len(never_blank) > 1:
+        verdict = _verdict(list(zip(*(cells[p] for p in never_blank), strict=True)), active)
+        if verdict is not None:
+            on = [key for key, is_on in verdict.items() if is_on]
+            condition = _expression(f"({', '.join(never_blank)}) in {on!r}")
+            if condition is not None:
+                return never_blank, condition
+    raise SpaceError(
+        f"{source}: column {name!r} is blank in some rows, and no other parameter says in "
+        "which: a blank cell is a parameter inactive in its row (fill the cells in, or pass a "
+        "--space whose `when:` says where it is active)"
+    )
+
+
+def _expression(text: str) -> Expression | None:
+    """``text`` parsed, or None where the expression language refuses it (too long)."""
+    try:
+        return Expression(text)
+    except ExpressionError:
+        return None
+
+
+def _verdict(keys: list[Any], active: list[bool]) -> dict[Any, bool] | None:
+    """Each key -> whether its rows are active, or None where one key holds rows of both."""
+    verdict: dict[Any, bool] = {}
+    for key, on in zip(keys, active, strict=True):
+        if verdict.setdefault(key, on) != on:
+            return None
+    return verdict
+
+
+def _readable(name: str) -> bool:
+    """Whether an expression can read a column by ``name`` (``telemetry.x`` cannot)."""
+    try:
+        _check_name(name, "")
+    except SpaceError:
+        return False
+    return True
+
+
+def _ordered(params: list[str], reads: dict[str, list[str]]) -> list[str]:
+    """``params`` in their order, except that each comes after every parameter it reads.
+
+    Example:
+        >>> _ordered(["E", "S", "B"], {"E": ["S"]})
+        ['S', 'E', 'B']
+    """
+    order: list[str] = []
+    pending = list(params)
+    while pending:
+        ready = next(p for p in pending if all(r in order for r in reads.get(p, [])))
+        order.append(ready)
+        pending.remove(ready)
+    return order
 
 
 class ReplayObjective(Objective):
@@ -163,7 +308,7 @@ class ReplayObjective(Objective):
         self._rows = rows_by_config(table, self.params, self.metric)
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
-        key = tuple(_plain(config.get(p)) for p in self.params)
+        key = tuple(_cell(config.get(p)) for p in self.params)  # absent: a blank cell
         row = self._rows.get(key)
         if row is None:
             if self.absent_costs_a_trial:

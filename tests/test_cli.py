@@ -601,3 +601,43 @@ def test_a_sigterm_during_the_finish_ends_it_as_ctrl_c_does(tmp_path):
     _, stderr = sweep.communicate(timeout=120)
     assert sweep.returncode == 130, "".join(lines) + stderr
     assert "interrupted; finished trials are stored" in stderr
+
+
+def test_a_resume_keeps_the_slo_its_trials_were_judged_by_and_refuses_another(tmp_path):
+    """A stricter --slo on a resume would leave the old best, over it, as the answer."""
+    space = tmp_path / "space.yaml"
+    space.write_text("name: s\nworkload: faults\nparameters:\n"
+                     "  fault: {type: categorical, choices: [none]}\n"
+                     "  score: {type: categorical, choices: [0.2, 0.4, 0.6]}\n")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    sweep = ("tune", "faults", "--storage", url, "--study", "s", "--finish-top", "0")
+    first = autotune(*sweep, "--space", str(space), "--trials", "1", "--slo", "latency_s=60")
+    assert first.returncode == 0, first.stderr
+    before = autotune("trials", "--storage", url, "--study", "s", "--format", "csv").stdout
+    stricter = autotune(*sweep, "--trials", "2", "--slo", "latency_s=0.5")
+    assert stricter.returncode == 2 and "Traceback" not in stricter.stderr
+    assert ("--slo: study 's' holds a sweep under latency_s=60; it cannot resume under "
+            "latency_s=0.5") in stricter.stderr  # fmt: skip
+    assert autotune("trials", "--storage", url, "--study", "s", "--format", "csv").stdout == before
+    resumed = autotune(*sweep, "--trials", "2")  # no --slo: the stored one
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_trials_as_parquet_takes_a_parameter_that_mixes_numbers_and_words(tmp_path):
+    """Parquet stores a column of one type: a categorical [1, "x"] failed in pyarrow."""
+    import pandas as pd
+
+    from autotune.driver.trial_attrs import STATUS
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    study = optuna.create_study(storage=url, study_name="m", direction="maximize")
+    choice = optuna.distributions.CategoricalDistribution([1, "x"])
+    for b, value in ((1, 2.0), ("x", 3.0)):
+        trial = optuna.trial.create_trial(
+            params={"b": b}, distributions={"b": choice}, value=value, user_attrs={STATUS: "ok"}
+        )
+        study.add_trial(trial)
+    out = tmp_path / "t.parquet"
+    done = autotune("trials", "--storage", url, "--format", "parquet", "--output", str(out))
+    assert done.returncode == 0, done.stderr
+    assert sorted(pd.read_parquet(out)["b"]) == ["1", "x"]

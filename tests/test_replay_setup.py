@@ -1,13 +1,30 @@
 """The settings of a replay: a table, the parameters it is looked up by, and its metric."""
 
+import re
 from pathlib import Path
 
+import optuna
 import pytest
 
+from autotune.driver import Sweep
 from autotune.replay_setup import check_replay_objective, check_replay_slo, replay_settings
-from autotune.sweep_setup import SetupError
+from autotune.space import SpaceError
+from autotune.sweep_setup import SetupError, build_settings
 
-TABLE = Path(__file__).parents[1] / "benchmarks" / "data" / "matmul_4096_h200.csv"
+DATA = Path(__file__).parents[1] / "benchmarks" / "data"
+TABLE = DATA / "matmul_4096_h200.csv"
+PARAMS = "BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages"
+H200 = {"type": "cuda", "name": "NVIDIA H200", "max_shared_memory": 232448}
+
+
+def _settings(storage: str, **given):
+    base = dict(
+        workload=None, space=None, problem={}, objective=None, sampler="auto", trials=3,
+        time_budget_s=None, seed=None, storage=storage, study="s1", trial_timeout_s=None,
+        device=H200, replay=TABLE, params=PARAMS, metric="tflops", maximize=True,
+        command="autotune tune --replay", executor="inline",
+    )  # fmt: skip
+    return build_settings(**{**base, **given})
 
 
 def test_a_space_file_must_name_the_params_it_is_looked_up_by(tmp_path):
@@ -37,4 +54,64 @@ def test_an_objective_or_slo_the_table_cannot_give_is_refused():
     with pytest.raises(SetupError, match="a replay tunes --metric tflops"):
         check_replay_objective("tflops:min", "tflops", maximize=True)
     with pytest.raises(SetupError, match="--slo 'ttft_ms' is not a column"):
-        check_replay_slo(TABLE, {"ttft_ms": 5.0})
+        check_replay_slo(TABLE, {"ttft_ms": 5.0}, "tflops", True, ["BLOCK_M"])
+
+
+@pytest.mark.parametrize(
+    ("slo", "metric", "maximize", "says"),
+    [({"baseline": 1.0}, "tflops", True,
+      "--slo 'baseline': the column holds no numbers (it reads 'torch.matmul (cuBLAS)')"),
+     ({"tflops": 300.0}, "tflops", True, "the replay maximizes 'tflops' (--metric)"),
+     ({"BLOCK_M": 64.0}, "tflops", True, "--slo 'BLOCK_M' is a parameter")],
+)  # fmt: skip
+def test_an_slo_the_table_cannot_check_is_refused_before_the_sweep(slo, metric, maximize, says):
+    with pytest.raises(SetupError, match=re.escape(says)):
+        check_replay_slo(TABLE, slo, metric, maximize, PARAMS.split(","))
+    with pytest.raises(SetupError, match=re.escape(says)):  # as `autotune tune --slo` does
+        _settings("memory", study=None, slo=slo, metric=metric, maximize=maximize)
+
+
+def test_an_slo_on_a_figure_the_replay_keeps_low_is_a_limit(tmp_path):
+    check_replay_slo(TABLE, {"ms": 1.0, "tflops": 300.0}, "tflops", False, ["BLOCK_M"])
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("a,m,note\n1,5,2.5\n2,6,about 3\n3,,word-in-a-failed-row\n")
+    with pytest.raises(SetupError, match=r"--slo 'note': the column holds 'about 3' where a number "
+                       r"belongs \(line 3\)"):  # fmt: skip
+        check_replay_slo(mixed, {"note": 3.0}, "m", True, ["a"])
+
+
+def test_a_replay_study_resumes_by_study_alone_from_what_it_stored(tmp_path):
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    Sweep(_settings(storage, seed=5, maximize=False, trials=2)).run()
+    resumed = _settings(storage, replay=None, params=None, metric=None, trials=4)
+    assert (resumed.workload, resumed.seed) == ("replay", 5)
+    assert resumed.objectives == {"tflops": "minimize"}
+    assert resumed.problem["table"] == str(TABLE) and resumed.label.startswith("REPLAY of")
+    assert resumed.space.names == PARAMS.split(",")
+    study = Sweep(resumed).run().study
+    assert len(study.trials) >= 4
+    # with --replay again but no --seed, the stored seed stays too
+    assert _settings(storage, maximize=False, trials=6).seed == 5
+
+
+def test_a_replay_study_that_stored_too_little_asks_for_the_table(tmp_path):
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    optuna.create_study(study_name="s1", storage=storage).set_user_attr(
+        "autotune", {"workload": "replay", "problem": {"table": str(TABLE)}}
+    )
+    with pytest.raises(SetupError, match=r"pass --replay TABLE --params A,B,\.\.\. --metric NAME"):
+        _settings(storage, replay=None, params=None, metric=None)
+
+
+def test_problem_values_reach_the_constraints_of_a_replays_space(tmp_path):
+    grid = str(DATA / "matmul_tiled_grid.yaml")
+    with pytest.raises(SpaceError, match="unknown name 'M'"):
+        _settings("memory", study=None, space=grid)
+    settings = _settings("memory", study=None, space=grid, problem={"M": 64, "N": 4096,
+                                                                    "K": 4096})  # fmt: skip
+    assert settings.problem["M"] == 64 and settings.problem["metric"] == "tflops"
+    assert settings.space.violations({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64,
+                                      "num_warps": 8, "num_stages": 3},
+                                     settings.problem, H200) == ["tile_fits_m"]  # fmt: skip
+    with pytest.raises(SetupError, match="--problem: 'table' is the replay's own key"):
+        _settings("memory", study=None, problem={"table": "x.csv"})

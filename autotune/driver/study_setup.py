@@ -34,7 +34,7 @@ from autotune.driver.warm_start import (
     similarity,
     top_configs,
 )
-from autotune.redact import redact
+from autotune.redact import redact, redact_values
 
 # How many of a related sweep's best configs a warm start queues first.
 WARM_START_CONFIGS = 1
@@ -90,7 +90,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
                 f"study {name!r} holds a {info.get('workload')} sweep of "
                 f"{info.get('objectives')}; it cannot resume as {s.workload} of {s.objectives}"
             )
-        changed = _changed(info.get("problem", {}), s.problem)
+        changed = _changed(info.get("problem", {}), redact_values(s.problem))
         if changed:
             raise StudyMismatch(
                 f"study {name!r} holds a sweep at {changed[0]}; it cannot resume at "
@@ -116,7 +116,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
         STUDY,
         {
             "workload": s.workload,
-            "problem": s.problem,
+            "problem": redact_values(s.problem),  # a command's database password left out
             "space": s.space.source,
             # the default's knobs the space does not tune: what every trial ran for them
             "untuned": {
@@ -125,6 +125,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
                 if k not in s.space.names and isinstance(v, str | int | float | bool)
             },
             "objectives": s.objectives,
+            "slo": s.slo,  # what its trials were judged by: a resume keeps it
             "sampler": s.sampler,
             "sampler_used": resolve_sampler(s.sampler, s.space, len(directions)),
             "seed": s.seed,
@@ -132,11 +133,20 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             "device": s.device,
             "command": redact(s.command),  # a password on the command line stays out
             "label": s.label,
-            "fingerprint": s.fingerprint or {},
+            "fingerprint": _redacted_fingerprint(s.fingerprint or {}),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
         },
     )
     return study
+
+
+def _redacted_fingerprint(fingerprint: dict[str, object]) -> dict[str, object]:
+    """The cache key as stored: its parts' problem without a password (the key, a hash, is
+    made of the real values)."""
+    parts = fingerprint.get("parts")
+    if not isinstance(parts, dict) or not isinstance(parts.get("problem"), dict):
+        return fingerprint
+    return {**fingerprint, "parts": {**parts, "problem": redact_values(parts["problem"])}}
 
 
 def _named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None:

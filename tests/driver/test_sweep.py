@@ -342,3 +342,36 @@ def test_the_untuned_defaults_the_trials_ran_are_stored_for_the_exports(tmp_path
     record = best_record(load(url, "s"))
     assert record["untuned"] == {"fault": "none"}
     assert set(record["config"]) == {"score"}
+
+
+def test_a_password_in_a_problem_value_reaches_neither_the_storage_nor_the_screen(
+    tmp_path, write_space
+):
+    """A server's command template may hold a database URL: the sweep runs it as given, the
+    study stores it (and the cache key's parts) with the password left out, the header shows
+    it so, and a resume must be given the command again."""
+    import io
+
+    from rich.console import Console
+
+    from autotune.progress import ProgressDisplay
+    from autotune.sweep_setup import SetupError, build_settings
+    from autotune.tuning_cache import fingerprint
+
+    db = tmp_path / "s.db"
+    url = f"sqlite:///{db}"
+    problem = {"command": "srv --db postgresql://bob:hunter2@db/prod"}
+    space = load_space(write_space("parameters:\n  score: {type: float, low: 0.0, high: 1.0}\n"))
+    out = io.StringIO()
+    Sweep(
+        settings(space, n_trials=1, storage=url, study_name="s", problem=problem,
+                 fingerprint=fingerprint("faults", problem, {"name": "cpu"})),
+        observer=ProgressDisplay(Console(file=out, width=300)),
+    ).run()  # fmt: skip
+    assert "hunter2" not in db.read_bytes().decode("latin-1") and "hunter2" not in out.getvalue()
+    assert "postgresql://bob:***@db/prod" in out.getvalue()
+    with pytest.raises(SetupError, match="stored command without its password; give --problem"):
+        build_settings(workload=None, space=None, problem={}, objective=None, sampler="auto",
+                       trials=2, time_budget_s=None, seed=None, storage=url, study="s",
+                       trial_timeout_s=None, device={"type": "cpu", "name": "cpu"}, replay=None,
+                       params=None, metric=None, maximize=True, command="x")  # fmt: skip

@@ -7,10 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from autotune.failures import Crashed, Infeasible
-from autotune.objectives.replay import ReplayObjective
+from autotune.objectives.replay import ReplayObjective, load_table, space_from_table
+from autotune.space import SpaceError
 
 HAND_TABLE = "BM,BN,tflops\n64,64,410.5\n64,128,522.0\n128,128,\n128,256,oom?\n"
 
@@ -73,3 +75,59 @@ def test_a_config_recorded_more_than_once_replays_the_median_of_its_ok_readings(
     assert "replay_readings" not in objective.evaluate({"BM": 256}).metrics
     with pytest.raises(Exception, match="recorded oom"):
         objective.evaluate({"BM": 128})  # no ok reading: its first row's failure
+
+
+# `autotune record matmul` leaves EPILOGUE_SUBTILE blank where SCHEDULE is tiled (inactive there)
+CONDITIONAL_TABLE = "SCHEDULE,EPILOGUE_SUBTILE,ms\ntiled,,1.0\npersistent,0,5.0\npersistent,1,6.0\n"
+
+
+def test_a_blank_parameter_cell_is_a_parameter_inactive_in_its_row(tmp_path):
+    path = tmp_path / "conditional.csv"
+    path.write_text(CONDITIONAL_TABLE)
+    params = ["EPILOGUE_SUBTILE", "SCHEDULE"]  # in either order: the condition reads SCHEDULE
+    space = space_from_table(load_table(str(path)), params, str(path))
+    assert space.names == ["SCHEDULE", "EPILOGUE_SUBTILE"]
+    assert space["EPILOGUE_SUBTILE"].condition.source == "SCHEDULE != 'tiled'"
+    assert list(space.grid()) == [{"SCHEDULE": "persistent", "EPILOGUE_SUBTILE": 0},
+                                  {"SCHEDULE": "persistent", "EPILOGUE_SUBTILE": 1},
+                                  {"SCHEDULE": "tiled"}]  # fmt: skip
+    objective = ReplayObjective({"table": str(path), "params": space.names, "metric": "ms"})
+    assert objective.evaluate({"SCHEDULE": "tiled"}).values == {"ms": 1.0}
+    assert objective.evaluate({"SCHEDULE": "persistent", "EPILOGUE_SUBTILE": 1}).values == {
+        "ms": 6.0
+    }
+    with pytest.raises(Infeasible, match="not in the recorded table"):
+        objective.evaluate({"SCHEDULE": "tiled", "EPILOGUE_SUBTILE": 0})  # never recorded
+
+
+def test_the_cli_reaches_a_row_whose_conditional_parameter_is_blank(tmp_path):
+    path = tmp_path / "conditional.csv"
+    path.write_text(CONDITIONAL_TABLE)
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(path), "--params",
+         "SCHEDULE,EPILOGUE_SUBTILE", "--metric", "ms", "--minimize", "--trials", "10",
+         "--storage", "memory", "--seed", "0", "--output", "best.json"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    best = json.loads((tmp_path / "best.json").read_text())
+    assert best["config"] == {"SCHEDULE": "tiled"}
+    assert "REPLAY" in done.stdout
+
+
+def test_blanks_that_one_parameter_cannot_explain_read_the_never_blank_ones_together(tmp_path):
+    table = pd.DataFrame({"A": [1, 1, 2, 2], "B": [1, 2, 1, 2], "C": [None, 7, 7, 7],
+                          "m": [1.0, 2.0, 3.0, 4.0]})  # fmt: skip
+    space = space_from_table(table, ["A", "B", "C"], "t.csv")
+    assert space["C"].condition.source == "(A, B) in [(1, 2), (2, 1), (2, 2)]"
+    assert {"A": 1, "B": 1} in list(space.grid())
+
+
+@pytest.mark.parametrize(
+    ("columns", "says"),
+    [({"A": [1, 1], "C": [None, 7]}, "column 'C' is blank in some rows, and no other parameter"),
+     ({"A": [1, 2], "C": [None, None]}, "column 'C' is blank in every row")],
+)  # fmt: skip
+def test_blanks_no_parameter_explains_are_refused_naming_the_column(columns, says):
+    with pytest.raises(SpaceError, match=says):
+        space_from_table(pd.DataFrame(columns), list(columns), "t.csv")
