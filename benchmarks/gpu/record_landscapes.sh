@@ -19,15 +19,18 @@ for step in "$@"; do
   case $step in
     square)
       [ -f "$OUT/matmul_4096_h200.csv" ] || cp "$repo/benchmarks/data/matmul_4096_h200.csv" "$OUT/"
-      timeout 150 $at record matmul --problem M=4096,N=4096,K=4096,dtype=bf16 --jobs 15 \
+      timeout 150 $at record matmul --space $repo/benchmarks/data/matmul_tiled_grid.yaml \
+        --problem M=4096,N=4096,K=4096,dtype=bf16 --jobs 15 \
         --trial-timeout 60 --output $OUT/matmul_4096_h200.csv 2>$OUT/record_square.log | tail -1 ;;
     decode)
       resume matmul_decode_h200.csv
-      timeout 170 $at record matmul --problem M=64,N=4096,K=4096,dtype=bf16 --jobs 15 \
+      timeout 170 $at record matmul --space $repo/benchmarks/data/matmul_tiled_grid.yaml \
+        --problem M=64,N=4096,K=4096,dtype=bf16 --jobs 15 \
         --trial-timeout 60 --output $OUT/matmul_decode_h200.csv 2>$OUT/record_decode.log | tail -1 ;;
     mlp)
       resume matmul_mlp_h200.csv
-      timeout 380 $at record matmul --problem M=8192,N=14336,K=4096,dtype=bf16 --jobs 15 \
+      timeout 380 $at record matmul --space $repo/benchmarks/data/matmul_tiled_grid.yaml \
+        --problem M=8192,N=14336,K=4096,dtype=bf16 --jobs 15 \
         --trial-timeout 60 --output $OUT/matmul_mlp_h200.csv 2>$OUT/record_mlp.log | tail -1 ;;
     train)
       resume train_step_h200.csv
