@@ -184,10 +184,10 @@ def _check_recordable(space: Space) -> None:
     Raises:
         RecordError: naming the parameter, or the grid's size.
     """
-    floats = [p.name for p in space.params if p.kind == "float"]
+    floats = [p.name for p in space.params if not p.discrete]
     if floats:
-        raise RecordError(f"{space.source}: parameters.{floats[0]} is a float: it has no grid "
-                          "to record (give it choices, or an int with a step)")  # fmt: skip
+        raise RecordError(f"{space.source}: parameters.{floats[0]} is a float without a step: "
+                          "it has no grid to record (give it a step or choices)")  # fmt: skip
     size = math.prod(p.count() for p in space.params)
     if size > MAX_GRID:
         raise RecordError(f"{space.source}: the grid holds up to {size:,} configs, more than "

@@ -28,7 +28,7 @@ MAX_GRID = 50_000  # raw configs (before constraints) the enumerated samplers li
 
 def is_enumerable(space: Space) -> bool:
     """True when every parameter is discrete and the raw grid has at most MAX_GRID configs."""
-    if any(p.kind == "float" for p in space.params):
+    if not all(p.discrete for p in space.params):
         return False
     return space.grid_size() <= MAX_GRID
 

@@ -43,7 +43,7 @@ def _complete(
     for param in space.params:
         if not space.is_active(param, config, problem, device):
             continue
-        if param.kind == "float":
+        if not param.discrete:
             return None  # continuous spaces rarely repeat; nothing to steer
         config[param.name] = partial.get(param.name, rng.choice(param.values()))
     return config
@@ -71,7 +71,7 @@ def unvisited_config(
     if best:
         moves = []
         for param in space.params:
-            if param.name not in best or param.kind == "float":
+            if param.name not in best or not param.discrete:
                 continue
             values = param.values()
             if best[param.name] not in values:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 import optuna
 
 from autotune.driver.compile_ahead import compile_ahead_pool
+from autotune.driver.constraint_repair import ConstraintRepair
 from autotune.driver.executor_choice import make_executor
 from autotune.driver.finish import FinishRow, finish, finish_reserve_s
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
@@ -147,6 +148,7 @@ class _SweepRun:
         self.durations: list[float] = []  # seconds each launched trial held its slot
         self.complete_durations: list[float] = []  # of those, the trials that ran to the end
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
+        self.repair = ConstraintRepair(s.space, s.problem, s.device, s.seed)
         self.last_reap = time.monotonic()
         self.peers = StudyPeers(study, self.identity)  # the other drivers on this study
         for t in study.get_trials(deepcopy=False, states=(
@@ -327,6 +329,7 @@ class _SweepRun:
             if broken:
                 result = TrialResult(TrialStatus.INFEASIBLE, broken)
                 self.account(self.book.tell_result(asked, result))
+                self.repair.after_rejection(self.study, config, self.rejected)
             elif twin is not None:
                 self.account(self.book.tell_claimed(asked, twin))
             elif previous is not None:

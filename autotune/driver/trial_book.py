@@ -239,7 +239,7 @@ class TrialBook:
         )
         if steer is None:
             # in a discrete space: every config the constraints allow has been measured
-            self.exhausted = all(p.kind != "float" for p in s.space.params)
+            self.exhausted = all(p.discrete for p in s.space.params)
         else:
             self.study.enqueue_trial(steer, skip_if_exists=True)
 

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import decimal
 import keyword
 import math
 import unicodedata
@@ -35,6 +36,14 @@ from autotune.space.params import KINDS, Constraint, Param
 from autotune.space.space import Space, SpaceError
 
 _PARAM_KEYS = {"type", "low", "high", "step", "log", "choices", "when"}
+#: the keys each type takes (another is refused: it would be silently ignored)
+_KIND_KEYS = {
+    "int": ("type", "low", "high", "step", "log", "when"),
+    "float": ("type", "low", "high", "step", "log", "when"),
+    "pow2": ("type", "low", "high", "when"),
+    "categorical": ("type", "choices", "when"),
+    "bool": ("type", "when"),
+}
 _TOP_KEYS = {"name", "description", "workload", "parameters", "constraints", "include"}
 
 
@@ -102,6 +111,51 @@ def _check_name(name: Any, where: str) -> None:
                          f"{read_as!r}")  # fmt: skip
 
 
+def _equal_choices(choices: list[Any]) -> tuple[Any, Any] | None:
+    """The first two choices that compare equal (``False == 0``, ``1 == 1.0``), which Optuna
+    (and a config's ``==``) cannot tell apart, or None.
+
+    Example:
+        >>> _equal_choices([False, True, 0, 1]), _equal_choices(["no", "yes", 0, 1])
+        ((False, 0), None)
+    """
+    first: dict[Any, Any] = {}  # equal values hash alike: a dict finds the earlier one
+    for choice in choices:
+        if choice in first:
+            return first[choice], choice
+        first[choice] = choice
+    return None
+
+
+def _float_step(param: Param, step: Any, where: str) -> float:
+    """A float parameter's ``step``: positive, ``high - low`` a multiple of it (in decimal, as
+    Optuna checks it: 0.1 divides 0..1).
+
+    Example:
+        >>> x = Param("x", "float", low=0.0, high=1.0)
+        >>> _float_step(x, 0.1, "s.yaml: parameters.x")
+        0.1
+        >>> try:
+        ...     _float_step(x, 0.3, "s.yaml: parameters.x")
+        ... except SpaceError as exc:
+        ...     print(exc)
+        s.yaml: parameters.x.step: the range 0.0..1.0 is not a multiple of 0.3
+    """
+    value = float(_number(step, f"{where}.step"))
+    if value <= 0:
+        raise SpaceError(f"{where}.step: must be positive")
+    span = decimal.Decimal(str(param.high)) - decimal.Decimal(str(param.low))
+    try:
+        rest = span % decimal.Decimal(str(value))
+    except decimal.InvalidOperation:  # more than 10**28 steps: Optuna could not count them
+        raise SpaceError(f"{where}.step: {value} is too fine for the range {param.low}.."
+                         f"{param.high}") from None  # fmt: skip
+    if rest != 0:
+        raise SpaceError(f"{where}.step: the range {param.low}..{param.high} is not a multiple "
+                         f"of {value}")  # fmt: skip
+    return value
+
+
 def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
     if not isinstance(spec, dict):
         raise SpaceError(f"{where}: expected a mapping like {{type: int, low: 1, high: 8}}")
@@ -111,6 +165,10 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
     kind = spec.get("type")
     if kind not in KINDS:
         raise SpaceError(f"{where}.type: {kind!r} is not one of {', '.join(KINDS)}")
+    untaken = [key for key in spec if key not in _KIND_KEYS[kind]]
+    if untaken:
+        raise SpaceError(f"{where}: a {kind} parameter takes no {untaken[0]!r} (it takes "
+                         f"{', '.join(_KIND_KEYS[kind])})")  # fmt: skip
     param = Param(name=prefix + name, kind=kind, prefix=prefix)
     if "when" in spec:
         param.condition = _expression(spec["when"], f"{where}.when")
@@ -125,6 +183,11 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
             raise SpaceError(f"{where}.choices: {odd!r} is not a number, text or bool")
         if len({repr(c) for c in choices}) != len(choices):
             raise SpaceError(f"{where}.choices: repeated values")
+        equal = _equal_choices(choices)
+        if equal is not None:  # Optuna would sample one of the two only: a sweep without end
+            raise SpaceError(f"{where}.choices: {equal[0]!r} and {equal[1]!r} compare equal, so "
+                             "only one of them is ever sampled (YAML reads unquoted no/yes/off/on "
+                             "as false/true): quote text ('no') or drop one")  # fmt: skip
         param.choices = choices
     else:
         for key in ("low", "high"):
@@ -144,7 +207,9 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
             raise SpaceError(f"{where}: a log-scaled parameter takes no step")
         if param.log and param.low <= 0:
             raise SpaceError(f"{where}.low: must be > 0 for a log-scaled parameter")
-        if "step" in spec:
+        if "step" in spec and kind == "float":
+            param.step = _float_step(param, spec["step"], where)
+        elif "step" in spec:
             param.step = int(_number(spec["step"], f"{where}.step", integer=True))
             if param.step <= 0:
                 raise SpaceError(f"{where}.step: must be positive")
@@ -160,13 +225,56 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
 MAX_SPACE_BYTES = 1 << 20
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_VALUE_TAG = "tag:yaml.org,2002:value"
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key given twice in one mapping (the last would silently
     win: a parameter or a constraint lost)."""
 
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._checked: set[int] = set()  # ids of the mapping nodes checked for repeated keys
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        self._refuse_repeated_keys(node, deep)
+        return super().construct_mapping(node, deep=deep)
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """Merge ``<<`` keys as YAML says: the mapping's own keys win, then the first merged
+        mapping that has the key (PyYAML's own merge lets a later one win where the key's text
+        is not interned, as in ``<<: [*a, *b]``)."""
+        own = sum(1 for key_node, _ in node.value if key_node.tag != _MERGE_TAG)
+        super().flatten_mapping(node)
+        split = len(node.value) - own
+        merged, seen = [], set()
+        for key_node, value_node in node.value[:split]:
+            key = self.construct_object(key_node)
+            if isinstance(key, (list, dict)) or key not in seen:  # unhashable: the base refuses
+                merged.append((key_node, value_node))
+            if not isinstance(key, (list, dict)):
+                seen.add(key)
+        node.value = merged + node.value[split:]
+
+    def _refuse_repeated_keys(self, node: yaml.Node, deep: bool) -> None:
+        """Refuse a key given twice among a mapping's own keys. A merge key (``<<: *anchor``)
+        is no repeat: the keys it brings are overridden by the mapping's own, as YAML says
+        (the base class merges them); each merged mapping is checked on its own keys."""
+        if not isinstance(node, yaml.MappingNode) or id(node) in self._checked:
+            return  # an alias merged again: checked once (nested aliases: not 10**9 times)
+        self._checked.add(id(node))
         seen: set = set()
-        for key_node, _ in node.value:
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                merged = (
+                    value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+                )
+                for each in merged:
+                    self._refuse_repeated_keys(each, deep)
+                continue
+            if key_node.tag == _VALUE_TAG:  # a '=' key reads as text, as the base class reads it
+                key_node.tag = "tag:yaml.org,2002:str"
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (list, dict)):
                 continue  # the base class refuses an unhashable key
@@ -175,7 +283,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     None, None, f"key {key!r} given twice", key_node.start_mark
                 )
             seen.add(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 #: most layers a repeated include may expand to (a decoder has tens; a typo can have millions)

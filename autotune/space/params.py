@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 from collections.abc import Mapping
@@ -33,6 +34,8 @@ class Param:
         name: full name, including the prefix of the space that included it.
         kind: "int", "float" (``log`` for log scale), "categorical", "pow2" (powers of two
             between ``low`` and ``high``, sampled as ordered categories) or "bool".
+        step: an int's or a float's spacing from ``low``: a float with a step takes
+            finitely many values, listed as Optuna's ``FloatDistribution`` draws them.
         condition: active only when this expression (over earlier parameters) holds.
         prefix: the include prefix; the condition sees names without it.
     """
@@ -41,14 +44,31 @@ class Param:
     kind: str
     low: float | int | None = None
     high: float | int | None = None
-    step: int | None = None
+    step: int | float | None = None
     log: bool = False
     choices: list[Any] = field(default_factory=list)
     condition: Expression | None = None
     prefix: str = ""
 
+    @property
+    def discrete(self) -> bool:
+        """True when :meth:`values` lists every value: all but a float without a ``step``.
+
+        Example:
+            >>> x = Param("x", "float", low=0, high=1)
+            >>> x.discrete, Param("x", "float", low=0, high=1, step=0.25).discrete
+            (False, True)
+        """
+        return self.kind != "float" or self.step is not None
+
     def values(self) -> list[Any]:
-        """Every value the parameter can take (for grids and tables); floats have none."""
+        """Every value the parameter can take (for grids and tables); a float without a step
+        has none.
+
+        Example:
+            >>> Param("x", "float", low=0, high=1, step=0.25).values()
+            [0.0, 0.25, 0.5, 0.75, 1.0]
+        """
         if self.kind == "bool":
             return list(self.choices) or [False, True]
         if self.kind == "categorical":
@@ -58,6 +78,9 @@ class Param:
             return [2**e for e in range(lo, hi + 1)]
         if self.kind == "int":
             return list(range(int(self.low), int(self.high) + 1, self.step or 1))
+        if self.step is not None:  # as Optuna computes them: low + k * step, within high
+            low, high, step = float(self.low), float(self.high), float(self.step)
+            return [min(high, k * step + low) for k in range(self.count())]
         raise ValueError(f"float parameter {self.name!r} has no finite set of values")
 
     def count(self) -> int:
@@ -72,11 +95,19 @@ class Param:
             return (int(self.high) - int(self.low)) // (self.step or 1) + 1
         if self.kind == "pow2":
             return int(math.log2(self.high)) - int(math.log2(self.low)) + 1
+        if self.kind == "float" and self.step is not None:  # in decimal, as Optuna counts
+            span = decimal.Decimal(str(self.high)) - decimal.Decimal(str(self.low))
+            return int(span // decimal.Decimal(str(self.step))) + 1
         return len(self.values())
 
     def contains(self, value: Any) -> bool:
         if self.kind == "float":
-            return isinstance(value, int | float) and self.low <= value <= self.high
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return False
+            if self.step is None:
+                return self.low <= value <= self.high
+            k = (value - self.low) / self.step  # Optuna's tolerance
+            return self.low <= value <= self.high and abs(k - round(k)) < 1e-8
         if self.kind == "int":  # arithmetic: the list of a wide range would not fit in memory
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 return False
@@ -89,7 +120,7 @@ class Param:
     def suggest(self, trial: optuna.Trial) -> Any:
         """Ask ``trial`` for this parameter's value."""
         if self.kind == "float":
-            return trial.suggest_float(self.name, self.low, self.high, log=self.log)
+            return trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
         if self.kind == "int":
             step = self.step or 1
             if self.log:
@@ -103,7 +134,9 @@ class Param:
     def distribution(self) -> optuna.distributions.BaseDistribution:
         """The Optuna distribution that :meth:`suggest` draws from."""
         if self.kind == "float":
-            return optuna.distributions.FloatDistribution(self.low, self.high, log=self.log)
+            return optuna.distributions.FloatDistribution(
+                self.low, self.high, log=self.log, step=self.step
+            )
         if self.kind == "int":
             if self.log:
                 return optuna.distributions.IntDistribution(int(self.low), int(self.high), log=True)

@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,13 +170,46 @@ class Space:
             after[max(reads, default=-1) + 1].append(constraint)
         return after
 
+    def _reader_of(self, name: str, prefix: str) -> str | None:
+        """The key of the first condition or constraint of ``prefix`` that reads ``name``."""
+        for param in self.params:
+            if param.prefix == prefix and param.condition and name in param.condition.names:
+                return f"parameters.{param.name}.when"
+        for constraint in self.constraints:
+            if constraint.prefix == prefix and name in constraint.expression.names:
+                return constraint.where.rpartition(": ")[2] or f"constraints.{constraint.name}"
+        return None
+
     def validate_names(self, problem: Mapping[str, Any]) -> None:
-        """Check that every name in a condition or constraint means something.
+        """Check that every name in a condition or constraint means something, and means one
+        thing: a parameter named like a problem value hides it from the expressions beside it
+        (where none reads it, the parameter is free to override the problem's value, as a
+        space that tunes train-step's ``loss_scale_init`` does).
 
         Raises:
-            SpaceError: naming the file and key of the first expression with an unknown name.
+            SpaceError: naming the file and key of the first expression with an unknown name,
+                or the parameter named like a problem value that an expression reads.
+
+        Example:
+            >>> space = Space("s", [Param("N", "pow2", low=1, high=8)], source="s.yaml",
+            ...               constraints_from={"fits": "N <= 4"})
+            >>> try:
+            ...     space.validate_names({"N": 1024})
+            ... except SpaceError as exc:
+            ...     print(exc)
+            s.yaml: parameters.N: shares its name with the problem key 'N' (1024), which
+            constraints.fits reads as the parameter; rename the parameter
         """
         known_global = set(problem) | {"problem", "device"}
+        for param in self.params:
+            name = param.local_name()  # what an expression beside it reads it as
+            reader = self._reader_of(name, param.prefix) if name in problem else None
+            if reader is not None:
+                raise SpaceError(
+                    f"{self.source}: parameters.{param.name}: shares its name with the problem "
+                    f"key {name!r} ({reprlib.repr(problem[name])}), which {reader} reads as the "
+                    "parameter; rename the parameter"
+                )
         earlier: dict[str, set[str]] = {}  # prefix -> local names defined so far
         for param in self.params:
             seen = earlier.setdefault(param.prefix, set())

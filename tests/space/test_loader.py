@@ -130,6 +130,38 @@ BAD_FILES = [
     ("parameters:\n  device: {type: int, low: 1, high: 2}\n", "'device' is taken by the"),
     ("parameters:\n  \ufb01: {type: int, low: 1, high: 2}\n", "reads as 'fi' in an expression"),
     ("parameters:\n  a.b: {type: int, low: 1, high: 2}\n", "'a.b' is not a name an expression"),
+    # fuzz cases of session 48: each was accepted and then misbehaved, or raised a traceback
+    (
+        "parameters:\n  c: {type: categorical, choices: [no, yes, 0, 1]}\n",
+        "parameters.c.choices: False and 0 compare equal, so only one of them is ever sampled",
+    ),
+    ("parameters:\n  c: {type: categorical, choices: [1, true, 0, false]}\n", "1 and True compare"),
+    ("parameters:\n  c: {type: categorical, choices: [2, 2.0]}\n", "2 and 2.0 compare equal"),
+    (
+        "parameters:\n  x: {type: float, low: 0, high: 1, step: 0.3}\n",
+        "parameters.x.step: the range 0.0..1.0 is not a multiple of 0.3",
+    ),
+    ("parameters:\n  x: {type: float, low: 0, high: 1, step: -0.5}\n", "x.step: must be positive"),
+    ("parameters:\n  x: {type: float, low: 0, high: 1e30, step: 1}\n", "x.step: 1.0 is too fine"),
+    (
+        "parameters:\n  x: {type: float, low: 0.1, high: 1, step: 0.1, log: true}\n",
+        "parameters.x: a log-scaled parameter takes no step",
+    ),
+    (
+        "parameters:\n  x: {type: pow2, low: 1, high: 8, step: 2}\n",
+        "parameters.x: a pow2 parameter takes no 'step' (it takes type, low, high, when)",
+    ),
+    ("parameters:\n  x: {type: bool, low: 1}\n", "parameters.x: a bool parameter takes no 'low'"),
+    (
+        "parameters:\n  x: {type: categorical, choices: [a], high: 2}\n",
+        "parameters.x: a categorical parameter takes no 'high'",
+    ),
+    ("parameters:\n  x: {type: int, low: 1, high: 2, choices: [1]}\n", "takes no 'choices'"),
+    (
+        "parameters:\n  a: &b {type: int, low: 1, high: 8}\n  d: {<<: *b, high: 4, high: 2}\n",
+        "line 3: invalid YAML: key 'high' given twice",
+    ),
+    ("parameters:\n  d: {<<: {low: 1, low: 2}, type: int, high: 4}\n", "key 'low' given twice"),
     ("parameters:\n  '': {type: int, low: 1, high: 2}\n", "'' is not a name an expression"),
     ("parameters:\n  null: {type: int, low: 1, high: 2}\n", "None is not a name an expression"),
     (
@@ -213,3 +245,72 @@ def test_a_folder_given_as_the_space_is_named_as_a_folder(tmp_path):
 
     with pytest.raises(SpaceError, match="is a folder, not a space file"):
         resolve_space_path(tmp_path)
+
+
+def test_a_float_step_is_kept_and_sampled_on_its_grid(write_space):
+    # a step of 0.1 was refused as not an integer; a step of 2 was accepted and then ignored
+    import optuna
+
+    path = write_space(
+        "parameters:\n  f: {type: float, low: 0, high: 1, step: 0.1}\n"
+        "  g: {type: float, low: 0, high: 10, step: 2}\n"
+    )
+    space = load_space(path)
+    f, g = space["f"], space["g"]
+    assert g.values() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0] and g.count() == 6
+    assert f.count() == 11 and f.values()[3] == 0.1 * 3 and f.values()[-1] == 1.0
+    assert f.distribution() == optuna.distributions.FloatDistribution(0.0, 1.0, step=0.1)
+    assert g.contains(4.0) and g.contains(4) and not g.contains(3.83) and not g.contains(12.0)
+    assert space.grid_size() == 66 and len(space.grid_search_space()["f"]) == 11
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    drawn = [space.sample(study.ask()) for _ in range(50)]
+    assert all(c["f"] in f.values() and c["g"] in g.values() for c in drawn)
+    assert len({c["g"] for c in drawn}) == 6
+
+
+def test_choices_that_differ_as_text_are_kept(write_space):
+    path = write_space("parameters:\n  c: {type: categorical, choices: ['no', 'yes', 0, 1]}\n")
+    assert load_space(path)["c"].values() == ["no", "yes", 0, 1]
+
+
+def test_a_yaml_merge_key_is_read_and_the_keys_after_it_win(write_space):
+    # it raised "could not determine a constructor for the tag ...merge" (a fuzz case)
+    path = write_space(
+        "parameters:\n  a: &b {type: int, low: 1, high: 8}\n  d: {<<: *b, high: 4}\n"
+        "  e:\n    <<: [*b, {type: float, low: 2.0}]\n    high: 3\n"
+    )
+    space = load_space(path)
+    assert space["a"].values() == list(range(1, 9)) and space["d"].values() == [1, 2, 3, 4]
+    assert (space["e"].kind, space["e"].low, space["e"].high) == ("int", 1, 3)  # the first wins
+
+
+def test_a_parameter_named_like_a_problem_key_that_an_expression_reads_is_refused(write_space):
+    # the parameter hid the problem's N from the constraint, whose error then named N=1024
+    path = write_space(
+        "parameters:\n  N: {type: pow2, low: 1, high: 8}\n"
+        "  x: {type: int, low: 1, high: 4, when: 'problem.N > 1'}\nconstraints:\n  fits: x <= N\n",
+        "shadow.yaml",
+    )
+    space = load_space(path)
+    with pytest.raises(SpaceError) as info:
+        space.validate_names({"N": 1024, "M": 8})
+    assert str(info.value) == (
+        f"{path}: parameters.N: shares its name with the problem key 'N' (1024), which "
+        "constraints.fits reads as the parameter; rename the parameter"
+    )
+    space.validate_names({"M": 8})
+    included = write_space("include:\n  - {space: shadow.yaml, prefix: 'l0.'}\n", "outer.yaml")
+    with pytest.raises(SpaceError, match=r"parameters.l0.N: shares its name .* 'N' \(1024\)"):
+        load_space(included).validate_names({"N": 1024})
+    when = write_space(
+        "parameters:\n  N: {type: pow2, low: 1, high: 8}\n"
+        "  x: {type: int, low: 1, high: 4, when: 'N > 2'}\n"
+    )
+    with pytest.raises(SpaceError, match=r"'N' \(1024\), which parameters.x.when reads as"):
+        load_space(when).validate_names({"N": 1024})
+    # one that no expression reads overrides the problem's value (train-step's loss_scale_init)
+    fp16 = write_space(
+        "parameters:\n  precision: {type: categorical, choices: [bf16, fp16]}\n"
+        "  loss_scale_init: {type: pow2, low: 256, high: 65536, when: \"precision == 'fp16'\"}\n"
+    )
+    load_space(fp16).validate_names({"loss_scale_init": 65536.0})
