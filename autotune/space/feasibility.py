@@ -5,9 +5,9 @@ parameter's ``when``, parameters in common); each group is checked on its own pa
 a space of hundreds of parameters made of small per-kernel groups is checked group by group.
 A group of up to :data:`ENUMERATION_LIMIT` configs is enumerated: an empty one is proven
 empty. A group with a float parameter without a step, or more configs than that, is drawn
-from instead (:data:`DRAWS` configs, each parameter at its bounds as often as inside them): when no draw
-satisfies its constraints, the sweep's sampler would be rejected as often, so the space is
-refused, naming the constraint that no draw met.
+from instead (:data:`DRAWS` configs, each parameter at its bounds as often as inside them):
+when no draw satisfies its constraints, the sweep's sampler would be rejected as often, so the
+space is refused, naming the constraint that no draw met.
 
 Example:
     >>> import os, tempfile, textwrap
