@@ -11,7 +11,9 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +21,12 @@ import optuna
 
 from autotune.driver import EXECUTORS, SweepSettings
 from autotune.driver.trial_attrs import stored_info
-from autotune.objectives import Objective, get_objective
+from autotune.objectives import WORKLOADS, Objective, get_objective
+from autotune.objectives.external import WorkloadError, user_code
 from autotune.redact import redacted_keys
 from autotune.space import Space, SpaceError, load_space
 from autotune.space.feasibility import check_satisfiable
-from autotune.storage import open_storage, study_names
+from autotune.storage import open_storage, storage_files, study_names
 from autotune.tuning_cache import fingerprint, source_hash
 
 DEFAULT_WORKLOAD = "train-step"
@@ -92,7 +95,11 @@ def resolve_workload(
         objective_cls = get_objective(workload)
     except KeyError as exc:
         raise SetupError(str(exc.args[0])) from None
-    problem = objective_cls.default_problem(device)
+    with _calling(workload, objective_cls, "default_problem"):
+        problem = objective_cls.default_problem(device)
+    if not isinstance(problem, dict):
+        raise WorkloadError(f"{workload}: {objective_cls.__name__}.default_problem returned "
+                            f"{type(problem).__name__}, not a dict")  # fmt: skip
     closed = bool(problem) or not objective_cls.takes_problem  # else a plugin's: any key
     unknown = sorted(set(overrides) - set(problem)) if closed else []
     if unknown:
@@ -101,7 +108,10 @@ def resolve_workload(
     _check_value_kinds(workload, problem, overrides)
     problem.update(overrides)
     try:
-        problem = objective_cls.resolve_problem(problem)
+        with _calling(workload, objective_cls, "resolve_problem", passing=(ValueError,)):
+            problem = objective_cls.resolve_problem(problem)
+    except WorkloadError:
+        raise
     except ValueError as exc:
         raise SetupError(f"--problem: {exc}") from None
     space_name = space_path or getattr(objective_cls, "space", "")
@@ -111,6 +121,35 @@ def resolve_workload(
     space.validate_names(problem)
     check_satisfiable(space, problem, device)
     return objective_cls, space, problem
+
+
+def _calling(
+    workload: str,
+    objective_cls: type[Objective],
+    method: str,
+    passing: tuple[type[Exception], ...] = (),
+) -> AbstractContextManager[None]:
+    """Around a call of ``method`` of ``objective_cls`` while the sweep is set up: for a
+    workload file or a plugin, whatever the user's method raises (but ``passing``) is one line
+    naming the workload and the method (:func:`~autotune.objectives.external.user_code`); a
+    built-in workload's keeps its traceback (a bug of autotune's).
+
+    Example:
+        >>> class Mine(Objective):
+        ...     def evaluate(self, config, report=None): ...
+        ...     @classmethod
+        ...     def default_problem(cls, device):
+        ...         raise KeyError("type")
+        >>> try:
+        ...     with _calling("/home/me/mine.py", Mine, "default_problem"):
+        ...         Mine.default_problem({})
+        ... except WorkloadError as exc:
+        ...     print(exc)
+        /home/me/mine.py: Mine.default_problem raised KeyError: 'type'
+    """
+    if workload in WORKLOADS:
+        return contextlib.nullcontext()
+    return user_code(workload, objective_cls, method, passing)
 
 
 def _check_value_kinds(workload: str, defaults: dict[str, Any], overrides: dict[str, Any]) -> None:
@@ -208,7 +247,11 @@ def _check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
         --slo: matmul does not measure 'ttft_p99_ms'; a limit (an upper bound) may cap ms, ...
     """
     objective_cls = get_objective(workload)
-    known = objective_cls.slo_metrics()
+    with _calling(workload, objective_cls, "slo_metrics"):
+        known = objective_cls.slo_metrics()
+    if known is None and workload not in WORKLOADS:  # a user's: what its directions declare
+        _check_declared_slo(workload, objective_cls, slo)
+        return
     if known is None:  # a workload that does not say what it reports: refuse only a maximum
         maximized = [name for name in slo if objective_cls.directions.get(name) == "maximize"]
         if maximized:
@@ -226,6 +269,41 @@ def _check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
             f"--slo: {workload} does not measure {name!r}; a limit (an upper bound) may cap "
             f"{capped}"
         )
+
+
+def _check_declared_slo(
+    workload: str, objective_cls: type[Objective], slo: dict[str, float]
+) -> None:
+    """The ``--slo`` check of a workload file or plugin whose class names no
+    :meth:`~autotune.objectives.base.Objective.slo_metrics`: the figures it declares are its
+    ``directions``, and a limit may cap one it minimizes; another name would fail every trial
+    as over a limit it never measured.
+
+    Raises:
+        SetupError: naming the first metric it maximizes or does not declare.
+
+    Example:
+        >>> class Mine(Objective):
+        ...     directions = {"score": "maximize", "ms": "minimize"}
+        ...     def evaluate(self, config, report=None): ...
+        >>> _check_declared_slo("mine.py", Mine, {"ms": 5.0})  # declared, kept low: fine
+        >>> try:
+        ...     _check_declared_slo("mine.py", Mine, {"bogus": 1.0})
+        ... except SetupError as exc:
+        ...     print(exc)
+        --slo: mine.py does not declare 'bogus' (Mine.directions names score, ms); a ...
+    """
+    directions = objective_cls.directions
+    for name in slo:
+        if directions.get(name) == "maximize":
+            raise SetupError(f"--slo: {workload} maximizes {name!r}, and a limit is an upper "
+                             "bound")  # fmt: skip
+        if name not in directions:
+            raise SetupError(
+                f"--slo: {workload} does not declare {name!r} ({objective_cls.__name__}"
+                f".directions names {', '.join(directions)}); a classmethod slo_metrics() "
+                "names the further figures it reports that a limit may cap"
+            )
 
 
 #: Seconds a trial may take when neither ``--trial-timeout`` nor a time budget says otherwise.
@@ -272,28 +350,50 @@ def _check_config_keys(space: Space, workload: str, known: tuple[str, ...] | Non
 
 
 def _baseline_in_space(
-    baseline: dict[str, Any] | None, space: Space
+    baseline: dict[str, Any] | None,
+    space: Space,
+    problem: dict[str, Any] | None = None,
+    device: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """The untuned default, to measure first, if ``space`` can hold it, and a note if not: a
-    space narrowed past the default's value (micro_batch 1 or 2 where the default is 8) has no
-    trial 0, rather than fail its first trial.
+    space narrowed past the default's value (micro_batch 1 or 2 where the default is 8), or one
+    with a parameter the default leaves out (that trial 0 would sample, so it would be no
+    default), has no trial 0, rather than fail its first trial or mislabel it. A parameter
+    whose condition the default leaves off (``when``, read with ``problem`` and ``device``)
+    needs no value; the default's keys that are not parameters run untuned.
 
     Example:
         >>> from autotune.space import Param
         >>> narrow = Space("n", [Param("mb", "categorical", choices=[1, 2])], source="n.yaml")
         >>> _baseline_in_space({"mb": 8}, narrow)[1]
         ['the untuned default (mb=8) lies outside n.yaml: no default is measured first']
+        >>> two = Space("t", [Param("x", "int", low=1, high=4), Param("y", "int", low=1, high=4)],
+        ...             source="t.yaml")
+        >>> _baseline_in_space({"x": 1}, two)[1]
+        ['the untuned default sets no y (a parameter of t.yaml): no default is measured first']
+        >>> _baseline_in_space({"x": 1, "y": 2, "lr": 0.1}, two)
+        ({'x': 1, 'y': 2, 'lr': 0.1}, [])
     """
     if not baseline:
         return baseline, []
     outside = [p for p in space.params if p.name in baseline and not p.contains(baseline[p.name])]
-    if not outside:
-        return baseline, []
-    name = outside[0].name
-    return None, [
-        f"the untuned default ({name}={baseline[name]!r}) lies outside {space.source}: no "
-        "default is measured first"
-    ]
+    if outside:
+        name = outside[0].name
+        return None, [
+            f"the untuned default ({name}={baseline[name]!r}) lies outside {space.source}: no "
+            "default is measured first"
+        ]
+    values: dict[str, Any] = {}  # the default's values of the parameters active so far
+    for param in space.params:
+        if not space.is_active(param, values, problem, device):
+            continue
+        if param.name not in baseline:
+            return None, [
+                f"the untuned default sets no {param.name} (a parameter of {space.source}): no "
+                "default is measured first"
+            ]
+        values[param.name] = baseline[param.name]
+    return baseline, []
 
 
 def build_settings(
@@ -384,19 +484,32 @@ def build_settings(
         objective_cls, space_obj, problem = resolve_workload(workload, space, problem, device)
         objectives = parse_objectives(objective, objective_cls.directions)
         _check_slo_metrics(workload, slo or {})
+        refusals = (ValueError, TypeError)  # a problem value the objective cannot take
         try:
-            objective_obj = objective_cls(problem)
-            baseline = objective_obj.default_config()
-        except (ValueError, TypeError) as exc:
+            with _calling(workload, objective_cls, "__init__", passing=refusals):
+                objective_obj = objective_cls(problem)
+            with _calling(workload, objective_cls, "default_config", passing=refusals):
+                baseline = objective_obj.default_config()
+        except WorkloadError:
+            raise
+        except refusals as exc:
             raise SetupError(f"--problem: {exc}") from None
-        _check_config_keys(space_obj, workload, objective_obj.config_keys())
+        if baseline is not None and not isinstance(baseline, dict):
+            raise WorkloadError(f"{workload}: {objective_cls.__name__}.default_config returned "
+                                f"{type(baseline).__name__}, not a dict or None")  # fmt: skip
+        with _calling(workload, objective_cls, "config_keys"):
+            keys = objective_obj.config_keys()
+        _check_config_keys(space_obj, workload, keys)
         check_space = getattr(objective_obj, "check_space", None)  # e.g. a server's template
         if check_space is not None:
             try:
-                check_space(space_obj.names)
+                with _calling(workload, objective_cls, "check_space", passing=(ValueError,)):
+                    check_space(space_obj.names)
+            except WorkloadError:
+                raise
             except ValueError as exc:
                 raise SetupError(f"--problem: {exc}") from None
-        baseline, outside = _baseline_in_space(baseline, space_obj)
+        baseline, outside = _baseline_in_space(baseline, space_obj, problem, device)
         notes += outside
         if objective_cls.measures:
             source = source_hash(workload, space_obj.source if space else None)
@@ -420,7 +533,8 @@ def build_settings(
                          f"most {cores} (each imports torch and compiles on a core)")  # fmt: skip
     if executor != "ray" and (ray_address is not None or gpus_per_trial is not None):
         raise SetupError("--address and --gpus-per-trial apply to --executor ray only")
-    return SweepSettings(
+    _check_sampler(sampler, space_obj, objectives, problem, device)
+    settings = SweepSettings(
         workload=workload,
         problem=problem,
         space=space_obj,
@@ -445,6 +559,76 @@ def build_settings(
         fingerprint=key,
         notes=notes,
     )
+    _check_warm_start(settings)
+    return settings
+
+
+def _check_sampler(
+    sampler: str,
+    space: Space,
+    objectives: dict[str, str],
+    problem: dict[str, Any] | None = None,
+    device: dict[str, Any] | None = None,
+) -> None:
+    """``--sampler`` names ``auto`` or a registered sampler that serves this space and these
+    objectives, as the driver will build it: refused while the sweep is set up, so also when
+    the tuning cache would answer.
+
+    Raises:
+        SetupError: an unknown sampler, or one that cannot serve (naming why).
+
+    Example:
+        >>> from autotune.space import Param
+        >>> floats = Space("f", [Param("x", "float", low=0.0, high=1.0)], source="f.yaml")
+        >>> _check_sampler("tpe", floats, {"v": "maximize"})
+        >>> for name in ("annealing", "bo"):
+        ...     try:
+        ...         _check_sampler(name, floats, {"v": "maximize"})
+        ...     except SetupError as exc:
+        ...         print(exc)
+        --sampler: unknown sampler 'annealing'; choose one of auto, ...
+        --sampler: bo: it needs a discrete space of at most ... configs; use tpe
+    """
+    from autotune.driver.samplers import SamplerContext, SamplerError, resolve_sampler, spec_for
+
+    try:
+        spec = spec_for(resolve_sampler(sampler, space, len(objectives)))
+    except SamplerError as exc:
+        raise SetupError(f"--sampler: {exc}") from None
+    ctx = SamplerContext(space=space, n_objectives=len(objectives), problem=dict(problem or {}),
+                         device=dict(device or {}))  # fmt: skip
+    why_not = spec.serves(ctx)
+    if why_not is not None:
+        raise SetupError(f"--sampler: {spec.name}: {why_not}")
+
+
+def _check_warm_start(settings: SweepSettings) -> None:
+    """``--warm-start STUDY`` names a stored sweep of this workload and first objective,
+    checked as the driver checks it, while the sweep is set up (so also when the tuning cache
+    would answer); a storage that holds nothing yet (memory, a file not written) is refused
+    without being created.
+
+    Raises:
+        StudyMismatch: no such study, or one of another workload or objective.
+
+    Example:
+        >>> from autotune.space import load_space
+        >>> settings = SweepSettings(workload="faults", problem={}, space=load_space("faults"),
+        ...     objectives={"score": "maximize"}, storage="memory", warm_start="nosuch")
+        >>> try:
+        ...     _check_warm_start(settings)
+        ... except ValueError as exc:
+        ...     print(exc)
+        --warm-start: no study named 'nosuch' in this storage
+    """
+    if settings.warm_start in ("off", "auto"):
+        return
+    from autotune.driver.study_setup import StudyMismatch, _named_source
+
+    files = storage_files(settings.storage)
+    if settings.storage in ("memory", ":memory:") or (files and not files[0].exists()):
+        raise StudyMismatch(f"--warm-start: no study named {settings.warm_start!r} in this storage")
+    _named_source(settings, open_storage(settings.storage))
 
 
 __all__ = ["SetupError", "SpaceError", "build_settings", "parse_objectives", "resolve_workload"]

@@ -28,12 +28,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import sys
 import types
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -42,9 +44,13 @@ from typing import Any
 ENTRY_POINT_GROUP = "autotune.workloads"
 
 
+#: the directions a metric may take
+DIRECTIONS = ("maximize", "minimize")
+
+
 class WorkloadError(ValueError):
-    """A workload file or plugin that cannot serve: it does not import, or defines no
-    ``OBJECTIVE``."""
+    """A workload file or plugin that cannot serve: it does not import, defines no
+    ``OBJECTIVE``, or a method of its objective class raises while the sweep is set up."""
 
 
 def is_file_workload(name: str) -> bool:
@@ -72,7 +78,7 @@ def load_external(name: str) -> type[Any]:
             raise KeyError(name)
         try:
             module = importlib.import_module(plugins[name])
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() at import too: one line
             raise WorkloadError(f"{name} ({plugins[name]}): {_failure(exc)}") from None
     objective = getattr(module, "OBJECTIVE", None)
     if objective is None:
@@ -101,6 +107,16 @@ def _check_objective(name: str, objective: Any) -> None:
             f"{name}: {objective.__name__}.directions is not set (metric -> 'maximize' or"
             " 'minimize', the first the one tuned)"
         )
+    for metric, direction in directions.items():
+        if not isinstance(metric, str):
+            raise WorkloadError(
+                f"{name}: {objective.__name__}.directions: {metric!r} is not a metric name"
+            )
+        if direction not in DIRECTIONS:
+            raise WorkloadError(
+                f"{name}: {objective.__name__}.directions: {metric!r}: {direction!r} is not"
+                " 'maximize' or 'minimize'"
+            )
     if inspect.isabstract(objective):
         missing = ", ".join(sorted(objective.__abstractmethods__))
         raise WorkloadError(f"{name}: {objective.__name__} does not define {missing}")
@@ -137,17 +153,61 @@ def _import_file(path: Path) -> types.ModuleType:
     sys.modules[module_name] = module  # dataclasses and pickling look the module up
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() at import too: one line
         del sys.modules[module_name]
         raise WorkloadError(f"{path}: {_failure(exc)}") from None
     return module
 
 
-def _failure(exc: Exception) -> str:
-    """One line on why a workload module did not import (with the line, for a syntax error)."""
+def _failure(exc: BaseException) -> str:
+    """One line on why a workload module did not import (with the line, for a syntax error).
+
+    Example:
+        >>> _failure(SystemExit(4)), _failure(RuntimeError("no GPU\\nat line 3"))
+        ('does not import: SystemExit: 4', 'does not import: RuntimeError: no GPU')
+    """
     if isinstance(exc, SyntaxError):
         return f"does not import: line {exc.lineno}: {exc.msg}"
-    return f"does not import: {type(exc).__name__}: {exc}"
+    return f"does not import: {_exception_line(exc)}"
+
+
+def _exception_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (the type alone for an exception without one)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0].strip()}" if lines else type(exc).__name__
+
+
+@contextlib.contextmanager
+def user_code(
+    name: str, objective: type[Any], method: str, passing: tuple[type[Exception], ...] = ()
+) -> Iterator[None]:
+    """Run a method of an external workload's objective class while the sweep is set up:
+    whatever it raises (``sys.exit()`` too) becomes a one-line :class:`WorkloadError` naming
+    the workload, the method and the exception's first line; exceptions of ``passing`` go
+    on as they are (a ``ValueError`` that refuses a problem value, say).
+
+    Example:
+        >>> class Mine:
+        ...     @classmethod
+        ...     def default_problem(cls, device):
+        ...         raise RuntimeError("no GPU here\\nmore")
+        >>> try:
+        ...     with user_code("mine.py", Mine, "default_problem"):
+        ...         Mine.default_problem({})
+        ... except WorkloadError as exc:
+        ...     print(exc)
+        mine.py: Mine.default_problem raised RuntimeError: no GPU here
+    """
+    try:
+        yield
+    except WorkloadError:
+        raise
+    except (Exception, SystemExit) as exc:
+        if isinstance(exc, passing):
+            raise
+        raise WorkloadError(
+            f"{name}: {objective.__name__}.{method} raised {_exception_line(exc)}"
+        ) from None
 
 
 def _space_beside(objective: type[Any], module: types.ModuleType) -> None:

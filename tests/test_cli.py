@@ -641,3 +641,39 @@ def test_trials_as_parquet_takes_a_parameter_that_mixes_numbers_and_words(tmp_pa
     done = autotune("trials", "--storage", url, "--format", "parquet", "--output", str(out))
     assert done.returncode == 0, done.stderr
     assert sorted(pd.read_parquet(out)["b"]) == ["1", "x"]
+
+
+GEN_OBJECTIVE = """from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Gen(Objective):
+    name, space, directions = "gen", "gen.yaml", {"score": "maximize"}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"score": float(config["a"])})
+
+
+OBJECTIVE = Gen
+"""
+
+
+def test_an_option_the_sweep_refuses_is_refused_also_where_the_cache_would_answer(tmp_path):
+    (tmp_path / "gen.py").write_text(GEN_OBJECTIVE)
+    (tmp_path / "gen.yaml").write_text("parameters:\n  a: {type: int, low: 1, high: 8}\n")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    args = ["tune", "gen.py", "--trials", "2", "--storage", url, "--seed", "0",
+            "--finish-top", "0", "--warm-start", "off"]  # fmt: skip
+    assert autotune(*args, cwd=tmp_path).returncode == 0
+    cached = autotune(*args, cwd=tmp_path)
+    assert cached.returncode == 0 and "answering from it" in cached.stderr
+    for option, value, message in (
+        ("--sampler", "foo", "--sampler: unknown sampler 'foo'; choose one of auto"),
+        ("--slo", "bogus=1", "gen.py does not declare 'bogus' (Gen.directions names score)"),
+        ("--warm-start", "nosuchstudy", "--warm-start: no study named 'nosuchstudy' in this"),
+    ):
+        refused = autotune(*args, option, value, cwd=tmp_path)  # the last --warm-start wins
+        assert refused.returncode == 2, refused.stderr
+        lines = [line for line in refused.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and message in lines[0], refused.stderr
+    assert len(optuna.get_all_study_names(url)) == 1  # the stored sweep, nothing added

@@ -34,3 +34,70 @@ def test_a_serving_sweeps_slo_is_also_the_limit_its_goodput_counts_requests_with
     assert "slo_ttft_ms" not in _settings(tmp_path, slo={"latency_s": 5.0}).problem
     with pytest.raises(SetupError, match="faults does not measure 'ttft_p99_ms'"):
         _settings(tmp_path, slo=slo)
+
+
+GEN = """from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Gen(Objective):
+    name, space, directions = "gen", "gen.yaml", {"score": "maximize", "ms": "minimize"}
+%s
+    def evaluate(self, config, report=None):
+        return Measurement(values={"score": float(config["x"]), "ms": 1.0})
+
+
+OBJECTIVE = Gen
+"""
+X = "  x: {type: int, low: 1, high: 4}\n"
+Y = "  y: {type: int, low: 1, high: 4}\n"
+DEFAULT = "    def default_config(self):\n        return %r\n"
+
+
+def _file_workload(tmp_path, body="", name="gen.py", space=f"parameters:\n{X}{Y}"):
+    """A user's objective file (``body``: further methods of its class) beside gen.yaml."""
+    (tmp_path / "gen.yaml").write_text(space)
+    (tmp_path / name).write_text(GEN % body)
+    return str(tmp_path / name)
+
+
+def test_a_default_config_that_leaves_a_parameter_out_is_no_untuned_default(tmp_path):
+    settings = _settings(tmp_path, workload=_file_workload(tmp_path, DEFAULT % {"x": 1}))
+    assert settings.baseline is None  # trial 0 would sample y: it would be no default
+    space = tmp_path / "gen.yaml"
+    assert settings.notes == [
+        f"the untuned default sets no y (a parameter of {space}): no default is measured first"
+    ]
+    # a key of the default that is no parameter runs untuned: the default stays
+    full = _file_workload(tmp_path, DEFAULT % {"x": 1, "y": 2, "lr": 0.1}, name="full.py")
+    settings = _settings(tmp_path, workload=full)
+    assert settings.baseline == {"x": 1, "y": 2, "lr": 0.1} and settings.notes == []
+    # a parameter whose condition the default leaves off needs no value
+    conditional = f"parameters:\n{X}{Y.replace('}', ', when: x > 2}')}"
+    off = _file_workload(tmp_path, DEFAULT % {"x": 1}, name="off.py", space=conditional)
+    assert _settings(tmp_path, workload=off).baseline == {"x": 1}
+
+
+def test_an_slo_a_file_objective_does_not_declare_is_refused_before_the_sweep(tmp_path):
+    path = _file_workload(tmp_path)
+    declares = r"gen.py does not declare 'bogus' \(Gen.directions names score, ms\); a class"
+    with pytest.raises(SetupError, match=f"--slo: .*{declares}"):
+        _settings(tmp_path, workload=path, slo={"bogus": 1.0})
+    with pytest.raises(SetupError, match="gen.py maximizes 'score', and a limit is an upper bound"):
+        _settings(tmp_path, workload=path, slo={"score": 1.0})
+    assert _settings(tmp_path, workload=path, slo={"ms": 5.0}).fingerprint  # declared, kept low
+    # a class that names what it reports (slo_metrics) is checked against that
+    names = "    @classmethod\n    def slo_metrics(cls):\n        return ('ms', 'p99_ms')\n"
+    declared = _file_workload(tmp_path, names, name="declared.py")
+    assert _settings(tmp_path, workload=declared, slo={"p99_ms": 5.0}).fingerprint
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_a_sampler_or_warm_start_the_sweep_cannot_take_is_refused_while_set_up(tmp_path):
+    from autotune.driver.study_setup import StudyMismatch
+
+    with pytest.raises(SetupError, match="--sampler: unknown sampler 'foo'; choose one of auto"):
+        _settings(tmp_path, sampler="foo")
+    with pytest.raises(StudyMismatch, match="--warm-start: no study named 'nosuch' in this"):
+        _settings(tmp_path, warm_start="nosuch")
+    assert not (tmp_path / "s.db").exists()  # refused without creating the storage

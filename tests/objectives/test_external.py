@@ -221,3 +221,47 @@ def test_a_careless_objective_fails_its_trials_never_the_sweep(tmp_path):
         assert reason in result.stderr
     assert "failed: crashed 4" in result.stderr
     assert json.loads((tmp_path / "best.json").read_text())["config"] == {"x": 6}
+
+
+GEN = """from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+%s
+
+class Gen(Objective):
+    name, space, directions = "gen", "gen.yaml", %s
+%s
+    def evaluate(self, config, report=None):
+        return Measurement(values={"score": float(config["a"])})
+
+
+OBJECTIVE = Gen
+"""
+SCORE = '{"score": "maximize"}'
+RAISES = "        raise RuntimeError('no such device here\\nsecond line')\n"
+
+
+@pytest.mark.parametrize(
+    ("before", "directions", "body", "message"),
+    [
+        ("", '{"s": "upward"}', "", "Gen.directions: 's': 'upward' is not 'maximize' or 'min"),
+        ("", SCORE, "    @classmethod\n    def default_problem(cls, device):\n" + RAISES,
+         "Gen.default_problem raised RuntimeError: no such device here"),
+        ("", SCORE, "    def __init__(self, problem):\n" + RAISES,
+         "Gen.__init__ raised RuntimeError: no such device here"),
+        ("", SCORE, "    def default_config(self):\n        return {}['a']\n",
+         "Gen.default_config raised KeyError: 'a'"),
+        ("import sys\nsys.exit(4)", SCORE, "", "does not import: SystemExit: 4"),
+    ],
+)  # fmt: skip
+def test_a_class_that_fails_while_the_sweep_is_set_up_is_one_line_naming_it(
+    tmp_path, before, directions, body, message
+):
+    (tmp_path / "gen.py").write_text(GEN % (before, directions, body))
+    (tmp_path / "gen.yaml").write_text("parameters:\n  a: {type: int, low: 1, high: 8}\n")
+    result = autotune("tune", "gen.py", "--trials", "3", "--storage", "sqlite:///r.db",
+                      "--finish-top", "0", "--no-cache", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {(tmp_path / 'gen.py').resolve()}: {message}")
+    assert not (tmp_path / "r.db").exists()  # refused before the storage is made
