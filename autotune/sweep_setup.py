@@ -24,6 +24,8 @@ from autotune.driver.trial_attrs import stored_info
 from autotune.objectives import WORKLOADS, Objective, get_objective
 from autotune.objectives.external import WorkloadError, user_code
 from autotune.redact import redacted_keys
+from autotune.setup_error import SetupError
+from autotune.slo_setup import check_slo_metrics, resumed_slo, with_slo_limits
 from autotune.space import Space, SpaceError, load_space
 from autotune.space.feasibility import check_satisfiable
 from autotune.storage import open_storage, storage_files, study_names
@@ -33,10 +35,6 @@ DEFAULT_WORKLOAD = "train-step"
 DEFAULT_TRIALS = 30
 # The default job on a CPU machine must finish in minutes on 2 cores.
 DEFAULT_CPU_JOB_TRIALS = 12
-
-
-class SetupError(ValueError):
-    """The request cannot be turned into a sweep; the message says which part and why."""
 
 
 def parse_objectives(text: str | None, defaults: dict[str, str]) -> dict[str, str]:
@@ -60,31 +58,6 @@ def parse_objectives(text: str | None, defaults: dict[str, str]) -> dict[str, st
     if not chosen:
         raise SetupError(f"--objective {text!r}: name a metric; known: {', '.join(defaults)}")
     return chosen
-
-
-def with_slo_limits(
-    workload: str, overrides: dict[str, Any], slo: dict[str, float]
-) -> dict[str, Any]:
-    """``overrides`` plus the workload's problem keys that take a limit of ``slo``
-    (``slo_problem_keys``) where ``overrides`` does not set them: a serving sweep under
-    ``--slo ttft_p99_ms=1000`` counts in goodput the requests whose TTFT is within 1000 ms, not
-    the problem's default 500, and stops a trial once its TTFT p99 is certain to pass 1000.
-
-    Example:
-        >>> with_slo_limits("serving", {"rate": 4}, {"ttft_p99_ms": 1000.0})
-        {'rate': 4, 'slo_ttft_ms': 1000.0, 'stop_ttft_p99_ms': 1000.0}
-        >>> with_slo_limits("serving", {"slo_ttft_ms": 300}, {"ttft_p99_ms": 1000.0})
-        {'slo_ttft_ms': 300, 'stop_ttft_p99_ms': 1000.0}
-        >>> with_slo_limits("matmul", {}, {"ttft_p99_ms": 1000.0})
-        {}
-    """
-    try:
-        keys = get_objective(workload).slo_problem_keys
-    except KeyError:  # an unknown workload: resolve_workload says so
-        return overrides
-    limits = {key: limit for metric, limit in slo.items() for key in keys.get(metric, ())
-              if key not in overrides}  # fmt: skip
-    return {**overrides, **limits}
 
 
 def resolve_workload(
@@ -160,7 +133,7 @@ def _check_value_kinds(workload: str, defaults: dict[str, Any], overrides: dict[
         >>> _check_value_kinds("matmul", {"M": 64}, {"M": "abc"})
         Traceback (most recent call last):
         ...
-        autotune.sweep_setup.SetupError: --problem: M='abc' is not a number (matmul's default: 64)
+        autotune.setup_error.SetupError: --problem: M='abc' is not a number (matmul's default: 64)
     """
     for key, value in overrides.items():
         default = defaults.get(key)
@@ -205,105 +178,6 @@ def _check_resumed_objectives(
         tuned = ", ".join(f"{name}:{direction[:3]}" for name, direction in stored.items())
         raise SetupError(f"--objective {objective!r}: study {study!r} tunes {tuned}; a resumed "
                          "sweep keeps them (start another --study)")  # fmt: skip
-
-
-def _resumed_slo(
-    study: str | None, stored: dict[str, Any], slo: dict[str, float] | None
-) -> dict[str, float] | None:
-    """The SLO a resumed sweep runs under: the stored one (its trials were judged by it);
-    another one is refused, as another problem is.
-
-    Example:
-        >>> _resumed_slo("s", {"slo": {"ttft_p99_ms": 500.0}}, None)
-        {'ttft_p99_ms': 500.0}
-        >>> try:
-        ...     _resumed_slo("s", {"slo": {"ttft_p99_ms": 500.0}}, {"ttft_p99_ms": 1.0})
-        ... except SetupError as exc:
-        ...     print(exc)
-        --slo: study 's' holds a sweep under ttft_p99_ms=500; it cannot resume under ...
-    """
-    held = stored.get("slo")
-    if not isinstance(held, dict):  # stored before the SLO was: as given
-        return slo
-    if slo and slo != held:
-        shown = [",".join(f"{k}={v:g}" for k, v in x.items()) or "no --slo" for x in (held, slo)]
-        raise SetupError(f"--slo: study {study!r} holds a sweep under {shown[0]}; it cannot "
-                         f"resume under {shown[1]} (start another --study)")  # fmt: skip
-    return held
-
-
-def _check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
-    """Every ``--slo`` metric is a figure ``workload`` reports and keeps low (where it says
-    which): a limit is an upper bound.
-
-    Raises:
-        SetupError: naming the first metric the workload cannot cap.
-
-    Example:
-        >>> try:
-        ...     _check_slo_metrics("matmul", {"ttft_p99_ms": 500.0})
-        ... except SetupError as exc:
-        ...     print(exc)
-        --slo: matmul does not measure 'ttft_p99_ms'; a limit (an upper bound) may cap ms, ...
-    """
-    objective_cls = get_objective(workload)
-    with _calling(workload, objective_cls, "slo_metrics"):
-        known = objective_cls.slo_metrics()
-    if known is None and workload not in WORKLOADS:  # a user's: what its directions declare
-        _check_declared_slo(workload, objective_cls, slo)
-        return
-    if known is None:  # a workload that does not say what it reports: refuse only a maximum
-        maximized = [name for name in slo if objective_cls.directions.get(name) == "maximize"]
-        if maximized:
-            raise SetupError(f"--slo: {workload} maximizes {maximized[0]!r}, and a limit is an "
-                             "upper bound")  # fmt: skip
-        return
-    for name in slo:
-        if name in known:
-            continue
-        capped = ", ".join(known)
-        if objective_cls.directions.get(name) == "maximize":
-            raise SetupError(f"--slo: {workload} maximizes {name!r}, and a limit is an upper "
-                             f"bound; it may cap {capped}")  # fmt: skip
-        raise SetupError(
-            f"--slo: {workload} does not measure {name!r}; a limit (an upper bound) may cap "
-            f"{capped}"
-        )
-
-
-def _check_declared_slo(
-    workload: str, objective_cls: type[Objective], slo: dict[str, float]
-) -> None:
-    """The ``--slo`` check of a workload file or plugin whose class names no
-    :meth:`~autotune.objectives.base.Objective.slo_metrics`: the figures it declares are its
-    ``directions``, and a limit may cap one it minimizes; another name would fail every trial
-    as over a limit it never measured.
-
-    Raises:
-        SetupError: naming the first metric it maximizes or does not declare.
-
-    Example:
-        >>> class Mine(Objective):
-        ...     directions = {"score": "maximize", "ms": "minimize"}
-        ...     def evaluate(self, config, report=None): ...
-        >>> _check_declared_slo("mine.py", Mine, {"ms": 5.0})  # declared, kept low: fine
-        >>> try:
-        ...     _check_declared_slo("mine.py", Mine, {"bogus": 1.0})
-        ... except SetupError as exc:
-        ...     print(exc)
-        --slo: mine.py does not declare 'bogus' (Mine.directions names score, ms); a ...
-    """
-    directions = objective_cls.directions
-    for name in slo:
-        if directions.get(name) == "maximize":
-            raise SetupError(f"--slo: {workload} maximizes {name!r}, and a limit is an upper "
-                             "bound")  # fmt: skip
-        if name not in directions:
-            raise SetupError(
-                f"--slo: {workload} does not declare {name!r} ({objective_cls.__name__}"
-                f".directions names {', '.join(directions)}); a classmethod slo_metrics() "
-                "names the further figures it reports that a limit may cap"
-            )
 
 
 #: Seconds a trial may take when neither ``--trial-timeout`` nor a time budget says otherwise.
@@ -458,7 +332,7 @@ def build_settings(
             sampler = stored.get("sampler", sampler) if sampler == "auto" else sampler
             seed = stored.get("seed") if seed is None else seed
             trials = trials if trials is not None else stored.get("n_trials")
-            slo = _resumed_slo(study, stored, slo)
+            slo = resumed_slo(study, stored, slo)
         label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
         label += repeats_note(replay, problem["params"])
     elif stored is not None and workload in (None, stored.get("workload")):
@@ -475,15 +349,15 @@ def build_settings(
         seed = stored.get("seed") if seed is None else seed
         trials = trials if trials is not None else stored.get("n_trials")
         label = stored.get("label", "")
-        _check_slo_metrics(workload, slo or {})
-        slo = _resumed_slo(study, stored, slo)
+        check_slo_metrics(workload, slo or {}, _calling)
+        slo = resumed_slo(study, stored, slo)
     else:
         default_job = workload is None
         workload = workload or DEFAULT_WORKLOAD
         problem = with_slo_limits(workload, problem, slo or {})
         objective_cls, space_obj, problem = resolve_workload(workload, space, problem, device)
         objectives = parse_objectives(objective, objective_cls.directions)
-        _check_slo_metrics(workload, slo or {})
+        check_slo_metrics(workload, slo or {}, _calling)
         refusals = (ValueError, TypeError)  # a problem value the objective cannot take
         try:
             with _calling(workload, objective_cls, "__init__", passing=refusals):

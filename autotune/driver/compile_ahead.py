@@ -37,7 +37,9 @@ _OBJECTIVE: Any = None
 def _build(workload: str, problem: dict[str, Any]) -> None:
     global _OBJECTIVE
     from autotune.objectives import get_objective
+    from autotune.runners.worker import output_to_stderr
 
+    output_to_stderr()  # what compiling prints is progress, not the sweep's result
     _OBJECTIVE = get_objective(workload)(problem)
 
 

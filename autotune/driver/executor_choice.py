@@ -65,7 +65,7 @@ def build_executor(
     if kind == "inline":
         from autotune.executors.inline import InlineExecutor
 
-        return InlineExecutor(workload, problem, capacity=workers or 1)
+        return InlineExecutor(workload, problem, capacity=workers or 1, timeout_s=timeout_s)
     if kind == "local":
         from autotune.executors.local import LocalExecutor
 

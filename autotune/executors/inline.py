@@ -8,6 +8,12 @@ duration is the one recorded with the measurement (see
 :class:`~autotune.objectives.replay.ReplayObjective`), so a replay of N in flight shows what a
 sweep on N devices would have seen. With capacity 1 trials come back in submission order.
 
+Trials run in the driver's process (:class:`~autotune.runners.inprocess.InProcessRunner`):
+what they print goes to stderr, an exception (``SystemExit`` included) is the trial's
+failure, and a trial past ``timeout_s`` is stopped and comes back ``timeout`` where a timer
+can interrupt it (the main thread; a C call that never returns to Python cannot be). A
+segfault ends the driver: objectives that can crash take the local executor.
+
 Example:
     >>> executor = InlineExecutor("faults", {}, capacity=2)
     >>> executor.submit(0, {"fault": "none", "delay": 0.05})
@@ -27,15 +33,28 @@ from autotune.runners.inprocess import InProcessRunner
 
 
 class InlineExecutor(Executor):
-    """Evaluate in this process; ``capacity`` trials in flight on a simulated clock."""
+    """Evaluate in this process; ``capacity`` trials in flight on a simulated clock.
+
+    Args:
+        workload, problem: the objective, built once in this process.
+        capacity: trials in flight on the simulated clock.
+        timeout_s: wall-time limit of one trial (real time, not simulated); None: none.
+    """
 
     name = "inline"
 
-    def __init__(self, workload: str, problem: dict[str, Any], capacity: int = 1) -> None:
+    def __init__(
+        self,
+        workload: str,
+        problem: dict[str, Any],
+        capacity: int = 1,
+        *,
+        timeout_s: float | None = 300.0,
+    ) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, not {capacity}")
         self._capacity = capacity
-        self._runner = InProcessRunner(workload, problem)
+        self._runner = InProcessRunner(workload, problem, timeout_s=timeout_s)
         self._clock = 0.0  # simulated seconds
         self._order = 0  # ties finish in submission order
         self._pending: list[tuple[float, int, Finished]] = []

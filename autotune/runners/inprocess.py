@@ -1,14 +1,34 @@
 """Run trials in the driver's own process: for replay and objectives that cannot crash.
 
+Whatever a trial prints (``print``, a write to file descriptor 1, a child process it starts)
+goes to stderr: the driver's stdout holds its results only (``autotune tune ... > best.json``).
+Any exception a trial raises is its failure, ``SystemExit`` included (``crashed: SystemExit:
+3``); only ``KeyboardInterrupt`` (the sweep being stopped) goes through. With ``timeout_s`` a
+trial that runs longer is stopped there and comes back ``timeout``: a timer (``SIGALRM``)
+raises in ``evaluate``, which interrupts a sleep, a wait on a lock, a socket or a child process
+and Python code, though not one C call that never returns to the interpreter. Signals reach
+the main thread only, so elsewhere (and on a system without ``setitimer``) a trial has no
+time limit.
+
 Example:
-    >>> runner = InProcessRunner("faults", {})
+    >>> runner = InProcessRunner("faults", {}, timeout_s=0.5)
     >>> runner.evaluate({"fault": "none"}).status.value
     'ok'
+    >>> result = runner.evaluate({"fault": "hang", "seconds": 60})
+    >>> result.status.value, result.reason
+    ('timeout', 'no result after 0.5 s; evaluate stopped')
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import sys
+import threading
 import time
+from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 from autotune.failures import Diverged, TrialStatus, classify
@@ -22,11 +42,100 @@ from autotune.runners.base import (
 )
 
 
-class InProcessRunner(Runner):
-    """Evaluate the objective directly; exceptions become failures, but a crash is fatal."""
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Within the block, what is written to stdout goes to stderr: ``sys.stdout`` and, where
+    the process has both, file descriptor 1 (so C code and child processes started within the
+    block follow). Both are put back after it.
 
-    def __init__(self, workload: str, problem: dict[str, Any]) -> None:
-        self.objective = get_objective(workload)(problem)
+    Example:
+        >>> import sys
+        >>> with stdout_to_stderr():
+        ...     redirected = sys.stdout is sys.stderr
+        >>> redirected, sys.stdout is sys.stderr
+        (True, False)
+    """
+    with contextlib.suppress(Exception):  # a closed or odd stream: nothing buffered to keep
+        sys.stdout.flush()
+    try:
+        saved: int | None = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no fd 1 or no fd 2: sys.stdout alone is redirected
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+class _Deadline(BaseException):
+    """Raised in ``evaluate`` when its time is up: not an ``Exception``, so that an objective's
+    ``except Exception`` does not swallow it."""
+
+
+class _TimeLimit:
+    """A one-shot ``SIGALRM`` that raises :class:`_Deadline` while armed, where it can be set
+    (the main thread, ``setitimer``, no other timer of this process pending)."""
+
+    def __init__(self, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s
+        self.fired = False  # the time ran out (even if the objective caught the exception)
+        self._armed = False
+
+    def _possible(self) -> bool:
+        return (
+            self.timeout_s is not None
+            and self.timeout_s > 0
+            and hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+            and signal.getitimer(signal.ITIMER_REAL)[0] == 0  # not someone else's timer
+        )
+
+    def _on_alarm(self, signum: int, frame: FrameType | None) -> None:
+        if self._armed:
+            self.fired = True
+            raise _Deadline
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """The block runs under the limit."""
+        if not self._possible():
+            yield
+            return
+        assert self.timeout_s is not None
+        previous = signal.signal(signal.SIGALRM, self._on_alarm)
+        try:
+            self._armed = True
+            signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
+            yield
+        finally:
+            try:
+                self._armed = False  # the alarm may come now: it no longer raises
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+
+
+class InProcessRunner(Runner):
+    """Evaluate the objective directly; exceptions become failures, but a crash is fatal.
+
+    Args:
+        workload, problem: the objective to build (in this process, once).
+        timeout_s: wall-time limit of one trial, where it can be enforced (see the module
+            docstring); None: none.
+    """
+
+    def __init__(
+        self, workload: str, problem: dict[str, Any], *, timeout_s: float | None = None
+    ) -> None:
+        self.timeout_s = timeout_s
+        with stdout_to_stderr():
+            self.objective = get_objective(workload)(problem)
 
     def evaluate(
         self, config: dict[str, Any], should_prune: PruneCheck = never_prune
@@ -35,13 +144,25 @@ class InProcessRunner(Runner):
             if should_prune(step, value):
                 raise Diverged(f"pruned at step {step}: value {value:.4g}")
 
+        limit = _TimeLimit(self.timeout_s)
         start = time.perf_counter()
         try:
-            measurement = checked_measurement(self.objective.evaluate(config, report))
-        except Exception as exc:  # noqa: BLE001 - every failure is data, not an exit
-            failure = classify(exc)
-            return TrialResult(failure.status, str(failure), None, time.perf_counter() - start)
+            with stdout_to_stderr(), limit.running():
+                measurement = checked_measurement(self.objective.evaluate(config, report))
+        except KeyboardInterrupt:  # the sweep is being stopped: not this trial's failure
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every failure is data, SystemExit too
+            if not limit.fired:
+                failure = classify(exc)
+                return TrialResult(failure.status, str(failure), None, time.perf_counter() - start)
+        if limit.fired:  # out of time, whatever the objective made of the exception
+            return TrialResult(
+                TrialStatus.TIMEOUT,
+                f"no result after {self.timeout_s:.1f} s; evaluate stopped",
+                duration_s=time.perf_counter() - start,
+            )
         return TrialResult(TrialStatus.OK, "", measurement, time.perf_counter() - start)
 
     def close(self) -> None:
-        self.objective.close()
+        with stdout_to_stderr():
+            self.objective.close()

@@ -1,7 +1,9 @@
 """Run each trial in a spawned worker process, reused while healthy, with a per-trial timeout.
 
 A segfault, a CUDA illegal address or the host's OOM killer ends only the worker; a hang ends
-at the timeout. The driver sees every one of these as a :class:`TrialResult`.
+at the timeout. The driver sees every one of these as a :class:`TrialResult`. What a worker
+prints (its objective, a child process it starts) goes to stderr, never to the driver's
+stdout, which holds the sweep's results; the worker talks to its driver through a pipe.
 
 Example:
     >>> with IsolatedRunner("faults", {}, timeout_s=30) as runner:
@@ -15,6 +17,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 from multiprocessing.connection import Connection
@@ -63,10 +66,22 @@ def _end_with_the_driver(driver_pid: int, every_s: float = _DRIVER_CHECK_S) -> N
     threading.Thread(target=watch, name="autotune-driver-watch", daemon=True).start()
 
 
+def output_to_stderr() -> None:
+    """Send all this process writes to stdout to stderr for good: file descriptor 1 (which C
+    code and child processes inherit) and ``sys.stdout``. The driver's stdout is the sweep's
+    result (``autotune tune ... > best.json``); a trial's prints are progress, as on stderr."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError):  # no fd 2 to point at: fd 1 stays
+        os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+
 def _worker_main(
     conn: Connection, workload: str, problem: dict[str, Any], env: dict[str, str]
 ) -> None:
     """Body of the worker process: build the objective once, then evaluate configs on request."""
+    output_to_stderr()  # before the objective is imported: it may print as it is built
     _end_with_the_driver(os.getppid())
     os.environ.update(env)  # e.g. CUDA_VISIBLE_DEVICES, before torch is imported
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle

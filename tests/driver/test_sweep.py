@@ -395,3 +395,13 @@ def test_a_space_whose_kernels_each_meet_their_constraints_rarely_together_still
     for trial in summary.study.trials:
         if trial.user_attrs.get("status") == "ok":
             assert all(trial.params[f"g{i}a"] * trial.params[f"g{i}b"] <= 12 for i in range(8))
+
+
+def test_the_inline_executor_holds_a_trial_to_the_trial_timeout(write_space):
+    """--executor inline ran a hung evaluate for ever: --trial-timeout did not reach it."""
+    space = load_space(write_space(
+        "parameters:\n  fault: {type: categorical, choices: [hang]}\n"
+        "  seconds: {type: categorical, choices: [600]}\n"
+    ))  # fmt: skip
+    summary = Sweep(settings(space, n_trials=1, trial_timeout_s=1.0)).run()
+    assert summary.failures == {"timeout": 1}

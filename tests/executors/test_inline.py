@@ -30,3 +30,50 @@ def test_one_slot_returns_trials_in_submission_order_and_failures_as_results():
         (finished,) = executor.wait_any()
         assert finished.ticket == 7 and finished.result.status is TrialStatus.WRONG_RESULT
         assert "relative error" in finished.result.reason
+
+
+EXITS = """import sys
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Exits(Objective):
+    name, space, directions = "exits", "exits.yaml", {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        if config["x"] == 2:
+            sys.exit(3)
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = Exits
+"""
+
+
+def test_a_system_exit_in_evaluate_is_a_crashed_trial_and_the_next_runs(tmp_path):
+    (tmp_path / "inline_exits.py").write_text(EXITS)
+    (tmp_path / "exits.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 3}\n")
+    with InlineExecutor(str(tmp_path / "inline_exits.py"), {}) as executor:
+        executor.submit(0, {"x": 2})
+        (exited,) = executor.wait_any()
+        executor.submit(1, {"x": 3})
+        (after,) = executor.wait_any()
+    assert exited.result.status is TrialStatus.CRASHED
+    assert exited.result.reason == "SystemExit: 3"
+    assert after.result.ok and after.result.measurement.values == {"v": 3.0}
+
+
+def test_a_trial_past_its_timeout_comes_back_timeout_and_the_next_runs():
+    import time
+
+    started = time.monotonic()
+    with InlineExecutor("faults", {}, timeout_s=0.5) as executor:
+        executor.submit(0, {"fault": "hang", "seconds": 600})
+        (hung,) = executor.wait_any()
+        executor.submit(1, {"fault": "none", "score": 2.0})
+        (after,) = executor.wait_any()
+    assert time.monotonic() - started < 20  # not the 600 s the trial asked for
+    assert hung.result.status is TrialStatus.TIMEOUT
+    assert hung.result.reason == "no result after 0.5 s; evaluate stopped"
+    assert after.result.ok and after.result.measurement.values["score"] == 2.0

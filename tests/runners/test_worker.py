@@ -130,3 +130,103 @@ def test_a_worker_ends_when_its_driver_is_killed_mid_trial():
         time.sleep(0.2)
     os.kill(worker, signal.SIGKILL)
     pytest.fail("the worker outlived its driver by 30 s")
+
+
+# An objective written outside autotune (``autotune tune ./modes.py``) that prints, writes to
+# fd 1, starts a child process that prints, exits, or outlasts its time, as its config says.
+MODES = """import os
+import subprocess
+import sys
+import time
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Modes(Objective):
+    name, space, directions = "modes", "modes.yaml", {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        mode = config["mode"]
+        if mode == "noise":
+            print("NOISE from print")
+            os.write(1, b"NOISE from fd 1\\n")
+            subprocess.run([sys.executable, "-c", "print('NOISE from a child')"], check=True)
+        elif mode == "exit":
+            sys.exit(3)
+        elif mode == "base_exception":
+            raise GeneratorExit("closed")
+        elif mode == "interrupt":
+            raise KeyboardInterrupt
+        elif mode == "swallow":  # catches whatever stops it, and answers late
+            try:
+                time.sleep(60)
+            except BaseException:
+                pass
+        return Measurement(values={"v": 1.0})
+
+
+OBJECTIVE = Modes
+"""
+
+
+@pytest.fixture
+def modes(tmp_path):
+    (tmp_path / "runner_modes.py").write_text(MODES)
+    (tmp_path / "modes.yaml").write_text("parameters:\n  mode: {type: categorical, "
+                                         "choices: [noise, exit]}\n")  # fmt: skip
+    return str(tmp_path / "runner_modes.py")
+
+
+def test_what_a_worker_prints_goes_to_stderr_not_to_the_drivers_stdout(modes, capfd):
+    with IsolatedRunner(modes, {}, timeout_s=60) as runner:
+        assert runner.evaluate({"mode": "noise"}).ok
+    out, err = capfd.readouterr()
+    assert "NOISE" not in out
+    for where in ("print", "fd 1", "a child"):
+        assert f"NOISE from {where}" in err
+
+
+def test_what_an_in_process_trial_prints_goes_to_stderr_and_stdout_comes_back(modes, capfd):
+    import os
+
+    runner = InProcessRunner(modes, {})
+    assert runner.evaluate({"mode": "noise"}).ok
+    print("RESULT")  # the driver's own stdout is its own again
+    os.write(1, b"RESULT fd\n")
+    out, err = capfd.readouterr()
+    assert "NOISE" not in out and "RESULT\n" in out and "RESULT fd\n" in out
+    for where in ("print", "fd 1", "a child"):
+        assert f"NOISE from {where}" in err
+    assert "RESULT" not in err
+
+
+def test_in_process_runner_records_system_exit_and_base_exceptions_as_crashed(modes):
+    runner = InProcessRunner(modes, {})
+    exited = runner.evaluate({"mode": "exit"})
+    assert exited.status is TrialStatus.CRASHED and exited.reason == "SystemExit: 3"
+    other = runner.evaluate({"mode": "base_exception"})
+    assert other.status is TrialStatus.CRASHED and other.reason == "GeneratorExit: closed"
+    assert runner.evaluate({"mode": "noise"}).ok  # the runner goes on
+    with pytest.raises(KeyboardInterrupt):  # the sweep being stopped is not a trial's failure
+        runner.evaluate({"mode": "interrupt"})
+
+
+def test_in_process_runner_stops_a_trial_at_its_timeout(modes):
+    import signal
+    import time
+
+    runner = InProcessRunner(modes, {}, timeout_s=0.5)
+    started = time.monotonic()
+    hung = InProcessRunner("faults", {}, timeout_s=0.5).evaluate({"fault": "hang"})  # 3600 s
+    assert hung.status is TrialStatus.TIMEOUT
+    assert hung.reason == "no result after 0.5 s; evaluate stopped"
+    # an objective that catches the stop and answers anyway is still out of time
+    swallowed = runner.evaluate({"mode": "swallow"})
+    assert swallowed.status is TrialStatus.TIMEOUT and swallowed.measurement is None
+    assert time.monotonic() - started < 20
+    before = signal.getsignal(signal.SIGALRM)
+    assert runner.evaluate({"mode": "noise"}).ok  # the next trial runs
+    # no timer left armed, and SIGALRM's handler is what it was
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert signal.getsignal(signal.SIGALRM) is before
