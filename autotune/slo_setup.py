@@ -8,17 +8,11 @@ Example:
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
 from autotune.objectives import WORKLOADS, Objective, get_objective
+from autotune.objectives.external import setup_call
 from autotune.setup_error import SetupError
-
-
-class _Calling(Protocol):  # sweep_setup's guard around a call into a workload's class
-    def __call__(
-        self, workload: str, objective_cls: type[Objective], method: str
-    ) -> AbstractContextManager[None]: ...
 
 
 def with_slo_limits(
@@ -71,9 +65,7 @@ def resumed_slo(
     return held
 
 
-def check_slo_metrics(
-    workload: str, slo: dict[str, float], calling: _Calling | None = None
-) -> None:
+def check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
     """Every ``--slo`` metric is a figure ``workload`` reports and keeps low (where it says
     which): a limit is an upper bound.
 
@@ -88,11 +80,8 @@ def check_slo_metrics(
         --slo: matmul does not measure 'ttft_p99_ms'; a limit (an upper bound) may cap ms, ...
     """
     objective_cls = get_objective(workload)
-    if calling is None:
+    with setup_call(workload, objective_cls, "slo_metrics"):
         known = objective_cls.slo_metrics()
-    else:
-        with calling(workload, objective_cls, "slo_metrics"):
-            known = objective_cls.slo_metrics()
     if known is None and workload not in WORKLOADS:  # a user's: what its directions declare
         check_declared_slo(workload, objective_cls, slo)
         return

@@ -11,9 +11,7 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import os
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +19,8 @@ import optuna
 
 from autotune.driver import EXECUTORS, SweepSettings
 from autotune.driver.trial_attrs import stored_info
-from autotune.objectives import WORKLOADS, Objective, get_objective
-from autotune.objectives.external import WorkloadError, user_code
+from autotune.objectives import Objective, get_objective
+from autotune.objectives.external import WorkloadError, setup_call
 from autotune.redact import redacted_keys
 from autotune.setup_error import SetupError
 from autotune.slo_setup import check_slo_metrics, resumed_slo, with_slo_limits
@@ -68,7 +66,7 @@ def resolve_workload(
         objective_cls = get_objective(workload)
     except KeyError as exc:
         raise SetupError(str(exc.args[0])) from None
-    with _calling(workload, objective_cls, "default_problem"):
+    with setup_call(workload, objective_cls, "default_problem"):
         problem = objective_cls.default_problem(device)
     if not isinstance(problem, dict):
         raise WorkloadError(f"{workload}: {objective_cls.__name__}.default_problem returned "
@@ -81,7 +79,7 @@ def resolve_workload(
     _check_value_kinds(workload, problem, overrides)
     problem.update(overrides)
     try:
-        with _calling(workload, objective_cls, "resolve_problem", passing=(ValueError,)):
+        with setup_call(workload, objective_cls, "resolve_problem", passing=(ValueError,)):
             problem = objective_cls.resolve_problem(problem)
     except WorkloadError:
         raise
@@ -94,35 +92,6 @@ def resolve_workload(
     space.validate_names(problem)
     check_satisfiable(space, problem, device)
     return objective_cls, space, problem
-
-
-def _calling(
-    workload: str,
-    objective_cls: type[Objective],
-    method: str,
-    passing: tuple[type[Exception], ...] = (),
-) -> AbstractContextManager[None]:
-    """Around a call of ``method`` of ``objective_cls`` while the sweep is set up: for a
-    workload file or a plugin, whatever the user's method raises (but ``passing``) is one line
-    naming the workload and the method (:func:`~autotune.objectives.external.user_code`); a
-    built-in workload's keeps its traceback (a bug of autotune's).
-
-    Example:
-        >>> class Mine(Objective):
-        ...     def evaluate(self, config, report=None): ...
-        ...     @classmethod
-        ...     def default_problem(cls, device):
-        ...         raise KeyError("type")
-        >>> try:
-        ...     with _calling("/home/me/mine.py", Mine, "default_problem"):
-        ...         Mine.default_problem({})
-        ... except WorkloadError as exc:
-        ...     print(exc)
-        /home/me/mine.py: Mine.default_problem raised KeyError: 'type'
-    """
-    if workload in WORKLOADS:
-        return contextlib.nullcontext()
-    return user_code(workload, objective_cls, method, passing)
 
 
 def _check_value_kinds(workload: str, defaults: dict[str, Any], overrides: dict[str, Any]) -> None:
@@ -349,7 +318,7 @@ def build_settings(
         seed = stored.get("seed") if seed is None else seed
         trials = trials if trials is not None else stored.get("n_trials")
         label = stored.get("label", "")
-        check_slo_metrics(workload, slo or {}, _calling)
+        check_slo_metrics(workload, slo or {})
         slo = resumed_slo(study, stored, slo)
     else:
         default_job = workload is None
@@ -357,12 +326,12 @@ def build_settings(
         problem = with_slo_limits(workload, problem, slo or {})
         objective_cls, space_obj, problem = resolve_workload(workload, space, problem, device)
         objectives = parse_objectives(objective, objective_cls.directions)
-        check_slo_metrics(workload, slo or {}, _calling)
+        check_slo_metrics(workload, slo or {})
         refusals = (ValueError, TypeError)  # a problem value the objective cannot take
         try:
-            with _calling(workload, objective_cls, "__init__", passing=refusals):
+            with setup_call(workload, objective_cls, "__init__", passing=refusals):
                 objective_obj = objective_cls(problem)
-            with _calling(workload, objective_cls, "default_config", passing=refusals):
+            with setup_call(workload, objective_cls, "default_config", passing=refusals):
                 baseline = objective_obj.default_config()
         except WorkloadError:
             raise
@@ -371,13 +340,13 @@ def build_settings(
         if baseline is not None and not isinstance(baseline, dict):
             raise WorkloadError(f"{workload}: {objective_cls.__name__}.default_config returned "
                                 f"{type(baseline).__name__}, not a dict or None")  # fmt: skip
-        with _calling(workload, objective_cls, "config_keys"):
+        with setup_call(workload, objective_cls, "config_keys"):
             keys = objective_obj.config_keys()
         _check_config_keys(space_obj, workload, keys)
         check_space = getattr(objective_obj, "check_space", None)  # e.g. a server's template
         if check_space is not None:
             try:
-                with _calling(workload, objective_cls, "check_space", passing=(ValueError,)):
+                with setup_call(workload, objective_cls, "check_space", passing=(ValueError,)):
                     check_space(space_obj.names)
             except WorkloadError:
                 raise
@@ -497,12 +466,12 @@ def _check_warm_start(settings: SweepSettings) -> None:
     """
     if settings.warm_start in ("off", "auto"):
         return
-    from autotune.driver.study_setup import StudyMismatch, _named_source
+    from autotune.driver.study_setup import StudyMismatch, named_source
 
     files = storage_files(settings.storage)
     if settings.storage in ("memory", ":memory:") or (files and not files[0].exists()):
         raise StudyMismatch(f"--warm-start: no study named {settings.warm_start!r} in this storage")
-    _named_source(settings, open_storage(settings.storage))
+    named_source(settings, open_storage(settings.storage))
 
 
 __all__ = ["SetupError", "SpaceError", "build_settings", "parse_objectives", "resolve_workload"]

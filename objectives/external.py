@@ -36,6 +36,7 @@ import inspect
 import sys
 import types
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,35 @@ def _space_beside(objective: type[Any], module: types.ModuleType) -> None:
         beside = Path(path).resolve().parent / space
         if beside.is_file():
             objective.space = str(beside)
+
+
+def setup_call(
+    workload: str,
+    objective_cls: type[Any],
+    method: str,
+    passing: tuple[type[Exception], ...] = (),
+) -> AbstractContextManager[None]:
+    """Around a call of ``method`` of ``objective_cls`` while the sweep is set up: for a
+    workload file or a plugin, whatever the user's method raises (but ``passing``) is one line
+    naming the workload and the method (:func:`user_code`); a
+    built-in workload's keeps its traceback (a bug of autotune's).
+
+    Example:
+        >>> from autotune.objectives.base import Objective
+        >>> class Mine(Objective):
+        ...     def evaluate(self, config, report=None): ...
+        ...     @classmethod
+        ...     def default_problem(cls, device):
+        ...         raise KeyError("type")
+        >>> try:
+        ...     with setup_call("/home/me/mine.py", Mine, "default_problem"):
+        ...         Mine.default_problem({})
+        ... except WorkloadError as exc:
+        ...     print(exc)
+        /home/me/mine.py: Mine.default_problem raised KeyError: 'type'
+    """
+    from autotune.objectives import WORKLOADS
+
+    if workload in WORKLOADS:
+        return contextlib.nullcontext()
+    return user_code(workload, objective_cls, method, passing)

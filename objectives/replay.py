@@ -43,7 +43,7 @@ from autotune.failures import Crashed, Infeasible, TrialFailure, TrialStatus
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.space import Expression, ExpressionError, Param, Space, SpaceError
-from autotune.space.loader import _check_name
+from autotune.space.loader import check_name
 
 _FAILURES = {cls.status.value: cls for cls in TrialFailure.__subclasses__()}
 #: column -> seconds per unit, in order of preference, for a trial's recorded duration
@@ -258,7 +258,7 @@ def _verdict(keys: list[Any], active: list[bool]) -> dict[Any, bool] | None:
 def _readable(name: str) -> bool:
     """Whether an expression can read a column by ``name`` (``telemetry.x`` cannot)."""
     try:
-        _check_name(name, "")
+        check_name(name, "")
     except SpaceError:
         return False
     return True

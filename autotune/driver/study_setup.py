@@ -65,7 +65,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
     # A resumed study must not replay its first proposals: the seed moves on by the number
     # of trials already stored (still deterministic for a given history).
     seed = None if s.seed is None else s.seed + _stored_trial_count(storage, name)
-    named_source = _named_source(s, storage)  # refused before anything is stored
+    source_study = named_source(s, storage)  # refused before anything is stored
     sampler = make_sampler(
         s.sampler,
         seed=seed,
@@ -108,7 +108,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             {k: v for k, v in s.baseline.items() if k in s.space.names},
             user_attrs={BASELINE: True},
         )
-    _warm_start(s, storage, study, named_source)
+    _warm_start(s, storage, study, source_study)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names(list(s.objectives))
@@ -149,7 +149,7 @@ def _redacted_fingerprint(fingerprint: dict[str, object]) -> dict[str, object]:
     return {**fingerprint, "parts": {**parts, "problem": redact_values(parts["problem"])}}
 
 
-def _named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None:
+def named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None:
     """The study ``--warm-start NAME`` names (None for ``auto`` and ``off``), checked to be a
     sweep of this workload and first objective.
 

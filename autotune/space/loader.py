@@ -91,7 +91,7 @@ def _expression(source: Any, where: str) -> Expression:
         raise SpaceError(f"{where}: {exc}") from None
 
 
-def _check_name(name: Any, where: str) -> None:
+def check_name(name: Any, where: str) -> None:
     """A parameter's name is one an expression can read: a Python identifier, not a keyword,
     not a function or namespace of the expression language (``max``, ``device``).
 
@@ -359,7 +359,7 @@ def _load(
     if not isinstance(raw_params, dict):
         raise SpaceError(f"{path}: parameters: must be a mapping of name to spec")
     for name, spec in raw_params.items():
-        _check_name(name, f"{path}: parameters.{name}")
+        check_name(name, f"{path}: parameters.{name}")
         params.append(_parse_param(str(name), spec, f"{path}: parameters.{name}", prefix))
 
     raw_constraints = data.get("constraints") or {}
