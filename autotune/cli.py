@@ -274,7 +274,8 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
     if budget_ends is not None:
         left = budget_ends - time.monotonic()
         rounds = min(2, sweep.settings.finish_rounds)  # one reading cannot replace the default
-        top = top_that_fits(top, summary.durations, left, rounds, summary.complete_durations)
+        top = top_that_fits(top, summary.durations, left, rounds, summary.complete_durations,
+                            summary.reference_s, summary.reference_first)  # fmt: skip
         if top == 0:
             twice = " twice" if rounds == 2 else ""
             err.print(f"finish skipped: {max(0.0, left):.0f} s of the time budget left, too "

@@ -47,6 +47,9 @@ from autotune.timing import rotated
 #: the finish itself: trials in flight end and the last results are stored (about 0.6 s for a
 #: CPU matmul sweep of 20 ms trials, which without it left its 1.8-s finish 1.2 s: skipped).
 WIND_DOWN_S = 1.0
+#: Trials run to their end after which the finish's estimate is trusted with up to half of a
+#: time budget (a third before: see :func:`finish_reserve_s`).
+SETTLED_TRIALS = 5
 
 
 def _measurement_costs(
@@ -66,14 +69,38 @@ def _measurement_costs(
     return median, max(0.0, durations[0] - median_all)
 
 
+def _finish_costs(
+    durations: list[float], complete: list[float] | None, reference_s: float | None,
+    reference_first: bool,
+) -> tuple[float, float, float]:  # fmt: skip
+    """What a finish measurement of a top config takes, what starting its fresh worker takes,
+    and what a measurement of the default takes (:func:`_measurement_costs`): the default at
+    what its own trial took (``reference_s``) where that is longer than the median. The
+    sweep's first trial also started its worker; when that trial was the default's
+    (``reference_first``), its reading holds both, so the start is not counted again.
+
+    Example:
+        >>> _finish_costs([9.0, 1.0, 1.0], None, None, False)  # 8 s to start
+        (1.0, 8.0, 1.0)
+        >>> _finish_costs([9.0, 1.0, 1.0], None, 9.0, True)  # start and a slow default in 9 s
+        (1.0, 0.0, 9.0)
+    """
+    median, start_worker = _measurement_costs(durations, complete)
+    if reference_s is None:
+        return median, start_worker, median
+    return median, 0.0 if reference_first else start_worker, max(median, reference_s)
+
+
 def top_that_fits(
     top: int, durations: list[float], remaining_s: float, rounds: int = 1,
-    complete: list[float] | None = None,
+    complete: list[float] | None = None, reference_s: float | None = None,
+    reference_first: bool = False,
 ) -> int:  # fmt: skip
     """How many of the ``top`` configs ``rounds`` finish rounds can re-measure, beside the
     untuned default, in the ``remaining_s`` seconds of a time budget: each measurement takes
-    the sweep's median trial time, and a fresh worker starts first (what the first trial took
-    beyond the median; see :func:`_measurement_costs` for ``complete``). 0: not even the best
+    the sweep's median trial time, the default's what its own trial took (``reference_s``,
+    if longer: a default over the SLO serves slowly), and a fresh worker starts first (what
+    the first trial took beyond the median; see :func:`_finish_costs`). 0: not even the best
     and the default fit, so there is no finish.
 
     Example:
@@ -81,39 +108,55 @@ def top_that_fits(
         3
         >>> top_that_fits(3, [8.0, 2.0, 2.0, 2.0], 20.0, rounds=2)  # 7 measurements: 3 a round
         2
+        >>> top_that_fits(3, [8.0, 2.0, 2.0, 2.0], 20.0, rounds=2, reference_s=4.0)  # 4 s + 2
+        1
         >>> top_that_fits(3, [40.0, 33.0, 33.0], 80.0), top_that_fits(3, [40.0, 33.0], 50.0)
         (1, 0)
     """
     if not durations:
         return top
-    median, start_worker = _measurement_costs(durations, complete)
-    fit = int((remaining_s - start_worker) // (median * rounds)) - 1 if median > 0 else top
+    median, start_worker, default_s = _finish_costs(durations, complete, reference_s,
+                                                    reference_first)  # fmt: skip
+    if median <= 0:
+        return top
+    fit = int((remaining_s - start_worker - default_s * rounds) // (median * rounds))
     return max(0, min(top, fit))
 
 
 def finish_reserve_s(
     top: int, rounds: int, durations: list[float], budget_s: float | None,
-    complete: list[float] | None = None,
+    complete: list[float] | None = None, reference_s: float | None = None,
+    reference_first: bool = False,
 ) -> float:  # fmt: skip
-    """Seconds to hold back of a time budget for the finish: its (top + the default) x
-    rounds measurements at the median time of the sweep's complete trials (compiles left out;
-    see :func:`_measurement_costs`), plus starting a fresh worker, plus :data:`WIND_DOWN_S` (or
-    a trial, if longer) for the sweep's own end (the trial in flight, the last results
-    stored); at most a third of the budget, so that a
-    slow first trial or two (a cold worker, compiles while the pool starts) cannot end the
-    search before it has begun.
+    """Seconds to hold back of a time budget for the finish: its top x rounds measurements at
+    the median time of the sweep's complete trials (compiles left out; see
+    :func:`_measurement_costs`) and the default's rounds at what its own trial took
+    (``reference_s``, if longer than the median: a default over the SLO serves slowly), plus
+    starting a fresh worker (see :func:`_finish_costs`), plus :data:`WIND_DOWN_S` (or a
+    trial, if longer) for the sweep's own end (the trial in flight, the last results stored).
+    At most a third of the budget until :data:`SETTLED_TRIALS` trials ran to their end, so
+    that a slow first trial or two (a cold worker, compiles while the pool starts) cannot end
+    the search before it has begun; at most half of it after.
 
     Example:
         >>> round(finish_reserve_s(3, 3, [3.4, 0.4, 0.4], budget_s=60.0), 6)  # 3 + 4x3x0.4 + 1
         8.8
         >>> finish_reserve_s(3, 3, [3.4, 0.4, 0.4], budget_s=15.0)  # a third of the budget
         5.0
+        >>> round(finish_reserve_s(3, 3, [3.4, 0.4, 0.4], 60.0, reference_s=2.0), 6)  # 3x2 s
+        13.6
+        >>> settled = [3.4] + [0.4] * SETTLED_TRIALS
+        >>> finish_reserve_s(3, 3, settled, 15.0, settled, reference_s=2.0)  # half of it
+        7.5
     """
     if not top or not durations:
         return 0.0
-    median, start_worker = _measurement_costs(durations, complete)
-    reserve = start_worker + (top + 1) * rounds * median + max(WIND_DOWN_S, median)
-    return min(reserve, (budget_s or 0.0) / 3)
+    median, start_worker, default_s = _finish_costs(durations, complete, reference_s,
+                                                    reference_first)  # fmt: skip
+    reserve = (start_worker + (top * median + default_s) * rounds
+               + max(WIND_DOWN_S, median))  # fmt: skip
+    settled = len(complete if complete is not None else durations) >= SETTLED_TRIALS
+    return min(reserve, (budget_s or 0.0) / (2 if settled else 3))
 
 
 def spread_text(spread: float, readings: int) -> str:

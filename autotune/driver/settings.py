@@ -116,6 +116,8 @@ class SweepSummary:
     # seconds each launched trial held its slot, its compile left out (the finish's estimate)
     durations: list[float] = field(default_factory=list)
     complete_durations: list[float] = field(default_factory=list)  # of the trials that were ok
+    reference_s: float | None = None  # what the untuned default's trial took, if this run ran it
+    reference_first: bool = False  # ... as its first trial (which also started a worker)
 
     @property
     def search_overhead(self) -> float:

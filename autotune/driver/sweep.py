@@ -25,6 +25,7 @@ import time
 import warnings
 from collections import Counter, deque
 from collections.abc import Callable
+from typing import Any
 
 import optuna
 
@@ -147,6 +148,8 @@ class _SweepRun:
         self.stop_requested = threading.Event()  # set by SIGINT / SIGTERM
         self.durations: list[float] = []  # seconds each launched trial held its slot
         self.complete_durations: list[float] = []  # of those, the trials that ran to the end
+        self.reference_s: float | None = None  # what the untuned default's trial took
+        self.reference_first = False  # ... when it was this run's first (it started a worker)
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         self.repair = ConstraintRepair(s.space, s.problem, s.device, s.seed)
         self.last_reap = time.monotonic()
@@ -285,7 +288,14 @@ class _SweepRun:
         """Seconds of a time budget held back for the finish (:func:`finish_reserve_s`)."""
         s = self.settings
         return finish_reserve_s(s.finish_top, s.finish_rounds, self.durations, s.time_budget_s,
-                                self.complete_durations)  # fmt: skip
+                                self.complete_durations, self.reference_s,
+                                self.reference_first)  # fmt: skip
+
+    def is_default(self, config: dict[str, Any]) -> bool:
+        """Whether ``config`` is the untuned default (the sweep's trial 0, as enqueued)."""
+        s = self.settings
+        tuned = {k: v for k, v in (s.baseline or {}).items() if k in s.space.names}
+        return bool(tuned) and all(config.get(k) == v for k, v in tuned.items())
 
     def launched(self) -> int:
         """Trials of the study that ran or run now, by any driver (see
@@ -394,6 +404,9 @@ class _SweepRun:
         self.durations.append(max(0.0, finished.seconds - compile_s))
         if finished.result.ok:
             self.complete_durations.append(self.durations[-1])
+        if self.is_default(asked.config):  # re-measured in every finish round
+            self.reference_s = self.durations[-1]
+            self.reference_first = len(self.durations) == 1
         self.account(self.book.tell_result(asked, finished.result, finished.worker))
         self.heartbeat.discard(asked.trial.number)
         for twin in self.waiting.pop(asked.key, []):
@@ -467,6 +480,8 @@ class _SweepRun:
             memory=self.memory_report(),
             durations=list(self.durations),
             complete_durations=list(self.complete_durations),
+            reference_s=self.reference_s,
+            reference_first=self.reference_first,
         )
         self.study.set_user_attr(
             LAST_RUN,
