@@ -229,7 +229,8 @@ def tune(
         from autotune.storage import open_storage
         from autotune.tuning_cache import cached_study
 
-        hit = cached_study(open_storage(settings.storage), settings.fingerprint["key"])
+        hit = cached_study(open_storage(settings.storage), settings.fingerprint["key"],
+                           settings.sampler, settings.n_trials)  # fmt: skip
         if hit is not None:
             err.print(
                 f"cached: study {hit.study_name} tuned this workload's source, problem, device "

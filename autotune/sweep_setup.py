@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -376,6 +377,10 @@ def build_settings(
                          f"most {cores} (each imports torch and compiles on a core)")  # fmt: skip
     if executor != "ray" and (ray_address is not None or gpus_per_trial is not None):
         raise SetupError("--address and --gpus-per-trial apply to --executor ray only")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        from autotune.executors.ray import INSTALL_HINT  # (it imports no Ray)
+
+        raise SetupError(f"--executor ray needs Ray: {INSTALL_HINT}")
     _check_sampler(sampler, space_obj, objectives, problem, device)
     settings = SweepSettings(
         workload=workload,

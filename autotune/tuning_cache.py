@@ -194,6 +194,12 @@ def fingerprint(
     return {"key": _sha(json.dumps(parts, sort_keys=True, default=str)), "parts": parts}
 
 
+#: Files a problem value names up to this size are hashed whole; a larger one (a checkpoint)
+#: by its size, modification time and first and last :data:`_EDGE_BYTES`.
+WHOLE_FILE_BYTES = 256 * 2**20
+_EDGE_BYTES = 2**20
+
+
 def _named_files(problem: dict[str, Any]) -> dict[str, str]:
     """The hash of each file a problem value names (the trace file's requests change what a
     sweep measures, its path does not)."""
@@ -203,19 +209,50 @@ def _named_files(problem: dict[str, Any]) -> dict[str, str]:
             path = Path(value).expanduser()
             with contextlib.suppress(OSError):
                 if path.is_file():
-                    files[key] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+                    files[key] = file_digest(path)
     return files
 
 
-def cached_study(storage: optuna.storages.BaseStorage, key: str) -> optuna.Study | None:
+def file_digest(path: Path) -> str:
+    """A short hash of a file's contents, read in pieces (a many-GiB file never in memory
+    at once): whole up to :data:`WHOLE_FILE_BYTES`; past that, the size, the modification
+    time and the first and last MiB (a checkpoint rewritten in place changes its time).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        ...     _ = f.write(b'{"arrival": 0}\\n'); f.flush()
+        ...     len(file_digest(Path(f.name)))
+        16
+    """
+    with path.open("rb") as f:
+        if path.stat().st_size <= WHOLE_FILE_BYTES:
+            return hashlib.file_digest(f, "sha256").hexdigest()[:16]
+        stat = path.stat()
+        digest = hashlib.sha256(f"{stat.st_size}:{stat.st_mtime_ns}".encode())
+        digest.update(f.read(_EDGE_BYTES))
+        f.seek(-_EDGE_BYTES, 2)
+        digest.update(f.read(_EDGE_BYTES))
+    return digest.hexdigest()[:16]
+
+
+def cached_study(
+    storage: optuna.storages.BaseStorage, key: str, sampler: str = "auto",
+    trials: int | None = None,
+) -> optuna.Study | None:  # fmt: skip
     """The newest stored study with this key, a successful trial, and a last run that went as
     far as it was asked to (:data:`~autotune.driver.trial_attrs.COMPLETE_STOPS`: a sweep
-    stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing), if any."""
+    stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing), if any; searched
+    by the same ``sampler`` (another strategy is another sweep) with at least ``trials``
+    trials (a 20-trial sweep does not answer an ask for 100)."""
     for summary in reversed(optuna.study.get_all_study_summaries(storage)):
-        stored = stored_info(summary.user_attrs).get("fingerprint")
+        info = stored_info(summary.user_attrs)
+        stored = info.get("fingerprint")
         if not isinstance(stored, dict) or stored.get("key") != key:
             continue
         if last_run(summary.user_attrs).get("stopped_by") not in COMPLETE_STOPS:
+            continue
+        if info.get("sampler", "auto") != sampler or summary.n_trials < (trials or 0):
             continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         if best_trials(study):

@@ -45,6 +45,23 @@ def test_the_key_changes_with_the_slo_and_the_contents_of_a_file_the_problem_nam
     assert key(slo={}) == key()  # no --slo: the key of a sweep stored before it counted
 
 
+def test_a_large_named_file_is_keyed_without_reading_it_whole(tmp_path, monkeypatch):
+    """A checkpoint past the whole-file limit: keyed by its size, time and ends; a change at
+    either end or in its size changes the key."""
+    import autotune.tuning_cache as cache
+
+    monkeypatch.setattr(cache, "WHOLE_FILE_BYTES", 4 * cache._EDGE_BYTES)
+    checkpoint = tmp_path / "model.bin"
+    checkpoint.write_bytes(bytes(6 * cache._EDGE_BYTES))
+    named = {**PROBLEM, "checkpoint": str(checkpoint)}
+    first = key(problem=named)
+    assert key(problem=named) == first
+    with checkpoint.open("r+b") as f:
+        f.seek(-1, 2)
+        f.write(b"x")  # the last byte
+    assert key(problem=named) != first
+
+
 def test_the_source_covers_the_objective_its_kernels_and_the_space(tmp_path):
     names = [m.__name__ for m in source_modules("matmul")]
     assert "autotune.objectives.matmul" in names and "autotune.kernels.matmul_triton" in names
@@ -102,6 +119,22 @@ def test_a_repeated_sweep_answers_from_the_cache_at_once(tmp_path, write_space):
     assert len(optuna.get_all_study_names(url)) == 3
 
 
+def test_another_sampler_or_more_trials_than_the_stored_sweep_ran_is_another_sweep(
+    tmp_path, write_space
+):
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+    space = write_space("parameters:\n  score: {type: float, low: 0, high: 1}\n")
+    assert tune(url, space).returncode == 0  # 3 trials, the default sampler
+    tpe = tune(url, space, "--sampler", "tpe")
+    assert tpe.returncode == 0 and "cached" not in tpe.stderr, tpe.stderr
+    assert "cached: study faults-" in tune(url, space, "--sampler", "tpe").stderr
+    more = tune(url, space, "--trials", "5")
+    assert more.returncode == 0 and "cached" not in more.stderr, more.stderr
+    fewer = tune(url, space, "--trials", "4")  # the 5-trial sweep answers for 4
+    assert "cached: study faults-" in fewer.stderr
+    assert len(optuna.get_all_study_names(url)) == 3
+
+
 SLOW = """name: slow
 workload: faults
 parameters:
@@ -135,7 +168,8 @@ def test_a_sweep_stopped_part_way_is_not_an_answer(tmp_path, write_space):
     assert again.returncode == 0, again.stderr
     assert "cached" not in again.stderr  # swept: the stopped sweep answers nothing
     assert len(optuna.get_all_study_names(url)) == 2
-    third = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    third = subprocess.run(command[:6] + ["3"] + command[7:], capture_output=True, text=True,
+                           timeout=180)  # fmt: skip
     assert third.returncode == 0, third.stderr
     assert "cached: study faults-" in third.stderr  # the sweep that ran to its budget
     assert len(optuna.get_all_study_names(url)) == 2

@@ -176,15 +176,17 @@ def test_a_workload_file_runs_in_ray_actors(tmp_path):
 
 
 def test_a_missing_ray_extra_is_one_line_naming_the_install(tmp_path):
+    """Also where the tuning cache holds the answer: the option is refused, not passed over."""
     code = (
         "import sys; sys.modules['ray'] = None; sys.argv = ['autotune'] + sys.argv[1:];"
         "from autotune.cli import main; main()"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, "tune", "faults", "--trials", "1", "--executor", "ray",
-         "--storage", f"sqlite:///{tmp_path / 'x.db'}"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    sweep = ["tune", "faults", "--trials", "1", "--storage", f"sqlite:///{tmp_path / 'x.db'}"]
+    cached = subprocess.run([sys.executable, "-m", "autotune.cli", *sweep, "--executor",
+                             "inline"], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert cached.returncode == 0, cached.stderr
+    done = subprocess.run([sys.executable, "-c", code, *sweep, "--executor", "ray"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: --executor ray needs Ray: pip install 'autotune[ray]'"
