@@ -86,6 +86,10 @@ def resolve_workload(
         raise
     except ValueError as exc:
         raise SetupError(f"--problem: {exc}") from None
+    unused = [key for key in overrides if key not in problem]
+    if unused:  # e.g. rate=5 beside trace=FILE.jsonl, whose requests replace the Poisson keys
+        raise SetupError(f"--problem: {unused[0]}={overrides[unused[0]]!r} does not apply to "
+                         f"{workload} with the other values given; leave it out")  # fmt: skip
     space_name = space_path or getattr(objective_cls, "space", "")
     if not space_name:
         raise SetupError(f"{workload}: the objective names no space file; pass --space FILE.yaml")

@@ -20,7 +20,16 @@ import math
 
 
 def _unit(name: str) -> tuple[str, str] | None:
-    """(unit, style) from the words of a metric's name (split at underscores), or None."""
+    """(unit, style) from the words of a metric's name (split at underscores), or None: a
+    lone letter (``s``, ``w``, ``x``) is a name, as in an equation, not a unit; a longer unit
+    word (``ms``, ``tflops``) is one.
+
+    Example:
+        >>> _unit("s"), _unit("W"), _unit("x"), _unit("latency_s"), _unit("ms")
+        (None, None, None, ('s', 'sig3'), ('ms', 'sig3'))
+    """
+    if len(name) == 1:
+        return None
     words = name.lower().split("_")
     last = words[-1]
     if "tokens_per_s" in name.lower() or name.lower().endswith("tok_s"):
@@ -29,7 +38,7 @@ def _unit(name: str) -> tuple[str, str] | None:
         return "TFLOP/s", "sig3"
     if "gbps" in words:
         return "GB/s", "sig3"
-    if "ratio" in words or (len(words) > 1 and "x" in words):  # speedup_x; a lone x is a name
+    if "ratio" in words or "x" in words:  # speedup_x
         return "x", "ratio"
     if {"mfu", "fraction", "share"} & set(words):
         return "", "percent"

@@ -46,7 +46,7 @@ from autotune.objectives.serving import (
     RequestTiming,
     latency_summary,
 )
-from autotune.objectives.serving_trace import TraceEntry, load_trace, poisson_trace
+from autotune.objectives.serving_trace import TraceEntry, problem_trace, without_poisson_keys
 from autotune.objectives.train_parallel import free_port
 
 #: the project's engine behind its OpenAI-compatible server: what a sweep runs by default
@@ -157,6 +157,12 @@ class ServerObjective(Objective):
                 "prompt_len": 48, "output_len": 16, "seed": 0, "trace": "",
                 "slo_ttft_ms": 500.0, "slo_tpot_ms": 50.0}  # fmt: skip
 
+    @classmethod
+    def resolve_problem(cls, problem: dict[str, Any]) -> dict[str, Any]:
+        """The problem less the Poisson trace's keys (``rate``, ...) that ``trace=FILE.jsonl``
+        replaces (:func:`~autotune.objectives.serving_trace.without_poisson_keys`)."""
+        return without_poisson_keys(problem)
+
     def __init__(self, problem: dict[str, Any]) -> None:
         """Refuse, before any trial, a command no trial could run (``ValueError``, which
         ``autotune tune`` reports in one line): an empty one, one that does not parse as a
@@ -174,7 +180,7 @@ class ServerObjective(Objective):
             ...
             ValueError: command='serve --port {port!z}': {port!z}: unknown conversion (!s, !r or !a)
         """
-        super().__init__(problem)
+        super().__init__(self.resolve_problem(problem))
         template = str(self.problem.get("command", ""))
         names = template_names(template)
         if not shlex.split(template):
@@ -192,11 +198,7 @@ class ServerObjective(Objective):
             raise ValueError(str(exc)) from None
         p = self.problem
         #: the requests every trial replays: ``trace=FILE.jsonl``'s, or Poisson arrivals
-        self.trace: list[TraceEntry] = (
-            load_trace(str(p["trace"])) if p.get("trace") else
-            poisson_trace(float(p["rate"]), int(p["num_requests"]), int(p["prompt_len"]),
-                          int(p["output_len"]), int(p["seed"]))
-        )  # fmt: skip
+        self.trace: list[TraceEntry] = problem_trace(p)
 
     def check_space(self, names: Iterable[str]) -> None:
         """Refuse, before the sweep, a template placeholder that no config or problem fills:

@@ -58,7 +58,7 @@ from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.objectives.serving_engine import POLICIES, Request, Scheduler, run_trace
 from autotune.objectives.serving_slo import SloWatch
-from autotune.objectives.serving_trace import load_trace, poisson_trace
+from autotune.objectives.serving_trace import problem_trace, without_poisson_keys
 
 #: SDPA's backend over the gathered blocks; ``paged``: the Triton kernel reads them in place
 ATTENTION = {"default": None, "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -175,10 +175,17 @@ class ServingObjective(Objective):
 
     @classmethod
     def resolve_problem(cls, problem: dict[str, Any]) -> dict[str, Any]:
-        """``model=NAME`` takes the training step's preset sizes (``--problem model=760m``)."""
+        """``model=NAME`` takes the training step's preset sizes (``--problem model=760m``);
+        ``trace=FILE.jsonl`` drops the Poisson trace's keys it replaces (``rate``, ...).
+
+        Example:
+            >>> problem = ServingObjective.default_problem({"type": "cpu"})
+            >>> "rate" in ServingObjective.resolve_problem({**problem, "trace": "t.jsonl"})
+            False
+        """
         from autotune.objectives.train_step import TrainStepObjective
 
-        return TrainStepObjective.resolve_problem(problem)
+        return without_poisson_keys(TrainStepObjective.resolve_problem(problem))
 
     def __init__(self, problem: dict[str, Any]) -> None:
         super().__init__(self.resolve_problem(problem))
@@ -190,13 +197,7 @@ class ServingObjective(Objective):
         self.model_config = LlamaConfig(vocab=int(p["vocab"]), d_model=int(p["d_model"]),
                                         n_layers=int(p["n_layers"]), n_heads=int(p["n_heads"]),
                                         seq_len=int(p["max_context"]))  # fmt: skip
-        if p.get("trace"):
-            entries = load_trace(p["trace"])
-        else:
-            entries = poisson_trace(
-                float(p["rate"]), int(p["num_requests"]), int(p["prompt_len"]),
-                int(p["output_len"]), int(p["seed"]),
-            )  # fmt: skip
+        entries = problem_trace(p)
         longest = max(e.prompt_len + e.output_len for e in entries)
         if longest > self.model_config.seq_len:
             raise ValueError(f"a trace request of {longest} tokens is longer than max_context="

@@ -18,6 +18,11 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+#: the problem keys that shape a Poisson trace, which ``trace=FILE.jsonl`` replaces: its lines
+#: give each request's arrival and lengths
+POISSON_KEYS = ("rate", "num_requests", "prompt_len", "output_len")
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,39 @@ def poisson_trace(
 
 def _around(rng: random.Random, mean: int, spread: float) -> int:
     return max(1, round(rng.uniform(mean * (1 - spread), mean * (1 + spread))))
+
+
+def problem_trace(problem: dict[str, Any]) -> list[TraceEntry]:
+    """The requests a serving problem replays: ``trace``'s file where it names one, else a
+    Poisson trace of the problem's :data:`POISSON_KEYS` and ``seed``.
+
+    Example:
+        >>> problem = {"trace": "", "rate": 10.0, "num_requests": 3, "prompt_len": 32,
+        ...            "output_len": 8, "seed": 0}
+        >>> len(problem_trace(problem))
+        3
+    """
+    if problem.get("trace"):
+        return load_trace(str(problem["trace"]))
+    rate, num_requests, prompt_len, output_len = (problem[key] for key in POISSON_KEYS)
+    return poisson_trace(float(rate), int(num_requests), int(prompt_len), int(output_len),
+                         int(problem["seed"]))  # fmt: skip
+
+
+def without_poisson_keys(problem: dict[str, Any]) -> dict[str, Any]:
+    """The problem less its :data:`POISSON_KEYS` where ``trace`` names a file, whose requests
+    replace them, so that a sweep stores and shows only the values it replays.
+
+    Example:
+        >>> without_poisson_keys({"trace": "requests.jsonl", "rate": 20.0, "prompt_len": 512,
+        ...                       "seed": 0})
+        {'trace': 'requests.jsonl', 'seed': 0}
+        >>> without_poisson_keys({"trace": "", "rate": 20.0})
+        {'trace': '', 'rate': 20.0}
+    """
+    if not problem.get("trace"):
+        return problem
+    return {key: value for key, value in problem.items() if key not in POISSON_KEYS}
 
 
 def load_trace(path: str | Path) -> list[TraceEntry]:

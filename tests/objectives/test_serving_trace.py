@@ -68,3 +68,61 @@ def test_a_file_that_is_not_utf8_or_cannot_be_read_is_refused_naming_it(tmp_path
         str(refused.value) == f"{tmp_path / 'none.jsonl'}: cannot read the trace: No such "
         "file or directory"
     )
+
+
+def test_a_trace_file_drops_the_poisson_keys_it_replaces():
+    from autotune.objectives.serving_trace import POISSON_KEYS, without_poisson_keys
+
+    poisson = {"trace": "", "rate": 4.0, "num_requests": 8, "prompt_len": 32, "output_len": 8,
+               "seed": 3, "vocab": 512}  # fmt: skip
+    assert without_poisson_keys(poisson) == poisson  # no file: the Poisson trace's keys apply
+    assert without_poisson_keys({**poisson, "trace": "t.jsonl"}) == {
+        "trace": "t.jsonl", "seed": 3, "vocab": 512}  # fmt: skip
+    assert set(POISSON_KEYS) < set(poisson)
+
+
+@pytest.mark.parametrize("workload", ["serving", "server"])
+def test_a_trace_files_sweep_neither_stores_nor_shows_the_poisson_keys(tmp_path, workload):
+    # a trace file replaces the Poisson trace's rate and lengths: the sweep's header and its
+    # stored problem listed them (rate=20.0,num_requests=16,...) as if they applied
+    import io
+
+    import optuna
+    from rich.console import Console
+
+    from autotune.progress import ProgressDisplay
+    from autotune.sweep_setup import build_settings
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 3}\n')
+    settings = build_settings(
+        workload=workload, space=None, problem={"trace": str(trace)}, objective=None,
+        sampler="auto", trials=1, time_budget_s=None, seed=0, storage="memory", study=None,
+        trial_timeout_s=None, device={"type": "cpu", "name": "cpu"}, replay=None, params=None,
+        metric=None, maximize=True, command=f"autotune tune {workload}",
+    )  # fmt: skip
+    assert settings.problem["trace"] == str(trace) and "seed" in settings.problem
+    assert not {"rate", "num_requests", "prompt_len", "output_len"} & set(settings.problem)
+    out = io.StringIO()
+    ProgressDisplay(Console(file=out, width=1000)).on_start(settings, optuna.create_study(), 0)
+    header = out.getvalue().splitlines()[0]
+    assert f"trace={trace}" in header
+    assert not any(f"{key}=" in header for key in ("rate", "num_requests", "_len"))
+
+
+def test_a_poisson_key_given_beside_a_trace_file_is_refused_naming_it(tmp_path):
+    from autotune.sweep_setup import SetupError, build_settings
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 3}\n')
+    with pytest.raises(SetupError) as refused:
+        build_settings(
+            workload="serving", space=None, problem={"trace": str(trace), "rate": 5.0},
+            objective=None, sampler="auto", trials=1, time_budget_s=None, seed=0,
+            storage="memory", study=None, trial_timeout_s=None,
+            device={"type": "cpu", "name": "cpu"}, replay=None, params=None, metric=None,
+            maximize=True, command="autotune tune serving",
+        )  # fmt: skip
+    assert str(refused.value) == (
+        "--problem: rate=5.0 does not apply to serving with the other values given; leave it out"
+    )

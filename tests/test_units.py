@@ -1,0 +1,34 @@
+"""Units read from a metric's name: a lone letter is a name, a unit word or suffix a unit."""
+
+import pytest
+
+from autotune.cli_parsing import UsageError, parse_slo
+from autotune.report import unit_label
+from autotune.units import named, never_negative, readable
+
+
+@pytest.mark.parametrize("metric", ["s", "S", "w", "x"])
+def test_a_metric_named_by_one_letter_has_no_unit(metric):
+    # a recorded column `s` may hold a score below 0: not "-2.50 s" of a time, nor "W" of power
+    assert readable(metric, -2.5) == "-2.50"
+    assert named(metric, -2.5) == f"-2.50 {metric}"  # the name, as any unit-less metric's
+    assert not never_negative(metric)
+    assert unit_label(metric) == metric  # an axis title "s", not "s (s)"
+
+
+def test_an_slo_on_a_one_letter_metric_may_be_zero_or_below():
+    assert parse_slo("s=0,w=-1") == {"s": 0.0, "w": -1.0}
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "shown"),
+    [("ms", 2.134, "2.13 ms"), ("latency_s", 0.5, "0.500 s"), ("power_w", 312.0, "312 W"),
+     ("speedup_x", 1.25, "1.250x"), ("tflops", 707.4, "707 TFLOP/s")],
+)  # fmt: skip
+def test_a_unit_word_or_suffix_still_gives_the_unit(metric, value, shown):
+    assert readable(metric, value) == shown and never_negative(metric)
+
+
+def test_an_slo_of_zero_on_a_time_is_still_refused():
+    with pytest.raises(UsageError, match="ms is never 0 or below"):
+        parse_slo("ms=0")
