@@ -10,9 +10,10 @@ sweep on N devices would have seen. With capacity 1 trials come back in submissi
 
 Trials run in the driver's process (:class:`~autotune.runners.inprocess.InProcessRunner`):
 what they print goes to stderr, an exception (``SystemExit`` included) is the trial's
-failure, and a trial past ``timeout_s`` is stopped and comes back ``timeout`` where a timer
-can interrupt it (the main thread; a C call that never returns to Python cannot be). A
-segfault ends the driver: objectives that can crash take the local executor.
+failure, and a trial past ``timeout_s`` is stopped and comes back ``timeout`` (one running
+when the sweep's time budget ends, ``interrupted``) where a timer can interrupt it (the main
+thread; a C call that never returns to Python cannot be). A segfault ends the driver:
+objectives that can crash take the local executor.
 
 Example:
     >>> executor = InlineExecutor("faults", {}, capacity=2)
@@ -71,6 +72,11 @@ class InlineExecutor(Executor):
     def clock_s(self) -> float:
         """Simulated time: when the last trial handed back finished."""
         return self._clock
+
+    def end_at(self, budget_ends: float | None) -> None:
+        """Stop a trial still running at ``budget_ends`` (a ``time.monotonic()`` reading),
+        where the timer can (see the module docstring)."""
+        self._runner.budget_ends = budget_ends
 
     def submit(
         self, ticket: int, config: dict[str, Any], should_prune: PruneCheck = never_prune

@@ -6,9 +6,10 @@ Any exception a trial raises is its failure, ``SystemExit`` included (``crashed:
 3``); only ``KeyboardInterrupt`` (the sweep being stopped) goes through. With ``timeout_s`` a
 trial that runs longer is stopped there and comes back ``timeout``: a timer (``SIGALRM``)
 raises in ``evaluate``, which interrupts a sleep, a wait on a lock, a socket or a child process
-and Python code, though not one C call that never returns to the interpreter. Signals reach
-the main thread only, so elsewhere (and on a system without ``setitimer``) a trial has no
-time limit.
+and Python code, though not one C call that never returns to the interpreter; one running
+when the sweep's time budget ends (``budget_ends``) is stopped there and comes back
+``interrupted``. Signals reach the main thread only, so elsewhere (and on a system without
+``setitimer``) a trial has no time limit.
 
 Example:
     >>> runner = InProcessRunner("faults", {}, timeout_s=0.5)
@@ -134,6 +135,9 @@ class InProcessRunner(Runner):
         self, workload: str, problem: dict[str, Any], *, timeout_s: float | None = None
     ) -> None:
         self.timeout_s = timeout_s
+        #: ``time.monotonic()`` at which the sweep's time budget ends (None: no budget): a trial
+        #: still running then is stopped and comes back ``interrupted``
+        self.budget_ends: float | None = None
         with stdout_to_stderr():
             self.objective = get_objective(workload)(problem)
 
@@ -145,6 +149,13 @@ class InProcessRunner(Runner):
                 raise Diverged(f"pruned at step {step}: value {value:.4g}")
 
         limit = _TimeLimit(self.timeout_s)
+        budget_left = None if self.budget_ends is None else self.budget_ends - time.monotonic()
+        # the sweep's time budget ends first: the trial is stopped there, not judged slow
+        by_budget = budget_left is not None and (
+            self.timeout_s is None or budget_left < self.timeout_s
+        )
+        if by_budget:
+            limit.timeout_s = max(budget_left, 0.001)
         start = time.perf_counter()
         try:
             with stdout_to_stderr(), limit.running():
@@ -155,6 +166,12 @@ class InProcessRunner(Runner):
             if not limit.fired:
                 failure = classify(exc)
                 return TrialResult(failure.status, str(failure), None, time.perf_counter() - start)
+        if limit.fired and by_budget:
+            return TrialResult(
+                TrialStatus.INTERRUPTED,
+                "the sweep's time budget ended while it ran; evaluate stopped",
+                duration_s=time.perf_counter() - start,
+            )
         if limit.fired:  # out of time, whatever the objective made of the exception
             return TrialResult(
                 TrialStatus.TIMEOUT,

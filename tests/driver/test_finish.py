@@ -1,3 +1,5 @@
+import pytest
+
 from autotune.driver import Sweep, SweepSettings
 from autotune.driver.finish import keep_default, summarise_samples
 from autotune.executors.base import Executor
@@ -180,13 +182,14 @@ def test_the_time_budget_holds_back_at_most_a_third_for_the_finish():
     assert summary.trials_run >= 3
 
 
-def test_a_trial_running_when_the_budget_ends_is_stopped_there():
+@pytest.mark.parametrize("executor", ["local", "inline"])
+def test_a_trial_running_when_the_budget_ends_is_stopped_there(executor):
     import time
 
     space = Space("d", [Param("delay", "categorical", choices=[0.0, 30.0])])
     settings = SweepSettings(
         workload="faults", problem={}, space=space, objectives={"latency_s": "minimize"},
-        sampler="grid", n_trials=2, time_budget_s=4.0, storage="memory", executor="local",
+        sampler="grid", n_trials=2, time_budget_s=4.0, storage="memory", executor=executor,
         warm_start="off", baseline={"delay": 30.0}, trial_timeout_s=120,
     )  # fmt: skip
     started = time.monotonic()
