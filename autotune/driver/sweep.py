@@ -45,6 +45,7 @@ from autotune.driver.study_peers import StudyPeers
 from autotune.driver.study_setup import StudyMismatch, open_study
 from autotune.driver.trial_attrs import (
     DRIVER,
+    FINISH,
     INFEASIBLE,
     LAST_RUN,
     REPEATED,
@@ -150,6 +151,9 @@ class _SweepRun:
         self.complete_durations: list[float] = []  # of those, the trials that ran to the end
         self.reference_s: float | None = None  # what the untuned default's trial took
         self.reference_first = False  # ... when it was this run's first (it started a worker)
+        # an earlier run's finish judged the trials of then: once this run adds one, it is no
+        # answer (the export, best and report would name its winner over a better new trial)
+        self.stale_finish = bool(study.user_attrs.get(FINISH))
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         self.repair = ConstraintRepair(s.space, s.problem, s.device, s.seed)
         self.last_reap = time.monotonic()
@@ -408,6 +412,9 @@ class _SweepRun:
             self.reference_s = self.durations[-1]
             self.reference_first = len(self.durations) == 1
         self.account(self.book.tell_result(asked, finished.result, finished.worker))
+        if self.stale_finish:
+            self.study.set_user_attr(FINISH, None)  # the next finish writes its own
+            self.stale_finish = False
         self.heartbeat.discard(asked.trial.number)
         for twin in self.waiting.pop(asked.key, []):
             previous = self.book.previous(twin.config)

@@ -1,7 +1,9 @@
+import optuna
 import pytest
 
 from autotune.driver import Sweep, SweepSettings
 from autotune.driver.finish import keep_default, summarise_samples
+from autotune.driver.trial_attrs import FINISH
 from autotune.executors.base import Executor
 from autotune.executors.inline import InlineExecutor
 from autotune.executors.local import LocalExecutor
@@ -307,3 +309,29 @@ def test_a_config_that_served_in_every_round_beats_a_default_that_served_nothing
     assert [r.trial for r in keep_default([served, default], maximize=True)] == [5, 0]
     idle = FinishRow(6, {}, 0.0, 0.0, [0.0, 0.0, 0.0])  # 0 against 0: a tie, no win
     assert [r.trial for r in keep_default([idle, default], maximize=True)][0] == 0
+
+
+def test_a_resumed_sweep_that_adds_trials_drops_the_earlier_finish(tmp_path):
+    # the first run's finish named its winner among 3 trials; the resume finds a better one:
+    # best, export and report answered the old winner over it
+    space = Space("d", [Param("fault", "categorical", choices=["none"]),
+                        Param("score", "categorical", choices=[0.1, 0.2, 0.3, 0.9])])  # fmt: skip
+
+    def run(trials: int) -> optuna.Study:
+        settings = SweepSettings(
+            workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+            sampler="grid", n_trials=trials, storage=f"sqlite:///{tmp_path / 's.db'}",
+            study_name="s", executor="inline", warm_start="off", seed=0,
+        )  # fmt: skip
+        return Sweep(settings).run().study
+
+    first = run(1)
+    Sweep(SweepSettings(workload="faults", problem={}, space=space,
+                        objectives={"score": "maximize"}, executor="inline")).finish(
+        first, top=1, rounds=1)  # fmt: skip
+    old_winner = best_record(first)["config"]["score"]
+    assert first.user_attrs[FINISH]["rows"]
+    resumed = run(4)
+    assert not resumed.user_attrs[FINISH]  # no finish of this run yet: the sweep's best
+    assert best_record(resumed)["config"]["score"] == 0.9 != old_winner
+    assert "finish" not in best_record(resumed)
