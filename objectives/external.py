@@ -51,7 +51,8 @@ DIRECTIONS = ("maximize", "minimize")
 
 class WorkloadError(ValueError):
     """A workload file or plugin that cannot serve: it does not import, defines no
-    ``OBJECTIVE``, or a method of its objective class raises while the sweep is set up."""
+    ``OBJECTIVE``, or a method of its objective class raises while the sweep is set up (its
+    memory model too: :mod:`autotune.driver.memory_guard`)."""
 
 
 def is_file_workload(name: str) -> bool:

@@ -32,8 +32,9 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from autotune.failures import Diverged, TrialStatus, classify
+from autotune.failures import Diverged, TrialStatus, classify, first_line
 from autotune.objectives import get_objective
+from autotune.objectives.external import setup_call
 from autotune.runners.base import (
     PruneCheck,
     Runner,
@@ -138,8 +139,12 @@ class InProcessRunner(Runner):
         #: ``time.monotonic()`` at which the sweep's time budget ends (None: no budget): a trial
         #: still running then is stopped and comes back ``interrupted``
         self.budget_ends: float | None = None
-        with stdout_to_stderr():
-            self.objective = get_objective(workload)(problem)
+        self.workload = workload
+        objective_cls = get_objective(workload)
+        # a workload file's __init__ that raises (on a resume, which does not build it while
+        # the sweep is set up) is one line naming it
+        with stdout_to_stderr(), setup_call(workload, objective_cls, "__init__"):
+            self.objective = objective_cls(problem)
 
     def evaluate(
         self, config: dict[str, Any], should_prune: PruneCheck = never_prune
@@ -181,5 +186,12 @@ class InProcessRunner(Runner):
         return TrialResult(TrialStatus.OK, "", measurement, time.perf_counter() - start)
 
     def close(self) -> None:
-        with stdout_to_stderr():
-            self.objective.close()
+        """Close the objective; one that raises there (its trials are stored by then) is a
+        warning on stderr, not the sweep's end."""
+        try:
+            with stdout_to_stderr():
+                self.objective.close()
+        except Exception as exc:  # noqa: BLE001 - whatever a user's close raises
+            name = type(self.objective).__name__
+            print(f"warning: {self.workload}: {name}.close raised {type(exc).__name__}: "
+                  f"{first_line(exc)}", file=sys.stderr)  # fmt: skip

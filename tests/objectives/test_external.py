@@ -265,3 +265,57 @@ def test_a_class_that_fails_while_the_sweep_is_set_up_is_one_line_naming_it(
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"error: {(tmp_path / 'gen.py').resolve()}: {message}")
     assert not (tmp_path / "r.db").exists()  # refused before the storage is made
+
+
+MODEL = (
+    "    def default_config(self):\n        return {'a': 1}\n\n    @classmethod\n"
+    "    def predict_memory(cls, problem, config):\n%s\n"
+)
+
+
+def test_a_memory_model_that_fails_is_one_line_or_its_trial_s_reason(tmp_path):
+    (tmp_path / "gen.yaml").write_text("parameters:\n  a: {type: int, low: 1, high: 8}\n")
+    args = ["tune", "gen.py", "--trials", "8", "--storage", "memory", "--finish-top", "0",
+            "--no-cache", "--output", "best.json"]  # fmt: skip
+    # on the untuned default, while the sweep is set up: one line naming the file and method
+    (tmp_path / "gen.py").write_text(GEN % ("", SCORE, MODEL % RAISES))
+    result = autotune(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [
+        f"error: {(tmp_path / 'gen.py').resolve()}: Gen.predict_memory raised RuntimeError:"
+        " no such device here"
+    ], result.stderr
+    # on one config in the middle of the sweep: that config is not launched, the sweep ends
+    body = "        return 'lots' if config['a'] == 5 else config['a'] * 1e6"
+    (tmp_path / "gen.py").write_text(GEN % ("", SCORE, MODEL % body))
+    result = autotune(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "1 rejected by constraints" in result.stderr
+    assert json.loads((tmp_path / "best.json").read_text())["config"] == {"a": 8}
+
+
+def test_an_inline_sweeps_close_that_raises_is_a_warning_and_a_resumes_init_one_line(tmp_path):
+    # --executor inline builds the class in the driver: a close that raised ended the sweep
+    # with a traceback after its trials were stored; an __init__ that raises on a resume
+    # (set-up builds it only for a new study) was a traceback too
+    (tmp_path / "gen.yaml").write_text("parameters:\n  a: {type: int, low: 1, high: 8}\n")
+    close = "    def close(self):\n" + RAISES
+    (tmp_path / "gen.py").write_text(GEN % ("", SCORE, close))
+    args = ["tune", "gen.py", "--trials", "3", "--storage", "sqlite:///r.db", "--study", "s",
+            "--finish-top", "0", "--no-cache", "--executor", "inline"]  # fmt: skip
+    result = autotune(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "warning: " in result.stderr and "Gen.close raised RuntimeError: no such device" in (
+        result.stderr
+    )
+    (tmp_path / "gen.py").write_text(
+        GEN % ("", SCORE, "    def __init__(self, problem):\n" + RAISES)
+    )
+    args[3] = "5"
+    result = autotune(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1].endswith("Gen.__init__ raised RuntimeError: no such device here"), lines
+    assert "Traceback" not in result.stderr
