@@ -64,8 +64,9 @@ RESOURCE_FAILURES = frozenset({"out_of_resources", "oom"})
 @dataclass(frozen=True)
 class _TrialRow:
     """What :meth:`EnumeratedSampler._read_trials` takes from one trial. ``kind``: repeat,
-    outside (not an enumerated config), pending, other (a state that says nothing: failed
-    or waiting), measured or failed."""
+    outside (not an enumerated config), pending, stopped (told FAIL: stopped from outside,
+    by the budget's end or a driver's kill, so its config is still unvisited), other
+    (waiting: enqueued), measured or failed."""
 
     kind: str
     key: tuple = ()
@@ -167,8 +168,8 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
         seen = _Observations()
         measured: dict[int, list[float]] = {}
         for row in self._rows.summaries(study, study.get_trials(deepcopy=False)):
-            if row.kind == "repeat":
-                continue
+            if row.kind in ("repeat", "stopped"):
+                continue  # a stopped trial (the budget's end, a kill) says nothing: unvisited
             seen.visited.add(row.key)
             if row.kind == "outside":
                 continue
@@ -198,8 +199,10 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
             return _TrialRow("outside", key)
         if t.state == TrialState.RUNNING:
             return _TrialRow("pending", key, index)
+        if t.state == TrialState.FAIL:
+            return _TrialRow("stopped", key, index)
         if t.state not in (TrialState.COMPLETE, TrialState.PRUNED):
-            return _TrialRow("other", key, index)
+            return _TrialRow("other", key, index)  # waiting: enqueued, so visited
         status = t.user_attrs.get(STATUS)
         drawn = "fixed_params" not in t.system_attrs and status != INFEASIBLE
         if status == "ok" and t.values and all(math.isfinite(v) for v in t.values):

@@ -57,6 +57,26 @@ def study_name_for(settings: SweepSettings) -> str:
     return f"{workload}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
+def requeue_stopped_default(study: optuna.Study) -> bool:
+    """Queue the untuned default (trial 0) again when every trial of it was stopped from
+    outside (the budget's end, Ctrl-C, a killed driver: told FAIL) and none waits or runs: a
+    resume measures it, so that the answer is never worse than it. True when queued.
+
+    Example:
+        >>> study = optuna.create_study()
+        >>> study.enqueue_trial({"x": 1.0}, user_attrs={BASELINE: True})
+        >>> trial = study.ask()
+        >>> study.tell(trial, state=optuna.trial.TrialState.FAIL)  # stopped mid-measurement
+        >>> requeue_stopped_default(study), requeue_stopped_default(study)
+        (True, False)
+    """
+    defaults = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(BASELINE)]
+    if not defaults or any(t.state != optuna.trial.TrialState.FAIL for t in defaults):
+        return False
+    study.enqueue_trial(dict(defaults[-1].params), user_attrs={BASELINE: True})
+    return True
+
+
 def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) -> optuna.Study:
     """Create the study, or load a stored one of the same workload and objectives."""
     s = settings

@@ -42,7 +42,7 @@ from autotune.driver.samplers import is_exhausted
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
 from autotune.driver.signals import interrupt_deferred, signals_held, stop_on_signals
 from autotune.driver.study_peers import StudyPeers
-from autotune.driver.study_setup import StudyMismatch, open_study
+from autotune.driver.study_setup import StudyMismatch, open_study, requeue_stopped_default
 from autotune.driver.trial_attrs import (
     DRIVER,
     FINISH,
@@ -92,6 +92,7 @@ class Sweep:
         try:
             study = open_study(self.settings, storage, executor.capacity)
             reap_stale_trials(study, storage)
+            requeue_stopped_default(study)  # (after the reaping: a killed driver's too)
         except BaseException:
             executor.close()
             raise

@@ -130,3 +130,46 @@ def test_the_driver_asks_for_the_next_config_while_trials_run(monkeypatch, worke
     assert summary.trials_run == 8
     # each ask finds every slot's trial in flight, plus none ahead (one is asked ahead at most)
     assert running_at_ask == [min(i, workers) for i in range(len(running_at_ask))]
+
+
+def test_a_config_whose_trial_was_stopped_from_outside_is_proposed_again():
+    # a trial stopped by the budget's end, Ctrl-C or a killed driver (told FAIL) measured
+    # nothing: its config counted as visited, and a resume never measured it
+    space = Space("s", [Param("x", "pow2", low=1, high=8)])
+    sampler = GridBayesSampler(space, seed=1, n_startup_trials=2)
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    stopped = study.ask()
+    stopped_x = space.sample(stopped, {}, {})["x"]
+    study.tell(stopped, state=optuna.trial.TrialState.FAIL)
+    seen = []
+    for _ in range(4):
+        assert not sampler.is_exhausted(study)  # the stopped config is left to measure
+        trial = study.ask()
+        config = space.sample(trial, {}, {})
+        trial.set_user_attr("status", "ok")
+        study.tell(trial, float(config["x"]))
+        seen.append(config["x"])
+    assert sorted(seen) == [1, 2, 4, 8] and stopped_x in seen
+
+
+def test_a_resume_measures_the_untuned_default_whose_trial_was_stopped(tmp_path):
+    """The budget's end stopped trial 0, the untuned default, mid-measurement: the resume
+    queues it again, so the answer is never worse than it."""
+    space = Space("d", [Param("fault", "categorical", choices=["none"]),
+                        Param("score", "categorical", choices=[0.1, 0.2, 0.9]),
+                        Param("delay", "categorical", choices=[0.0, 2.0])])  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+
+    def settings(**budget) -> SweepSettings:
+        return SweepSettings(
+            workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+            storage=url, study_name="s", executor="inline", warm_start="off", seed=0,
+            baseline={"fault": "none", "score": 0.9, "delay": 2.0}, **budget,
+        )  # fmt: skip
+
+    first = Sweep(settings(n_trials=None, time_budget_s=0.5)).run().study
+    assert first.trials[0].user_attrs["status"] == "interrupted"
+    resumed = Sweep(settings(n_trials=4)).run().study
+    defaults = [t for t in resumed.trials if t.user_attrs.get("baseline")]
+    assert [t.user_attrs["status"] for t in defaults] == ["interrupted", "ok"]
+    assert resumed.best_value == 0.9
