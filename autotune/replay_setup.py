@@ -79,8 +79,9 @@ def replay_settings(
     if taken is not None:
         raise SetupError(f"--problem: {taken!r} is the replay's own key (set by --replay, "
                          "--params and --metric)")  # fmt: skip
-    problem = {**(problem_values or {}), "table": str(replay), "params": space.names,
-               "metric": metric}  # fmt: skip
+    # the table's whole path: a resume from another folder finds it
+    problem = {**(problem_values or {}), "table": str(Path(replay).resolve()),
+               "params": space.names, "metric": metric}  # fmt: skip
     return problem, space, {metric: "maximize" if maximize else "minimize"}
 
 

@@ -115,3 +115,34 @@ def test_problem_values_reach_the_constraints_of_a_replays_space(tmp_path):
                                      settings.problem, H200) == ["tile_fits_m"]  # fmt: skip
     with pytest.raises(SetupError, match="--problem: 'table' is the replay's own key"):
         _settings("memory", study=None, problem={"table": "x.csv"})
+
+
+def test_a_table_and_space_named_relative_resume_from_another_folder(tmp_path):
+    # stored as typed, `--replay t.csv` resumed only from the folder it started in, and the
+    # same file named by its whole path was refused as another table
+    import shutil
+    import subprocess
+    import sys
+
+    folder = tmp_path / "work"
+    folder.mkdir()
+    shutil.copy(TABLE, folder / "t.csv")
+    (folder / "s.yaml").write_text("name: s\nworkload: faults\nparameters:\n"
+                                   "  score: {type: float, low: 0.0, high: 1.0}\n")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+
+    def tune(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "autotune.cli", "tune", *args, "--storage",
+                               url, "--finish-top", "0", "--executor", "inline"], cwd=cwd,
+                              capture_output=True, text=True, timeout=180)  # fmt: skip
+
+    replay = ["--params", PARAMS, "--metric", "tflops", "--study", "rp"]
+    assert tune(folder, "--replay", "t.csv", *replay, "--trials", "2").returncode == 0
+    resumed = tune(tmp_path, "--study", "rp", "--trials", "3")
+    assert resumed.returncode == 0, resumed.stderr
+    whole = tune(tmp_path, "--replay", str(folder / "t.csv"), *replay, "--trials", "4")
+    assert whole.returncode == 0, whole.stderr
+    spaced = ["faults", "--study", "sp"]
+    assert tune(folder, *spaced, "--space", "s.yaml", "--trials", "1").returncode == 0
+    resumed = tune(tmp_path, *spaced, "--trials", "2")
+    assert resumed.returncode == 0, resumed.stderr

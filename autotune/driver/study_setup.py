@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,7 +138,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
         {
             "workload": s.workload,
             "problem": redact_values(s.problem),  # a command's database password left out
-            "space": s.space.source,
+            "space": whole_path(s.space.source),  # a resume from another folder finds it
             # the default's knobs the space does not tune: what every trial ran for them
             "untuned": {
                 k: v
@@ -260,11 +261,36 @@ def _changed(stored: dict, given: dict) -> tuple[str, str] | None:
     def text(value: object) -> str:
         return json.dumps(value, default=str)
 
-    keys = sorted(k for k in {*stored, *given} if text(stored.get(k)) != text(given.get(k)))
+    def same(a: object, b: object) -> bool:  # a file named relative and whole is one file
+        return text(a) == text(b) or _same_file(a, b)
+
+    keys = sorted(k for k in {*stored, *given} if not same(stored.get(k), given.get(k)))
     if not keys:
         return None
     return (", ".join(f"{k}={stored.get(k)!r}" for k in keys),
             ", ".join(f"{k}={given.get(k)!r}" for k in keys))  # fmt: skip
+
+
+def whole_path(source: str) -> str:
+    """``source`` as a whole path when it names a file that exists (as typed otherwise: a
+    built-in space's name).
+
+    Example:
+        >>> whole_path("no/such.yaml")
+        'no/such.yaml'
+    """
+    path = Path(source).expanduser()
+    return str(path.resolve()) if path.is_file() else source
+
+
+def _same_file(a: object, b: object) -> bool:
+    """Whether ``a`` and ``b`` are texts naming one existing file."""
+    if not (isinstance(a, str) and isinstance(b, str) and a and b):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def _check_space_fits(name: str, study: optuna.Study, s: SweepSettings) -> None:
