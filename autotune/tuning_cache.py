@@ -188,7 +188,7 @@ def fingerprint(
     }
     if slo:  # (absent when empty: the keys of sweeps stored before stay as they were)
         parts["slo"] = slo
-    files = _named_files(problem)
+    files = named_files(problem)
     if files:
         parts["files"] = files
     return {"key": _sha(json.dumps(parts, sort_keys=True, default=str)), "parts": parts}
@@ -200,9 +200,9 @@ WHOLE_FILE_BYTES = 256 * 2**20
 _EDGE_BYTES = 2**20
 
 
-def _named_files(problem: dict[str, Any]) -> dict[str, str]:
-    """The hash of each file a problem value names (the trace file's requests change what a
-    sweep measures, its path does not)."""
+def named_files(problem: dict[str, Any]) -> dict[str, str]:
+    """The hash of each file a problem value names (:func:`file_digest`; the trace file's
+    requests, a replay's table, change what a sweep measures, their paths do not)."""
     files = {}
     for key, value in problem.items():
         if isinstance(value, str) and value and len(value) < 4096:

@@ -146,3 +146,17 @@ def test_a_table_and_space_named_relative_resume_from_another_folder(tmp_path):
     assert tune(folder, *spaced, "--space", "s.yaml", "--trials", "1").returncode == 0
     resumed = tune(tmp_path, *spaced, "--trials", "2")
     assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_replay_whose_table_changed_is_not_resumed(tmp_path):
+    # the resume read the edited table and mixed its readings with the stored ones
+    table = tmp_path / "t.csv"
+    table.write_text(TABLE.read_text())
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    Sweep(_settings(url, replay=table)).run()
+    resumed = _settings(url, replay=None, params=None, metric=None, trials=4)
+    Sweep(resumed).run()  # the same contents: it resumes
+    rows = TABLE.read_text().splitlines()
+    table.write_text("\n".join(rows + rows[1:2]) + "\n")  # one config recorded twice
+    with pytest.raises(ValueError, match=r"t.csv: its contents changed since study 's1' read it"):
+        Sweep(_settings(url, replay=None, params=None, metric=None, trials=5)).run()

@@ -20,6 +20,7 @@ import os
 import warnings
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage
@@ -118,6 +119,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
                 f"{changed[1]} (start another --study)"
             )
         _check_space_fits(name, study, s)
+        _check_files_kept(name, info, s.problem)
         source = study.user_attrs.get(WARM_START, {}).get("source")
         if source:  # a resumed warm start keeps its prior
             with contextlib.suppress(KeyError):  # unless the source was deleted since
@@ -138,6 +140,8 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
         {
             "workload": s.workload,
             "problem": redact_values(s.problem),  # a command's database password left out
+            "files": _file_digests(s.problem),  # what a replay table, a trace held: a
+            # resume that finds them changed would mix two sets of measurements
             "space": whole_path(s.space.source),  # a resume from another folder finds it
             # the default's knobs the space does not tune: what every trial ran for them
             "untuned": {
@@ -269,6 +273,32 @@ def _changed(stored: dict, given: dict) -> tuple[str, str] | None:
         return None
     return (", ".join(f"{k}={stored.get(k)!r}" for k in keys),
             ", ".join(f"{k}={given.get(k)!r}" for k in keys))  # fmt: skip
+
+
+def _file_digests(problem: dict[str, Any]) -> dict[str, str]:
+    """The hash of each file a problem value names (:func:`autotune.tuning_cache.named_files`)."""
+    from autotune.tuning_cache import named_files
+
+    return named_files(problem)
+
+
+def _check_files_kept(name: str, info: dict[str, Any], problem: dict[str, Any]) -> None:
+    """A resumed study's files (a replay's table, a trace) hold what they held when it
+    started (:func:`~autotune.tuning_cache.named_files`; a study stored before it kept their
+    hashes is not checked).
+
+    Raises:
+        StudyMismatch: naming the first file whose contents changed.
+    """
+    stored = info.get("files")
+    if not isinstance(stored, dict):
+        return
+    for key, digest in _file_digests(problem).items():
+        if key in stored and stored[key] != digest:
+            raise StudyMismatch(
+                f"{problem[key]}: its contents changed since study {name!r} read it ({key}); "
+                "a resume would mix two sets of measurements (start another --study)"
+            )
 
 
 def whole_path(source: str) -> str:
