@@ -125,8 +125,9 @@ def _check_value_kinds(workload: str, defaults: dict[str, Any], overrides: dict[
 
 
 def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:
-    if study is None:
-        return None
+    files = storage_files(storage)
+    if study is None or (files and not files[0].exists()):
+        return None  # a database not made yet holds no study: made only once the sweep runs
     opened = open_storage(storage)
     if study not in study_names(opened):
         return None

@@ -101,3 +101,12 @@ def test_a_sampler_or_warm_start_the_sweep_cannot_take_is_refused_while_set_up(t
     with pytest.raises(StudyMismatch, match="--warm-start: no study named 'nosuch' in this"):
         _settings(tmp_path, warm_start="nosuch")
     assert not (tmp_path / "s.db").exists()  # refused without creating the storage
+
+
+def test_bad_input_for_a_named_study_creates_no_storage(tmp_path):
+    # looking the named study up made the database before --trials 0 was refused
+    with pytest.raises(SetupError, match="--trials: 0 must be positive"):
+        _settings(tmp_path, study="n", trials=0)
+    with pytest.raises(SetupError, match="--problem: unknown key 'X'"):
+        _settings(tmp_path, study="n", problem={"X": 1})
+    assert not (tmp_path / "s.db").exists()
