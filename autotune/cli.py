@@ -195,8 +195,8 @@ def tune(
         "--space": space,
         "the workload's file": workload if workload and workload.endswith(".py") else None,
     }
-    # before the sweep spends its time, not after
-    writable_output(output, storage=storage, inputs=reads)  # fmt: skip
+    # before the sweep spends its time, not after; a resumed study reads what it stored too
+    writable_output(output, storage=storage, inputs=reads, studies=[study] if study else [])
     settings = build_settings(
         workload=workload_name(workload),
         space=space,
@@ -256,6 +256,15 @@ def tune(
         err.print("interrupted before any trial succeeded; finished trials are stored")
         raise typer.Exit(130)
     if not summary.best:
+        from optuna.trial import TrialState
+
+        running = summary.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        others = len(running)
+        if others:  # this driver's trials are told by now: the running ones are others'
+            err.print(f"no trial has succeeded yet: the {others} trial(s) still running are "
+                      "another driver's, which reports them (`autotune best --study "
+                      f"{summary.study_name}` once they end)")  # fmt: skip
+            return
         err.print("no trial succeeded: nothing to report (see `autotune trials`)")
         raise typer.Exit(1)
     if settings.finish_top and summary.stopped_by != "interrupted":
@@ -269,14 +278,17 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
     """The finish, its top cut to what two rounds (one if asked) can measure in the budget's
     time left (a time budget bounds the whole run); none when not even the best and the
     default fit."""
-    from autotune.driver.finish import top_that_fits
+    from autotune.driver.finish import stored_durations, top_that_fits
 
     top = sweep.settings.finish_top
     if budget_ends is not None:
         left = budget_ends - time.monotonic()
         rounds = min(2, sweep.settings.finish_rounds)  # one reading cannot replace the default
-        top = top_that_fits(top, summary.durations, left, rounds, summary.complete_durations,
-                            summary.reference_s, summary.reference_first)  # fmt: skip
+        durations, complete = summary.durations, summary.complete_durations
+        if not durations:  # a resume that ran none: the stored trials' times
+            durations, complete = stored_durations(summary.study)
+        top = top_that_fits(top, durations, left, rounds, complete, summary.reference_s,
+                            summary.reference_first)  # fmt: skip
         if top == 0:
             twice = " twice" if rounds == 2 else ""
             err.print(f"finish skipped: {max(0.0, left):.0f} s of the time budget left, too "
@@ -354,7 +366,7 @@ def record(
     """Measure every config of a small grid on this device and write a replayable CSV."""
     quiet_libraries()
     writable_output(output, inputs={"--space": space})
-    from autotune.record import record_grid
+    from autotune.record import check_recordable, record_grid
     from autotune.sweep_setup import resolve_workload
 
     device_info = _select_device(device)
@@ -362,6 +374,7 @@ def record(
     objective_cls, space_obj, problem_values = resolve_workload(
         workload, space, parse_problem(problem), device_info
     )
+    check_recordable(space_obj)  # a float parameter has no grid to count: one line, not a crash
     err.print(
         f"recording {workload} {problem_values} on {device_info['name']} "
         f"({space_obj.grid_size()} configs before constraints) -> {output}"

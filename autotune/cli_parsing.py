@@ -13,6 +13,7 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,12 +139,16 @@ def writable_output(
     option: str = "--output",
     storage: str | None = None,
     inputs: dict[str, str | Path | None] | None = None,
+    studies: Sequence[str | None] | None = (),
 ) -> Path | None:
     """``path`` once a file is shown to be writable there (a probe file created and removed
     in its folder, or in the nearest folder above that exists: the missing ones are made
     when the file is written), before a sweep or a recording spends its time; never one of
-    the ``storage`` URL's own files, nor a file the command reads (``inputs``: option ->
-    path, e.g. ``{"--replay": "grid.csv"}``).
+    the ``storage`` URL's own files, nor a file the command reads (``inputs``: option or
+    description -> path, e.g. ``{"--replay": "grid.csv"}``), nor a file one of the stored
+    ``studies`` reads (:func:`stored_reads`: its replay table, space file, ...: writing it
+    would break the study's resume and exports). A device (``/dev/null``,
+    :func:`is_device`) is written in place: it needs only to be writable.
 
     Raises:
         UsageError: the path is a folder, the storage's database, or no file can be created
@@ -164,18 +169,29 @@ def writable_output(
         Traceback (most recent call last):
         ...
         autotune.cli_parsing.UsageError: --output grid.csv: is the file --replay reads ...
+        >>> writable_output(Path("grid.csv"), inputs={"the table study 'd2' replays": "grid.csv"})
+        Traceback (most recent call last):
+        ...
+        autotune.cli_parsing.UsageError: --output grid.csv: is the table study 'd2' replays ...
     """
     if path is None:
         return None
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a folder; name a file")
+    if storage is not None and studies != ():
+        inputs = {**(inputs or {}), **stored_reads(storage, studies)}
     for source, read in (inputs or {}).items():
         if read is not None and _same_file(path, Path(read)):
-            raise UsageError(f"{option} {path}: is the file {source} reads (writing it would "
-                             "destroy it); name another file")  # fmt: skip
+            what = f"the file {source} reads" if source.startswith("-") else source
+            raise UsageError(f"{option} {path}: is {what} (writing it would destroy it); name "
+                             "another file")  # fmt: skip
     if storage is not None and _is_storage_file(path, storage):
         raise UsageError(f"{option} {path}: is the storage's own file (writing it would "
                          "destroy the stored sweeps); name another file")  # fmt: skip
+    if is_device(path):  # written in place (export.write_atomic): no file is made beside it
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{option} {path}: cannot write there (permission denied)")
+        return path
     above = path.absolute().parent
     while not above.exists() and above != above.parent:
         above = above.parent
@@ -204,4 +220,92 @@ def _same_file(a: Path, b: Path) -> bool:
     try:
         return os.path.samefile(a, b)
     except OSError:  # one of them does not exist
+        return False
+
+
+def is_device(path: Path) -> bool:
+    """Whether ``path`` is something other than a regular file or a folder: a device
+    (``/dev/null``, ``/dev/stdout``) or a pipe, which ``export.write_atomic`` writes in
+    place, and beside which no side file belongs.
+
+    Example:
+        >>> is_device(Path("/dev/null")), is_device(Path("best.json")), is_device(Path("/"))
+        (True, False, False)
+    """
+    return path.exists() and not path.is_file() and not path.is_dir()
+
+
+def study_reads(name: str, info: dict[str, Any]) -> dict[str, str]:
+    """The files stored study ``name`` reads when it resumes or is exported, from its record
+    (``info``, :func:`autotune.driver.trial_attrs.stored_info`), as :func:`writable_output`'s
+    ``inputs``: its replay table, workload file, space file and each file a problem value
+    names (a serving sweep's ``trace``). Only files that exist: a path no file is at loses
+    nothing when written.
+
+    Example:
+        >>> import tempfile
+        >>> table = tempfile.mkstemp(suffix=".csv")[1]
+        >>> reads = study_reads("d2", {"workload": "replay", "space": table,
+        ...                            "problem": {"table": table, "metric": "tflops"}})
+        >>> list(reads), reads["the table study 'd2' replays"] == table
+        (["the table study 'd2' replays"], True)
+        >>> list(study_reads("s", {"workload": "serving", "problem": {"trace": table}}))
+        ["the trace file study 's' reads"]
+    """
+    problem, workload = info.get("problem") or {}, str(info.get("workload") or "")
+    named = {
+        f"the table study {name!r} replays": problem.get("table")
+        if info.get("workload") == "replay" else None,
+        f"the workload file study {name!r} runs": workload if workload.endswith(".py") else None,
+        f"the space file study {name!r} reads": info.get("space"),
+        **{f"the {key} file study {name!r} reads": value for key, value in problem.items()},
+    }  # fmt: skip
+    reads: dict[str, str] = {}
+    for what, value in named.items():
+        if _names_a_file(value) and value not in reads.values():
+            reads[what] = value
+    return reads
+
+
+def stored_reads(storage: str, studies: Sequence[str | None] | None) -> dict[str, str]:
+    """The files that stored ``studies`` read (:func:`study_reads`), as
+    :func:`writable_output`'s ``inputs``: ``None`` in the list is the newest study (what a
+    command without ``--study`` reads), ``studies=None`` every stored study. None from a
+    storage that cannot be opened, or a study not stored: the command's own reading of the
+    storage says why, and a new study reads nothing yet.
+
+    Example:
+        >>> stored_reads("memory", [None])
+        {}
+    """
+    import optuna
+
+    from autotune.driver.trial_attrs import stored_info
+    from autotune.storage import open_storage
+
+    if storage in ("memory", ":memory:") or (studies is not None and not studies):
+        return {}
+    try:
+        summaries = optuna.study.get_all_study_summaries(open_storage(storage, existing=True))
+    except Exception:  # noqa: BLE001 - a StorageError, a database down: the command's own
+        return {}  # reading of the storage says why, in its one line
+    names = {s.study_name for s in summaries}
+    if studies is not None:
+        newest = summaries[-1].study_name if summaries else None
+        names = {newest if n is None else n for n in studies} & names
+    reads: dict[str, str] = {}
+    for summary in summaries:
+        if summary.study_name in names:
+            reads.update(study_reads(summary.study_name, stored_info(summary.user_attrs)))
+    return reads
+
+
+def _names_a_file(value: Any) -> bool:
+    """Whether ``value`` is text that names a file that exists (a problem value is most
+    often a number or a name)."""
+    if not isinstance(value, str) or not value or len(value) >= 4096:
+        return False
+    try:
+        return Path(value).expanduser().is_file()
+    except (OSError, ValueError):  # a name too long for the system, a NUL byte
         return False

@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
                 "autotune report needs plotly: pip install 'autotune[report]'"
             ) from None
         if serve is None:
-            writable_output(output, storage=storage)
+            writable_output(output, storage=storage, studies=[study])
         opened = open_storage(storage, existing=True)
         if serve is None:
             write_atomic(output, report_html(load_study(opened, study)))
@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
         twice = next((name for name in studies if studies.count(name) > 1), None)
         if twice is not None:
             raise UsageError(f"compare: study {twice!r} is named twice")
-        writable_output(output, storage=storage)
+        writable_output(output, storage=storage, studies=studies)
         opened = open_storage(storage, existing=True)
         rows = compare_studies([load_study(opened, name) for name in studies])
         if output is None:

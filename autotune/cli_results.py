@@ -20,7 +20,7 @@ from rich.table import Table
 
 from autotune.cli_errors import err, one_line_errors
 from autotune.cli_options import DEFAULT_STORAGE, StorageOption, StudyOption, out, quiet_libraries
-from autotune.cli_parsing import UsageError, _parse_rename, writable_output
+from autotune.cli_parsing import UsageError, _parse_rename, is_device, writable_output
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.train_export import TARGETS as TRAIN_TARGETS
 from autotune.units import named, readable
@@ -100,7 +100,7 @@ def trials(
 
     if output is not None and format == "table":
         raise UsageError("--output needs --format csv, parquet or html (a table prints)")
-    writable_output(output, storage=storage)
+    writable_output(output, storage=storage, studies=[study])
     loaded = load_study(open_storage(storage, existing=True), study)
     frame = trials_frame(loaded)
     if "status" not in frame.columns:  # no trial yet: the listing's columns, no rows
@@ -233,7 +233,9 @@ def export(
     from autotune.export import FORMATS, export_text, write_atomic
     from autotune.storage import load_study, open_storage
 
-    writable_output(output, storage=storage)
+    # a table reads the --studies, or stored sweeps of the workload: any might be among them
+    read = [study] if not table else studies.split(",") if studies else None
+    writable_output(output, storage=storage, studies=read)
     targets = (*FORMATS, *TRAIN_TARGETS, *SERVING_TARGETS)
     if to not in targets:
         raise UsageError(f"--to {to}: unknown target; choose one of {', '.join(targets)}")
@@ -266,12 +268,13 @@ def export(
         make = training_export if to in TRAIN_TARGETS else serving_export
         exported = make(record, to)
         text = exported.text
+        notes = exported.not_expressed and not exported.notes_inline  # else in the text
+        side = _side_file(output, storage, read) if notes else None  # before anything is said
         for knob, note in exported.not_expressed.items():
             err.print(f"not expressed in {to}: {knob}: {note}", markup=False, highlight=False,
                       soft_wrap=True)  # fmt: skip
-        if output is not None and exported.not_expressed and not exported.notes_inline:
-            write_atomic(f"{output}.not_expressed.json", json.dumps(exported.not_expressed,
-                                                                    indent=2) + "\n")  # fmt: skip
+        if side is not None:
+            write_atomic(side, json.dumps(exported.not_expressed, indent=2) + "\n")
     else:
         text = export_text(load_study(open_storage(storage, existing=True), study), to, top, names)
     if output is None:
@@ -279,6 +282,27 @@ def export(
     else:
         write_atomic(output, text)
         err.print(f"wrote {output}", markup=False)
+
+
+def _side_file(output: Path | None, storage: str, read: list[str | None] | None) -> Path | None:
+    """Where an export's ``not_expressed`` notes go beside ``output``: none without an output
+    or beside a device (``/dev/null``, ``/dev/stdout``: no file belongs next to it); else a
+    path shown to be writable (:func:`writable_output`) before anything is written.
+
+    Raises:
+        UsageError: a folder (or a file a stored study reads) sits where the notes would go.
+
+    Example:
+        >>> _side_file(None, "memory", []), _side_file(Path("/dev/null"), "memory", [])
+        (None, None)
+        >>> _side_file(Path("ds.json"), "memory", [])
+        PosixPath('ds.json.not_expressed.json')
+    """
+    if output is None or is_device(output):
+        return None
+    side = output.with_name(f"{output.name}.not_expressed.json")
+    writable_output(side, f"--output {output}: its notes file", storage, studies=read)
+    return side
 
 
 def studies(

@@ -178,11 +178,18 @@ def _recorded_params(columns: list[str]) -> list[str]:
 MAX_GRID = 1_000_000
 
 
-def _check_recordable(space: Space) -> None:
+def check_recordable(space: Space) -> None:
     """A space whose grid can be listed: no float parameter, at most :data:`MAX_GRID` configs.
 
     Raises:
         RecordError: naming the parameter, or the grid's size.
+
+    Example:
+        >>> from autotune.space import Param
+        >>> check_recordable(Space("s", [Param("x", "float", low=0, high=1)], source="s.yaml"))
+        Traceback (most recent call last):
+        ...
+        autotune.record.RecordError: s.yaml: parameters.x is a float without a step: ...
     """
     floats = [p.name for p in space.params if not p.discrete]
     if floats:
@@ -214,7 +221,7 @@ def record_grid(
         RecordError: a space with no finite grid (a float parameter) or one too large to
             list, or an ``output`` that cannot be resumed (:func:`resumed_rows`).
     """
-    _check_recordable(space)
+    check_recordable(space)
     configs = list(space.grid(problem, device))
     if limit is not None and limit < len(configs):
         chosen = set(random.Random(seed).sample(range(len(configs)), limit))

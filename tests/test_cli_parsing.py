@@ -91,3 +91,101 @@ def test_an_output_that_is_a_file_the_command_reads_is_refused_and_left_alone(tm
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"is the file {option.split()[-1]} reads" in done.stderr, done.stderr
     assert read.read_bytes() == before
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory) -> tuple[Path, str]:
+    """A table and a storage holding two replay studies of it, d2 and d3, as `tune --replay`
+    stores them."""
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("replayed")
+    table = folder / "grid.csv"
+    table.write_text("a,m,status\n1,2.0,ok\n2,3.0,ok\n3,1.0,ok\n")
+    url = f"sqlite:///{folder / 'o.db'}"
+    for name in ("d2", "d3"):
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params", "a",
+             "--metric", "m", "--trials", "2", "--storage", url, "--study", name],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    return table, url
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["tune", "--study", "d2", "--trials", "3"], ["export", "--to", "triton", "--study", "d2"],
+     ["export", "--to", "json"], ["export", "--to", "triton", "--table", "--key", "a"],
+     ["trials", "--format", "csv", "--study", "d2"], ["report", "--study", "d2"],
+     ["compare", "d2", "d3"]],
+)  # fmt: skip
+def test_an_output_that_is_the_table_a_stored_study_replays_is_refused_and_left_alone(
+    replayed, args
+):
+    """`tune --study d2 --output grid.csv` (resuming) replaced the table study d2 replays with
+    its best config's JSON, and every later resume or export of d2 failed; `export`, `trials`,
+    `report` and `compare` wrote over it the same way."""
+    import subprocess
+    import sys
+
+    table, url = replayed
+    before = table.read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", *args, "--storage", url, "--output", str(table)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "is the table study 'd" in lines[0], done.stderr
+    assert f"--output {table}: is the table study 'd" in lines[0]
+    assert table.read_bytes() == before
+
+
+def test_the_files_a_stored_study_reads_are_its_table_space_workload_and_problem_files(
+    tmp_path,
+):
+    import optuna
+
+    from autotune.cli_parsing import stored_reads
+    from autotune.driver.trial_attrs import STUDY
+
+    files = {n: tmp_path / n for n in ("trace.jsonl", "space.yaml", "objective.py", "t.csv")}
+    for path in files.values():
+        path.write_text("x\n")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    serving = optuna.create_study(study_name="sv", storage=url)
+    problem = {"trace": str(files["trace.jsonl"]), "rate": 4, "dtype": "bf16",
+               "gone": str(tmp_path / "no")}  # fmt: skip
+    workload, space = str(files["objective.py"]), str(files["space.yaml"])
+    serving.set_user_attr(STUDY, {"workload": workload, "space": space, "problem": problem})
+    replay = optuna.create_study(study_name="r", storage=url)
+    table = {"table": str(files["t.csv"]), "metric": "m"}
+    replay.set_user_attr(STUDY, {"workload": "replay", "space": str(files["t.csv"]),
+                                 "problem": table})  # fmt: skip
+    assert stored_reads(url, ["sv"]) == {
+        "the workload file study 'sv' runs": str(files["objective.py"]),
+        "the space file study 'sv' reads": str(files["space.yaml"]),
+        "the trace file study 'sv' reads": str(files["trace.jsonl"]),
+    }
+    assert stored_reads(url, [None]) == {"the table study 'r' replays": str(files["t.csv"])}
+    assert len(stored_reads(url, None)) == 4  # every stored study
+    assert stored_reads(url, ["not stored"]) == stored_reads(url, []) == {}
+    assert stored_reads(f"sqlite:///{tmp_path / 'missing.db'}", [None]) == {}
+    assert not (tmp_path / "missing.db").exists()  # looking creates no storage
+    with pytest.raises(UsageError, match="is the trace file study 'sv' reads"):
+        writable_output(files["trace.jsonl"], storage=url, studies=["sv"])
+    writable_output(files["trace.jsonl"], storage=url, studies=["r"])  # r reads no trace
+
+
+def test_a_device_output_is_checked_in_place_not_by_a_probe_file_beside_it(monkeypatch):
+    """`--output /dev/null` made a probe file in /dev, which only root may write: any other
+    user was told /dev/null cannot be written."""
+    import tempfile
+
+    def no_probe(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", no_probe)
+    assert writable_output(Path("/dev/null")) == Path("/dev/null")
