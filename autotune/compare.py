@@ -25,6 +25,7 @@ import optuna
 
 from autotune.driver.trial_attrs import FINISH, stored_info
 from autotune.report import _measured
+from autotune.triton_export import study_replay
 from autotune.units import readable
 
 
@@ -54,17 +55,24 @@ def _finish_median(study: optuna.Study, winner: optuna.trial.FrozenTrial) -> flo
 def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
     """One row per study: its winner's config and value, the keys where the winners differ,
     and ``elsewhere``: the winner's value in each other study (by index) that measured it, in
-    that study's metric (its first objective)."""
+    that study's metric (its first objective). A replay's ``device`` is the one its table
+    records, and ``replay`` says where its figures come from
+    (:func:`autotune.triton_export.replay_info`); None for a sweep that measured."""
     winners = [_winner(s) for s in studies]
     rows = []
     for i, (study, winner) in enumerate(zip(studies, winners, strict=True)):
         info = stored_info(study.user_attrs)
         metric = next(iter(info.get("objectives") or {"value": None}))
+        replay = study_replay(study)
+        device = info.get("device", {}) if replay is None else replay["device"]
         row: dict[str, Any] = {
             "study": study.study_name,
             "workload": info.get("workload"),
             "problem": info.get("problem", {}),
-            "device": info.get("device", {}).get("name"),
+            # a replay's: where its table was measured (None where it does not say), not the
+            # machine that looked it up (``replay``'s ``replayed_on``)
+            "device": device.get("name"),
+            "replay": replay,
             "metric": metric,
             "winner_trial": winner.number if winner else None,
             "winner_config": dict(winner.params) if winner else None,
@@ -115,6 +123,21 @@ def _winner_text(r: dict[str, Any]) -> str:
     return f"winner trial {r['winner_trial']} {readable(r['metric'], r['winner_value'])}"
 
 
+def _source_text(r: dict[str, Any]) -> str:
+    """What a row's figures are: a workload on a device, or a replay of a recorded table.
+
+    Example:
+        >>> _source_text({"workload": "matmul", "device": "NVIDIA H100"})
+        'matmul on NVIDIA H100'
+        >>> _source_text({"workload": "replay", "device": None,
+        ...               "replay": {"source": "replay of a recorded table, device not recorded"}})
+        'replay of a recorded table, device not recorded'
+    """
+    if r.get("replay"):
+        return str(r["replay"]["source"])
+    return f"{r['workload'] or 'no workload recorded'} on {r['device'] or 'an unrecorded device'}"
+
+
 def _differs_text(rows: list[dict[str, Any]]) -> str:
     differs = rows[0]["differs"] if rows else None
     if differs is None:
@@ -133,16 +156,26 @@ def compare_text(rows: list[dict[str, Any]]) -> str:
             )
             or "not measured elsewhere"
         )
-        lines.append(
-            f"[{i}] {r['study']} ({r['workload'] or 'no workload recorded'} on "
-            f"{r['device'] or 'an unrecorded device'}): {_winner_text(r)}; {where}"
-        )
+        lines.append(f"[{i}] {r['study']} ({_source_text(r)}): {_winner_text(r)}; {where}")
         if r["winner_config"] is not None:
             lines.append(f"    config: {json.dumps(r['winner_config'])}")
     if rows:
         lines.append(f"winners differ in: {_differs_text(rows)}")
     lines += [f"note: {note}" for note in compare_notes(rows)]
     return "\n".join(lines) + "\n"
+
+
+def _device_cell(r: dict[str, Any]) -> str:
+    """A row's device column: the device, or a replay's source (never the machine that
+    replayed it).
+
+    Example:
+        >>> _device_cell({"device": None, "replay": {"source": "replay of measurements on X"}})
+        'replay of measurements on X'
+    """
+    if r.get("replay"):
+        return str(r["replay"]["source"])
+    return str(r["device"] or "an unrecorded device")
 
 
 def compare_html(rows: list[dict[str, Any]]) -> str:
@@ -158,7 +191,7 @@ def compare_html(rows: list[dict[str, Any]]) -> str:
             or "-"
         )
         body.append(
-            f"<tr><td>{html.escape(r['study'])}</td><td>{html.escape(str(r['device']))}"
+            f"<tr><td>{html.escape(r['study'])}</td><td>{html.escape(_device_cell(r))}"
             f"</td><td><code>{html.escape(json.dumps(r['winner_config']))}</code></td>"
             f"<td>{html.escape(_winner_text(r))}</td><td>{where}</td></tr>"
         )

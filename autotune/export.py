@@ -29,7 +29,7 @@ from autotune import __version__
 from autotune.driver.results import best_trials, objectives_of, study_info
 from autotune.driver.trial_attrs import FINISH, METRICS, TELEMETRY
 from autotune.reference_verdict import reference_faster
-from autotune.triton_export import triton_export
+from autotune.triton_export import replay_info, triton_export
 
 FORMATS = ("json", "yaml", "triton")
 
@@ -39,10 +39,17 @@ class ExportError(ValueError):
 
 
 def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
-    """The canonical description of one trial's config and what it measured."""
+    """The canonical description of one trial's config and what it measured.
+
+    For a replay, ``device`` is the device its table records the measurements were taken on
+    (``{}`` where it records none, never the machine that looked them up), and ``replay``
+    says where the figures come from (:func:`autotune.triton_export.replay_info`: the
+    table's source, workload and problem as recorded, and ``replayed_on``)."""
     info = study_info(study)
     objectives = objectives_of(study)
-    return {
+    metrics = trial.user_attrs.get(METRICS, {})
+    replay = replay_info(info, metrics if isinstance(metrics, dict) else {})
+    record = {
         "autotune_version": __version__,
         "study": study.study_name,
         "workload": info.get("workload"),
@@ -54,12 +61,15 @@ def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[s
         "untuned": info.get("untuned", {}),
         "objectives": objectives,
         "values": dict(zip(objectives, trial.values or [], strict=False)),
-        "metrics": trial.user_attrs.get(METRICS, {}),
+        "metrics": metrics,
         "telemetry": trial.user_attrs.get(TELEMETRY, {}),
-        "device": info.get("device", {}),
+        "device": info.get("device", {}) if replay is None else replay["device"],
         "command": info.get("command", ""),
         "exported": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+    if replay is not None:
+        record["replay"] = replay
+    return record
 
 
 def best_record(study: optuna.Study) -> dict[str, Any]:

@@ -33,7 +33,15 @@ from typing import Any
 
 import yaml
 
-from autotune.train_export import TrainExport, comment_lines, shown, which_sweep, whole
+from autotune.train_export import (
+    TrainExport,
+    as_recorded,
+    comment_lines,
+    replay_note,
+    shown,
+    which_sweep,
+    whole,
+)
 
 TARGETS = ("vllm", "sglang")
 
@@ -124,12 +132,13 @@ def _unknown(knobs: str, value: Any, choices: Any, target: str) -> str:
 
 
 def _engine(
-    config: dict[str, Any], target: str, on_cpu: bool = False
+    config: dict[str, Any], target: str, on_cpu: bool | None = False
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The project engine's knobs as ``target``'s flags, and what it cannot express. A knob
     the sweep did not tune is not written: the server keeps its own default; so is
-    ``cuda_graphs`` of a sweep on a CPU, where none can be captured (the space's constraint
-    held it off: not a finding to take to a GPU server)."""
+    ``cuda_graphs`` off in a sweep on a CPU, where none can be captured (the space's constraint
+    held it off: not a finding to take to a GPU server), or in a replay whose table does not
+    say where it was measured (``on_cpu`` None)."""
     args: dict[str, Any] = {}
     notes: dict[str, str] = {}
     vllm = target == "vllm"
@@ -186,6 +195,10 @@ def _engine(
         if on_cpu and graphs is False:
             notes["cuda_graphs"] = (f"off: the sweep ran on a CPU, where none are captured; "
                                     f"{target} keeps its own default")  # fmt: skip
+        elif on_cpu is None and graphs is False:
+            notes["cuda_graphs"] = ("off in a replayed table that does not record its device "
+                                    f"(on a CPU none are captured); {target} keeps its own "
+                                    "default")  # fmt: skip
         elif isinstance(graphs, bool):
             args["enforce-eager" if vllm else "disable-decode-cuda-graph"] = not graphs
         else:
@@ -205,10 +218,27 @@ def _engine(
     return args, notes
 
 
+def _on_cpu(record: dict[str, Any]) -> bool | None:
+    """Whether the record's config was measured on a CPU; None for a replay whose table does
+    not record its device (it may have been).
+
+    Example:
+        >>> _on_cpu({"device": {"type": "cpu"}}), _on_cpu({"device": {}, "replay": {}})
+        (True, None)
+    """
+    kind = (record.get("device") or {}).get("type")
+    if kind is None and isinstance(record.get("replay"), dict):
+        return None
+    return kind == "cpu"
+
+
 def serving_export(record: dict[str, Any], target: str) -> TrainExport:
-    """``target``'s flags for a ``serving`` or ``server`` sweep's best config."""
+    """``target``'s flags for a ``serving`` or ``server`` sweep's best config, or a replay of
+    a table either recorded (its ``workload`` column says so: ``as_recorded``), labelled as a
+    replay in ``not_expressed``."""
     if target not in _SPECS:
         raise ServingExportError(f"unknown serving target {target!r}; choose vllm or sglang")
+    replayed, record = replay_note(record), as_recorded(record)
     config = record.get("config", {})
     workload = record.get("workload")
     engine_knobs = {"max_num_seqs", "max_num_batched_tokens"}
@@ -219,7 +249,7 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
     args: dict[str, Any] = {}
     notes: dict[str, str] = {}
     if workload == "serving" or engine_knobs <= set(config):  # the project engine's names
-        args, notes = _engine(config, target, on_cpu=record.get("device", {}).get("type") == "cpu")
+        args, notes = _engine(config, target, on_cpu=_on_cpu(record))
     if workload == "server":  # the server's own flags, spelled with underscores
         known = set(ENGINE_KNOBS) if engine_knobs <= set(config) else set()
         for name, value in config.items():
@@ -233,7 +263,7 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
                                "export checks (see VLLM_ARGS / SGLANG_ARGS); pass it yourself "
                                "if your version has it")  # fmt: skip
     check_args(target, args)
-    return ServingExport(target, args, notes)
+    return ServingExport(target, args, {**replayed, **notes})
 
 
 class ServingExport(TrainExport):

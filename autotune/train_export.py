@@ -128,10 +128,55 @@ def which_sweep(record: dict[str, Any]) -> str:
     Example:
         >>> which_sweep({"study": "mm", "workload": "matmul"})
         "study 'mm' tuned matmul (--study NAME picks another)"
+        >>> which_sweep({"study": "r", "workload": "replay", "replay": {"workload": None}})
+        "study 'r' tuned replay of a table that records no workload (--study NAME picks another)"
     """
-    return (
-        f"study {record.get('study')!r} tuned {record.get('workload')} (--study NAME picks another)"
-    )
+    what = str(record.get("workload"))
+    replay = record.get("replay")
+    if isinstance(replay, dict):
+        stamp = replay.get("workload")
+        what += f" of a {stamp} table" if stamp else " of a table that records no workload"
+    return f"study {record.get('study')!r} tuned {what} (--study NAME picks another)"
+
+
+def as_recorded(record: dict[str, Any]) -> dict[str, Any]:
+    """A replay's record (``autotune.export.best_record``'s, with ``replay``) as the sweep its
+    table recorded: the table's ``workload`` stamp and its problem (the recorded one, the
+    replay's ``--problem`` values over it); any other record, and a replay of a table that
+    records no workload, as it is.
+
+    Example:
+        >>> record = {"workload": "replay", "problem": {"table": "t.csv", "params": ["a"]},
+        ...           "replay": {"workload": "train-step", "problem": {"global_batch": 16}}}
+        >>> recorded = as_recorded(record)
+        >>> recorded["workload"], recorded["problem"]
+        ('train-step', {'global_batch': 16})
+    """
+    replay = record.get("replay")
+    if record.get("workload") != "replay" or not isinstance(replay, dict):
+        return record
+    if not replay.get("workload"):
+        return record
+    return {**record, "workload": replay["workload"], "problem": replay.get("problem") or {}}
+
+
+def replay_note(record: dict[str, Any]) -> dict[str, str]:
+    """For a replay's record, the note that labels an export of it as one (a target's file has
+    no other place to say that nothing was measured); nothing for a sweep that measured.
+
+    Example:
+        >>> replay_note({"workload": "replay", "label": "REPLAY of t.csv",
+        ...              "replay": {"source": "replay of measurements on NVIDIA H200"}})
+        {'replay': 'REPLAY of t.csv (replay of measurements on NVIDIA H200)'}
+        >>> replay_note({"workload": "matmul"})
+        {}
+    """
+    if record.get("workload") != "replay":
+        return {}
+    replay = record.get("replay") if isinstance(record.get("replay"), dict) else {}
+    label = record.get("label") or "REPLAY of a recorded table: nothing was measured"
+    source = replay.get("source")
+    return {"replay": f"{label} ({source})" if source else str(label)}
 
 
 def ran_config(record: dict[str, Any]) -> dict[str, Any]:
@@ -156,9 +201,13 @@ def _tuned(record: dict[str, Any]) -> tuple[dict[str, Any], int, int, float]:
     accumulation and the lr."""
     config, problem = ran_config(record), record.get("problem", {})
     if "micro_batch" not in config or "global_batch" not in problem:
+        hint = ""
+        if record.get("workload") == "replay" and "micro_batch" in config:
+            hint = "; replay a table without problem.global_batch with --problem global_batch=N"
         raise TrainExportError(
             "a training-stack export needs a train-step sweep (micro_batch, global_batch); "
             + which_sweep(record)
+            + hint
         )
     micro = whole("micro_batch", config["micro_batch"], TrainExportError)
     total = whole("global_batch", problem["global_batch"], TrainExportError)
@@ -400,11 +449,15 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
 
 
 def training_export(record: dict[str, Any], target: str) -> TrainExport:
-    """The export of a best-config record (``autotune.export.best_record``) for ``target``."""
+    """The export of a best-config record (``autotune.export.best_record``) for ``target``; a
+    replay's as the sweep its table recorded (:func:`as_recorded`), labelled as a replay
+    (:func:`replay_note`)."""
     from autotune.torchtitan_export import torchtitan_export
 
     makers = {"hf": hf_export, "accelerate": accelerate_export, "deepspeed": deepspeed_export,
               "torchtitan": torchtitan_export}  # fmt: skip
     if target not in makers:
         raise TrainExportError(f"unknown training target {target!r}; choose {', '.join(TARGETS)}")
-    return makers[target](record)
+    exported = makers[target](as_recorded(record))
+    exported.not_expressed = {**replay_note(record), **exported.not_expressed}
+    return exported

@@ -1,7 +1,8 @@
 """Best configs as Python source for Triton: a ``configs`` list of ``triton.Config`` for one
 sweep, or a module with a per-shape table for a kernel that runs at many shapes.
 
-The table module holds ``TABLE`` (shape -> configs, the noise-aware finish's winner first),
+The table module holds ``TABLE`` (shape -> configs, the noise-aware finish's winner first where
+one ran, else best first by each config's one reading),
 ``REFERENCE_FASTER`` (the shapes where the library kernel timed against beat the winner),
 ``configs`` (every config of the table once, for ``@triton.autotune(configs=...)``), ``prune``
 (an ``early_config_prune`` hook that keeps the configs tuned for the nearest shape, so that
@@ -28,7 +29,7 @@ import optuna
 from autotune import __version__
 from autotune.driver.finish import spread_text
 from autotune.driver.results import objectives_of, ok_trials, study_info
-from autotune.driver.trial_attrs import FINISH, stored_info
+from autotune.driver.trial_attrs import FINISH, METRICS, stored_info
 from autotune.kernel_config import LAUNCH_OPTIONS, KernelConfig
 from autotune.reference_verdict import describe, winner_verdict
 
@@ -146,7 +147,7 @@ def triton_config_source(
 def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.FrozenTrial, str]]:
     """The ``top`` best successful trials with a comment each: the noise-aware finish's rows
     first, by their re-measured medians (winner first, with spread), then the other trials by
-    their single sweep reading."""
+    their single sweep reading (a replay's: the figure replayed from its table)."""
     objectives = objectives_of(study)
     name, direction = next(iter(objectives.items()))
     sign = 1.0 if direction == "maximize" else -1.0
@@ -164,9 +165,10 @@ def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.Froz
     if len(objectives) > 1:  # the Pareto front's configs first: a dominated one never leads
         front = {t.number for t in study.best_trials if t.number in by_number}
     rest = sorted(by_number.values(), key=lambda t: (t.number not in front, -sign * t.values[0]))
+    reading = "replayed from the table" if is_replay(study) else "one sweep reading"
     for t in rest:
         where = ", on the Pareto front" if t.number in front else ""
-        ranked.append((t, f"trial {t.number}: {t.values[0]:.4g} {name} (one sweep reading{where})"))
+        ranked.append((t, f"trial {t.number}: {t.values[0]:.4g} {name} ({reading}{where})"))
     return ranked[:top]
 
 
@@ -192,11 +194,121 @@ def _dropped_note(configs: list[dict[str, Any]], rename: dict[str, str]) -> str:
     return f"Dropped for a kernel without them: {listed}.\n"
 
 
-def _header(title: str, info: dict[str, Any], body: str) -> str:
-    """The module's docstring (``title``, the device, ``body``: data, written safely) and its
-    import."""
-    device = info.get("device", {}).get("name", "unknown device")
-    doc = _docstring(f"Tuned by autotune {__version__}: {title} on {device}.\n\n{body}")
+def replay_stamps(metrics: dict[str, Any]) -> dict[str, Any]:
+    """What a recorded table says of its recording, read from a replayed trial's metrics (a
+    replay carries every column of its row that is not a parameter or the metric): the
+    ``workload`` column and the ``problem.NAME`` columns (``autotune record`` writes them), and
+    the device it was measured on (``device.NAME`` columns, or a ``device`` column holding its
+    name); None or empty where the table does not record it.
+
+    Example:
+        >>> replay_stamps({"replay": True, "workload": "serving", "problem.rate": 40,
+        ...                "device.name": "NVIDIA H200", "ms": 1.5})
+        {'workload': 'serving', 'problem': {'rate': 40}, 'device': {'name': 'NVIDIA H200'}}
+        >>> replay_stamps({"replay": True, "ms": 1.5, "device": "NVIDIA H100"})
+        {'workload': None, 'problem': {}, 'device': {'name': 'NVIDIA H100'}}
+    """
+    workload = metrics.get("workload")
+    problem = {k[8:]: v for k, v in metrics.items() if k.startswith("problem.")}
+    device = {k[7:]: v for k, v in metrics.items() if k.startswith("device.")}
+    if isinstance(metrics.get("device"), str) and "name" not in device:
+        device["name"] = metrics["device"]
+    return {
+        "workload": workload if isinstance(workload, str) and workload else None,
+        "problem": problem,
+        "device": device,
+    }
+
+
+def replay_source(device: dict[str, Any]) -> str:
+    """Where a replay's figures were measured, from the device its table records (``{}``:
+    none), for every place that shows a replay's device.
+
+    Example:
+        >>> replay_source({"name": "NVIDIA H200"})
+        'replay of measurements on NVIDIA H200'
+        >>> replay_source({})
+        'replay of a recorded table, device not recorded'
+    """
+    name = device.get("name")
+    if isinstance(name, str) and name:
+        return f"replay of measurements on {name}"
+    return "replay of a recorded table, device not recorded"
+
+
+def replay_info(info: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """For a replay (``info``: its study's record; ``metrics``: a replayed trial's), what its
+    table recorded: ``source`` (:func:`replay_source`), ``table``, ``workload`` (its stamp, or
+    None), ``problem`` (the recorded one, the replay's own ``--problem`` values over it),
+    ``device`` (where it was measured, ``{}`` where not recorded) and ``replayed_on`` (the
+    device record of the machine that looked the figures up). None for a sweep that measured.
+
+    Example:
+        >>> info = {"workload": "replay", "device": {"name": "a CPU"},
+        ...         "problem": {"table": "t.csv", "params": ["BM"], "metric": "ms", "M": 8}}
+        >>> replay = replay_info(info, {"workload": "matmul", "problem.M": 64, "problem.N": 4})
+        >>> replay["source"], replay["workload"], replay["problem"]
+        ('replay of a recorded table, device not recorded', 'matmul', {'M': 8, 'N': 4})
+        >>> replay["device"], replay["replayed_on"]
+        ({}, {'name': 'a CPU'})
+        >>> replay_info({"workload": "matmul"}, {}) is None
+        True
+    """
+    from autotune.replay_setup import REPLAY_KEYS
+
+    if info.get("workload") != "replay":
+        return None
+    stamps = replay_stamps(metrics)
+    problem = info.get("problem", {})
+    given = {k: v for k, v in problem.items() if k not in REPLAY_KEYS}
+    return {
+        "source": replay_source(stamps["device"]),
+        "table": problem.get("table"),
+        "workload": stamps["workload"],
+        "problem": {**stamps["problem"], **given},
+        "device": stamps["device"],
+        "replayed_on": info.get("device", {}),
+    }
+
+
+def is_replay(study: optuna.Study) -> bool:
+    """Whether the study replayed a recorded table (measured nothing)."""
+    return study_info(study).get("workload") == "replay"
+
+
+def study_replay(study: optuna.Study) -> dict[str, Any] | None:
+    """:func:`replay_info` of a replay study, read from its first successful trial (one
+    recording stamps every row alike); None for a sweep that measured."""
+    if not is_replay(study):
+        return None
+    first = next(iter(ok_trials(study)), None)
+    metrics = (first.user_attrs.get(METRICS) or {}) if first is not None else {}
+    return replay_info(study_info(study), metrics if isinstance(metrics, dict) else {})
+
+
+def _where(info: dict[str, Any], replay: dict[str, Any] | None) -> str:
+    """Where the figures come from: the device a sweep ran on, or a replay's source (its
+    table's workload where stamped) and the machine that replayed it.
+
+    Example:
+        >>> _where({"device": {"name": "NVIDIA H100"}}, None)
+        'on NVIDIA H100'
+        >>> _where({}, {"source": "replay of measurements on NVIDIA H200", "workload": "matmul",
+        ...             "replayed_on": {"name": "a CPU"}})
+        'replay of measurements on NVIDIA H200 (a matmul table); replayed on a CPU'
+    """
+    if replay is None:
+        return f"on {info.get('device', {}).get('name', 'unknown device')}"
+    stamp = f" (a {replay['workload']} table)" if replay.get("workload") else ""
+    machine = replay.get("replayed_on", {}).get("name", "an unrecorded machine")
+    return f"{replay['source']}{stamp}; replayed on {machine}"
+
+
+def _header(title: str, where: str, body: str) -> str:
+    """The module's docstring (``title`` and ``where`` its figures come from, :func:`_where`;
+    ``body``: data, written safely) and its import."""
+    headline = f"{title} {where}" if title else where
+    doc = _docstring(f"Tuned by autotune {__version__}: {headline}.\n\n{body}")
     return f"{doc}\n\nimport triton\n\n"
 
 
@@ -207,19 +319,23 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     if not ranked:
         raise TritonExportError(f"study {study.study_name!r} has no successful trial to export")
     info = study_info(study)
-    _check_kernel_workload(study.study_name, str(info.get("workload")))
+    replay = study_replay(study)
+    _check_kernel_workload(study.study_name, info, replay)
     configs = [dict(t.params) for t, _ in ranked]
     check_rename(rename or {}, {name for config in configs for name in config})
     verdict = winner_verdict(study, ranked[0][0])
+    problem = info.get("problem", {})  # a replay's: with the problem its table records
+    problem = problem if replay is None else {**replay["problem"], **problem}
     body = (
-        f"Study {study.study_name!r}, problem {json.dumps(info.get('problem', {}))}. "
+        f"Study {study.study_name!r}, problem {json.dumps(problem)}. "
         f"{info.get('label', '')}\n{_dropped_note(configs, rename or {})}\n"
         + (f"Note: {describe(verdict)}.\n" if verdict else "")
         + _objectives_note(study)
         + "Use: @triton.autotune(configs=configs, key=[...]) above the kernel.\n"
         f"Reproduce: {info.get('command', '')}\n"
     )
-    header = _header(str(info.get("workload")), info, body)
+    title = str(info.get("workload")) if replay is None else ""
+    header = _header(title, _where(info, replay), body)
     return header + triton_config_source(configs, [c for _, c in ranked], rename)
 
 
@@ -266,25 +382,97 @@ def _inactive_values(studies: list[optuna.Study], configs: list[dict[str, Any]])
     return values
 
 
-def _check_kernel_workload(study_name: str, workload: str) -> None:
-    """A triton.Config holds a kernel's tunables: a sweep of a training step, a serving engine
-    or a server has none (its own exports are --to hf ... and --to vllm, sglang).
-
-    Raises:
-        TritonExportError: the workload is not a kernel (recorded tables, replayed, are).
-    """
+def _compiles(workload: str) -> bool | None:
+    """Whether ``workload`` is a kernel's (its objective compiles one), or None for a workload
+    this version does not know."""
     from autotune.objectives import get_objective
 
-    if workload == "replay":
-        return
     try:
-        kernel = get_objective(workload).compiles
-    except KeyError:  # a workload this version does not know: its configs as they are
-        return
-    if not kernel:
+        return bool(get_objective(workload).compiles)
+    except (KeyError, ImportError):
+        return None
+
+
+def workload_of_params(params: list[str]) -> str | None:
+    """The workload a table of unstamped ``params`` was recorded by, as far as the names say:
+    the first built-in workload whose space holds every one of them, where none whose space
+    does is a kernel's; None where a kernel's space could hold them or none does (a user's own
+    table: its configs as they are).
+
+    Example:
+        >>> workload_of_params(["micro_batch", "precision", "optimizer"])
+        'train-step'
+        >>> workload_of_params(["BLOCK_M", "num_warps"]) is None
+        True
+    """
+    from autotune.objectives import WORKLOADS, get_objective
+    from autotune.space import SpaceError, load_space
+
+    matches: list[tuple[str, bool]] = []
+    for name in WORKLOADS:
+        if name == "replay":
+            continue
+        try:
+            objective = get_objective(name)
+            names = set(load_space(objective.space).names)
+        except (KeyError, ImportError, OSError, SpaceError):
+            continue
+        if params and set(params) <= names:
+            matches.append((name, bool(objective.compiles)))
+    if not matches or any(kernel for _, kernel in matches):
+        return None
+    return matches[0][0]
+
+
+def _other_targets(workload: str) -> str:
+    """The ``--to`` targets that export a sweep of ``workload`` that is not a kernel's.
+
+    Example:
+        >>> _other_targets("serving")
+        '--to vllm or sglang'
+    """
+    from autotune.serving_export import TARGETS as SERVING
+    from autotune.train_export import TARGETS as TRAINING
+
+    targets = {"train-step": TRAINING, "serving": SERVING, "server": SERVING}.get(workload)
+    if not targets:
+        return "see --to's other targets"
+    return f"--to {', '.join(targets[:-1])} or {targets[-1]}"
+
+
+def _check_kernel_workload(
+    study_name: str, info: dict[str, Any], replay: dict[str, Any] | None = None
+) -> None:
+    """A triton.Config holds a kernel's tunables: a sweep of a training step, a serving engine
+    or a server has none (its own exports are --to hf ... and --to vllm, sglang), and neither
+    has a replay of a table they recorded: its ``workload`` column (:func:`replay_info`) says
+    so, else, in a table without one, parameters that only such a sweep has
+    (:func:`workload_of_params`).
+
+    Raises:
+        TritonExportError: the sweep, or the replayed table, is not a kernel's.
+
+    Example:
+        >>> info = {"workload": "replay", "problem": {"params": ["max_num_seqs"]}}
+        >>> _check_kernel_workload("s", info, {"workload": "serving"})
+        Traceback (most recent call last):
+        ...
+        autotune.triton_export.TritonExportError: study 's' replays a serving table ... sglang)
+    """
+    workload = str(info.get("workload"))
+    what = f"is a {workload} sweep"
+    if workload == "replay":
+        replay = replay or {}
+        params = [str(p) for p in info.get("problem", {}).get("params") or []]
+        workload = replay.get("workload") or workload_of_params(params) or ""
+        if not workload:
+            return  # a table nothing says is not a kernel's: its configs as they are
+        what = (f"replays a {workload} table (its workload column)" if replay.get("workload")
+                else f"replays a table of {workload} parameters ({', '.join(params)})")  # fmt: skip
+    if _compiles(workload) is False:
         raise TritonExportError(
-            f"study {study_name!r} is a {workload} sweep, not a kernel's: triton.Config has "
-            "nothing of it to hold (see --to's other targets)"
+            f"study {study_name!r} {what}, not a kernel's: triton.Config has nothing of it to "
+            f"hold ({_other_targets(workload)})"
         )
 
 
@@ -327,6 +515,54 @@ def heuristics():
     names = {n for c in configs for n in c.kwargs} | {"num_warps", "num_stages"}
     return {name: pick(name) for name in sorted(names)}
 '''
+
+
+def _workload_seen(info: dict[str, Any], replay: dict[str, Any] | None) -> str:
+    """The workload one table must not mix: a sweep's, or a replay's with its table's stamp
+    (a replay and a sweep that measured never share a table).
+
+    Example:
+        >>> _workload_seen({"workload": "replay"}, {"workload": "matmul"})
+        'replay of a matmul table'
+    """
+    if replay is None:
+        return str(info.get("workload"))
+    return f"replay of a {replay['workload']} table" if replay.get("workload") else "replay"
+
+
+def _table_ordering(studies: list[optuna.Study]) -> str:
+    """How the table orders each shape's configs: the noise-aware finish's winner first where
+    one ran, else best first by each config's one reading (a replay's: recorded).
+
+    Example:
+        >>> _table_ordering([optuna.create_study()])
+        "best first by each config's one sweep reading (no noise-aware finish ran)"
+    """
+    finished = [bool((s.user_attrs.get(FINISH) or {}).get("rows")) for s in studies]
+    if all(finished):
+        return "the noise-aware finish's winner first"
+    replays = all(is_replay(s) for s in studies)
+    reading = "the figure each config replays from its table" if replays else (
+        "each config's one sweep reading")  # fmt: skip
+    if not any(finished):
+        return f"best first by {reading} (no noise-aware finish ran)"
+    return f"the noise-aware finish's winner first where one ran, else best first by {reading}"
+
+
+def _replay_note(studies: list[optuna.Study]) -> str:
+    """The table's REPLAY label: which studies replayed a recorded table (nothing of theirs
+    was measured), or nothing.
+
+    Example:
+        >>> _replay_note([optuna.create_study()])
+        ''
+    """
+    tables = {s.study_name: (study_replay(s) or {}).get("table") for s in studies if is_replay(s)}
+    if not tables:
+        return ""
+    listed = ", ".join(f"{name} ({table})" for name, table in tables.items())
+    return (f"REPLAY: every figure of {listed} is a recorded measurement looked up in its table; "
+            "nothing was measured.\n")  # fmt: skip
 
 
 def table_studies(
@@ -381,14 +617,19 @@ def triton_table_export(
     swept: defaultdict[tuple, list[str]] = defaultdict(list)  # shape -> its studies, in order
     slower: dict[tuple, float] = {}  # shapes where the library kernel beat the winner
     seen: defaultdict[str, set[str]] = defaultdict(set)
+    tabled: list[optuna.Study] = []  # the studies with a successful trial
     for study in studies:
         ranked = ranked_trials(study, top)
         if not ranked:
             continue
-        info = study_info(study)
-        problem = info.get("problem", {})
-        for what, value in (("workload", info.get("workload")), ("dtype", problem.get("dtype")),
-                            ("device", info.get("device", {}).get("name"))):  # fmt: skip
+        tabled.append(study)
+        info, replay = study_info(study), study_replay(study)
+        _check_kernel_workload(study.study_name, info, replay)
+        problem = info.get("problem", {}) if replay is None else replay["problem"]
+        for what, value in (("workload", _workload_seen(info, replay)),
+                            ("dtype", problem.get("dtype")),
+                            ("device", (info if replay is None else replay).get("device", {})
+                             .get("name"))):  # fmt: skip
             seen[what].add(str(value))
         shape = _shape_of(study.study_name, problem, key)
         swept[shape].append(study.study_name)
@@ -404,15 +645,18 @@ def triton_table_export(
         raise TritonExportError(
             f"one table holds one {mixed[0]}; the studies have {sorted(seen[mixed[0]])}"
         )
-    info = study_info(studies[0])
-    _check_kernel_workload(studies[0].study_name, str(info.get("workload")))
+    info, replay = study_info(tabled[0]), study_replay(tabled[0])
     every = [config for entries in rows.values() for config, _ in entries]
     check_rename(rename, {name for config in every for name in config})
     inactive = _renamed(_inactive_values(studies, every), rename)
     twice = {shape: names for shape, names in swept.items() if len(names) > 1}
+    dtype = next(iter(seen["dtype"]))
+    ordering = _table_ordering(tabled)
     body = (
-        f"A per-shape table over {', '.join(key)} ({len(rows)} shapes, dtype "
-        f"{next(iter(seen['dtype']))}), the noise-aware finish's winner first.\n"
+        _replay_note(tabled)
+        + f"A per-shape table over {', '.join(key)} ({len(rows)} shapes"
+        + (f", dtype {dtype}" if dtype != "None" else "")
+        + f"), {ordering}.\n"
         f"{_dropped_note(every, rename)}\n"
         + "".join(
             f"Shape {shape} was swept by {', '.join(names)}: the last, {names[-1]}, is kept.\n"
@@ -429,7 +673,7 @@ def triton_table_export(
             else ""
         )
     )
-    lines = [f"KEY = {tuple(key)!r}", "# shape -> configs, the finish's winner first", "TABLE = {"]
+    lines = [f"KEY = {tuple(key)!r}", f"# shape -> configs, {ordering}", "TABLE = {"]
     for shape, entries in sorted(rows.items()):
         lines.append(f"    {shape!r}: [")
         for config, comment in entries:
@@ -447,7 +691,11 @@ def triton_table_export(
     lines.append("# every config of the table")
     lines.append("configs = [c for entries in TABLE.values() for c in entries]")
     return (
-        _header(f"{info.get('workload')} per-shape table", info, body)
+        _header(
+            f"{info.get('workload')} per-shape table" if replay is None else "per-shape table,",
+            _where(info, replay),
+            body,
+        )
         + "\n".join(lines)
         + ("\n" + _TABLE_HELPERS)
     )

@@ -10,7 +10,7 @@ import optuna
 import pytest
 
 from autotune.compare import compare_html, compare_studies, compare_text
-from autotune.driver.trial_attrs import STATUS, STUDY
+from autotune.driver.trial_attrs import METRICS, STATUS, STUDY
 
 
 def _study(
@@ -19,6 +19,7 @@ def _study(
     values: dict[int, tuple[float, ...]],
     directions: tuple[str, ...] = ("maximize",),
     workload: str = "toy",
+    recorded: dict | None = None,
 ) -> optuna.Study:
     study = optuna.create_study(storage=storage, study_name=name, directions=list(directions))
     metrics = {f"m{i}": d for i, d in enumerate(directions)}
@@ -32,7 +33,7 @@ def _study(
                 params={"x": x},
                 distributions={"x": dist},
                 values=list(value),
-                user_attrs={STATUS: "ok"},
+                user_attrs={STATUS: "ok", METRICS: recorded or {}},
             )
         )
     return study  # fmt: skip
@@ -132,3 +133,26 @@ def test_a_record_with_fields_of_the_wrong_kind_is_passed_over_by_every_command(
                  ["compare", "odd", "toy"]):  # fmt: skip
         done = _cli(*args, "--storage", url)
         assert done.returncode == 0 and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def _replay(name: str, device: str | None) -> optuna.Study:
+    """A replay study of a table measured on ``device`` (a ``device.name`` column; None: the
+    table does not say), replayed on a CPU."""
+    stamps = {"device.name": device} if device else {}
+    study = _study("sqlite:///:memory:", name, {1: (5.0,), 2: (9.0,)}, workload="replay",
+                   recorded={"replay": True, **stamps})  # fmt: skip
+    replaying = {"type": "cpu", "name": "the replaying CPU"}
+    study.set_user_attr(STUDY, {**study.user_attrs[STUDY], "device": replaying})
+    return study
+
+
+def test_a_replay_says_where_its_table_was_measured_not_where_it_was_replayed() -> None:
+    rows = compare_studies([_replay("mm_dec", None), _replay("mm_h200", "NVIDIA H200")])
+    text = compare_text(rows)
+    assert "[0] mm_dec (replay of a recorded table, device not recorded): winner" in text
+    assert "[1] mm_h200 (replay of measurements on NVIDIA H200): winner" in text
+    assert "the replaying CPU" not in text
+    assert [r["device"] for r in rows] == [None, "NVIDIA H200"]
+    assert rows[0]["replay"]["replayed_on"]["name"] == "the replaying CPU"  # kept apart
+    page = compare_html(rows)
+    assert "replay of measurements on NVIDIA H200" in page and "the replaying CPU" not in page

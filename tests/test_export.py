@@ -1,7 +1,10 @@
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
+import pandas as pd
 import pytest
 import yaml
 
@@ -156,3 +159,57 @@ def test_write_atomic_follows_a_link_and_writes_a_device_in_place(tmp_path):
         write_atomic("/dev/full", "x" * 10_000)
     assert failed.value.filename == "/dev/full"
     assert Path("/dev/full").is_char_device()
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
+                          text=True, timeout=240, cwd=cwd)  # fmt: skip
+
+
+def _replayed(tmp_path: Path, name: str, table: pd.DataFrame, params: str, metric: str) -> str:
+    """``tune --replay`` of ``table`` (written to NAME.csv) into a storage; its URL."""
+    table.to_csv(tmp_path / f"{name}.csv", index=False)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    done = _cli("tune", "--replay", f"{name}.csv", "--params", params, "--metric", metric,
+                "--sampler", "grid", "--storage", url, "--study", name, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return url
+
+
+def test_a_replay_is_exported_as_its_tables_workload_and_device(tmp_path):
+    # as `autotune record serving` writes it: the workload and problem stamped on every row
+    serving = pd.DataFrame({"max_num_seqs": [64, 128], "block_size": [16, 16],
+                            "cuda_graphs": [False, False], "workload": ["serving"] * 2,
+                            "problem.rate": [40.0] * 2, "status": ["ok"] * 2,
+                            "goodput_tok_s": [10.0, 19.0]})  # fmt: skip
+    url = _replayed(tmp_path, "sv", serving, "max_num_seqs,block_size,cuda_graphs",
+                    "goodput_tok_s")  # fmt: skip
+    triton = _cli("export", "--to", "triton", "--storage", url, "--study", "sv", cwd=tmp_path)
+    assert triton.returncode == 2 and "Traceback" not in triton.stderr
+    assert triton.stderr.strip() == (
+        "error: study 'sv' replays a serving table (its workload column), not a kernel's: "
+        "triton.Config has nothing of it to hold (--to vllm or sglang)"
+    )
+    vllm = _cli("export", "--to", "vllm", "--storage", url, "--study", "sv", cwd=tmp_path)
+    assert vllm.returncode == 0, vllm.stderr
+    assert "# not expressed: replay: REPLAY of sv.csv" in vllm.stdout  # labelled a replay
+    assert yaml.safe_load(vllm.stdout)["max-num-seqs"] == 128
+    # where it was measured is not recorded: cuda_graphs off may be a CPU's, not a finding
+    assert "enforce-eager" not in vllm.stdout
+    record = json.loads(_cli("export", "--storage", url, "--study", "sv", cwd=tmp_path).stdout)
+    assert record["device"] == {} and record["replay"]["workload"] == "serving"
+    assert record["replay"]["source"] == "replay of a recorded table, device not recorded"
+    assert record["replay"]["replayed_on"]["type"] == "cpu"  # the machine, kept apart
+
+
+def test_a_replay_of_a_kernel_table_names_the_device_it_records(tmp_path):
+    tiles = pd.DataFrame({"BLOCK_M": [16, 32], "num_warps": [4, 8], "tflops": [90.0, 113.0],
+                          "device.name": ["NVIDIA H200"] * 2})  # fmt: skip
+    url = _replayed(tmp_path, "mm", tiles, "BLOCK_M,num_warps", "tflops")
+    record = json.loads(_cli("export", "--storage", url, "--study", "mm", cwd=tmp_path).stdout)
+    assert record["device"] == {"name": "NVIDIA H200"}
+    assert record["replay"]["source"] == "replay of measurements on NVIDIA H200"
+    module = _cli("export", "--to", "triton", "--storage", url, "--study", "mm", cwd=tmp_path)
+    assert module.returncode == 0, module.stderr
+    assert module.stdout.startswith('"""Tuned by autotune 0.1.0: replay of measurements on '
+                                    "NVIDIA H200; replayed on ")  # fmt: skip

@@ -183,3 +183,30 @@ def test_the_cli_exports_a_partial_sweep_and_refuses_a_bad_count_in_one_line(
     done = _export(bad, "sglang")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == "error: max_num_seqs 0: not a positive whole number"
+
+
+def _replay(stamps: dict, device: dict | None = None) -> dict:
+    """A replay's best record (``best_record``'s shape) of a table stamped with ``stamps``."""
+    return {"study": "r", "workload": "replay", "label": "REPLAY of t.csv: nothing measured",
+            "config": {**TUNED, "cuda_graphs": False}, "problem": {"table": "t.csv"},
+            "device": device or {},
+            "replay": {"workload": stamps.get("workload"), "problem": {},
+                       "source": "replay of a recorded table, device not recorded"}}  # fmt: skip
+
+
+def test_a_replay_of_a_serving_table_exports_labelled_as_a_replay() -> None:
+    out = serving_export(_replay({"workload": "serving"}), "vllm")
+    assert out.settings["max-num-seqs"] == 64
+    assert out.not_expressed["replay"] == (
+        "REPLAY of t.csv: nothing measured (replay of a recorded table, device not recorded)"
+    )
+    assert out.text.splitlines()[1].startswith("# not expressed: replay: REPLAY of t.csv")
+    # the table does not say where it was measured: cuda graphs off may be a CPU's doing
+    assert "enforce-eager" not in out.settings and "cuda_graphs" in out.not_expressed
+    on_gpu = serving_export(_replay({"workload": "serving"}, {"type": "cuda"}), "vllm")
+    assert on_gpu.settings["enforce-eager"] is True
+
+
+def test_a_replay_of_a_table_that_records_no_workload_is_no_serving_sweep() -> None:
+    with pytest.raises(ServingExportError, match="'r' tuned replay of a table that records no"):
+        serving_export(_replay({}), "sglang")

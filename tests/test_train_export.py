@@ -304,3 +304,17 @@ def test_a_loss_scale_fixed_by_the_problem_is_the_one_exported():
     fixed = {**record, "problem": {**PROBLEM, "loss_scale_init": 1024}}
     assert training_export(record, "deepspeed").settings["fp16"]["initial_scale_power"] == 16
     assert training_export(fixed, "deepspeed").settings["fp16"]["initial_scale_power"] == 10
+
+
+def test_a_replay_of_a_train_step_table_exports_its_recorded_problem_labelled() -> None:
+    # `autotune record train-step` stamps problem.global_batch ... on each row: the replay's
+    # record carries them under "replay", its own problem is the table's path
+    record = {"study": "r", "workload": "replay", "label": "REPLAY of t.csv",
+              "config": TUNED, "problem": {"table": "t.csv", "params": list(TUNED)},
+              "replay": {"workload": "train-step", "problem": PROBLEM,
+                         "source": "replay of measurements on NVIDIA H200"}}  # fmt: skip
+    out = training_export(record, "hf")
+    assert out.settings["gradient_accumulation_steps"] == 4
+    assert out.not_expressed["replay"] == "REPLAY of t.csv (replay of measurements on NVIDIA H200)"
+    untouched = training_export(_record(), "hf")
+    assert "replay" not in untouched.not_expressed

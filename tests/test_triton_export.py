@@ -3,6 +3,7 @@ tutorial's parameter names) under a real ``@triton.autotune`` and ``@triton.heur
 
 from __future__ import annotations
 
+import re
 import time
 
 import optuna
@@ -11,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune.driver.trial_attrs import FINISH, STUDY
+from autotune.driver.trial_attrs import FINISH, METRICS, STUDY
 from autotune.triton_export import (
     TritonExportError,
     table_studies,
@@ -322,3 +323,83 @@ def test_hostile_study_data_neither_breaks_the_module_nor_runs(tmp_path, templat
     assert f"Reproduce: autotune tune matmul --study {name}\n" in single["__doc__"]
     assert f"was swept by {name}, {name} again" in table["__doc__"]
     assert len(single["configs"]) == 2 and len(table["configs"]) == 2
+
+
+def _replay_study(name: str, storage, configs: list[dict], stamps: dict | None = None,
+                  given: dict | None = None) -> optuna.Study:  # fmt: skip
+    """A stored ``tune --replay`` study of a table whose rows carry ``stamps`` (the columns
+    ``autotune record`` writes: ``workload``, ``problem.NAME``; a ``device.name``), with
+    ``given`` as its ``--problem`` values, replayed on a CPU."""
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize")
+    study.set_user_attr(STUDY, {
+        "workload": "replay", "objectives": {"tflops": "maximize"},
+        "problem": {**(given or {}), "table": f"{name}.csv", "params": list(configs[0]),
+                    "metric": "tflops"},
+        "device": {"type": "cpu", "name": "the replaying CPU"},
+        "label": f"REPLAY of {name}.csv: recorded measurements are looked up, nothing is measured",
+    })  # fmt: skip
+    distributions = {k: optuna.distributions.CategoricalDistribution(
+        sorted({c[k] for c in configs}, key=str)) for k in configs[0]}  # fmt: skip
+    for i, config in enumerate(configs):
+        study.add_trial(optuna.trial.create_trial(
+            params=config, value=100.0 + i, distributions=distributions,
+            user_attrs={"status": "ok", METRICS: {"replay": True, **(stamps or {})}},
+        ))  # fmt: skip
+    return study
+
+
+TILES = [{"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3},
+         {"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3}]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("configs", "stamps", "says"),
+    [([{"max_num_seqs": 64, "block_size": 16}], {"workload": "serving"},
+      "replays a serving table (its workload column), not a kernel's"),
+     # benchmarks/data/train_step_h200.csv has no workload column: its parameters say it
+     ([{"micro_batch": 4, "precision": "bf16", "optimizer": "fused"}], {},
+      "replays a table of train-step parameters (micro_batch, precision, optimizer)")],
+)  # fmt: skip
+def test_a_replay_of_a_table_no_kernel_recorded_has_no_triton_configs(
+    tmp_path, configs, stamps, says
+):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    study = _replay_study("r", storage, configs, {**stamps, "problem.M": 32, "problem.N": 32,
+                                                   "problem.K": 32})  # fmt: skip
+    with pytest.raises(TritonExportError, match=re.escape(says)):
+        triton_export(study)
+    with pytest.raises(TritonExportError, match=re.escape(says)):
+        triton_table_export([study], ["M", "N", "K"])
+
+
+def test_a_replay_of_a_kernels_table_is_exported_as_a_replay_of_where_it_was_measured(tmp_path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    unstamped = _replay_study("mine", storage, TILES)  # a user's own CSV: accepted as it is
+    stamped = _replay_study("rec", storage, TILES, {"workload": "matmul",
+                                                    "device.name": "NVIDIA H200"})  # fmt: skip
+    first = triton_export(unstamped).splitlines()[0]
+    assert first == ('"""Tuned by autotune 0.1.0: replay of a recorded table, device not '
+                     "recorded; replayed on the replaying CPU.")  # fmt: skip
+    assert "replay on" not in triton_export(unstamped)
+    source = "replay of measurements on NVIDIA H200 (a matmul table); replayed on the replaying"
+    assert triton_export(stamped).splitlines()[0].endswith(f"{source} CPU.")
+    assert "(replayed from the table)" in triton_export(stamped)
+    assert "one sweep reading" not in triton_export(stamped)
+
+
+def test_a_table_of_replays_says_it_is_one_and_how_its_configs_are_ordered(tmp_path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    # the shape from --problem (an unstamped table) or from the table's problem.NAME columns
+    _replay_study("mm_dec", storage, TILES, given={"M": 64, "N": 4096, "K": 4096})
+    _replay_study("mm_4096", storage, TILES, {"problem.M": 4096, "problem.N": 4096,
+                                              "problem.K": 4096})  # fmt: skip
+    text = triton_table_export(table_studies(storage, ["mm_dec", "mm_4096"]), ["M", "N", "K"])
+    doc = text.split('"""')[1]
+    assert doc.startswith("Tuned by autotune 0.1.0: per-shape table, replay of a recorded "
+                          "table, device not recorded; replayed on the replaying CPU.")  # fmt: skip
+    assert "REPLAY: every figure of mm_dec (mm_dec.csv), mm_4096 (mm_4096.csv) is a recorded" in doc
+    assert "(2 shapes), best first by the figure each config replays from its table (no " in doc
+    assert "dtype" not in doc and "finish's winner first" not in text
+    mod: dict = {}
+    exec(compile(text, "table.py", "exec"), mod)  # noqa: S102 - as a kernel imports it
+    assert set(mod["TABLE"]) == {(64, 4096, 4096), (4096, 4096, 4096)}
