@@ -137,6 +137,11 @@ BAD_INPUT = [
     (["nosuchcommand"], "No such command 'nosuchcommand'"),
     (["export", "--to", "json", "--top", "3"], "--top applies to --to triton, not --to json"),
     (["trials", "--output", "t.txt"], "--output needs --format csv, parquet or html"),
+    # a float parameter has no grid: its size was asked for first, and crashed
+    (
+        ["record", "faults", "--output", "rec.csv", "--limit", "2"],
+        "faults.yaml: parameters.score is a float without a step: it has no grid to record",
+    ),
 ]
 
 
@@ -677,3 +682,49 @@ def test_an_option_the_sweep_refuses_is_refused_also_where_the_cache_would_answe
         lines = [line for line in refused.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and message in lines[0], refused.stderr
     assert len(optuna.get_all_study_names(url)) == 1  # the stored sweep, nothing added
+
+
+FAILING = """name: ex
+workload: faults
+parameters:
+  fault: {type: categorical, choices: [exception]}
+  score: {type: float, low: 0.0, high: 1.0}
+"""
+SECOND = """name: d1
+workload: faults
+parameters:
+  fault: {type: categorical, choices: [none]}
+  score: {type: float, low: 0.0, high: 1.0}
+  delay: {type: categorical, choices: [1]}
+"""
+
+
+def _tune(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune.cli", "tune", "faults", *args,
+                           "--storage", f"sqlite:///{tmp_path / 'c.db'}", "--study", "s"],
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path)  # fmt: skip
+
+
+def test_a_driver_whose_budget_other_drivers_trials_hold_is_no_failure(tmp_path):
+    # no trial of its own left to run, the only success still running in another driver:
+    # "no trial succeeded", exit 1, though nothing had failed yet
+    (tmp_path / "ex.yaml").write_text(FAILING)
+    assert (
+        _tune(tmp_path, "--space", "ex.yaml", "--trials", "1", "--finish-top", "0").returncode == 1
+    )
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'c.db'}")
+    study.ask()  # another driver's trial, running
+    second = _tune(tmp_path, "--trials", "2", "--finish-top", "0")
+    assert second.returncode == 0, second.stderr
+    assert "the 1 trial(s) still running are another driver's" in second.stderr
+
+
+def test_a_resume_that_runs_no_trial_keeps_the_finish_in_its_time_budget(tmp_path):
+    # no trial of this run to cost the finish by: it took a 10-s finish on a 1-s budget
+    (tmp_path / "d1.yaml").write_text(SECOND)
+    assert (
+        _tune(tmp_path, "--space", "d1.yaml", "--trials", "2", "--finish-top", "0").returncode == 0
+    )
+    resumed = _tune(tmp_path, "--trials", "9", "--time-budget", "1s")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "finish skipped" in resumed.stderr and "finish:" not in resumed.stderr

@@ -39,7 +39,14 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import ok_trials
-from autotune.driver.trial_attrs import BASELINE, FINISH, trial_status
+from autotune.driver.trial_attrs import (
+    BASELINE,
+    DURATION,
+    FINISH,
+    FINISHED_STATES,
+    is_repeat,
+    trial_status,
+)
 from autotune.executors.base import Executor
 from autotune.timing import rotated
 
@@ -112,7 +119,11 @@ def top_that_fits(
         1
         >>> top_that_fits(3, [40.0, 33.0, 33.0], 80.0), top_that_fits(3, [40.0, 33.0], 50.0)
         (1, 0)
+        >>> top_that_fits(3, [], 0.0)  # nothing to go by, and no time left
+        0
     """
+    if remaining_s <= 0:
+        return 0
     if not durations:
         return top
     median, start_worker, default_s = _finish_costs(durations, complete, reference_s,
@@ -121,6 +132,31 @@ def top_that_fits(
         return top
     fit = int((remaining_s - start_worker - default_s * rounds) // (median * rounds))
     return max(0, min(top, fit))
+
+
+def stored_durations(study: optuna.Study) -> tuple[list[float], list[float]]:
+    """What the study's stored trials took (each one's ``duration_s``), all of them and the
+    ``ok`` ones, in trial order: the finish's estimate when this run measured nothing (a
+    resume whose trials were all done).
+
+    Example:
+        >>> study = optuna.create_study()
+        >>> for seconds, status in ((3.0, "ok"), (0.5, "oom")):
+        ...     trial = study.ask()
+        ...     trial.set_user_attr("duration_s", seconds)
+        ...     trial.set_user_attr("status", status)
+        ...     _ = study.tell(trial, 1.0)
+        >>> stored_durations(study)
+        ([3.0, 0.5], [3.0])
+    """
+    every, complete = [], []
+    for t in study.get_trials(deepcopy=False, states=FINISHED_STATES):
+        seconds = t.user_attrs.get(DURATION)
+        if isinstance(seconds, int | float) and not is_repeat(t) and seconds > 0:
+            every.append(float(seconds))
+            if trial_status(t) == "ok":
+                complete.append(float(seconds))
+    return every, complete
 
 
 def finish_reserve_s(

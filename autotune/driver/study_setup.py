@@ -68,7 +68,7 @@ def requeue_stopped_default(study: optuna.Study) -> bool:
         >>> study = optuna.create_study()
         >>> study.enqueue_trial({"x": 1.0}, user_attrs={BASELINE: True})
         >>> trial = study.ask()
-        >>> study.tell(trial, state=optuna.trial.TrialState.FAIL)  # stopped mid-measurement
+        >>> _ = study.tell(trial, state=optuna.trial.TrialState.FAIL)  # stopped mid-measurement
         >>> requeue_stopped_default(study), requeue_stopped_default(study)
         (True, False)
     """
