@@ -103,10 +103,11 @@ class RecordError(ValueError):
 
 
 def resumed_rows(
-    output: Path, workload: str, problem: dict[str, Any], space: Space
-) -> list[dict[str, Any]]:
-    """The rows an earlier recording of the same workload, problem and space left in
-    ``output`` (none if it does not exist).
+    output: Path, workload: str, problem: dict[str, Any], space: Space,
+    device: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows an earlier recording of the same workload, problem, space (and ``device``,
+    where given) left in ``output`` (none if it does not exist).
 
     Raises:
         RecordError: ``output`` is not a regular file (``/dev/full`` reads zeros forever), not
@@ -145,7 +146,8 @@ def resumed_rows(
         raise RecordError(f"{output}: exists and is a recording of {', '.join(recorded)}, not "
                           f"of this space's {', '.join(space.names)}; name another --output "
                           "or remove it")  # fmt: skip
-    stamps = {"workload": workload, **{f"problem.{k}": v for k, v in problem.items()}}
+    stamps = {"workload": workload, **{f"problem.{k}": v for k, v in problem.items()},
+              **device_stamps(device or {})}  # fmt: skip
     for column, value in stamps.items():
         if column not in table.columns:
             continue  # a table recorded before the stamps, or by hand
@@ -155,6 +157,17 @@ def resumed_rows(
             raise RecordError(f"{output} holds a recording at {what}={other}, not {what}="
                               f"{value}: name another --output for this one")  # fmt: skip
     return table.to_dict(orient="records")
+
+
+def device_stamps(device: dict[str, Any]) -> dict[str, Any]:
+    """The columns a recording stamps each row with for the device that measured it (a
+    replay of the table names it; a resumed recording on another device is refused).
+
+    Example:
+        >>> device_stamps({"type": "cuda", "name": "NVIDIA H200", "count": 1})
+        {'device.name': 'NVIDIA H200', 'device.type': 'cuda'}
+    """
+    return {f"device.{k}": device[k] for k in ("name", "type") if device.get(k) is not None}
 
 
 def _recorded_params(columns: list[str]) -> list[str]:
@@ -167,7 +180,7 @@ def _recorded_params(columns: list[str]) -> list[str]:
     """
     params = []
     for column in columns:
-        if column in ("workload", "status") or column.startswith("problem."):
+        if column in ("workload", "status") or column.startswith(("problem.", "device.")):
             break
         params.append(column)
     return params
@@ -227,7 +240,7 @@ def record_grid(
         chosen = set(random.Random(seed).sample(range(len(configs)), limit))
         configs = [c for i, c in enumerate(configs) if i in chosen]
     output = Path(output)
-    rows = resumed_rows(output, workload, problem, space)
+    rows = resumed_rows(output, workload, problem, space, device)
     done = {_key(r, space.names) for r in rows}
     todo = [c for c in configs if _key(c, space.names) not in done]
     # measured in random order: the card's drift over the recording (power cap, heat) falls on
@@ -252,6 +265,7 @@ def record_grid(
             row: dict[str, Any] = {n: config.get(n) for n in space.names}
             row["workload"] = workload  # what a resumed recording must match
             row.update({f"problem.{k}": v for k, v in problem.items()})
+            row.update(device_stamps(device))  # where it was measured: a replay says so
             row["status"] = result.status.value
             row["reason"] = result.reason
             row["duration_s"] = round(result.duration_s, 4)  # replay's simulated clock reads it

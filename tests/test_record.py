@@ -96,3 +96,15 @@ def test_a_grid_that_cannot_be_listed_is_refused_before_anything_runs(tmp_path, 
     with pytest.raises(RecordError, match=says):
         record_grid("faults", {}, space, {}, tmp_path / "g.csv", executor="inline", limit=1)
     assert not (tmp_path / "g.csv").exists()
+
+
+def test_a_recording_names_its_device_and_resumes_only_on_that_device(tmp_path):
+    # a replay of the table says where it was measured (not "device not recorded")
+    out = tmp_path / "f.csv"
+    h200 = {"type": "cuda", "name": "NVIDIA H200"}
+    first = record_grid("faults", {}, SPACE, h200, out, executor="inline", limit=2, seed=1)
+    assert set(first["device.name"]) == {"NVIDIA H200"} and set(first["device.type"]) == {"cuda"}
+    with pytest.raises(RecordError, match="holds a recording at device.name=NVIDIA H200, not"):
+        record_grid("faults", {}, SPACE, {"type": "cuda", "name": "NVIDIA H100"}, out,
+                    executor="inline")  # fmt: skip
+    assert len(record_grid("faults", {}, SPACE, h200, out, executor="inline")) == 4
