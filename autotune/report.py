@@ -438,6 +438,12 @@ class Report:
         device = self.info.get("device", {})
         software = device.get("software", {})
         telemetry = best.user_attrs.get(TELEMETRY) or {}
+        from autotune.triton_export import study_replay
+
+        replay = study_replay(self.study)
+        if replay is not None:  # the figures are a table's: say where it was measured
+            parts.append(f"<p class='replay'>Figures: {html.escape(replay['source'])} (the "
+                         "device below replayed them)</p>")  # fmt: skip
         parts.append(
             "<h3>Where it ran</h3><ul>"
             f"<li>device: {html.escape(str(device.get('name', '?')))} (compute capability "

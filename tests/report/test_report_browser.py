@@ -169,6 +169,8 @@ def test_every_figure_renders_without_console_errors_and_shows_the_studys_number
     )
     assert done.returncode == 0, done.stderr
     text = page.read_text()
+    # the table records no device: the replaying machine is not named as where it was measured
+    assert "Figures: replay of a recorded table, device not recorded" in text
     assert re.search(r"<script[^>]+src=", text) is None  # plotly.js inlined: nothing fetched
     assert re.search(r"<link[^>]+href=", text) is None
     screenshot = _artifacts(tmp_path) / "report-replay.png"
