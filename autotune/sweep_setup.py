@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -382,6 +383,8 @@ def build_settings(
                          f"most {cores} (each imports torch and compiles on a core)")  # fmt: skip
     if executor != "ray" and (ray_address is not None or gpus_per_trial is not None):
         raise SetupError("--address and --gpus-per-trial apply to --executor ray only")
+    if gpus_per_trial is not None and not (math.isfinite(gpus_per_trial) and gpus_per_trial >= 0):
+        raise SetupError(f"--gpus-per-trial: {gpus_per_trial:g} must be a finite number, 0 or more")
     if executor == "ray" and importlib.util.find_spec("ray") is None:
         from autotune.executors.ray import INSTALL_HINT  # (it imports no Ray)
 

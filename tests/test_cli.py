@@ -122,6 +122,18 @@ BAD_INPUT = [
     (["tune", "matmul", "--objective", "speed"], "unknown metric 'speed'"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
     (["tune", "matmul", "--trials", "0"], "must be positive"),
+    (
+        ["tune", "faults", "--executor", "ray", "--gpus-per-trial=-1"],
+        "--gpus-per-trial: -1 must be a finite number, 0 or more",
+    ),
+    (
+        ["tune", "faults", "--executor", "ray", "--gpus-per-trial=nan"],
+        "--gpus-per-trial: nan must be a finite number",
+    ),
+    (
+        ["tune", "faults", "--executor", "ray", "--address", "127.0.0.1:1", "--trials", "1"],
+        "--address 127.0.0.1:1: cannot reach a Ray cluster: Connection refused",
+    ),
     (["tune", "train-step", "--problem", "model=9b"], "--problem: model='9b' is not one of"),
     (["tune", "matmul", "--compile-ahead", "-1"], "--compile-ahead: -1 must be 0"),
     (["tune", "matmul", "--compile-ahead", "100000"], "--compile-ahead: 100000 processes on"),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -87,12 +88,39 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
     }
     if address is None:
         options["num_cpus"] = num_cpus
+    else:
+        _check_reachable(address)
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = first_line(exc)
         raise ExecutorError(f"--address {address}: cannot reach a Ray cluster: {first}") from None
     return True
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A ``HOST:PORT`` address answers a TCP connection within ``timeout_s`` (Ray's own client
+    retries an unreachable one for minutes); other forms (``auto``, ``ray://``) are Ray's.
+
+    Raises:
+        ExecutorError: naming the address and why it cannot be reached.
+
+    Example:
+        >>> try:
+        ...     _check_reachable("127.0.0.1:1", timeout_s=1.0)
+        ... except ExecutorError as exc:
+        ...     print(str(exc).split(": ")[0])
+        --address 127.0.0.1:1
+    """
+    host, _, port = address.rpartition(":")
+    if not host or "/" in address or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise ExecutorError(f"--address {address}: cannot reach a Ray cluster: {why}") from None
 
 
 class _TrialActor:
@@ -165,6 +193,12 @@ class RayExecutor(Executor):
         self._actors: dict[int, Any] = {}  # slot -> live actor
         self._idle = list(range(self._slots))
         self._running: dict[Any, _Flight] = {}  # the trial's result ref -> its flight
+        self._budget_ends: float | None = None  # time.monotonic() at the sweep budget's end
+
+    def end_at(self, budget_ends: float | None) -> None:
+        """Stop trials still running at ``budget_ends`` (a ``time.monotonic()`` reading): their
+        actors are killed and they come back ``interrupted``."""
+        self._budget_ends = budget_ends
 
     def _cluster_slots(self) -> int:
         """Trials the cluster's live nodes can hold at once (asked of Ray at most every
@@ -211,7 +245,12 @@ class RayExecutor(Executor):
             finished = [self._collect(ref) for ref in ready]
             self._note_started_actors()
             now = time.perf_counter()
+            over = self._budget_ends is not None and time.monotonic() >= self._budget_ends
             for ref, flight in list(self._running.items()):
+                if over:
+                    why = "the sweep's time budget ended while it ran; Ray actor killed"
+                    finished.append(self._time_out(ref, why, TrialStatus.INTERRUPTED))
+                    continue
                 reason = flight.clock(now, self.timeout_s, self.start_timeout_s)
                 if reason is not None:
                     finished.append(self._time_out(ref, reason))
@@ -247,7 +286,9 @@ class RayExecutor(Executor):
             result.duration_s = seconds
         return Finished(ticket, result, seconds, worker=where)
 
-    def _time_out(self, ref: Any, reason: str) -> Finished:
+    def _time_out(
+        self, ref: Any, reason: str, status: TrialStatus = TrialStatus.TIMEOUT
+    ) -> Finished:
         flight = self._running.pop(ref)
         slot, ticket = flight.slot, flight.ticket
         self._idle.append(slot)
@@ -256,7 +297,7 @@ class RayExecutor(Executor):
             self._ray.kill(actor)
         seconds = time.perf_counter() - (flight.started or flight.submitted)
         return Finished(
-            ticket, TrialResult(TrialStatus.TIMEOUT, reason, duration_s=seconds), seconds,
+            ticket, TrialResult(status, reason, duration_s=seconds), seconds,
             worker=f"ray actor {slot}",
         )  # fmt: skip
 

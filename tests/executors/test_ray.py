@@ -63,6 +63,18 @@ def test_a_trials_clock_starts_when_its_actor_is_built_which_has_its_own_limit(l
     assert "did not start within" in late.result.reason
 
 
+def test_a_trial_running_when_the_budget_ends_is_stopped_there(local_ray):
+    # the Ray executor ignored the sweep's time budget: a hung trial ran to its own timeout
+    import time
+
+    with RayExecutor("faults", {}, workers=1, timeout_s=60) as executor:
+        executor.end_at(time.monotonic() + 3.0)
+        executor.submit(0, {"fault": "hang", "seconds": 60})
+        (stopped,) = executor.wait_any()
+    assert stopped.result.status is TrialStatus.INTERRUPTED
+    assert "time budget ended while it ran" in stopped.result.reason
+
+
 def replay_settings(executor: str, **overrides) -> SweepSettings:
     table = os.path.join(DATA, "matmul_decode_h200.csv")
     base = dict(
