@@ -95,6 +95,10 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = first_line(exc)
         raise ExecutorError(f"--address {address}: cannot reach a Ray cluster: {first}") from None
+    except BaseException:  # Ctrl-C while it starts: the processes it started end with it
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        raise
     return True
 
 
@@ -176,6 +180,18 @@ class RayExecutor(Executor):
     ) -> None:
         self._ray = import_ray()
         self._started = ensure_ray(address, num_cpus)
+        try:
+            self._set_up(workload, problem, gpus_per_trial, cpus_per_trial, workers, timeout_s,
+                         start_timeout_s, prune_rule)  # fmt: skip
+        except BaseException:  # Ctrl-C, or no room: a Ray started here is shut down
+            self.close()
+            raise
+
+    def _set_up(
+        self, workload: str, problem: dict[str, Any], gpus_per_trial: float,
+        cpus_per_trial: float, workers: int | None, timeout_s: float, start_timeout_s: float,
+        prune_rule: PruneRule | None,
+    ) -> None:  # fmt: skip
         self.workload, self.problem = workload, dict(problem)
         self.gpus_per_trial, self.cpus_per_trial = gpus_per_trial, cpus_per_trial
         self.timeout_s, self.start_timeout_s = timeout_s, start_timeout_s
@@ -184,7 +200,6 @@ class RayExecutor(Executor):
         fits = self._cluster_slots()
         if fits < 1:
             need = f"{gpus_per_trial:g} GPU" if gpus_per_trial else f"{cpus_per_trial:g} CPU"
-            self.close()
             raise ExecutorError(f"the Ray cluster has no room for one trial ({need} each)")
         self._slots = min(workers, fits) if workers is not None else fits
         self._actor_class = self._ray.remote(_TrialActor).options(

@@ -32,6 +32,8 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.enumeration import is_enumerable
+from autotune.driver.novelty import config_key, unvisited_config
 from autotune.driver.settings import SweepSettings
 from autotune.driver.study_setup import open_study
 from autotune.driver.trial_book import Asked, TrialBook
@@ -88,6 +90,7 @@ class AutotuneSearcher(_Searcher):
         self._live: dict[str, Asked] = {}
         self.study: optuna.Study | None = None
         self._book: TrialBook | None = None
+        self._grid: list[dict[str, Any]] | None = None  # the feasible configs, if enumerable
         if metric is not None and mode is not None:
             self._open()
 
@@ -123,15 +126,30 @@ class AutotuneSearcher(_Searcher):
         # the same study a sweep opens: sampler (told how many run at once), description
         self.study = open_study(settings, self._storage, in_flight=self.in_flight)
         self._book = TrialBook(self.study, settings, random.Random(self.seed))
+        space, problem, device = self.autotune_space, self.problem, self.device
+        self._grid = list(space.grid(problem, device)) if is_enumerable(space) else None
+
+    def _unclaimed(self) -> list[dict[str, Any]] | None:
+        """The feasible configs neither measured nor running (None: not enumerated)."""
+        if self._grid is None or self._book is None:
+            return None
+        visited, running = self._book.visited, self._book.running
+        return [c for c in self._grid if (k := config_key(c)) not in visited and k not in running]
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
-        """A config for Tune's trial ``trial_id``: feasible, not measured, not running."""
+        """A config for Tune's trial ``trial_id``: feasible, not measured, not running.
+
+        None (ask again later) while the only configs left are running in Tune;
+        ``FINISHED`` once every feasible config is measured.
+        """
         if self.study is None or self._book is None:
             return None
         s = self._book.settings
         for _ in range(MAX_REJECTIONS):
-            if self._book.exhausted:
-                return _Searcher.FINISHED
+            left = self._unclaimed()
+            if self._book.exhausted or left == []:
+                # nothing to suggest: wait for Tune's running trials, or finish
+                return None if self._book.running else _Searcher.FINISHED
             trial = self.study.ask()
             config = s.space.sample(trial, s.problem, s.device)
             asked = Asked(trial, config)
@@ -146,6 +164,18 @@ class AutotuneSearcher(_Searcher):
                     self._book.tell_repeat(asked, previous)
                 else:
                     self._book.mark_interrupted(trial, "config already running in Ray Tune")
+                    # steer the next ask to a config neither measured nor running
+                    taken = set(self._book.visited) | self._book.running
+                    steer = (
+                        self._book.rng.choice(left)
+                        if left
+                        else unvisited_config(
+                            s.space, None, taken, self._book.rng, s.problem, s.device
+                        )
+                    )
+                    if steer is None:
+                        return None  # none found now: ask again later
+                    self.study.enqueue_trial(steer)
                 continue
             self._book.running.add(asked.key)
             self._live[trial_id] = asked

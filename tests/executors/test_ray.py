@@ -193,7 +193,10 @@ def test_a_missing_ray_extra_is_one_line_naming_the_install(tmp_path):
         "import sys; sys.modules['ray'] = None; sys.argv = ['autotune'] + sys.argv[1:];"
         "from autotune.cli import main; main()"
     )
-    sweep = ["tune", "faults", "--trials", "1", "--storage", f"sqlite:///{tmp_path / 'x.db'}"]
+    space = "parameters:\n  fault: {type: categorical, choices: [none]}\n"
+    (tmp_path / "ok.yaml").write_text(space + "  score: {type: float, low: 0, high: 1}\n")
+    sweep = ["tune", "faults", "--trials", "1", "--storage", f"sqlite:///{tmp_path / 'x.db'}",
+             "--space", str(tmp_path / "ok.yaml")]  # fmt: skip
     cached = subprocess.run([sys.executable, "-m", "autotune.cli", *sweep, "--executor",
                              "inline"], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert cached.returncode == 0, cached.stderr

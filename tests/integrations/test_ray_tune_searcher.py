@@ -1,0 +1,45 @@
+"""The Ray Tune searcher's suggest/on_trial_complete called directly (no Ray cluster)."""
+
+import time
+
+import optuna
+import pytest
+
+from autotune.space import Param, Space
+
+pytest.importorskip("ray.tune")
+from autotune.integrations.ray_tune import AutotuneSearcher  # noqa: E402
+
+
+def _searcher(choices: list[int], sampler: str = "auto") -> AutotuneSearcher:
+    space = Space("tiny", [Param("a", "categorical", choices=choices)])
+    return AutotuneSearcher(space, metric="m", mode="max", seed=0, sampler=sampler)
+
+
+def test_suggest_waits_while_the_configs_left_run_and_finishes_once_all_are_measured():
+    searcher = _searcher([1, 2])
+    first, second = searcher.suggest("t1"), searcher.suggest("t2")
+    assert {first["a"], second["a"]} == {1, 2}
+
+    started = time.perf_counter()
+    assert searcher.suggest("t3") is None  # both configs run in Tune: ask again later
+    assert time.perf_counter() - started < 1.0  # was minutes: 10,000 rejected trials
+    assert len(searcher.study.trials) == 2  # no junk trial per rejection
+
+    searcher.on_trial_complete("t1", {"m": 1.0})
+    assert searcher.suggest("t4") is None  # the other config still runs
+    searcher.on_trial_complete("t2", {"m": 2.0})
+    assert searcher.suggest("t5") == "FINISHED"
+    states = [t.state for t in searcher.study.trials]
+    assert states == [optuna.trial.TrialState.COMPLETE] * 2
+
+
+def test_suggest_serves_every_config_once_while_all_of_them_run():
+    searcher = _searcher(list(range(8)), sampler="tpe")  # TPE re-proposes running configs
+    configs = [searcher.suggest(f"t{i}") for i in range(8)]
+    assert sorted(c["a"] for c in configs) == list(range(8))
+    assert searcher.suggest("t8") is None
+    trials = searcher.study.trials
+    running = [t for t in trials if t.state is optuna.trial.TrialState.RUNNING]
+    assert len(running) == 8  # Tune's eight trials; no other trial left open
+    assert len(trials) < 16  # a pick of a running config is steered to one left
