@@ -244,15 +244,20 @@ def cached_study(
     far as it was asked to (:data:`~autotune.driver.trial_attrs.COMPLETE_STOPS`: a sweep
     stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing), if any; searched
     by the same ``sampler`` (another strategy is another sweep) with at least ``trials``
-    trials (a 20-trial sweep does not answer an ask for 100)."""
+    trials (a 20-trial sweep does not answer an ask for 100, unless it measured the whole
+    space)."""
     for summary in reversed(optuna.study.get_all_study_summaries(storage)):
         info = stored_info(summary.user_attrs)
         stored = info.get("fingerprint")
         if not isinstance(stored, dict) or stored.get("key") != key:
             continue
-        if last_run(summary.user_attrs).get("stopped_by") not in COMPLETE_STOPS:
+        stopped_by = last_run(summary.user_attrs).get("stopped_by")
+        if stopped_by not in COMPLETE_STOPS:
             continue
-        if info.get("sampler", "auto") != sampler or summary.n_trials < (trials or 0):
+        searched_all = stopped_by in ("every config tried", "no unvisited config left")
+        if info.get("sampler", "auto") != sampler or (
+            summary.n_trials < (trials or 0) and not searched_all
+        ):
             continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         if best_trials(study):

@@ -133,6 +133,11 @@ def test_another_sampler_or_more_trials_than_the_stored_sweep_ran_is_another_swe
     fewer = tune(url, space, "--trials", "4")  # the 5-trial sweep answers for 4
     assert "cached: study faults-" in fewer.stderr
     assert len(optuna.get_all_study_names(url)) == 3
+    # a sweep that measured its whole (2-config) space answers any number of trials
+    small = write_space("parameters:\n  score: {type: categorical, choices: [0.5, 1.0]}\n",
+                        "small.yaml")  # fmt: skip
+    assert tune(url, small, "--trials", "5").returncode == 0
+    assert "cached: study faults-" in tune(url, small, "--trials", "50").stderr
 
 
 SLOW = """name: slow
