@@ -260,9 +260,11 @@ def study_reads(name: str, info: dict[str, Any]) -> dict[str, str]:
         f"the space file study {name!r} reads": info.get("space"),
         **{f"the {key} file study {name!r} reads": value for key, value in problem.items()},
     }  # fmt: skip
+    from autotune.tuning_cache import names_a_file
+
     reads: dict[str, str] = {}
     for what, value in named.items():
-        if _names_a_file(value) and value not in reads.values():
+        if names_a_file(value) and value not in reads.values():
             reads[what] = value
     return reads
 
@@ -298,14 +300,3 @@ def stored_reads(storage: str, studies: Sequence[str | None] | None) -> dict[str
         if summary.study_name in names:
             reads.update(study_reads(summary.study_name, stored_info(summary.user_attrs)))
     return reads
-
-
-def _names_a_file(value: Any) -> bool:
-    """Whether ``value`` is text that names a file that exists (a problem value is most
-    often a number or a name)."""
-    if not isinstance(value, str) or not value or len(value) >= 4096:
-        return False
-    try:
-        return Path(value).expanduser().is_file()
-    except (OSError, ValueError):  # a name too long for the system, a NUL byte
-        return False

@@ -24,8 +24,8 @@ from typing import Any
 import optuna
 
 from autotune.driver.trial_attrs import FINISH, stored_info
+from autotune.replay_info import study_replay
 from autotune.report import _measured
-from autotune.triton_export import study_replay
 from autotune.units import readable
 
 
@@ -57,7 +57,7 @@ def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
     and ``elsewhere``: the winner's value in each other study (by index) that measured it, in
     that study's metric (its first objective). A replay's ``device`` is the one its table
     records, and ``replay`` says where its figures come from
-    (:func:`autotune.triton_export.replay_info`); None for a sweep that measured."""
+    (:func:`autotune.replay_info.replay_info`); None for a sweep that measured."""
     winners = [_winner(s) for s in studies]
     rows = []
     for i, (study, winner) in enumerate(zip(studies, winners, strict=True)):

@@ -29,7 +29,8 @@ from autotune import __version__
 from autotune.driver.results import best_trials, objectives_of, study_info
 from autotune.driver.trial_attrs import FINISH, METRICS, TELEMETRY
 from autotune.reference_verdict import reference_faster
-from autotune.triton_export import replay_info, triton_export
+from autotune.replay_info import replay_info
+from autotune.triton_export import triton_export
 
 FORMATS = ("json", "yaml", "triton")
 
@@ -43,7 +44,7 @@ def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[s
 
     For a replay, ``device`` is the device its table records the measurements were taken on
     (``{}`` where it records none, never the machine that looked them up), and ``replay``
-    says where the figures come from (:func:`autotune.triton_export.replay_info`: the
+    says where the figures come from (:func:`autotune.replay_info.replay_info`: the
     table's source, workload and problem as recorded, and ``replayed_on``)."""
     info = study_info(study)
     objectives = objectives_of(study)

@@ -438,7 +438,7 @@ class Report:
         device = self.info.get("device", {})
         software = device.get("software", {})
         telemetry = best.user_attrs.get(TELEMETRY) or {}
-        from autotune.triton_export import study_replay
+        from autotune.replay_info import study_replay
 
         replay = study_replay(self.study)
         if replay is not None:  # the figures are a table's: say where it was measured

@@ -29,9 +29,10 @@ import optuna
 from autotune import __version__
 from autotune.driver.finish import spread_text
 from autotune.driver.results import objectives_of, ok_trials, study_info
-from autotune.driver.trial_attrs import FINISH, METRICS, stored_info
+from autotune.driver.trial_attrs import FINISH, stored_info
 from autotune.kernel_config import LAUNCH_OPTIONS, KernelConfig
 from autotune.reference_verdict import describe, winner_verdict
+from autotune.replay_info import is_replay, study_replay
 
 
 class TritonExportError(ValueError):
@@ -192,98 +193,6 @@ def _dropped_note(configs: list[dict[str, Any]], rename: dict[str, str]) -> str:
     if not listed:
         return ""
     return f"Dropped for a kernel without them: {listed}.\n"
-
-
-def replay_stamps(metrics: dict[str, Any]) -> dict[str, Any]:
-    """What a recorded table says of its recording, read from a replayed trial's metrics (a
-    replay carries every column of its row that is not a parameter or the metric): the
-    ``workload`` column and the ``problem.NAME`` columns (``autotune record`` writes them), and
-    the device it was measured on (``device.NAME`` columns, or a ``device`` column holding its
-    name); None or empty where the table does not record it.
-
-    Example:
-        >>> replay_stamps({"replay": True, "workload": "serving", "problem.rate": 40,
-        ...                "device.name": "NVIDIA H200", "ms": 1.5})
-        {'workload': 'serving', 'problem': {'rate': 40}, 'device': {'name': 'NVIDIA H200'}}
-        >>> replay_stamps({"replay": True, "ms": 1.5, "device": "NVIDIA H100"})
-        {'workload': None, 'problem': {}, 'device': {'name': 'NVIDIA H100'}}
-    """
-    workload = metrics.get("workload")
-    problem = {k[8:]: v for k, v in metrics.items() if k.startswith("problem.")}
-    device = {k[7:]: v for k, v in metrics.items() if k.startswith("device.")}
-    if isinstance(metrics.get("device"), str) and "name" not in device:
-        device["name"] = metrics["device"]
-    return {
-        "workload": workload if isinstance(workload, str) and workload else None,
-        "problem": problem,
-        "device": device,
-    }
-
-
-def replay_source(device: dict[str, Any]) -> str:
-    """Where a replay's figures were measured, from the device its table records (``{}``:
-    none), for every place that shows a replay's device.
-
-    Example:
-        >>> replay_source({"name": "NVIDIA H200"})
-        'replay of measurements on NVIDIA H200'
-        >>> replay_source({})
-        'replay of a recorded table, device not recorded'
-    """
-    name = device.get("name")
-    if isinstance(name, str) and name:
-        return f"replay of measurements on {name}"
-    return "replay of a recorded table, device not recorded"
-
-
-def replay_info(info: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any] | None:
-    """For a replay (``info``: its study's record; ``metrics``: a replayed trial's), what its
-    table recorded: ``source`` (:func:`replay_source`), ``table``, ``workload`` (its stamp, or
-    None), ``problem`` (the recorded one, the replay's own ``--problem`` values over it),
-    ``device`` (where it was measured, ``{}`` where not recorded) and ``replayed_on`` (the
-    device record of the machine that looked the figures up). None for a sweep that measured.
-
-    Example:
-        >>> info = {"workload": "replay", "device": {"name": "a CPU"},
-        ...         "problem": {"table": "t.csv", "params": ["BM"], "metric": "ms", "M": 8}}
-        >>> replay = replay_info(info, {"workload": "matmul", "problem.M": 64, "problem.N": 4})
-        >>> replay["source"], replay["workload"], replay["problem"]
-        ('replay of a recorded table, device not recorded', 'matmul', {'M': 8, 'N': 4})
-        >>> replay["device"], replay["replayed_on"]
-        ({}, {'name': 'a CPU'})
-        >>> replay_info({"workload": "matmul"}, {}) is None
-        True
-    """
-    from autotune.replay_setup import REPLAY_KEYS
-
-    if info.get("workload") != "replay":
-        return None
-    stamps = replay_stamps(metrics)
-    problem = info.get("problem", {})
-    given = {k: v for k, v in problem.items() if k not in REPLAY_KEYS}
-    return {
-        "source": replay_source(stamps["device"]),
-        "table": problem.get("table"),
-        "workload": stamps["workload"],
-        "problem": {**stamps["problem"], **given},
-        "device": stamps["device"],
-        "replayed_on": info.get("device", {}),
-    }
-
-
-def is_replay(study: optuna.Study) -> bool:
-    """Whether the study replayed a recorded table (measured nothing)."""
-    return study_info(study).get("workload") == "replay"
-
-
-def study_replay(study: optuna.Study) -> dict[str, Any] | None:
-    """:func:`replay_info` of a replay study, read from its first successful trial (one
-    recording stamps every row alike); None for a sweep that measured."""
-    if not is_replay(study):
-        return None
-    first = next(iter(ok_trials(study)), None)
-    metrics = (first.user_attrs.get(METRICS) or {}) if first is not None else {}
-    return replay_info(study_info(study), metrics if isinstance(metrics, dict) else {})
 
 
 def _where(info: dict[str, Any], replay: dict[str, Any] | None) -> str:

@@ -205,12 +205,26 @@ def named_files(problem: dict[str, Any]) -> dict[str, str]:
     requests, a replay's table, change what a sweep measures, their paths do not)."""
     files = {}
     for key, value in problem.items():
-        if isinstance(value, str) and value and len(value) < 4096:
-            path = Path(value).expanduser()
+        if names_a_file(value):
             with contextlib.suppress(OSError):
-                if path.is_file():
-                    files[key] = file_digest(path)
+                files[key] = file_digest(Path(value).expanduser())
     return files
+
+
+def names_a_file(value: Any) -> bool:
+    """Whether ``value`` is text that names a file that exists (a problem value is most
+    often a number or a name).
+
+    Example:
+        >>> names_a_file(__file__), names_a_file("4096"), names_a_file(4096)
+        (True, False, False)
+    """
+    if not isinstance(value, str) or not value or len(value) >= 4096:
+        return False
+    try:
+        return Path(value).expanduser().is_file()
+    except (OSError, ValueError):  # a name too long for the system, a NUL byte
+        return False
 
 
 def file_digest(path: Path) -> str:
