@@ -126,8 +126,11 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
         (True, 'new')
     """
     path = Path(path)
+    writes_in_place = path.exists() and not path.is_file()  # a device or a pipe, through a link too
+    if path.is_symlink() and not writes_in_place:
+        path = path.resolve()  # not /dev/stdout into a pipe: it links to no path resolve() can name
     try:
-        return _write_atomic(path.resolve() if path.is_symlink() else path, text)
+        return _write_atomic(path, text)
     except OSError as exc:
         exc.filename = exc.filename or str(path)  # the place, in the one-line error
         raise

@@ -213,3 +213,25 @@ def test_a_replay_of_a_kernel_table_names_the_device_it_records(tmp_path):
     assert module.returncode == 0, module.stderr
     assert module.stdout.startswith('"""Tuned by autotune 0.1.0: replay of measurements on '
                                     "NVIDIA H200; replayed on ")  # fmt: skip
+
+
+def test_write_atomic_writes_into_a_pipe_through_dev_stdout_s_link(tmp_path):
+    # /dev/stdout into a pipe is a link to /proc/self/fd/1, a link to "pipe:[N]": no path to
+    # resolve() or rename onto; the text goes into the pipe and nothing is left on disk
+    script = (
+        "from autotune.export import write_atomic\n"
+        "write_atomic('/dev/stdout', 'through the pipe\\n')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0
+    assert out.stdout == "through the pipe\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_atomic_through_a_dangling_link_writes_the_file_it_names(tmp_path):
+    link = tmp_path / "best.json"
+    link.symlink_to(tmp_path / "target.json")
+    write_atomic(link, "new")
+    assert link.is_symlink() and (tmp_path / "target.json").read_text() == "new"
