@@ -71,6 +71,13 @@ def _storage_failure_types() -> tuple[type[Exception], ...]:
     return (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError)
 
 
+def _storage_lost_type() -> type[Exception]:
+    """The study's file deleted mid-sweep (its trials saved beside it): exit code 1."""
+    from autotune.driver.storage_watch import StorageLost
+
+    return StorageLost
+
+
 def _root_cause_line(exc: BaseException) -> str:
     """The first line of the innermost cause that says something: Optuna wraps a dropped
     database connection in a generic commit error; the driver's own message (e.g. "server
@@ -118,6 +125,10 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except KeyboardInterrupt:
             err.print("interrupted; finished trials are stored")
             raise typer.Exit(130) from None
+        except _storage_lost_type() as exc:
+            err.print(f"[red]error:[/red] {escape(redact(str(exc)))}", highlight=False,
+                      soft_wrap=True)  # fmt: skip
+            raise typer.Exit(1) from None
         except _storage_failure_types() as exc:
             first = _root_cause_line(exc)
             if "readonly database" in first or "read-only" in first:  # no retry will help

@@ -41,6 +41,7 @@ from autotune.driver.results import best_trials
 from autotune.driver.samplers import is_exhausted
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
 from autotune.driver.signals import interrupt_deferred, signals_held, stop_on_signals
+from autotune.driver.storage_watch import StorageLost, StorageWatch
 from autotune.driver.study_peers import StudyPeers
 from autotune.driver.study_setup import StudyMismatch, open_study, requeue_stopped_default
 from autotune.driver.trial_attrs import (
@@ -85,9 +86,11 @@ class Sweep:
         self.settings = settings
         self.observer = observer or SweepObserver()
         self.executor_factory = executor_factory or make_executor
+        self.watch: StorageWatch | None = None  # the study's file, once run() opened it
 
     def run(self) -> SweepSummary:
         storage = snapshot_reads(open_storage(self.settings.storage, heartbeat_s=HEARTBEAT_S))
+        self.watch = StorageWatch(self.settings.storage, storage)
         executor = self.executor_factory(self.settings)
         try:
             study = open_study(self.settings, storage, executor.capacity)
@@ -96,7 +99,11 @@ class Sweep:
         except BaseException:
             executor.close()
             raise
-        return _SweepRun(self, study, storage, executor).run()
+        try:
+            return _SweepRun(self, study, storage, executor, self.watch).run()
+        except StorageLost:
+            self.watch.let_go()
+            raise
 
     def finish(
         self,
@@ -114,8 +121,11 @@ class Sweep:
         executor = self.executor_factory(s, workers=1)
         top = top if top is not None else (s.finish_top or 3)
         rounds = rounds if rounds is not None else s.finish_rounds
-        return finish(study, metric, direction, executor, top=top, rounds=rounds,
+        rows = finish(study, metric, direction, executor, top=top, rounds=rounds,
                       deadline=deadline)  # fmt: skip
+        if self.watch is not None:
+            self.watch.check()  # the finish's record went where the study is, not nowhere
+        return rows
 
 
 class _SweepRun:
@@ -127,8 +137,10 @@ class _SweepRun:
         study: optuna.Study,
         storage: optuna.storages.BaseStorage,
         executor: Executor,
+        watch: StorageWatch | None = None,
     ) -> None:
         s = self.settings = sweep.settings
+        self.watch = watch
         self.observer = sweep.observer
         self.study, self.storage, self.executor = study, storage, executor
         # steering draws, like the sampler, move on with the trials already stored
@@ -267,6 +279,8 @@ class _SweepRun:
         """Why no further trial may launch now, or None to go on."""
         if self.stop_requested.is_set():
             return "interrupted"  # a signal came (see stop_on_signals)
+        if self.watch is not None:
+            self.watch.check()  # the study's file deleted: stop (StorageLost), saving it
         s = self.settings
         if time.monotonic() - self.last_reap > REAP_EVERY_S:
             # trials left RUNNING by a driver that died meanwhile stop counting as launched
