@@ -17,6 +17,8 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from urllib.parse import unquote
 
 # scheme://user:password@ in running text: the password runs up to the last '@' before a blank
 # (a password may hold '/', '?' or ':', which SQLAlchemy and libpq take as they are)
@@ -31,8 +33,11 @@ _URL_CREDENTIALS = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(
 # ?password=... or &password=... (also sslpassword, passwd, pwd, secret; any case) up to the
 # next & (or, in running text, a blank or a quote)
 _QUERY_KEY = r"[?&](?:[a-z_]*password|passwd|pwd|[a-z_]*secret)="
-_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})[^&\s'\"]*", re.IGNORECASE)
-_URL_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})[^&]*", re.IGNORECASE)
+_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&\s'\"]*)", re.IGNORECASE)
+_URL_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&]*)", re.IGNORECASE)
+# a password :func:`secrets_in` finds shorter than this is not blanked wherever else it stands
+# (a one-letter password would blank that letter in every word); its URL form still is
+_SHORTEST_KNOWN = 4
 
 #: The environment variable a storage URL may come from instead of the command line.
 STORAGE_ENV = "AUTOTUNE_STORAGE"
@@ -50,17 +55,57 @@ def redact_url(url: str) -> str:
     return _URL_QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", url)
 
 
-def redact(text: str) -> str:
+def redact(text: str, known: Iterable[str] = ()) -> str:
     """Every ``scheme://user:password@`` and ``?password=`` in ``text`` with the password
-    replaced by ``***`` (a password with blanks only where its URL is quoted).
+    replaced by ``***`` (a password with blanks only where its URL is quoted); and each of
+    the ``known`` passwords (:func:`secrets_in` a command template or a storage URL) wherever
+    it stands, also outside a URL: a failed trial's reason may echo one in any form.
 
     Example:
         >>> redact("error: storage URL 'postgresql://u:a b@h/db': cannot connect")
         "error: storage URL 'postgresql://u:***@h/db': cannot connect"
+        >>> redact("srv: login as bob with hunter2 refused", known={"hunter2"})
+        'srv: login as bob with *** refused'
     """
     text = _QUOTED_CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
     text = _CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
-    return _QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", text)
+    text = _QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", text)
+    for secret in sorted(known, key=len, reverse=True):  # a longer one before its parts
+        if len(secret) >= _SHORTEST_KNOWN and secret.strip("*"):
+            text = text.replace(secret, "***")
+    return text
+
+
+def secrets_in(text: str, whole_url: bool = False) -> frozenset[str]:
+    """The passwords :func:`redact` (``whole_url``: :func:`redact_url`) leaves out of
+    ``text``, each also as its URL's ``%``-escapes decode it: to be blanked wherever else they
+    appear (:func:`redact`'s ``known``), e.g. in what a server started with them prints.
+
+    Example:
+        >>> sorted(secrets_in("srv --db postgresql://bob:hunt%40er2@db/prod?sslpassword=k3y5"))
+        ['hunt%40er2', 'hunt@er2', 'k3y5']
+        >>> sorted(secrets_in("postgresql://u:a b@h/db", whole_url=True))
+        ['a b']
+    """
+    if whole_url:
+        found = [m.group("secret") for m in _URL_CREDENTIALS.finditer(text)]
+        found += [m.group("secret") for m in _URL_QUERY_SECRET.finditer(text)]
+    else:
+        found = [m.group("secret") for m in _QUOTED_CREDENTIALS.finditer(text)]
+        found += [m.group("secret") for m in _CREDENTIALS.finditer(text)]
+        found += [m.group("secret") for m in _QUERY_SECRET.finditer(text)]
+    return frozenset(s for secret in found for s in (secret, unquote(secret)) if s)
+
+
+def secrets_of_values(values: dict) -> frozenset[str]:
+    """The passwords :func:`redact_values` leaves out of ``values`` (a problem): to be blanked
+    in a trial's reason too, where a server echoes its command's password in any form.
+
+    Example:
+        >>> secrets_of_values({"command": "srv --db postgresql://bob:hunter2@db/prod", "n": 4})
+        frozenset({'hunter2'})
+    """
+    return frozenset().union(*(secrets_in(v) for v in values.values() if isinstance(v, str)))
 
 
 def redact_values(values: dict) -> dict:

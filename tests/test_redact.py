@@ -12,7 +12,7 @@ import optuna
 import pandas as pd
 import pytest
 
-from autotune.redact import redact, redact_url
+from autotune.redact import redact, redact_url, secrets_in, secrets_of_values
 from autotune.storage import StorageError, open_storage
 
 
@@ -135,3 +135,31 @@ def test_the_stored_command_line_hides_a_password_with_blanks(
     assert _command_line() == (
         "autotune best --storage 'postgresql://u:***@h/db' '--x=mysql://v:***@h/e'"
     )
+
+
+def test_a_commands_password_is_blanked_also_where_it_stands_outside_a_url() -> None:
+    """What a server started with a password prints may show it on its own: the passwords
+    taken out of the problem's command are blanked wherever a reason holds them."""
+    problem = {"command": "srv --db postgresql://admin:Hun%40terPW@db/prod {port}", "rate": 4}
+    known = secrets_of_values(problem)
+    assert known == {"Hun%40terPW", "Hun@terPW"}  # as written, and as the server decodes it
+    said = "exited: args ['--db', 'postgresql://admin:Hun%40terPW@db/prod'] | auth Hun@terPW"
+    assert redact(said, known) == (
+        "exited: args ['--db', 'postgresql://admin:***@db/prod'] | auth ***"
+    )
+
+
+def test_a_storage_urls_password_is_found_as_redact_url_finds_it() -> None:
+    assert secrets_in("postgresql://u:a b/c@h/db?sslpassword=k3y5", whole_url=True) == {
+        "a b/c",
+        "k3y5",
+    }
+    assert secrets_in("sqlite:///autotune.db", whole_url=True) == frozenset()
+
+
+def test_a_known_password_too_short_or_already_stars_leaves_the_text_alone() -> None:
+    # a one-letter password would blank that letter in every word: only its URL form goes
+    assert redact("a crash in postgresql://u:a@h/db", known={"a"}) == (
+        "a crash in postgresql://u:***@h/db"
+    )
+    assert redact("kept ***** as is", known={"*****"}) == "kept ***** as is"

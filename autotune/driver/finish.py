@@ -48,6 +48,7 @@ from autotune.driver.trial_attrs import (
     trial_status,
 )
 from autotune.executors.base import Executor
+from autotune.redact import redact
 from autotune.timing import rotated
 
 #: Seconds between a timed sweep's decision to stop and its finish's start, held back beside
@@ -386,7 +387,8 @@ def finish(
                     samples[trial.number].append(value)
                     rounds_of[trial.number].append(round_index)
                 else:
-                    failures[trial.number] = f"{result.status.value}: {result.reason}"
+                    # stored in the study: a URL's password in the reason left out
+                    failures[trial.number] = f"{result.status.value}: {redact(result.reason)}"
                 if on_sample is not None:
                     on_sample(trial.number, len(samples[trial.number]), value)
             last_round_s = _next_round_s(took, first_round=round_index == 0)

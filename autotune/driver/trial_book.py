@@ -5,6 +5,11 @@ The book writes every trial's status, reason, duration, metrics and telemetry (t
 far plus a violated constraint, so the sampler leaves the region), answers a config measured
 before from the study, and steers the next trial to an unvisited config after a repeat.
 
+Every reason enters the study and the observer through the book, so it is redacted here
+(:func:`autotune.redact.redact`): a URL's password, and the passwords of the problem's
+command template and of the storage URL wherever they stand, show as ``***``, whichever
+executor ran the trial (an exception's message, a server's last lines).
+
 Example:
     >>> import optuna, random
     >>> from autotune.space import load_space
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
@@ -53,6 +58,7 @@ from autotune.driver.trial_attrs import (
     trial_status,
 )
 from autotune.failures import TrialStatus
+from autotune.redact import redact, secrets_in, secrets_of_values
 from autotune.runners.base import TrialResult
 
 
@@ -93,7 +99,15 @@ class TrialBook:
         self._known: set[int] = set()
         self.running: set[tuple] = set()  # configs in flight: steering must not pick them
         self.exhausted = False  # a discrete space measured completely
+        # the passwords a reason may echo outside a URL (a server printing its command line)
+        self.secrets = secrets_of_values(settings.problem or {}) | secrets_in(
+            settings.storage or "", whole_url=True
+        )
         self.refresh()
+
+    def redact(self, reason: str) -> str:
+        """``reason`` as the study stores and the observer shows it: every password ``***``."""
+        return redact(reason, self.secrets)
 
     def refresh(self) -> None:
         """Learn the configs measured since (by this driver or another on the same study)."""
@@ -129,6 +143,7 @@ class TrialBook:
     def tell_result(self, asked: Asked, result: TrialResult, worker: str = "") -> TrialRecord:
         """Record how a trial ended (a constraint rejection included) and tell the study."""
         trial = asked.trial
+        result = replace(result, reason=self.redact(result.reason))  # before it is kept anywhere
         values: list[float] | None = None
         over: list[str] = []
         if result.ok and result.measurement is not None:
@@ -245,6 +260,7 @@ class TrialBook:
 
     def mark_interrupted(self, trial: optuna.Trial | int, reason: str) -> None:
         """Close a trial of this driver (or its number) that will not be told a result."""
+        reason = self.redact(reason)
         try:
             if isinstance(trial, int):
                 storage, study_id = self.study._storage, self.study._study_id

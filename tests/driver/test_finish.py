@@ -8,7 +8,7 @@ from autotune.executors.base import Executor
 from autotune.executors.inline import InlineExecutor
 from autotune.executors.local import LocalExecutor
 from autotune.export import best_record
-from autotune.space import Param, Space
+from autotune.space import Param, Space, load_space
 
 
 def test_within_noise_when_medians_differ_less_than_the_spread():
@@ -335,3 +335,47 @@ def test_a_resumed_sweep_that_adds_trials_drops_the_earlier_finish(tmp_path):
     assert not resumed.user_attrs[FINISH]  # no finish of this run yet: the sweep's best
     assert best_record(resumed)["config"]["score"] == 0.9 != old_winner
     assert "finish" not in best_record(resumed)
+
+
+FAILS_IN_THE_FINISH = """
+from pathlib import Path
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Flaky(Objective):
+    name = "flaky"
+    space = "flaky.yaml"
+    directions = {"v": "maximize"}
+    takes_problem = False
+
+    def evaluate(self, config, report=None):
+        if (Path(__file__).parent / "fail-now").exists():
+            raise RuntimeError("lost postgresql://tuner:" + "S3cret" + "PW@db.internal/s")
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = Flaky
+"""
+
+
+def test_a_password_in_a_reason_the_finish_stores_is_left_out(tmp_path):
+    """A config that measured in the sweep and fails when the finish re-measures it: the
+    failure the finish stores in the study shows the URL's password as ``***``."""
+    (tmp_path / "flaky.py").write_text(FAILS_IN_THE_FINISH)
+    (tmp_path / "flaky.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 9}\n")
+    db = tmp_path / "s.db"
+    settings = SweepSettings(
+        workload=str(tmp_path / "flaky.py"), problem={}, space=load_space(tmp_path / "flaky.yaml"),
+        objectives={"v": "maximize"}, sampler="random", n_trials=2, seed=0,
+        storage=f"sqlite:///{db}", study_name="s", executor="inline", warm_start="off",
+    )  # fmt: skip
+    sweep = Sweep(settings)
+    study = sweep.run().study
+    (tmp_path / "fail-now").touch()
+    sweep.finish(study, top=1, rounds=1)
+    failed = optuna.load_study(study_name="s", storage=f"sqlite:///{db}").user_attrs[FINISH]
+    (reason,) = failed["failed"].values()
+    assert reason == "crashed: RuntimeError: lost postgresql://tuner:***@db.internal/s"
+    assert "S3cret" + "PW" not in db.read_bytes().decode("latin-1")
