@@ -26,6 +26,7 @@ import optuna
 from autotune.driver.trial_attrs import FINISH, stored_info
 from autotune.replay_info import study_replay
 from autotune.report import _measured
+from autotune.train_export import shown
 from autotune.units import readable
 
 
@@ -111,7 +112,7 @@ def compare_notes(rows: list[dict[str, Any]]) -> list[str]:
     ):
         seen = list(dict.fromkeys(str(r.get(key)) for r in rows))
         if len(seen) > 1:
-            notes.append(f"the studies {what} ({', '.join(seen)})")
+            notes.append(f"the studies {what} ({', '.join(shown(s) for s in seen)})")
     if any(r.get("differs", []) is None for r in rows):
         notes.append("fewer than two studies have a successful trial: no winners to set apart")
     return notes
@@ -146,17 +147,27 @@ def _differs_text(rows: list[dict[str, Any]]) -> str:
 
 
 def compare_text(rows: list[dict[str, Any]]) -> str:
-    """A plain table of :func:`compare_studies`."""
+    """A plain table of :func:`compare_studies`; a name or source with a control character is
+    shown escaped (:func:`autotune.train_export.shown`, as ``autotune studies`` lists it), so
+    the text never drives the terminal it is printed on.
+
+    Example:
+        >>> row = {"study": "a\\x1b[31m", "workload": "matmul", "device": None, "metric": "ms",
+        ...        "winner_trial": None, "winner_config": None, "elsewhere": {}, "differs": None}
+        >>> print(compare_text([row]).splitlines()[0])
+        [0] 'a\\x1b[31m' (matmul on an unrecorded device): no successful trial; not ...
+    """
     lines = []
     for i, r in enumerate(rows):
         where = (
             ", ".join(
-                f"in {rows[int(j)]['study']}: {readable(rows[int(j)]['metric'], v)}"
+                f"in {shown(rows[int(j)]['study'])}: {readable(rows[int(j)]['metric'], v)}"
                 for j, v in r["elsewhere"].items()
             )
             or "not measured elsewhere"
         )
-        lines.append(f"[{i}] {r['study']} ({_source_text(r)}): {_winner_text(r)}; {where}")
+        source = shown(_source_text(r))
+        lines.append(f"[{i}] {shown(r['study'])} ({source}): {_winner_text(r)}; {where}")
         if r["winner_config"] is not None:
             lines.append(f"    config: {json.dumps(r['winner_config'])}")
     if rows:

@@ -23,6 +23,7 @@ import optuna
 
 from autotune.failures import first_line
 from autotune.redact import redact, redact_url
+from autotune.train_export import shown
 
 DEFAULT_STORAGE = "sqlite:///autotune.db"
 _RDB_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql")
@@ -264,5 +265,6 @@ def load_study(storage: optuna.storages.BaseStorage, name: str | None) -> optuna
     if name is None:
         name = names[-1]
     elif name not in names:
-        raise StorageError(f"no study named {name!r}; stored studies: {', '.join(names)}")
+        stored = ", ".join(shown(n) for n in names)  # escaped, as `autotune studies` lists them
+        raise StorageError(f"no study named {name!r}; stored studies: {stored}")
     return optuna.load_study(study_name=name, storage=storage)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import keyword
+import numbers
 from collections import defaultdict
 from typing import Any
 
@@ -145,10 +146,33 @@ def triton_config_source(
     return "configs = [\n" + "\n".join(lines) + "\n]\n"
 
 
-def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.FrozenTrial, str]]:
+def _distinct(configs: list[dict[str, Any]], rename: dict[str, str]) -> list[int]:
+    """The indices of ``configs`` that export as no earlier one does: once renamed (a name
+    mapped to "" dropped), two configs that differ only in a dropped parameter, or not at all,
+    are one ``triton.Config``, and only the first, the better ranked, is kept.
+
+    Example:
+        >>> _distinct([{"A": 1, "B": 1}, {"A": 1, "B": 2}, {"A": 2, "B": 1}], {"B": ""})
+        [0, 2]
+    """
+    seen: set[tuple] = set()
+    kept = []
+    for i, config in enumerate(configs):
+        exported = tuple(sorted((k, repr(v)) for k, v in _renamed(config, rename).items()))
+        if exported not in seen:
+            seen.add(exported)
+            kept.append(i)
+    return kept
+
+
+def ranked_trials(
+    study: optuna.Study, top: int, rename: dict[str, str] | None = None
+) -> list[tuple[optuna.trial.FrozenTrial, str]]:
     """The ``top`` best successful trials with a comment each: the noise-aware finish's rows
     first, by their re-measured medians (winner first, with spread), then the other trials by
-    their single sweep reading (a replay's: the figure replayed from its table)."""
+    their single sweep reading (a replay's: the figure replayed from its table). Each config
+    comes once as ``rename`` exports it (:func:`_distinct`): a trial that would repeat a
+    better one's ``triton.Config`` gives its place to the next distinct one."""
     objectives = objectives_of(study)
     name, direction = next(iter(objectives.items()))
     sign = 1.0 if direction == "maximize" else -1.0
@@ -170,7 +194,8 @@ def ranked_trials(study: optuna.Study, top: int) -> list[tuple[optuna.trial.Froz
     for t in rest:
         where = ", on the Pareto front" if t.number in front else ""
         ranked.append((t, f"trial {t.number}: {t.values[0]:.4g} {name} ({reading}{where})"))
-    return ranked[:top]
+    kept = _distinct([dict(t.params) for t, _ in ranked], rename or {})
+    return [ranked[i] for i in kept[:top]]
 
 
 def _objectives_note(study: optuna.Study) -> str:
@@ -224,7 +249,7 @@ def _header(title: str, where: str, body: str) -> str:
 def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | None = None) -> str:
     """The ``top`` best successful configs of a study as triton.Configs, ordered as
     :func:`ranked_trials` says (a sweep of several objectives: its Pareto front first)."""
-    ranked = ranked_trials(study, top)
+    ranked = ranked_trials(study, top, rename)
     if not ranked:
         raise TritonExportError(f"study {study.study_name!r} has no successful trial to export")
     info = study_info(study)
@@ -263,14 +288,36 @@ def _shape_of(study_name: str, problem: dict[str, Any], key: list[str]) -> tuple
         raise TritonExportError(f"study {study_name!r}: its problem has no {missing[0]}")
     shape = []
     for k in key:
-        try:
-            shape.append(int(problem[k]))
-        except (TypeError, ValueError):
+        whole = _whole(problem[k])
+        if whole is None:
             raise TritonExportError(
                 f"--key {k}: study {study_name!r} has {k}={problem[k]!r}; a shape is whole "
                 "numbers (a table holds one dtype and layout already)"
-            ) from None
+            )
+        shape.append(whole)
     return tuple(shape)
+
+
+def _whole(value: Any) -> int | None:
+    """``value`` as a whole number: an int, a float without a fraction (2.0 is 2) or the text
+    of an int; None for anything else (1.5, inf, "fp16", True), never truncated.
+
+    Example:
+        >>> _whole(64), _whole(2.0), _whole("128"), _whole(1.5), _whole(float("inf"))
+        (64, 2, 128, None, None)
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return int(value) if float(value).is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
 
 
 def _inactive_values(studies: list[optuna.Study], configs: list[dict[str, Any]]) -> dict:
@@ -483,12 +530,15 @@ def table_studies(
     workload.
 
     Raises:
-        TritonExportError: an unknown study name, or an empty storage.
+        TritonExportError: an unknown study name or one named twice, or an empty storage.
     """
 
     summaries = optuna.study.get_all_study_summaries(storage)
     known = {s.study_name for s in summaries}
     if names:
+        twice = next((n for n in names if names.count(n) > 1), None)
+        if twice is not None:
+            raise TritonExportError(f"--studies: study {twice!r} is named twice")
         unknown = [n for n in names if n not in known]
         if unknown:
             raise TritonExportError(f"--studies: no study named {unknown[0]!r} in the storage")
@@ -517,18 +567,21 @@ def triton_table_export(
 
     Raises:
         TritonExportError: no study with a successful trial, studies of different workloads,
-            dtypes or devices, or a problem without a key value.
+            dtypes or devices, a key value named twice, or a problem without a key value.
     """
     rename = rename or {}
     if not key:
         raise TritonExportError("--key: name the problem values a shape is made of, e.g. M,N,K")
+    twice = next((k for k in key if key.count(k) > 1), None)
+    if twice is not None:
+        raise TritonExportError(f"--key: {twice!r} is named twice")
     rows: dict[tuple, list[tuple[dict[str, Any], str]]] = {}
     swept: defaultdict[tuple, list[str]] = defaultdict(list)  # shape -> its studies, in order
     slower: dict[tuple, float] = {}  # shapes where the library kernel beat the winner
     seen: defaultdict[str, set[str]] = defaultdict(set)
     tabled: list[optuna.Study] = []  # the studies with a successful trial
     for study in studies:
-        ranked = ranked_trials(study, top)
+        ranked = ranked_trials(study, top, rename)
         if not ranked:
             continue
         tabled.append(study)

@@ -156,3 +156,21 @@ def test_a_replay_says_where_its_table_was_measured_not_where_it_was_replayed() 
     assert rows[0]["replay"]["replayed_on"]["name"] == "the replaying CPU"  # kept apart
     page = compare_html(rows)
     assert "replay of measurements on NVIDIA H200" in page and "the replaying CPU" not in page
+
+
+def test_a_study_name_with_a_control_character_is_shown_escaped(tmp_path: Path) -> None:
+    # the raw ESC sequence turned the terminal red; `autotune studies` escapes it
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    studies = [_study(url, "ctl\x1b[31mred", {1: (1.0,)}),
+               _study(url, "plain", {1: (2.0,)}, workload="toy\x1b]0;title\x07")]  # fmt: skip
+    text = compare_text(compare_studies(studies))
+    assert "\x1b" not in text and text.startswith("[0] 'ctl\\x1b[31mred' (toy on cpu)")
+    done = _cli("compare", "ctl\x1b[31mred", "plain", "--storage", url)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+    assert "[0] 'ctl\\x1b[31mred' (toy on cpu)" in done.stdout
+    assert "in 'ctl\\x1b[31mred': " in done.stdout  # plain's winner measured there
+    assert "workloads (toy, 'toy\\x1b]0;title\\x07')" in done.stdout
+    missing = _cli("compare", "plain", "nope", "--storage", url)
+    assert missing.returncode == 2 and "\x1b" not in missing.stderr
+    assert "stored studies: 'ctl\\x1b[31mred', plain" in missing.stderr

@@ -86,6 +86,15 @@ def test_load_study_defaults_to_the_latest(tmp_path):
         load_study(open_storage(url), "c")
 
 
+def test_a_missing_study_lists_the_stored_names_escaped(tmp_path):
+    url = storages(tmp_path)["sqlite"]
+    for name in ("ctl\x1b[31mred", "plain"):
+        optuna.create_study(study_name=name, storage=url)
+    with pytest.raises(StorageError) as info:
+        load_study(open_storage(url), "c")
+    assert str(info.value) == "no study named 'c'; stored studies: 'ctl\\x1b[31mred', plain"
+
+
 def test_a_reader_refuses_a_database_without_studies_and_leaves_it_as_it_was(tmp_path):
     other = tmp_path / "app.db"
     with sqlite3.connect(other) as db:

@@ -253,6 +253,76 @@ def test_a_key_must_name_whole_numbers(tmp_path):
         triton_table_export([study], [])
 
 
+def test_a_shape_value_with_a_fraction_is_refused_not_truncated(tmp_path):
+    # M=1.5 and M=1.9 were both read as shape 1: one silently replaced the other
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    studies = [_study(name, (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+               for name in ("m15", "m19")]  # fmt: skip
+    for study, m in zip(studies, (1.5, 1.9), strict=True):
+        info = study.user_attrs[STUDY]
+        study.set_user_attr(STUDY, {**info, "problem": {**info["problem"], "M": m}})
+    with pytest.raises(TritonExportError, match="--key M: study 'm15' has M=1.5; a shape is"):
+        triton_table_export(studies, ["M", "N", "K"])
+    for bad in (float("inf"), True):
+        studies[0].set_user_attr(STUDY, {**info, "problem": {**info["problem"], "M": bad}})
+        with pytest.raises(TritonExportError, match="a shape is whole numbers"):
+            triton_table_export(studies[:1], ["M", "N", "K"])
+    studies[0].set_user_attr(STUDY, {**info, "problem": {**info["problem"], "M": 2.0}})
+    mod: dict = {}
+    exec(compile(triton_table_export(studies[:1], ["M", "N", "K"]), "t.py", "exec"), mod)  # noqa: S102
+    assert list(mod["TABLE"]) == [(2, 32, 32)]  # a float without a fraction is its number
+
+
+def test_a_study_or_key_named_twice_is_refused(tmp_path):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    study = _study("big", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    with pytest.raises(TritonExportError, match="^--studies: study 'big' is named twice$"):
+        table_studies(storage, ["big", "big"])
+    with pytest.raises(TritonExportError, match="^--key: 'M' is named twice$"):
+        triton_table_export([study], ["M", "M"])
+
+
+def _dropped_twin_study(storage) -> optuna.Study:
+    """A sweep whose finish ranked trial 1 over trial 0, two configs that differ only in
+    SPLIT_K, then trials 3 (0.85) and 2 (0.80) by their one reading."""
+    study = optuna.create_study(study_name="twins", storage=storage, direction="maximize")
+    study.set_user_attr(STUDY, {
+        "workload": "matmul", "problem": {"M": 32, "N": 32, "K": 32, "dtype": "fp16"},
+        "objectives": {"ratio_to_cublas": "maximize"}, "device": {"name": "test gpu"},
+    })  # fmt: skip
+    configs = [{**_cfg(16, 16, 16, 1), "SPLIT_K": 1}, {**_cfg(16, 16, 16, 1), "SPLIT_K": 2},
+               _cfg(32, 32, 32, 4), _cfg(32, 16, 32, 4)]  # fmt: skip
+    distributions = {
+        k: optuna.distributions.CategoricalDistribution(sorted({c[k] for c in configs}, key=str))
+        for k in configs[0]
+    }
+    for config, value in zip(configs, (0.90, 0.95, 0.80, 0.85), strict=True):
+        study.add_trial(optuna.trial.create_trial(
+            params=config, value=value, user_attrs={"status": "ok"}, distributions=distributions,
+        ))  # fmt: skip
+    study.set_user_attr(FINISH, {"metric": "ratio_to_cublas", "rows": [
+        {"trial": 1, "median": 0.96, "spread": 0.01, "samples": [0.96] * 3},
+        {"trial": 0, "median": 0.94, "spread": 0.01, "samples": [0.94] * 3},
+    ]})  # fmt: skip
+    return study
+
+
+def test_configs_a_rename_makes_one_are_exported_once_and_the_next_fill_the_top(tmp_path):
+    # --rename SPLIT_K= made trials 0 and 1 one triton.Config, listed twice
+    study = _dropped_twin_study(optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}"))
+    single: dict = {}
+    exec(compile(triton_export(study, top=2, rename=RENAME), "s.py", "exec"), single)  # noqa: S102
+    table: dict = {}
+    text = triton_table_export([study], ["M", "N", "K"], top=2, rename=RENAME)
+    exec(compile(text, "t.py", "exec"), table)  # noqa: S102
+    for configs in (single["configs"], table["TABLE"][(32, 32, 32)]):
+        assert [(c.kwargs["BLOCK_SIZE_M"], c.num_warps) for c in configs] == [(16, 1), (32, 4)]
+    assert re.findall(r"trial (\d+)", text.split("TABLE = ")[1]) == ["1", "3"]
+    # the values the exported configs had are still said; kept apart, both are exported
+    assert "SPLIT_K (values: 1, 2)" in text
+    assert re.findall(r"# trial (\d+)", triton_export(study, top=2)) == ["1", "0"]
+
+
 def test_a_shape_swept_twice_keeps_the_last_study_and_says_so(tmp_path):
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
     _study("first", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
