@@ -71,11 +71,13 @@ def _storage_failure_types() -> tuple[type[Exception], ...]:
     return (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError)
 
 
-def _storage_lost_type() -> type[Exception]:
-    """The study's file deleted mid-sweep (its trials saved beside it): exit code 1."""
+def _lost_types() -> tuple[type[Exception], ...]:
+    """What a sweep loses mid-way (exit code 1): the study's file deleted (its trials saved
+    beside it), the Ray cluster stopped."""
     from autotune.driver.storage_watch import StorageLost
+    from autotune.executors.base import ClusterLost
 
-    return StorageLost
+    return StorageLost, ClusterLost
 
 
 def _root_cause_line(exc: BaseException) -> str:
@@ -125,7 +127,7 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except KeyboardInterrupt:
             err.print("interrupted; finished trials are stored")
             raise typer.Exit(130) from None
-        except _storage_lost_type() as exc:
+        except _lost_types() as exc:
             err.print(f"[red]error:[/red] {escape(redact(str(exc)))}", highlight=False,
                       soft_wrap=True)  # fmt: skip
             raise typer.Exit(1) from None

@@ -38,6 +38,11 @@ class ExecutorError(RuntimeError):
     """An executor that cannot start (a missing extra, no cluster); one line says why."""
 
 
+class ClusterLost(RuntimeError):
+    """The cluster the trials ran on stopped answering mid-sweep (not bad input: exit code 1);
+    the trials it held come back ``interrupted`` first, one line says where."""
+
+
 class Executor(ABC):
     """Runs trials of one workload, up to ``capacity`` at a time."""
 

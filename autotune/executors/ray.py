@@ -7,7 +7,9 @@ local sweep. An actor that dies (a segfault, its node lost) turns its trial into
 with Ray's reason, and the slot gets a new actor; a trial past its timeout is ended by killing
 its actor. A trial's clock starts once its actor is built (a new actor's start, which imports
 the workload's libraries, has its own limit, as a local worker's does). The capacity follows
-the cluster: a node lost takes its slots with it.
+the cluster: a node lost takes its slots with it. The whole cluster stopped (its GCS refuses
+connections; Ray would end the driver's process a minute later) ends the sweep at once with
+:class:`~autotune.executors.base.ClusterLost`, its running trials told ``interrupted``.
 
 Divergence is judged inside the actor by the same rule as the driver's pruner (Optuna's
 report/should_prune need the driver's study, which actors do not reach).
@@ -32,13 +34,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.executors.base import Executor, ExecutorError, Finished
+from autotune.executors.base import ClusterLost, Executor, ExecutorError, Finished
 from autotune.failures import TrialStatus, first_line
 from autotune.runners.base import PruneCheck, TrialResult, never_prune
 
 INSTALL_HINT = "pip install 'autotune[ray]'"
 _POLL_S = 0.5
 _RESOURCES_TTL_S = 2.0
+#: How often a wait with nothing finished asks whether the cluster's GCS still takes a connection
+_LIVENESS_EVERY_S = 5.0
 
 PruneRule = Callable[[Sequence[float]], bool]
 
@@ -127,6 +131,15 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
         raise ExecutorError(f"--address {address}: cannot reach a Ray cluster: {why}") from None
 
 
+def _gcs_address(ray: Any) -> str | None:
+    """The HOST:PORT of the connected cluster's GCS, or None where Ray does not say."""
+    try:
+        address = ray.get_runtime_context().gcs_address
+    except Exception:  # noqa: BLE001 - an older or client-mode Ray: not watched
+        return None
+    return address if isinstance(address, str) and ":" in address else None
+
+
 class _TrialActor:
     """One slot: builds the objective once, evaluates configs one at a time."""
 
@@ -209,6 +222,11 @@ class RayExecutor(Executor):
         self._idle = list(range(self._slots))
         self._running: dict[Any, _Flight] = {}  # the trial's result ref -> its flight
         self._budget_ends: float | None = None  # time.monotonic() at the sweep budget's end
+        # the cluster's GCS (HOST:PORT): once it refuses connections, every Ray call waits a
+        # minute and Ray then ends the process, so the executor stops asking it anything
+        self._gcs = _gcs_address(self._ray)
+        self._lost = False
+        self._last_liveness = time.monotonic()
 
     def end_at(self, budget_ends: float | None) -> None:
         """Stop trials still running at ``budget_ends`` (a ``time.monotonic()`` reading): their
@@ -228,7 +246,38 @@ class RayExecutor(Executor):
 
     @property
     def capacity(self) -> int:
+        if self._lost:
+            raise ClusterLost(
+                f"the Ray cluster (GCS {self._gcs}) stopped answering: the sweep stopped; its "
+                "finished trials are stored: run the same command again once the cluster is back"
+            )
         return min(self._slots, self._cluster_slots())
+
+    def _cluster_gone(self) -> bool:
+        """Whether the cluster's GCS refuses a connection (the cluster stopped); checked
+        after an actor is lost, and every :data:`_LIVENESS_EVERY_S` of waiting."""
+        self._last_liveness = time.monotonic()
+        if self._lost or self._gcs is None:
+            return self._lost
+        try:
+            _check_reachable(self._gcs, timeout_s=2.0)
+        except ExecutorError:
+            self._lost = True
+        return self._lost
+
+    def _all_interrupted(self, finished: list[Finished]) -> list[Finished]:
+        """The cluster is gone: every trial still running comes back ``interrupted`` (it is
+        measured again on resume), with those that ``finished`` already."""
+        now = time.perf_counter()
+        for ref, flight in list(self._running.items()):
+            del self._running[ref]
+            self._idle.append(flight.slot)
+            seconds = now - (flight.started or flight.submitted)
+            result = TrialResult(TrialStatus.INTERRUPTED, "the Ray cluster stopped while it ran",
+                                 duration_s=seconds)  # fmt: skip
+            finished.append(Finished(flight.ticket, result, seconds, f"ray actor {flight.slot}"))
+        self._actors = {}  # died with the cluster: nothing to kill
+        return finished
 
     @property
     def in_flight(self) -> int:
@@ -258,6 +307,11 @@ class RayExecutor(Executor):
         while True:
             ready, _ = self._ray.wait(list(self._running), num_returns=1, timeout=_POLL_S)
             finished = [self._collect(ref) for ref in ready]
+            if self._lost or (
+                not finished and time.monotonic() - self._last_liveness > _LIVENESS_EVERY_S
+                and self._cluster_gone()
+            ):  # fmt: skip
+                return self._all_interrupted(finished)
             self._note_started_actors()
             now = time.perf_counter()
             over = self._budget_ends is not None and time.monotonic() >= self._budget_ends
@@ -295,7 +349,10 @@ class RayExecutor(Executor):
             self._resources = None  # its node may be gone: ask the cluster again
             text = str(exc).strip().splitlines()
             reason = f"Ray worker lost: {type(exc).__name__}: {text[0] if text else ''}"[:300]
-            result, where = TrialResult(TrialStatus.CRASHED, reason), f"ray actor {slot}"
+            status = TrialStatus.CRASHED
+            if self._cluster_gone():  # not the config's doing: measured again on resume
+                status, reason = TrialStatus.INTERRUPTED, "the Ray cluster stopped while it ran"
+            result, where = TrialResult(status, reason), f"ray actor {slot}"
         seconds = time.perf_counter() - start
         if not result.duration_s:
             result.duration_s = seconds
@@ -317,6 +374,13 @@ class RayExecutor(Executor):
         )  # fmt: skip
 
     def close(self) -> None:
+        if getattr(self, "_lost", False):  # every call to a stopped cluster waits a minute
+            self._actors, self._running = {}, {}
+            if self._started and self._ray.is_initialized():
+                with contextlib.suppress(Exception):
+                    self._ray.shutdown()
+                self._started = False
+            return
         for actor in getattr(self, "_actors", {}).values():
             with contextlib.suppress(Exception):  # already gone
                 self._ray.kill(actor)
