@@ -173,3 +173,29 @@ def test_a_resume_measures_the_untuned_default_whose_trial_was_stopped(tmp_path)
     defaults = [t for t in resumed.trials if t.user_attrs.get("baseline")]
     assert [t.user_attrs["status"] for t in defaults] == ["interrupted", "ok"]
     assert resumed.best_value == 0.9
+
+
+def test_optunas_grid_measures_a_point_whose_trial_was_stopped_on_resume(tmp_path):
+    """--sampler grid: the budget's end stopped a grid point's trial mid-measurement; the
+    resume measures it (Optuna's grid counts a FAIL trial's point as visited)."""
+    space = Space("d", [Param("fault", "categorical", choices=["none"]),
+                        Param("score", "categorical", choices=[0.1, 0.2, 0.9]),
+                        Param("delay", "categorical", choices=[0.0, 2.0])])  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+
+    def settings(**budget) -> SweepSettings:
+        return SweepSettings(
+            workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+            storage=url, study_name="g", executor="inline", warm_start="off", seed=0,
+            sampler="grid", **budget,
+        )  # fmt: skip
+
+    first = Sweep(settings(n_trials=None, time_budget_s=3.0)).run().study
+    stopped = [t.params for t in first.trials if t.user_attrs.get("status") == "interrupted"]
+    assert stopped, "the budget stopped no trial: nothing to resume"
+    resumed = Sweep(settings(n_trials=None)).run()
+    assert resumed.stopped_by == "every config tried"
+    measured = [t.params for t in resumed.study.trials if t.user_attrs.get("status") == "ok"]
+    assert all(params in measured for params in stopped)
+    assert len({tuple(sorted(p.items())) for p in measured}) == 6  # the whole grid
+    assert resumed.study.best_value == 0.9
