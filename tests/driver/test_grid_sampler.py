@@ -152,24 +152,27 @@ def test_a_config_whose_trial_was_stopped_from_outside_is_proposed_again():
     assert sorted(seen) == [1, 2, 4, 8] and stopped_x in seen
 
 
+#: three scores, one of two delays: a 2-s trial is the one a short budget stops mid-way
+SLOW_OR_NOT = Space("d", [Param("fault", "categorical", choices=["none"]),
+                          Param("score", "categorical", choices=[0.1, 0.2, 0.9]),
+                          Param("delay", "categorical", choices=[0.0, 2.0])])  # fmt: skip
+
+
+def _slow_or_not(url: str, **settings) -> SweepSettings:
+    return SweepSettings(
+        workload="faults", problem={}, space=SLOW_OR_NOT, objectives={"score": "maximize"},
+        storage=url, study_name="s", executor="inline", warm_start="off", seed=0, **settings,
+    )  # fmt: skip
+
+
 def test_a_resume_measures_the_untuned_default_whose_trial_was_stopped(tmp_path):
     """The budget's end stopped trial 0, the untuned default, mid-measurement: the resume
     queues it again, so the answer is never worse than it."""
-    space = Space("d", [Param("fault", "categorical", choices=["none"]),
-                        Param("score", "categorical", choices=[0.1, 0.2, 0.9]),
-                        Param("delay", "categorical", choices=[0.0, 2.0])])  # fmt: skip
     url = f"sqlite:///{tmp_path / 's.db'}"
-
-    def settings(**budget) -> SweepSettings:
-        return SweepSettings(
-            workload="faults", problem={}, space=space, objectives={"score": "maximize"},
-            storage=url, study_name="s", executor="inline", warm_start="off", seed=0,
-            baseline={"fault": "none", "score": 0.9, "delay": 2.0}, **budget,
-        )  # fmt: skip
-
-    first = Sweep(settings(n_trials=None, time_budget_s=0.5)).run().study
-    assert first.trials[0].user_attrs["status"] == "interrupted"
-    resumed = Sweep(settings(n_trials=4)).run().study
+    default = {"fault": "none", "score": 0.9, "delay": 2.0}
+    first = Sweep(_slow_or_not(url, baseline=default, n_trials=None, time_budget_s=0.5)).run()
+    assert first.study.trials[0].user_attrs["status"] == "interrupted"
+    resumed = Sweep(_slow_or_not(url, baseline=default, n_trials=4)).run().study
     defaults = [t for t in resumed.trials if t.user_attrs.get("baseline")]
     assert [t.user_attrs["status"] for t in defaults] == ["interrupted", "ok"]
     assert resumed.best_value == 0.9
@@ -177,25 +180,17 @@ def test_a_resume_measures_the_untuned_default_whose_trial_was_stopped(tmp_path)
 
 def test_optunas_grid_measures_a_point_whose_trial_was_stopped_on_resume(tmp_path):
     """--sampler grid: the budget's end stopped a grid point's trial mid-measurement; the
-    resume measures it (Optuna's grid counts a FAIL trial's point as visited)."""
-    space = Space("d", [Param("fault", "categorical", choices=["none"]),
-                        Param("score", "categorical", choices=[0.1, 0.2, 0.9]),
-                        Param("delay", "categorical", choices=[0.0, 2.0])])  # fmt: skip
+    resume measures it (Optuna's grid counts a FAIL trial's point as visited, and its grid
+    index follows a shuffle by the seed, which moves on at a resume)."""
     url = f"sqlite:///{tmp_path / 'g.db'}"
-
-    def settings(**budget) -> SweepSettings:
-        return SweepSettings(
-            workload="faults", problem={}, space=space, objectives={"score": "maximize"},
-            storage=url, study_name="g", executor="inline", warm_start="off", seed=0,
-            sampler="grid", **budget,
-        )  # fmt: skip
-
-    first = Sweep(settings(n_trials=None, time_budget_s=3.0)).run().study
-    stopped = [t.params for t in first.trials if t.user_attrs.get("status") == "interrupted"]
+    first = Sweep(_slow_or_not(url, sampler="grid", n_trials=None, time_budget_s=3.0)).run()
+    stopped = [t.params for t in first.study.trials
+               if t.user_attrs.get("status") == "interrupted"]  # fmt: skip
     assert stopped, "the budget stopped no trial: nothing to resume"
-    resumed = Sweep(settings(n_trials=None)).run()
+    resumed = Sweep(_slow_or_not(url, sampler="grid", n_trials=None)).run()
     assert resumed.stopped_by == "every config tried"
     measured = [t.params for t in resumed.study.trials if t.user_attrs.get("status") == "ok"]
     assert all(params in measured for params in stopped)
     assert len({tuple(sorted(p.items())) for p in measured}) == 6  # the whole grid
+    assert len(measured) == 6  # and none twice
     assert resumed.study.best_value == 0.9
