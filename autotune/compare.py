@@ -135,8 +135,8 @@ def _source_text(r: dict[str, Any]) -> str:
         'replay of a recorded table, device not recorded'
     """
     if r.get("replay"):
-        return str(r["replay"]["source"])
-    return f"{r['workload'] or 'no workload recorded'} on {r['device'] or 'an unrecorded device'}"
+        return _device_cell(r)
+    return f"{r['workload'] or 'no workload recorded'} on {_device_cell(r)}"
 
 
 def _differs_text(rows: list[dict[str, Any]]) -> str:
