@@ -145,10 +145,12 @@ def writable_output(
     in its folder, or in the nearest folder above that exists: the missing ones are made
     when the file is written), before a sweep or a recording spends its time; never one of
     the ``storage`` URL's own files, nor a file the command reads (``inputs``: option or
-    description -> path, e.g. ``{"--replay": "grid.csv"}``), nor a file one of the stored
-    ``studies`` reads (:func:`stored_reads`: its replay table, space file, ...: writing it
-    would break the study's resume and exports). A device (``/dev/null``,
-    :func:`is_device`) is written in place: it needs only to be writable.
+    description -> path, e.g. ``{"--replay": "grid.csv"}``), nor a file any study stored in
+    ``storage`` reads (:func:`stored_reads`: its replay table, space file, ...: writing it
+    would break that study's resume and exports, whichever study the command reads; the
+    ``studies`` it reads, ``None`` for the newest, are named first where several studies
+    read the file). A device (``/dev/null``, :func:`is_device`) is written in place: it
+    needs only to be writable.
 
     Raises:
         UsageError: the path is a folder, the storage's database, or no file can be created
@@ -178,8 +180,8 @@ def writable_output(
         return None
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a folder; name a file")
-    if storage is not None and studies != ():
-        inputs = {**(inputs or {}), **stored_reads(storage, studies)}
+    if storage is not None:  # every stored study: one it does not read may replay the file
+        inputs = {**(inputs or {}), **stored_reads(storage, list(studies or ()), every=True)}
     for source, read in (inputs or {}).items():
         if read is not None and _same_file(path, Path(read)):
             what = f"the file {source} reads" if source.startswith("-") else source
@@ -269,34 +271,45 @@ def study_reads(name: str, info: dict[str, Any]) -> dict[str, str]:
     return reads
 
 
-def stored_reads(storage: str, studies: Sequence[str | None] | None) -> dict[str, str]:
+def stored_reads(
+    storage: str, studies: Sequence[str | None] | None, *, every: bool = False
+) -> dict[str, str]:
     """The files that stored ``studies`` read (:func:`study_reads`), as
     :func:`writable_output`'s ``inputs``: ``None`` in the list is the newest study (what a
-    command without ``--study`` reads), ``studies=None`` every stored study. None from a
-    storage that cannot be opened, or a study not stored: the command's own reading of the
-    storage says why, and a new study reads nothing yet.
+    command without ``--study`` reads), ``studies=None`` every stored study; ``every``: every
+    stored study's files, those of ``studies`` first. None from a storage that cannot be
+    opened, or a study not stored: the command's own reading of the storage says why, and a
+    new study reads nothing yet. One read of the storage (the studies' summaries).
 
     Example:
-        >>> stored_reads("memory", [None])
-        {}
+        >>> stored_reads("memory", [None]), stored_reads("memory", [], every=True)
+        ({}, {})
     """
     import optuna
 
     from autotune.driver.trial_attrs import stored_info
     from autotune.storage import open_storage
 
-    if storage in ("memory", ":memory:") or (studies is not None and not studies):
+    if storage in ("memory", ":memory:") or (studies is not None and not studies and not every):
         return {}
     try:
-        summaries = optuna.study.get_all_study_summaries(open_storage(storage, existing=True))
+        summaries = optuna.study.get_all_study_summaries(
+            open_storage(storage, existing=True), include_best_trial=False
+        )
     except Exception:  # noqa: BLE001 - a StorageError, a database down: the command's own
         return {}  # reading of the storage says why, in its one line
     names = {s.study_name for s in summaries}
     if studies is not None:
         newest = summaries[-1].study_name if summaries else None
         names = {newest if n is None else n for n in studies} & names
+    if every:  # the named studies first: a file several read is told as theirs
+        summaries = sorted(summaries, key=lambda s: s.study_name not in names)
     reads: dict[str, str] = {}
     for summary in summaries:
-        if summary.study_name in names:
-            reads.update(study_reads(summary.study_name, stored_info(summary.user_attrs)))
+        if not every and summary.study_name not in names:
+            continue
+        info = stored_info(summary.user_attrs)
+        for what, path in study_reads(summary.study_name, info).items():
+            if path not in reads.values():
+                reads[what] = path
     return reads

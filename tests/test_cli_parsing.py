@@ -143,6 +143,79 @@ def test_an_output_that_is_the_table_a_stored_study_replays_is_refused_and_left_
     assert table.read_bytes() == before
 
 
+@pytest.fixture(scope="module")
+def two_tables(tmp_path_factory) -> tuple[Path, Path, str]:
+    """Two tables and a storage holding a replay study of each: A replays a.csv, B (the
+    newest) b.csv."""
+    import subprocess
+    import sys
+
+    folder = tmp_path_factory.mktemp("two_tables")
+    url = f"sqlite:///{folder / 'p.db'}"
+    tables = []
+    for name in ("A", "B"):
+        table = folder / f"{name.lower()}.csv"
+        table.write_text("a,m\n1,1\n2,2\n3,3\n")
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params", "a",
+             "--metric", "m", "--trials", "2", "--storage", url, "--study", name],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        tables.append(table)
+    return tables[0], tables[1], url
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["report", "--study", "B"], ["report"], ["export", "--to", "json", "--study", "B"],
+     ["export", "--to", "triton"], ["export", "--to", "triton", "--table", "--studies", "B"],
+     ["trials", "--format", "csv", "--study", "B"], ["tune", "--study", "B", "--trials", "3"],
+     ["tune", "--replay", "{b}", "--params", "a", "--metric", "m", "--trials", "2",
+      "--study", "C"]],
+)  # fmt: skip
+def test_an_output_that_is_the_table_another_stored_study_replays_is_refused(two_tables, args):
+    """`report --study B --output a.csv` wrote over the table study A replays (only the files
+    of the studies the command itself reads were protected), and A's next resume failed:
+    `export`, `trials`, `report` without --study and `tune`'s --output the same."""
+    import subprocess
+    import sys
+
+    import optuna
+
+    a_table, b_table, url = two_tables
+    before = a_table.read_bytes()
+    args = [arg.replace("{b}", str(b_table)) for arg in args]
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", *args, "--storage", url, "--output", str(a_table)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [f"error: --output {a_table}: is the table study 'A' replays (writing it "
+                     "would destroy it); name another file"], done.stderr  # fmt: skip
+    assert a_table.read_bytes() == before
+    stored = optuna.study.get_all_study_summaries(url, include_best_trial=False)
+    assert sorted((s.study_name, s.n_trials) for s in stored) == [("A", 2), ("B", 2)]
+
+
+def test_a_file_several_stored_studies_read_is_told_as_the_commands_own_studys(tmp_path):
+    import optuna
+
+    from autotune.driver.trial_attrs import STUDY
+
+    table = tmp_path / "t.csv"
+    table.write_text("a,m\n1,1\n")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    for name in ("x", "y", "z"):
+        study = optuna.create_study(study_name=name, storage=url)
+        study.set_user_attr(STUDY, {"workload": "replay", "space": str(table),
+                                    "problem": {"table": str(table), "metric": "m"}})  # fmt: skip
+    for studies, named in ((["y"], "y"), ([None], "z"), ([], "x"), (["gone"], "x")):
+        with pytest.raises(UsageError, match=f"is the table study '{named}' replays"):
+            writable_output(table, storage=url, studies=studies)
+
+
 def test_the_files_a_stored_study_reads_are_its_table_space_workload_and_problem_files(
     tmp_path,
 ):
@@ -176,7 +249,9 @@ def test_the_files_a_stored_study_reads_are_its_table_space_workload_and_problem
     assert not (tmp_path / "missing.db").exists()  # looking creates no storage
     with pytest.raises(UsageError, match="is the trace file study 'sv' reads"):
         writable_output(files["trace.jsonl"], storage=url, studies=["sv"])
-    writable_output(files["trace.jsonl"], storage=url, studies=["r"])  # r reads no trace
+    with pytest.raises(UsageError, match="is the trace file study 'sv' reads"):
+        writable_output(files["trace.jsonl"], storage=url, studies=["r"])  # sv reads it still
+    writable_output(tmp_path / "new.json", storage=url, studies=["r"])  # a file none reads
 
 
 def test_a_device_output_is_checked_in_place_not_by_a_probe_file_beside_it(monkeypatch):

@@ -35,6 +35,7 @@ from autotune.driver.warm_start import (
     most_similar_study,
     similarity,
     top_configs,
+    tuned_params,
 )
 from autotune.redact import redact, redact_values
 
@@ -176,10 +177,11 @@ def _redacted_fingerprint(fingerprint: dict[str, object]) -> dict[str, object]:
 
 def named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None:
     """The study ``--warm-start NAME`` names (None for ``auto`` and ``off``), checked to be a
-    sweep of this workload and first objective.
+    sweep of this workload and first objective that tunes a parameter of this space.
 
     Raises:
-        StudyMismatch: no such study, or one of another workload or objective.
+        StudyMismatch: no such study, one of another workload or objective, or one with no
+            parameter in common with the space (nothing of it to start from).
     """
     if s.warm_start in ("off", "auto"):
         return None
@@ -200,6 +202,13 @@ def named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None:
         raise StudyMismatch(
             f"--warm-start {s.warm_start}: it {_goal(first_objective(info))}; this sweep "
             f"{_goal(first)}"
+        )
+    theirs = tuned_params(source)
+    if not theirs & set(s.space.names):
+        what = f"tunes {', '.join(sorted(theirs))}" if theirs else "holds no trial yet"
+        raise StudyMismatch(
+            f"--warm-start {s.warm_start}: it {what}; no parameter in common with this "
+            f"sweep's space ({', '.join(s.space.names)}), so nothing of it to start from"
         )
     return source
 
@@ -230,17 +239,18 @@ def _warm_start(
     else:
         problem = stored_info(named.user_attrs).get("problem", {})
         found = (named, similarity(s.problem, problem))
-    if found is None:
-        return
+    if found is None or not tuned_params(found[0]) & set(s.space.names):
+        return  # a source that shares no parameter with the space holds nothing to start from
     source, score = found
     direction = next(iter(s.objectives.values()))
     _set_prior(s, study, source)
-    # the source's best configs that this space can hold (a narrowed space may hold none)
+    # the source's best configs that this space can hold (a narrowed space may hold none); an
+    # empty one (none of its parameters in the space) would only be a sampled trial mislabelled
     fitting = [
         {k: v for k, v in config.items() if k in s.space.names}
         for config in top_configs(source, direction, len(source.trials))
     ]
-    configs = [c for c in fitting if all(s.space[k].contains(v) for k, v in c.items())]
+    configs = [c for c in fitting if c and all(s.space[k].contains(v) for k, v in c.items())]
     configs = configs[:WARM_START_CONFIGS]
     for config in configs:
         study.enqueue_trial(

@@ -94,6 +94,19 @@ def first_objective(info: dict[str, Any]) -> tuple[str, str] | None:
     return next(iter(objectives.items()), None)
 
 
+def tuned_params(study: optuna.Study) -> set[str]:
+    """The parameters ``study``'s trials hold (those of every trial that was asked one).
+
+    Example:
+        >>> study = optuna.create_study()
+        >>> study.enqueue_trial({"x": 1})
+        >>> _ = study.ask({"x": optuna.distributions.IntDistribution(0, 4)})
+        >>> tuned_params(study), tuned_params(optuna.create_study())
+        ({'x'}, set())
+    """
+    return {name for trial in study.get_trials(deepcopy=False) for name in trial.distributions}
+
+
 def top_configs(study: optuna.Study, direction: str, count: int) -> list[dict[str, Any]]:
     """The ``count`` best distinct successful configs of ``study``."""
     sign = -1.0 if direction == "maximize" else 1.0

@@ -82,3 +82,55 @@ def test_auto_passes_over_a_sweep_of_another_objective(sqlite_url):
     slow = Sweep(replay_settings(sqlite_url, "slow", n_trials=2,
                                  objectives={"tflops": "minimize"})).run().study  # fmt: skip
     assert "warm_start" not in slow.user_attrs
+
+
+def _xy_settings(tmp_path: Path, url: str, name: str, **overrides) -> SweepSettings:
+    """A replay of a small table whose parameters (x, y) are none of TABLE's."""
+    table = tmp_path / "xy.csv"
+    table.write_text("x,y,tflops\n1,1,5\n1,2,6\n2,1,7\n2,2,8\n")
+    problem = {"table": str(table), "params": ["x", "y"], "metric": "tflops"}
+    space = space_from_table(load_table(str(table)), ["x", "y"], str(table))
+    return replay_settings(url, name, problem=problem, space=space, **overrides)
+
+
+def test_a_named_source_with_no_parameter_in_common_is_refused_and_stores_nothing(
+    tmp_path, sqlite_url
+):
+    """`--warm-start A` from a sweep of other parameters was taken: an empty config was queued
+    and trial 0 shown as "warm start from A" (all() over no parameters is True), and A's
+    measurements were set as the sampler's prior."""
+    Sweep(replay_settings(sqlite_url, "A", n_trials=3)).run()
+    with pytest.raises(StudyMismatch) as refused:
+        Sweep(_xy_settings(tmp_path, sqlite_url, "C", n_trials=2, warm_start="A")).run()
+    assert str(refused.value) == (
+        "--warm-start A: it tunes BLOCK_K, BLOCK_M, BLOCK_N, GROUP_M, num_stages, num_warps; "
+        "no parameter in common with this sweep's space (x, y), so nothing of it to start from"
+    )
+    assert optuna.get_all_study_names(sqlite_url) == ["A"]  # nothing stored for C
+
+
+def test_a_named_source_with_no_trial_is_refused(tmp_path, sqlite_url):
+    optuna.create_study(study_name="empty", storage=sqlite_url)
+    empty = optuna.load_study(study_name="empty", storage=sqlite_url)
+    empty.set_user_attr("autotune", {"workload": "replay", "objectives": {"tflops": "maximize"}})
+    with pytest.raises(StudyMismatch, match="--warm-start empty: it holds no trial yet; no "):
+        Sweep(replay_settings(sqlite_url, "t", n_trials=2, warm_start="empty")).run()
+    assert optuna.get_all_study_names(sqlite_url) == ["empty"]
+
+
+def test_auto_takes_nothing_from_a_related_sweep_of_other_parameters(sqlite_url):
+    """The most similar sweep found by problem alone may tune none of this space's parameters:
+    it queues no (empty) config and sets no prior."""
+    from autotune.storage import open_storage
+
+    settings = replay_settings(sqlite_url, "narrow", n_trials=2)
+    source = optuna.create_study(study_name="wide", storage=sqlite_url, direction="maximize")
+    record = {"workload": "replay", "problem": settings.problem, "device": {},
+              "objectives": {"tflops": "maximize"}}  # fmt: skip
+    source.set_user_attr("autotune", record)
+    source.enqueue_trial({"other": 1})
+    trial = source.ask({"other": optuna.distributions.IntDistribution(0, 4)})
+    source.tell(trial, 5.0)  # measured (complete), as another Optuna program tells it
+    study = study_setup.open_study(settings, open_storage(sqlite_url), in_flight=1)
+    assert "warm_start" not in study.user_attrs
+    assert study.get_trials(deepcopy=False) == []  # nothing queued
