@@ -179,6 +179,9 @@ class Report:
                 warnings.filterwarnings("ignore", "The number of trials is too small")
                 # a parameter value seen in fewer than 2 trials: its score is still drawn
                 warnings.filterwarnings("ignore", "Some regimes for parameter")
+                # every measured value equal (or too few to part): the importances are equal,
+                # and the figure shows that
+                warnings.filterwarnings("ignore", "Target and region quantiles select the same")
                 scores = optuna.importance.get_param_importances(
                     self.study, evaluator=evaluator, target=lambda t: sign * t.values[0]
                 )

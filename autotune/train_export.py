@@ -130,12 +130,16 @@ def which_sweep(record: dict[str, Any]) -> str:
         "study 'mm' tuned matmul (--study NAME picks another)"
         >>> which_sweep({"study": "r", "workload": "replay", "replay": {"workload": None}})
         "study 'r' tuned replay of a table that records no workload (--study NAME picks another)"
+        >>> which_sweep(as_recorded({"study": "t", "workload": "replay",
+        ...                          "replay": {"workload": "train-step"}}))
+        "study 't' tuned replay of a train-step table (--study NAME picks another)"
     """
     what = str(record.get("workload"))
     replay = record.get("replay")
-    if isinstance(replay, dict):
+    if isinstance(replay, dict):  # a replay, :func:`as_recorded`'s (its stamp as workload) too
         stamp = replay.get("workload")
-        what += f" of a {stamp} table" if stamp else " of a table that records no workload"
+        table = f"a {stamp} table" if stamp else "a table that records no workload"
+        what = f"replay of {table}"
     return f"study {record.get('study')!r} tuned {what} (--study NAME picks another)"
 
 
@@ -202,7 +206,9 @@ def _tuned(record: dict[str, Any]) -> tuple[dict[str, Any], int, int, float]:
     config, problem = ran_config(record), record.get("problem", {})
     if "micro_batch" not in config or "global_batch" not in problem:
         hint = ""
-        if record.get("workload") == "replay" and "micro_batch" in config:
+        # a replay, of a table that records no workload or (as_recorded) of a stamped one
+        replayed = record.get("workload") == "replay" or isinstance(record.get("replay"), dict)
+        if replayed and "micro_batch" in config:
             hint = "; replay a table without problem.global_batch with --problem global_batch=N"
         raise TrainExportError(
             "a training-stack export needs a train-step sweep (micro_batch, global_batch); "

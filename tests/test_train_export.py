@@ -318,3 +318,50 @@ def test_a_replay_of_a_train_step_table_exports_its_recorded_problem_labelled() 
     assert out.not_expressed["replay"] == "REPLAY of t.csv (replay of measurements on NVIDIA H200)"
     untouched = training_export(_record(), "hf")
     assert "replay" not in untouched.not_expressed
+
+
+def test_a_replay_of_a_stamped_table_without_a_global_batch_is_told_how_to_give_one():
+    """The stamped table's record (as_recorded: its workload the stamp) lost the hint the
+    unstamped table's gets, and was told it "tuned train-step of a train-step table"."""
+    record = {"study": "T", "workload": "replay", "config": TUNED,
+              "problem": {"table": "t.csv", "params": list(TUNED)},
+              "replay": {"workload": "train-step", "problem": {"seq_len": 64}}}  # fmt: skip
+    unstamped = {**record, "study": "U", "replay": {"workload": None, "problem": {}}}
+    for given, table in ((record, "a train-step table"),
+                         (unstamped, "a table that records no workload")):  # fmt: skip
+        with pytest.raises(TrainExportError) as refused:
+            training_export(given, "hf")
+        assert str(refused.value) == (
+            "a training-stack export needs a train-step sweep (micro_batch, global_batch); "
+            f"study {given['study']!r} tuned replay of {table} (--study NAME picks another); "
+            "replay a table without problem.global_batch with --problem global_batch=N"
+        )
+
+
+def test_the_cli_exports_a_stamped_train_step_replay_once_given_a_global_batch(tmp_path):
+    from pathlib import Path
+
+    import pandas as pd
+
+    table = pd.read_csv(Path(__file__).parents[1] / "benchmarks" / "data" / "train_step_h200.csv")
+    table["workload"] = "train-step"
+    table.to_csv(tmp_path / "ts.csv", index=False)
+    url = f"sqlite:///{tmp_path / 'ts.db'}"
+    params = "micro_batch,precision,activation_checkpointing,attention_backend,optimizer"
+
+    def autotune(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "autotune.cli", *args, "--storage", url]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+
+    for study, problem in (("T", []), ("G", ["--problem", "global_batch=64"])):
+        tuned = autotune("tune", "--replay", "ts.csv", "--params", params, "--metric",
+                         "tokens_per_s", "--trials", "3", "--study", study, *problem)  # fmt: skip
+        assert tuned.returncode == 0, tuned.stderr
+    refused = autotune("export", "--to", "hf", "--study", "T")
+    assert refused.returncode == 2 and refused.stdout == "", refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "tuned replay of a train-step table" in refused.stderr
+    assert refused.stderr.strip().endswith("with --problem global_batch=N")
+    exported = autotune("export", "--to", "hf", "--study", "G")
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["gradient_accumulation_steps"] >= 1
