@@ -68,6 +68,7 @@ def open_storage(
         )
     if scheme == "journal":
         path = Path(parsed.netloc + parsed.path)
+        _check_sqlite_query(parsed.query, shown)
         if not path.parent.is_dir():
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
         if existing and not path.exists():
@@ -92,6 +93,7 @@ def open_storage(
             # in memory, each of the pool's connections would open a database of its own
             raise StorageError(f"storage URL {shown!r} names no database file; use "
                                "sqlite:///FILE.db, or memory for a run's own")  # fmt: skip
+        _check_sqlite_query(parsed.query, shown)
         if not path.parent.is_dir():
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
         if existing and not path.exists():
@@ -180,6 +182,35 @@ def _check_journal(path: Path, shown: str) -> None:
     if not isinstance(record, dict) or "op_code" not in record:
         raise StorageError(f"storage URL {shown!r}: {path} is not an Optuna journal (its first "
                            "line is not a journal record)")  # fmt: skip
+
+
+#: what SQLAlchemy's pysqlite dialect takes from a sqlite:// URL's query (it drops the rest
+#: with a warning); ``uri`` is left out: it makes the path a file: URI that no check here reads
+_SQLITE_QUERY_KEYS = ("timeout", "isolation_level", "detect_types", "check_same_thread",
+                      "cached_statements")  # fmt: skip
+
+
+def _check_sqlite_query(query: str, shown: str) -> None:
+    """A sqlite:// URL's ``?key=value`` options are ones SQLite's driver takes.
+
+    Example:
+        >>> _check_sqlite_query("timeout=30", "sqlite:///a.db?timeout=30")
+        >>> try:
+        ...     _check_sqlite_query("mode=ro", "sqlite:///a.db?mode=ro")
+        ... except StorageError as exc:
+        ...     print(exc)
+        storage URL 'sqlite:///a.db?mode=ro': SQLite takes no 'mode' option here (it takes \
+timeout, isolation_level, detect_types, check_same_thread, cached_statements); the commands \
+that read (best, trials, export, report, ...) write nothing, so it is not needed
+    """
+    from urllib.parse import parse_qsl
+
+    for key, _ in parse_qsl(query, keep_blank_values=True):
+        if key not in _SQLITE_QUERY_KEYS:
+            why = ("; the commands that read (best, trials, export, report, ...) write nothing, "
+                   "so it is not needed" if key == "mode" else "")  # fmt: skip
+            raise StorageError(f"storage URL {shown!r}: SQLite takes no {key!r} option here "
+                               f"(it takes {', '.join(_SQLITE_QUERY_KEYS)}){why}")  # fmt: skip
 
 
 def _check_optuna_schema(url: str, scheme: str, shown: str) -> None:

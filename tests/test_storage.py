@@ -169,3 +169,23 @@ def test_a_journal_with_a_line_that_is_no_record_is_refused(tmp_path):
     path.write_text(path.read_text() + "\n" + path.read_text())  # a blank line inside
     with pytest.raises(StorageError, match="a line that is no record"):
         open_storage(f"journal:///{path}", existing=True)
+
+
+@pytest.mark.parametrize("query", ["mode=ro", "uri=true", "mode=ro&uri=true", "cache=shared"])
+def test_a_sqlite_option_the_driver_drops_is_refused_and_no_file_is_made(
+    tmp_path, monkeypatch, query
+):
+    # SQLAlchemy dropped them with four lines of warnings; with uri=true the path became a
+    # file: URI and a reading command made an empty file literally named "w.db?mode=ro"
+    monkeypatch.chdir(tmp_path)
+    key = query.split("=")[0]
+    with pytest.raises(StorageError, match=f"SQLite takes no '{key}' option here"):
+        open_storage(f"sqlite:///w.db?{query}", existing=True)
+    with pytest.raises(StorageError, match=f"SQLite takes no '{key}' option"):
+        open_storage(f"sqlite:///w.db?{query}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_sqlite_options_the_driver_takes_are_kept(tmp_path):
+    storage = open_storage(f"sqlite:///{tmp_path / 'a.db'}?timeout=5")
+    assert storage.engine.url.query == {"timeout": "5"}
