@@ -31,6 +31,7 @@ from autotune.driver.executor_choice import build_executor
 from autotune.export import write_atomic
 from autotune.failures import TrialStatus, classify, first_line
 from autotune.objectives import get_objective
+from autotune.redact import redact, redact_values, secrets_of_values
 from autotune.runners.base import TrialResult
 from autotune.space import Space
 
@@ -146,8 +147,7 @@ def resumed_rows(
         raise RecordError(f"{output}: exists and is a recording of {', '.join(recorded)}, not "
                           f"of this space's {', '.join(space.names)}; name another --output "
                           "or remove it")  # fmt: skip
-    stamps = {"workload": workload, **{f"problem.{k}": v for k, v in problem.items()},
-              **device_stamps(device or {})}  # fmt: skip
+    stamps = {"workload": workload, **problem_stamps(problem), **device_stamps(device or {})}
     for column, value in stamps.items():
         if column not in table.columns:
             continue  # a table recorded before the stamps, or by hand
@@ -157,6 +157,17 @@ def resumed_rows(
             raise RecordError(f"{output} holds a recording at {what}={other}, not {what}="
                               f"{value}: name another --output for this one")  # fmt: skip
     return table.to_dict(orient="records")
+
+
+def problem_stamps(problem: dict[str, Any]) -> dict[str, Any]:
+    """The columns a recording stamps each row with for its problem, a password in a value
+    (a server command's database URL) blanked: the table is a file, shared as one.
+
+    Example:
+        >>> problem_stamps({"M": 64, "command": "serve --db postgresql://u:pw@h/db"})
+        {'problem.M': 64, 'problem.command': 'serve --db postgresql://u:***@h/db'}
+    """
+    return {f"problem.{k}": v for k, v in redact_values(problem).items()}
 
 
 def device_stamps(device: dict[str, Any]) -> dict[str, Any]:
@@ -255,6 +266,7 @@ def record_grid(
     slot = build_executor(
         executor, workload, problem, device=device, workers=1, timeout_s=timeout_s
     )
+    secrets = secrets_of_values(problem)  # blanked wherever a reason repeats one
     with slot:
         for i, (config, (status, reason)) in enumerate(zip(todo, compiled, strict=True)):
             if status not in ("ok", "unknown"):
@@ -264,10 +276,10 @@ def record_grid(
                 result = slot.wait_any()[0].result
             row: dict[str, Any] = {n: config.get(n) for n in space.names}
             row["workload"] = workload  # what a resumed recording must match
-            row.update({f"problem.{k}": v for k, v in problem.items()})
+            row.update(problem_stamps(problem))
             row.update(device_stamps(device))  # where it was measured: a replay says so
             row["status"] = result.status.value
-            row["reason"] = result.reason
+            row["reason"] = redact(result.reason, secrets)
             row["duration_s"] = round(result.duration_s, 4)  # replay's simulated clock reads it
             if result.measurement is not None:
                 row.update(result.measurement.all_metrics())

@@ -108,3 +108,43 @@ def test_a_recording_names_its_device_and_resumes_only_on_that_device(tmp_path):
         record_grid("faults", {}, SPACE, {"type": "cuda", "name": "NVIDIA H100"}, out,
                     executor="inline")  # fmt: skip
     assert len(record_grid("faults", {}, SPACE, h200, out, executor="inline")) == 4
+
+
+#: the passwords, split so that this file's text (in a traceback) is never what a check finds
+DB_SECRET, COMMAND_SECRET = "S3cret" + "PW", "Hunter" + "PW2"
+LEAK = """
+from autotune.objectives.base import Objective
+
+
+class Leak(Objective):
+    name = "leak"
+    space = "leak.yaml"
+    directions = {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        said = " said: password " + "Hunter" + "PW2 refused"
+        raise RuntimeError("could not reach postgresql://tuner:" + "S3cret" + "PW@db/s; "
+                           + self.problem["command"] + said)
+
+
+OBJECTIVE = Leak
+"""
+
+
+def test_a_password_in_the_problem_or_a_reason_is_recorded_as_stars(tmp_path):
+    # the recording is a file, shared as one: the problem's stamp and each row's reason
+    # (the objective's error repeats the command) keep the password out
+    (tmp_path / "leak.py").write_text(LEAK)
+    (tmp_path / "leak.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 2}\n")
+    space = Space("leak", [Param("x", "int", low=1, high=2)])
+    problem = {"command": f"srv --db postgresql://admin:{COMMAND_SECRET}@db/prod"}
+    out = tmp_path / "leak.csv"
+    table = record_grid(str(tmp_path / "leak.py"), problem, space, {}, out, executor="inline")
+    assert len(table) == 2 and set(table["status"]) == {"crashed"}
+    text = out.read_text()
+    assert DB_SECRET not in text and COMMAND_SECRET not in text
+    assert set(table["problem.command"]) == {"srv --db postgresql://admin:***@db/prod"}
+    assert all("password *** refused" in reason for reason in table["reason"])
+    # and it resumes: the stamp it compares is blanked the same way
+    assert len(record_grid(str(tmp_path / "leak.py"), problem, space, {}, out,
+                           executor="inline")) == 2  # fmt: skip
