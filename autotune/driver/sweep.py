@@ -63,6 +63,8 @@ from autotune.storage import open_storage
 # Consecutive static-constraint rejections allowed per trial of budget before the sweep stops.
 MAX_REJECTIONS_PER_TRIAL = 50
 REAP_EVERY_S = 30.0
+#: While configs are rejected in a row, trials that finished are told this often
+POLL_EVERY_S = 0.05
 #: Writing an asked config found the trial another driver's (see ``_SweepRun.ask``)
 _TAKEN_ELSEWHERE = (WriteConflict, optuna.exceptions.UpdateFinishedTrialError)
 
@@ -169,7 +171,7 @@ class _SweepRun:
         self.stale_finish = bool(study.user_attrs.get(FINISH))
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         self.repair = ConstraintRepair(s.space, s.problem, s.device, s.seed)
-        self.last_reap = time.monotonic()
+        self.last_reap = self.last_poll = time.monotonic()
         self.peers = StudyPeers(study, self.identity)  # the other drivers on this study
         for t in study.get_trials(deepcopy=False, states=(
             optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
@@ -202,7 +204,10 @@ class _SweepRun:
                     self.launch(ready)
                     continue
                 if stop is None and self.wants_ahead():
-                    self.queue(self.ask())
+                    asked = self.ask()
+                    self.queue(asked)
+                    if asked is None:  # rejected or answered: a long run of those must not
+                        self.tell_polled()  # keep a finished trial's slot from the next
                     continue
                 if can_launch and self.ahead:
                     self.wait_for_compile()  # a slot is free and only a compile holds it up
@@ -223,6 +228,16 @@ class _SweepRun:
             self.end = time.monotonic()
             self.close(stopped_by)
         return self.summarise(stopped_by, capacity)
+
+    def tell_polled(self) -> None:
+        """Tell the trials that finished by now, without waiting for one (at most every
+        :data:`POLL_EVERY_S`: a rejection takes milliseconds, asking Ray may take one)."""
+        now = time.monotonic()
+        if not self.executor.in_flight or now - self.last_poll < POLL_EVERY_S:
+            return
+        self.last_poll = now
+        for one in self.executor.poll():
+            self.tell_finished(one)
 
     def wants_ahead(self) -> bool:
         """True while fewer configs are asked ahead than the lookahead holds and the budget

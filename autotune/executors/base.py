@@ -73,6 +73,11 @@ class Executor(ABC):
     def wait_any(self) -> list[Finished]:
         """Block until at least one trial in flight has finished; return those finished."""
 
+    def poll(self) -> list[Finished]:
+        """The trials finished by now, without waiting (none where the executor cannot tell
+        without blocking): the driver tells them while it goes on asking for configs."""
+        return []
+
     @property
     def free(self) -> int:
         """Slots free now."""

@@ -124,7 +124,12 @@ class LocalExecutor(Executor):
     def wait_any(self) -> list[Finished]:
         if self._in_flight == 0:
             raise RuntimeError("wait_any() with no trial in flight")
-        finished = [self._done.get()]
+        first = self._done.get()  # wait for one, then take all that are there
+        self._in_flight -= 1
+        return [first, *self.poll()]
+
+    def poll(self) -> list[Finished]:
+        finished = []
         while True:
             try:
                 finished.append(self._done.get_nowait())

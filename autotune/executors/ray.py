@@ -326,6 +326,14 @@ class RayExecutor(Executor):
             if finished:
                 return finished
 
+    def poll(self) -> list[Finished]:
+        """The trials finished by now (their clocks and the budget are :meth:`wait_any`'s)."""
+        if not self._running or self._lost:
+            return []
+        ready, _ = self._ray.wait(list(self._running), num_returns=len(self._running),
+                                  timeout=0)  # fmt: skip
+        return [self._collect(ref) for ref in ready]
+
     def _note_started_actors(self) -> None:
         """Start the clock of each trial whose new actor has become ready since the last poll."""
         waiting = {f.ready_ref: f for f in self._running.values() if f.started is None}

@@ -7,7 +7,7 @@ import time
 import optuna
 import pytest
 
-from autotune.driver import Sweep, SweepSettings, best_trials, trials_frame
+from autotune.driver import Sweep, SweepObserver, SweepSettings, best_trials, trials_frame
 from autotune.space import load_space
 
 
@@ -405,3 +405,34 @@ def test_the_inline_executor_holds_a_trial_to_the_trial_timeout(write_space):
     ))  # fmt: skip
     summary = Sweep(settings(space, n_trials=1, trial_timeout_s=1.0)).run()
     assert summary.failures == {"timeout": 1}
+
+
+class _RunningAbove(SweepObserver):
+    """At each measured trial's telling: whether a later trial was RUNNING then (asked ahead
+    and waiting for the slot the measured one held)."""
+
+    def __init__(self) -> None:
+        self.later_running: list[bool] = []
+
+    def on_trial(self, record, study, counts) -> None:
+        if record.status != "ok":
+            return
+        running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        self.later_running.append(any(t.number > record.number for t in running))
+
+
+def test_a_trial_that_finishes_during_a_run_of_rejections_is_told_then(tmp_path, write_space):
+    """TPE over a space whose constraint rejects 99 configs in 100: the driver asks on while a
+    trial runs in a worker. The trial is told when it finishes, mid-run of rejections, not
+    once the next feasible config is found (its slot idle and its result unseen till then)."""
+    space = load_space(write_space(
+        "parameters:\n  fault: {type: categorical, choices: [none]}\n"
+        "  x: {type: int, low: 1, high: 1000}\n  score: {type: float, low: 0, high: 1}\n"
+        "constraints:\n  - x % 100 == 0\n"
+    ))  # fmt: skip
+    observer = _RunningAbove()
+    summary = Sweep(settings(space, executor="local", workers=1, sampler="tpe", n_trials=4,
+                             storage=f"sqlite:///{tmp_path / 'r.db'}"), observer).run()  # fmt: skip
+    assert summary.trials_run == 4 and summary.failures["infeasible"] > 50
+    # told at once: no later trial was waiting for its slot (the last has none after it)
+    assert observer.later_running[:-1].count(False) >= 2, observer.later_running
