@@ -278,17 +278,16 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
     """The finish, its top cut to what two rounds (one if asked) can measure in the budget's
     time left (a time budget bounds the whole run); none when not even the best and the
     default fit."""
-    from autotune.driver.finish import stored_durations, top_that_fits
+    from autotune.driver.finish_costs import stored_times, top_that_fits
 
     top = sweep.settings.finish_top
     if budget_ends is not None:
         left = budget_ends - time.monotonic()
         rounds = min(2, sweep.settings.finish_rounds)  # one reading cannot replace the default
-        durations, complete = summary.durations, summary.complete_durations
-        if not durations:  # a resume that ran none: the stored trials' times
-            durations, complete = stored_durations(summary.study)
-        top = top_that_fits(top, durations, left, rounds, complete, summary.reference_s,
-                            summary.reference_first)  # fmt: skip
+        times = summary.times
+        if not times.durations:  # a resume that ran none: the stored trials' times
+            times = stored_times(summary.study)
+        top = top_that_fits(top, times, left, rounds)
         if top == 0:
             twice = " twice" if rounds == 2 else ""
             err.print(f"finish skipped: {max(0.0, left):.0f} s of the time budget left, too "

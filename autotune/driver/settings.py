@@ -17,6 +17,7 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.finish_costs import TrialTimes
 from autotune.space import Space
 from autotune.storage import DEFAULT_STORAGE
 
@@ -113,11 +114,7 @@ class SweepSummary:
     trial_compile_s: float = 0.0  # slot-seconds trials spent compiling (their first launch)
     compile_wait_s: float = 0.0  # seconds a free slot waited for the compile-ahead pool
     memory: dict[str, Any] = field(default_factory=dict)  # the memory model's record, if any
-    # seconds each launched trial held its slot, its compile left out (the finish's estimate)
-    durations: list[float] = field(default_factory=list)
-    complete_durations: list[float] = field(default_factory=list)  # of the trials that were ok
-    reference_s: float | None = None  # what the untuned default's trial took, if this run ran it
-    reference_first: bool = False  # ... as its first trial (which also started a worker)
+    times: TrialTimes = field(default_factory=TrialTimes)  # what trials took (the finish's cost)
 
     @property
     def search_overhead(self) -> float:

@@ -32,7 +32,8 @@ import optuna
 from autotune.driver.compile_ahead import compile_ahead_pool
 from autotune.driver.constraint_repair import ConstraintRepair
 from autotune.driver.executor_choice import make_executor
-from autotune.driver.finish import FinishRow, finish, finish_reserve_s
+from autotune.driver.finish import FinishRow, finish
+from autotune.driver.finish_costs import TrialTimes, finish_reserve_s
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
 from autotune.driver.memory_guard import MemoryGuard
 from autotune.driver.pruning import prune_check
@@ -162,10 +163,7 @@ class _SweepRun:
         self.ran = self.rejected = 0
         self.busy_s = self.sampler_s = self.compile_wait_s = self.trial_compile_s = 0.0
         self.stop_requested = threading.Event()  # set by SIGINT / SIGTERM
-        self.durations: list[float] = []  # seconds each launched trial held its slot
-        self.complete_durations: list[float] = []  # of those, the trials that ran to the end
-        self.reference_s: float | None = None  # what the untuned default's trial took
-        self.reference_first = False  # ... when it was this run's first (it started a worker)
+        self.times = TrialTimes()  # what the trials took: the finish's cost
         # an earlier run's finish judged the trials of then: once this run adds one, it is no
         # answer (the export, best and report would name its winner over a better new trial)
         self.stale_finish = bool(study.user_attrs.get(FINISH))
@@ -321,9 +319,7 @@ class _SweepRun:
     def finish_reserve(self) -> float:
         """Seconds of a time budget held back for the finish (:func:`finish_reserve_s`)."""
         s = self.settings
-        return finish_reserve_s(s.finish_top, s.finish_rounds, self.durations, s.time_budget_s,
-                                self.complete_durations, self.reference_s,
-                                self.reference_first)  # fmt: skip
+        return finish_reserve_s(s.finish_top, s.finish_rounds, self.times, s.time_budget_s)
 
     def is_default(self, config: dict[str, Any]) -> bool:
         """Whether ``config`` is the untuned default (the sweep's trial 0, as enqueued)."""
@@ -435,12 +431,9 @@ class _SweepRun:
             compile_s = float(measurement.metrics.get("compile_s", 0.0) or 0.0)
             self.trial_compile_s += compile_s
         # the finish re-measures compiled configs: their compile (cached by then) is not its cost
-        self.durations.append(max(0.0, finished.seconds - compile_s))
-        if finished.result.ok:
-            self.complete_durations.append(self.durations[-1])
-        if self.is_default(asked.config):  # re-measured in every finish round
-            self.reference_s = self.durations[-1]
-            self.reference_first = len(self.durations) == 1
+        self.times.add(max(0.0, finished.seconds - compile_s), ok=finished.result.ok,
+                       default=self.is_default(asked.config))  # fmt: skip
+        self.times.worker_start_s = self.executor.worker_start_s()
         self.account(self.book.tell_result(asked, finished.result, finished.worker))
         if self.stale_finish:
             self.study.set_user_attr(FINISH, None)  # the next finish writes its own
@@ -515,10 +508,7 @@ class _SweepRun:
             trial_compile_s=self.trial_compile_s,
             compile_wait_s=self.compile_wait_s,
             memory=self.memory_report(),
-            durations=list(self.durations),
-            complete_durations=list(self.complete_durations),
-            reference_s=self.reference_s,
-            reference_first=self.reference_first,
+            times=self.times,
         )
         self.study.set_user_attr(
             LAST_RUN,

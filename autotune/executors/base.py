@@ -78,6 +78,12 @@ class Executor(ABC):
         without blocking): the driver tells them while it goes on asking for configs."""
         return []
 
+    def worker_start_s(self) -> float | None:
+        """The longest a worker took to start (import its libraries, build the objective) before
+        its first trial, where the executor measures it; None where it does not. A fresh
+        worker pays it once more in the finish (see :mod:`autotune.driver.finish_costs`)."""
+        return None
+
     @property
     def free(self) -> int:
         """Slots free now."""

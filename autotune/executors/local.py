@@ -83,6 +83,11 @@ class LocalExecutor(Executor):
         """Worker processes started so far (a crash, OOM or timeout restarts its slot's)."""
         return sum(runner.workers_started for runner, _ in self._slots)
 
+    def worker_start_s(self) -> float | None:
+        starts = [runner.longest_start_s for runner, _ in self._slots
+                  if runner.longest_start_s is not None]  # fmt: skip
+        return max(starts, default=None)
+
     def end_at(self, budget_ends: float | None) -> None:
         """Stop trials still running at ``budget_ends`` (a ``time.monotonic()`` reading)."""
         for runner, _ in self._slots:

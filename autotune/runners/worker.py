@@ -163,6 +163,8 @@ class IsolatedRunner(Runner):
         self._process: mp.process.BaseProcess | None = None
         self._conn: Connection | None = None
         self.workers_started = 0
+        #: the longest a worker took from its start to ready (None: none started yet)
+        self.longest_start_s: float | None = None
         self._busy = False  # a trial is being evaluated (close() then kills at once)
         self._closed = False
 
@@ -177,7 +179,8 @@ class IsolatedRunner(Runner):
         child.close()
         self._process, self._conn = process, parent
         self.workers_started += 1
-        deadline = time.perf_counter() + self.start_timeout_s
+        started = time.perf_counter()
+        deadline = started + self.start_timeout_s
         try:
             # in short polls: close() from another thread, or a worker that dies while it
             # imports, ends the wait at once
@@ -196,6 +199,8 @@ class IsolatedRunner(Runner):
         if message[0] != "ready":
             self._kill()
             return f"workload could not be set up: {message[1]}"
+        took = time.perf_counter() - started
+        self.longest_start_s = max(took, self.longest_start_s or 0.0)
         return None
 
     def _kill(self) -> None:

@@ -224,49 +224,6 @@ def test_a_default_over_the_slo_is_remeasured_as_the_reference_but_never_chosen(
     assert best_record(study)["config"] == {"delay": 0.0, "score": 5.0}
 
 
-def test_the_finish_is_costed_by_the_trials_that_ran_to_their_end():
-    # one slow config among failures that end at once: a median over every trial would cost a
-    # finish measurement at nothing, and reserve too little of a time budget for it
-    from autotune.driver.finish import finish_reserve_s
-
-    space = Space("d", [Param("fault", "categorical", choices=["none", "exception"]),
-                        Param("delay", "categorical", choices=[0.2])])  # fmt: skip
-    settings = SweepSettings(
-        workload="faults", problem={}, space=space, objectives={"score": "maximize"},
-        sampler="grid", n_trials=2, storage="memory", executor="inline", warm_start="off",
-    )  # fmt: skip
-    sweep = Sweep(settings)
-    summary = sweep.run()
-    assert len(summary.durations) == 2 and len(summary.complete_durations) == 1
-    assert summary.complete_durations[0] >= 0.2 > min(summary.durations)
-    reserve = finish_reserve_s(3, 3, summary.durations, 100.0, summary.complete_durations)
-    assert reserve >= 4 * 3 * 0.2  # (top 3 + the default) x 3 rounds at the slow trial's time
-
-
-def test_the_finish_reserve_counts_the_default_at_what_its_own_trial_took():
-    # a default over the SLO serves slowly: costed at the median trial, three finish rounds
-    # did not fit the reserve (the H100 serving sweep of session 48 got two)
-    from autotune.driver.finish import finish_reserve_s, top_that_fits
-
-    delays = [0.3, 0.0, 0.001, 0.002]
-    space = Space("d", [Param("fault", "categorical", choices=["none"]),
-                        Param("delay", "categorical", choices=delays)])  # fmt: skip
-    settings = SweepSettings(
-        workload="faults", problem={}, space=space, objectives={"score": "maximize"},
-        sampler="grid", n_trials=4, storage="memory", executor="inline", warm_start="off",
-        baseline={"fault": "none", "delay": 0.3},
-    )  # fmt: skip
-    summary = Sweep(settings).run()
-    assert summary.reference_s is not None and summary.reference_s >= 0.3
-    assert summary.reference_first and summary.durations[0] == summary.reference_s
-    costs = (summary.durations, 100.0, summary.complete_durations)
-    default = {"reference_s": summary.reference_s, "reference_first": True}
-    assert finish_reserve_s(3, 3, *costs, **default) >= 3 * 0.3 + 1  # 3 rounds of the default
-    assert finish_reserve_s(3, 3, *costs) < 3 * 0.3 + 1  # one start, the default at the median
-    left = summary.durations, 0.5, 2, summary.complete_durations  # 0.5 s: not 2 of the default
-    assert top_that_fits(3, *left) == 3 and top_that_fits(3, *left, **default) == 0
-
-
 class SlowToStart(InlineExecutor):
     """A real in-process executor whose first trial also pays a worker's start, as a fresh
     worker process's first trial does (torch's import, the device's start)."""

@@ -1,0 +1,63 @@
+import dataclasses
+
+from autotune.driver import Sweep, SweepSettings
+from autotune.driver.finish_costs import TrialTimes, finish_reserve_s, top_that_fits
+from autotune.space import Param, Space
+
+
+def _faults_sweep(choices: dict, baseline: dict | None = None, executor: str = "inline",
+                  n_trials: int = 2):  # fmt: skip
+    space = Space("d", [Param(name, "categorical", choices=values)
+                        for name, values in choices.items()])  # fmt: skip
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+        sampler="grid", n_trials=n_trials, storage="memory", executor=executor,
+        warm_start="off", baseline=baseline,
+    )  # fmt: skip
+    return Sweep(settings).run()
+
+
+def test_the_finish_is_costed_by_the_trials_that_ran_to_their_end():
+    # one slow config among failures that end at once: a median over every trial would cost a
+    # finish measurement at nothing, and reserve too little of a time budget for it
+    summary = _faults_sweep({"fault": ["none", "exception"], "delay": [0.2]})
+    times = summary.times
+    assert len(times.durations) == 2 and len(times.complete) == 1
+    assert times.complete[0] >= 0.2 > min(times.durations)
+    reserve = finish_reserve_s(3, 3, times, 100.0)
+    assert reserve >= 4 * 3 * 0.2  # (top 3 + the default) x 3 rounds at the slow trial's time
+
+
+def test_the_finish_reserve_counts_the_default_at_what_its_own_trial_took():
+    # a default over the SLO serves slowly: costed at the median trial, three finish rounds
+    # did not fit the reserve (the H100 serving sweep of session 48 got two)
+    summary = _faults_sweep({"fault": ["none"], "delay": [0.3, 0.0, 0.001, 0.002]},
+                            baseline={"fault": "none", "delay": 0.3}, n_trials=4)  # fmt: skip
+    times = summary.times
+    assert times.reference_s is not None and times.reference_s >= 0.3
+    assert times.reference_first and times.durations[0] == times.reference_s
+    assert finish_reserve_s(3, 3, times, 100.0) >= 3 * 0.3 + 1  # 3 rounds of the default
+    at_median = dataclasses.replace(times, reference_s=None, reference_first=False)
+    assert finish_reserve_s(3, 3, at_median, 100.0) < 3 * 0.3 + 1
+    assert top_that_fits(3, at_median, 0.5, 2) == 3  # 0.5 s: not 2 of the default
+    assert top_that_fits(3, times, 0.5, 2) == 0
+
+
+def test_a_local_worker_s_start_is_measured_and_carried_to_the_finish_s_cost():
+    summary = _faults_sweep({"fault": ["none"], "delay": [0.0, 0.001]}, executor="local")
+    start = summary.times.worker_start_s
+    assert start is not None and 0 < start <= summary.times.durations[0]  # spawn, imports
+
+
+def test_a_default_stopped_early_as_the_first_trial_does_not_hide_the_worker_s_start():
+    # the H100 serving sweep of session 51: the default, over the SLO, was stopped 1.8 s into
+    # its measurement, so its first-trial 7.9 s held the worker's start and little more.
+    # Counted as "start and measurement in one", the start was lost: the finish (a fresh
+    # worker, 14 s to start, then rounds of 4 x ~11.3 s: 106 s for 2) got 2 rounds of 3
+    ok = [15.6, 21.8, 11.3, 11.3, 11.3, 11.2, 11.3, 11.3, 14.6, 11.5]
+    times = TrialTimes([7.9, *ok], ok, reference_s=7.9, reference_first=True)
+    need = 14.0 + 3 * 4 * 11.3 + 11.3  # the start, 3 rounds of 3 top configs and the default
+    assert finish_reserve_s(3, 3, times, 500.0) < need  # the start unknown: what went wrong
+    times.worker_start_s = 14.0
+    assert finish_reserve_s(3, 3, times, 500.0) >= need
+    assert times.costs() == (11.3, 14.0, 11.3)
