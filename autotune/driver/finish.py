@@ -202,12 +202,14 @@ def finish(
     rounds: int = 3,
     on_sample: Callable[[int, int, float | None], None] | None = None,
     deadline: float | None = None,
+    secrets: frozenset[str] = frozenset(),
 ) -> list[FinishRow]:
     """Re-measure the ``top`` best configs of ``study`` on ``executor`` (a fresh one; trials
     run one at a time), in ``rounds`` interleaved rounds; store and return the rows, winner
     first. No round but the first starts that would end past ``deadline`` (a
     ``time.monotonic()`` reading: the end of the run's time budget) if it took as long as
-    the round before it."""
+    the round before it. A failure's reason is stored with every password left out, the
+    ``secrets`` (:attr:`~autotune.driver.settings.SweepSettings.secrets`) wherever they stand."""
     maximize = direction == "maximize"
     trials = sorted(ok_trials(study), key=lambda t: -t.values[0] if maximize else t.values[0])
     chosen = trials[:top]
@@ -240,8 +242,9 @@ def finish(
                     samples[trial.number].append(value)
                     rounds_of[trial.number].append(round_index)
                 else:
-                    # stored in the study: a URL's password in the reason left out
-                    failures[trial.number] = f"{result.status.value}: {redact(result.reason)}"
+                    # stored in the study: every password in the reason left out
+                    failures[trial.number] = (f"{result.status.value}: "
+                                              f"{redact(result.reason, secrets)}")  # fmt: skip
                 if on_sample is not None:
                     on_sample(trial.number, len(samples[trial.number]), value)
             last_round_s = _next_round_s(took, first_round=round_index == 0)

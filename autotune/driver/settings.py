@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.finish_costs import TrialTimes
+from autotune.redact import secrets_in, secrets_of_values
 from autotune.space import Space
 from autotune.storage import DEFAULT_STORAGE
 
@@ -80,6 +81,20 @@ class SweepSettings:
     #: what setting up found worth saying before the sweep (the CLI prints them), e.g. that the
     #: untuned default lies outside the space
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        """The passwords a trial's reason may echo outside a URL (a server printing its
+        command line): those of the problem's values and of the storage URL, blanked wherever
+        a reason stands (:func:`~autotune.redact.redact`'s ``known``).
+
+        Example:
+            >>> SweepSettings(workload="w", problem={"command": "srv postgresql://u:hunter2@h/d"},
+            ...               space=None, objectives={}).secrets
+            frozenset({'hunter2'})
+        """
+        return secrets_of_values(self.problem or {}) | secrets_in(self.storage or "",
+                                                                  whole_url=True)  # fmt: skip
 
 
 @dataclass

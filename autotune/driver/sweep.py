@@ -125,7 +125,7 @@ class Sweep:
         top = top if top is not None else (s.finish_top or 3)
         rounds = rounds if rounds is not None else s.finish_rounds
         rows = finish(study, metric, direction, executor, top=top, rounds=rounds,
-                      deadline=deadline)  # fmt: skip
+                      deadline=deadline, secrets=s.secrets)  # fmt: skip
         if self.watch is not None:
             self.watch.check()  # the finish's record went where the study is, not nowhere
         return rows

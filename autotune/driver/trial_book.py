@@ -58,7 +58,7 @@ from autotune.driver.trial_attrs import (
     trial_status,
 )
 from autotune.failures import TrialStatus
-from autotune.redact import redact, secrets_in, secrets_of_values
+from autotune.redact import redact
 from autotune.runners.base import TrialResult
 
 
@@ -100,9 +100,7 @@ class TrialBook:
         self.running: set[tuple] = set()  # configs in flight: steering must not pick them
         self.exhausted = False  # a discrete space measured completely
         # the passwords a reason may echo outside a URL (a server printing its command line)
-        self.secrets = secrets_of_values(settings.problem or {}) | secrets_in(
-            settings.storage or "", whole_url=True
-        )
+        self.secrets = settings.secrets
         self.refresh()
 
     def redact(self, reason: str) -> str:

@@ -305,11 +305,11 @@ class Flaky(Objective):
     name = "flaky"
     space = "flaky.yaml"
     directions = {"v": "maximize"}
-    takes_problem = False
 
     def evaluate(self, config, report=None):
-        if (Path(__file__).parent / "fail-now").exists():
-            raise RuntimeError("lost postgresql://tuner:" + "S3cret" + "PW@db.internal/s")
+        if (Path(__file__).parent / "fail-now").exists():  # the command's password echoed too
+            raise RuntimeError("lost postgresql://tuner:" + "S3cret" + "PW@db.internal/s; "
+                               "server said: password " + "Hunter" + "PW2 refused")
         return Measurement(values={"v": float(config["x"])})
 
 
@@ -319,12 +319,15 @@ OBJECTIVE = Flaky
 
 def test_a_password_in_a_reason_the_finish_stores_is_left_out(tmp_path):
     """A config that measured in the sweep and fails when the finish re-measures it: the
-    failure the finish stores in the study shows the URL's password as ``***``."""
+    failure the finish stores in the study shows the URL's password as ``***``, and the
+    problem's command's password too where the reason echoes it outside a URL."""
     (tmp_path / "flaky.py").write_text(FAILS_IN_THE_FINISH)
     (tmp_path / "flaky.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 9}\n")
     db = tmp_path / "s.db"
     settings = SweepSettings(
-        workload=str(tmp_path / "flaky.py"), problem={}, space=load_space(tmp_path / "flaky.yaml"),
+        workload=str(tmp_path / "flaky.py"),
+        problem={"command": "srv --db postgresql://admin:" + "Hunter" + "PW2@db/prod"},
+        space=load_space(tmp_path / "flaky.yaml"),
         objectives={"v": "maximize"}, sampler="random", n_trials=2, seed=0,
         storage=f"sqlite:///{db}", study_name="s", executor="inline", warm_start="off",
     )  # fmt: skip
@@ -334,5 +337,9 @@ def test_a_password_in_a_reason_the_finish_stores_is_left_out(tmp_path):
     sweep.finish(study, top=1, rounds=1)
     failed = optuna.load_study(study_name="s", storage=f"sqlite:///{db}").user_attrs[FINISH]
     (reason,) = failed["failed"].values()
-    assert reason == "crashed: RuntimeError: lost postgresql://tuner:***@db.internal/s"
-    assert "S3cret" + "PW" not in db.read_bytes().decode("latin-1")
+    assert reason == (
+        "crashed: RuntimeError: lost postgresql://tuner:***@db.internal/s; "
+        "server said: password *** refused"
+    )
+    stored = db.read_bytes().decode("latin-1")
+    assert "S3cret" + "PW" not in stored and "Hunter" + "PW2" not in stored
