@@ -1,7 +1,8 @@
 """Credentials kept out of everything autotune writes or prints: study attributes, exports,
 log lines and error messages show a database URL's password as ``***``, whether it stands
 before the host (``user:password@``) or in the query string (``?password=``, as libpq and
-SQLAlchemy's drivers also take it).
+SQLAlchemy's drivers also take it); a server command's option that takes a secret
+(``--api-key X``, ``--password=X``, ``--hf-token X``) shows it so too.
 
 Example:
     >>> redact_url("postgresql://tuner:s3cret@db.internal:5432/sweeps")
@@ -12,6 +13,8 @@ Example:
     'sqlite:///autotune.db'
     >>> redact("postgresql://h/db?user=u&password=s3cret&sslmode=require")
     'postgresql://h/db?user=u&password=***&sslmode=require'
+    >>> redact("vllm serve m --api-key sk-123 --max-num-batched-tokens 2048")
+    'vllm serve m --api-key *** --max-num-batched-tokens 2048'
 """
 
 from __future__ import annotations
@@ -35,6 +38,13 @@ _URL_CREDENTIALS = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(
 _QUERY_KEY = r"[?&](?:[a-z_]*password|passwd|pwd|[a-z_]*secret)="
 _QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&\s'\"]*)", re.IGNORECASE)
 _URL_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&]*)", re.IGNORECASE)
+# a command-line option that takes a secret (--password X, --api-key=X, --hf-token X: as
+# servers take them), its value up to a blank, or quoted; not --max-num-batched-tokens 2048
+_FLAG_SECRET = re.compile(
+    r"(?P<head>(?<![\w-])--(?:[A-Za-z0-9]+[-_])*(?:password|passwd|secret|token|api[-_]?key)"
+    r"(?:=|\s+)(?P<quote>['\"])?)(?P<secret>(?(quote)[^'\"]*|(?!--)[^\s'\"]+))",
+    re.IGNORECASE,
+)
 # a password :func:`secrets_in` finds shorter than this is not blanked wherever else it stands
 # (a one-letter password would blank that letter in every word); its URL form still is
 _SHORTEST_KNOWN = 4
@@ -70,6 +80,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     text = _QUOTED_CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
     text = _CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
     text = _QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", text)
+    text = _FLAG_SECRET.sub(lambda m: f"{m.group('head')}***", text)
     for secret in sorted(known, key=len, reverse=True):  # a longer one before its parts
         if len(secret) >= _SHORTEST_KNOWN and secret.strip("*"):
             text = text.replace(secret, "***")
@@ -94,6 +105,7 @@ def secrets_in(text: str, whole_url: bool = False) -> frozenset[str]:
         found = [m.group("secret") for m in _QUOTED_CREDENTIALS.finditer(text)]
         found += [m.group("secret") for m in _CREDENTIALS.finditer(text)]
         found += [m.group("secret") for m in _QUERY_SECRET.finditer(text)]
+        found += [m.group("secret") for m in _FLAG_SECRET.finditer(text)]
     return frozenset(s for secret in found for s in (secret, unquote(secret)) if s)
 
 
@@ -128,7 +140,12 @@ def redacted_keys(values: dict) -> list[str]:
         ['command']
     """
     return [k for k, v in values.items() if isinstance(v, str) and redact(v) == v
-            and (":***@" in v or _LEFT_OUT_QUERY.search(v))]  # fmt: skip
+            and (":***@" in v or _LEFT_OUT_QUERY.search(v) or _left_out_flag(v))]  # fmt: skip
 
 
 _LEFT_OUT_QUERY = re.compile(rf"{_QUERY_KEY}\*\*\*", re.IGNORECASE)
+
+
+def _left_out_flag(text: str) -> bool:
+    """Whether an option that takes a secret shows it as ``***`` (left out when stored)."""
+    return any(m.group("secret") == "***" for m in _FLAG_SECRET.finditer(text))

@@ -163,3 +163,33 @@ def test_a_known_password_too_short_or_already_stars_leaves_the_text_alone() -> 
         "a crash in postgresql://u:***@h/db"
     )
     assert redact("kept ***** as is", known={"*****"}) == "kept ***** as is"
+
+
+@pytest.mark.parametrize(
+    ("command", "shown", "secret"),
+    [
+        ("vllm serve m --api-key sk-live1 --port {port}",
+         "vllm serve m --api-key *** --port {port}", "sk-live1"),
+        ("srv --password=hunter2 -x", "srv --password=*** -x", "hunter2"),
+        ("srv --db-password 'a b c' -x", "srv --db-password '***' -x", "a b c"),
+        ('srv --HF_TOKEN="hf 1"', 'srv --HF_TOKEN="***"', "hf 1"),
+    ],
+)  # fmt: skip
+def test_an_option_that_takes_a_secret_is_blanked_and_its_value_known(
+    command: str, shown: str, secret: str
+) -> None:
+    # a server's command template holds an API key as often as a database URL
+    from autotune.redact import redact_values, redacted_keys
+
+    assert redact(command) == shown
+    assert secrets_of_values({"command": command}) == {secret}
+    assert redact(f"server said: bad key {secret}", secrets_in(command)) == (
+        "server said: bad key ***"
+    )
+    assert redacted_keys(redact_values({"command": command})) == ["command"]  # given again
+
+
+def test_options_that_only_look_like_secrets_are_left_alone() -> None:
+    line = ("vllm serve m --max-num-batched-tokens 2048 --tokenizer t --secret-file /s "
+            "--password --port 80")  # fmt: skip
+    assert redact(line) == line and secrets_in(line) == frozenset()
