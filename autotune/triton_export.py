@@ -635,14 +635,20 @@ def triton_table_export(
             else ""
         )
     )
-    lines = [f"KEY = {tuple(key)!r}", f"# shape -> configs, {ordering}", "TABLE = {"]
+    sources: list[str] = []  # every config of the table once: one tuned at two shapes too
+    table = [f"# shape -> configs, {ordering}", "TABLE = {"]
     for shape, entries in sorted(rows.items()):
-        lines.append(f"    {shape!r}: [")
+        table.append(f"    {shape!r}: [")
         for config, comment in entries:
             source = KernelConfig.from_flat(_renamed(config, rename)).triton_source()
-            lines.append(f"        {source},  # {_comment(comment)}")
-        lines.append("    ],")
-    lines.append("}")
+            if source not in sources:
+                sources.append(source)
+            table.append(f"        configs[{sources.index(source)}],  # {_comment(comment)}")
+        table.append("    ],")
+    table.append("}")
+    lines = [f"KEY = {tuple(key)!r}",
+             "# every config of the table once (for @triton.autotune(configs=...))",
+             "configs = [", *(f"    {source}," for source in sources), "]", *table]  # fmt: skip
     lines.append("# shapes where the library kernel beat the winner: shape -> the winner's ratio")
     lines.append(f"REFERENCE_FASTER = {dict(sorted(slower.items()))!r}")
     lines.append(
@@ -650,8 +656,6 @@ def triton_table_export(
     )
     lines.append("# heuristics() passes for it then, its space's first")
     lines.append(f"INACTIVE = {dict(sorted(inactive.items()))!r}")
-    lines.append("# every config of the table")
-    lines.append("configs = [c for entries in TABLE.values() for c in entries]")
     return (
         _header(
             f"{info.get('workload')} per-shape table" if replay is None else "per-shape table,",

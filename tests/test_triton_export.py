@@ -155,6 +155,23 @@ def test_a_real_autotune_times_only_the_nearest_shapes_configs(table_module):
         assert torch.allclose(c, a @ b, atol=1e-3, rtol=1e-3)
 
 
+def test_a_config_tuned_at_two_shapes_is_in_the_autotune_list_once(tmp_path):
+    # both shapes' runner-up is one config: @triton.autotune timed it twice for a new shape
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'd.db'}")
+    shared = _cfg(32, 32, 32, 4)
+    _study("small", (32, 32, 32), _cfg(16, 16, 16, 1), shared, storage)
+    _study("large", (256, 256, 256), _cfg(32, 16, 32, 4), shared, storage)
+    text = triton_table_export(table_studies(storage), ["M", "N", "K"], top=2, rename=RENAME)
+    mod: dict = {}
+    exec(compile(text, "table.py", "exec"), mod)  # noqa: S102 - as a kernel imports it
+    assert len(mod["configs"]) == 3
+    assert len({str(c) for c in mod["configs"]}) == 3
+    small, large = mod["TABLE"][(32, 32, 32)], mod["TABLE"][(256, 256, 256)]
+    assert small[1] is large[1] and small[1] in mod["configs"]  # one object: prune keeps it
+    kept = mod["prune"](mod["configs"], {"M": 200, "N": 256, "K": 256})
+    assert sorted(map(id, kept)) == sorted(map(id, large))  # the nearest shape's, once each
+
+
 def test_heuristics_pick_the_winner_without_timing(table_module):
     _, mod = table_module
     picks = mod["heuristics"]()
