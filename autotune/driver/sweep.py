@@ -525,6 +525,9 @@ class _SweepRun:
                 "trial_compile_s": round(self.trial_compile_s, 3),
                 "compile_wait_s": round(self.compile_wait_s, 3),
                 "compile_share": round(summary.compile_share, 4),
+                # what the finish was costed at: a worker's start, the time held back for it
+                "worker_start_s": self.times.worker_start_s and round(self.times.worker_start_s, 3),
+                "finish_reserve_s": round(self.finish_reserve(), 3),
                 **summary.memory,
             },
         )

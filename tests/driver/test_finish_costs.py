@@ -47,6 +47,7 @@ def test_a_local_worker_s_start_is_measured_and_carried_to_the_finish_s_cost():
     summary = _faults_sweep({"fault": ["none"], "delay": [0.0, 0.001]}, executor="local")
     start = summary.times.worker_start_s
     assert start is not None and 0 < start <= summary.times.durations[0]  # spawn, imports
+    assert summary.study.user_attrs["last_run"]["worker_start_s"] == round(start, 3)
 
 
 def test_a_default_stopped_early_as_the_first_trial_does_not_hide_the_worker_s_start():
