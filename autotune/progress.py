@@ -48,7 +48,9 @@ class ProgressDisplay(SweepObserver):
         self._total: int | None = None
         self._done_at_start = 0
 
-    def on_start(self, settings: SweepSettings, study: optuna.Study, done: int) -> None:
+    def on_start(
+        self, settings: SweepSettings, study: optuna.Study, done: int, capacity: int = 1
+    ) -> None:
         self._objectives = list(settings.objectives)
         self._total = settings.n_trials
         self._done_at_start = done
@@ -61,7 +63,9 @@ class ProgressDisplay(SweepObserver):
         if settings.time_budget_s is not None:
             budget.append(f"{settings.time_budget_s:.0f} s")
         device = settings.device.get("name", "?")
-        workers = f" x{settings.workers}" if settings.workers else ""
+        workers = f" x{capacity}" if settings.workers or capacity > 1 else ""
+        if settings.workers and settings.workers > capacity:
+            workers += f" ({settings.workers} asked; the cluster holds {capacity})"
         self.console.print(
             f"[bold]autotune[/bold] {escape(settings.workload)} {escape(problem)} on "
             f"{escape(str(device))} | executor {settings.executor}{workers} | "

@@ -25,3 +25,25 @@ def test_the_closing_line_counts_no_more_slots_than_trials_could_fill(slots, ran
     assert line.startswith(f"done: {ran} trials")
     assert ("at a time" in line) == (says is not None)
     assert says is None or says in line
+
+
+@pytest.mark.parametrize(
+    ("workers", "capacity", "says"),
+    [(8, 2, " x2 (8 asked; the cluster holds 2) |"), (2, 2, " x2 |"), (None, 1, " |")],
+)
+def test_the_header_shows_the_slots_the_executor_holds_not_only_those_asked(
+    workers, capacity, says
+):
+    # --workers 8 on a Ray cluster of 2 CPUs ran 2 trials at a time under a header of 'x8'
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import Param, Space
+
+    settings = SweepSettings(
+        workload="faults", problem={}, space=Space("s", [Param("x", "int", low=1, high=2)]),
+        objectives={"score": "maximize"}, executor="ray", workers=workers,
+    )  # fmt: skip
+    out = io.StringIO()
+    ProgressDisplay(Console(file=out, width=400)).on_start(
+        settings, optuna.create_study(), 0, capacity
+    )
+    assert f"executor ray{says}" in out.getvalue()

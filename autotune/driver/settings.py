@@ -154,7 +154,11 @@ class SweepSummary:
 class SweepObserver:
     """Receives progress; the CLI's display subclasses it. The default prints nothing."""
 
-    def on_start(self, settings: SweepSettings, study: optuna.Study, done: int) -> None: ...
+    def on_start(
+        self, settings: SweepSettings, study: optuna.Study, done: int, capacity: int = 1
+    ) -> None:
+        """The sweep starts: ``done`` trials stored, ``capacity`` trials at once (what the
+        executor holds: a Ray cluster may hold fewer than ``--workers`` asked)."""
 
     def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None: ...
 

@@ -187,7 +187,7 @@ class _SweepRun:
         if self.settings.time_budget_s is not None:  # a trial never outlasts the budget
             self.executor.end_at(self.budget_start + self.settings.time_budget_s)
         capacity = self.executor.capacity
-        self.observer.on_start(self.settings, self.study, self.launched())
+        self.observer.on_start(self.settings, self.study, self.launched(), capacity)
         stopped_by = "trials"
         try:
             while True:

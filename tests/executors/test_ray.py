@@ -132,6 +132,7 @@ def test_the_cli_runs_a_sweep_through_ray(tmp_path):
         "ray actor 1",
     }
     assert study.user_attrs["last_run"]["executor"] == "ray"
+    assert "| executor ray x2 |" in done.stdout + done.stderr  # the slots it ran with
 
 
 KERNEL = "def work(n, step):\n    return sum(range(0, n, step))\n"
