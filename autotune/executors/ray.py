@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -138,6 +139,34 @@ def _gcs_address(ray: Any) -> str | None:
     except Exception:  # noqa: BLE001 - an older or client-mode Ray: not watched
         return None
     return address if isinstance(address, str) and ":" in address else None
+
+
+_EXIT = re.compile(r"Worker exit type: (?P<type>\S+) Worker exit detail: (?P<detail>.*?)"
+                   r"(?= Some common causes|$)", re.DOTALL)  # fmt: skip
+
+
+def _lost_reason(exc: BaseException) -> str:
+    """A trial's reason when its actor died: Ray's first line, how its worker process ended
+    (Ray's exit type and detail) and, for a process that just vanished, what does that.
+
+    Example:
+        >>> class ActorDiedError(Exception): ...
+        >>> reason = _lost_reason(ActorDiedError("The actor died.\\n\\tpid: 7\\nIt is dead. Worker "
+        ...     "exit type: SYSTEM_ERROR Worker exit detail: code 2. Some common causes ..."))
+        >>> print(reason.replace(" Its ", "\\n").replace(" (", "\\n("))
+        Ray worker lost: ActorDiedError: The actor died.
+        worker process ended: SYSTEM_ERROR, code 2
+        (killed, e.g. by the OOM killer, or crashed, e.g. SIGSEGV)
+    """
+    lines = str(exc).strip().splitlines()
+    reason = f"Ray worker lost: {type(exc).__name__}: {lines[0] if lines else ''}"
+    ended = _EXIT.search(str(exc))
+    if ended is not None:
+        detail = " ".join(ended["detail"].split()).rstrip(".")
+        reason += f" Its worker process ended: {ended['type']}, {detail}"
+        if ended["type"] == "SYSTEM_ERROR":
+            reason += " (killed, e.g. by the OOM killer, or crashed, e.g. SIGSEGV)"
+    return reason[:400]
 
 
 class _TrialActor:
@@ -355,9 +384,7 @@ class RayExecutor(Executor):
         except self._ray.exceptions.RayError as exc:
             self._actors.pop(slot, None)  # dead: the slot's next trial gets a new actor
             self._resources = None  # its node may be gone: ask the cluster again
-            text = str(exc).strip().splitlines()
-            reason = f"Ray worker lost: {type(exc).__name__}: {text[0] if text else ''}"[:300]
-            status = TrialStatus.CRASHED
+            reason, status = _lost_reason(exc), TrialStatus.CRASHED
             if self._cluster_gone():  # not the config's doing: measured again on resume
                 status, reason = TrialStatus.INTERRUPTED, "the Ray cluster stopped while it ran"
             result, where = TrialResult(status, reason), f"ray actor {slot}"

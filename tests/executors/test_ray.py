@@ -44,6 +44,9 @@ def test_trials_run_as_actors_and_a_crash_or_hang_costs_one_trial(local_ray):
             finished += executor.wait_any()
     outcome = {f.ticket: f.result for f in finished}
     assert outcome[0].status is TrialStatus.CRASHED and "Ray worker lost" in outcome[0].reason
+    # how its process ended, not only that the actor died
+    assert "Its worker process ended: SYSTEM_ERROR" in outcome[0].reason, outcome[0].reason
+    assert "SIGSEGV" in outcome[0].reason
     assert outcome[1].status is TrialStatus.TIMEOUT and "Ray actor killed" in outcome[1].reason
     # judged inside the actor by the pruner's own rule
     assert outcome[2].status is TrialStatus.DIVERGED and "pruned at step" in outcome[2].reason
