@@ -93,24 +93,30 @@ def test_an_output_that_is_a_file_the_command_reads_is_refused_and_left_alone(tm
     assert read.read_bytes() == before
 
 
+def _replay_sweep(table: Path, url: str, study: str) -> None:
+    """A 2-trial replay sweep of ``table`` (parameter ``a``, metric ``m``) stored as ``study``."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params", "a",
+         "--metric", "m", "--trials", "2", "--storage", url, "--study", study],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory) -> tuple[Path, str]:
     """A table and a storage holding two replay studies of it, d2 and d3, as `tune --replay`
     stores them."""
-    import subprocess
-    import sys
 
     folder = tmp_path_factory.mktemp("replayed")
     table = folder / "grid.csv"
     table.write_text("a,m,status\n1,2.0,ok\n2,3.0,ok\n3,1.0,ok\n")
     url = f"sqlite:///{folder / 'o.db'}"
     for name in ("d2", "d3"):
-        done = subprocess.run(
-            [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params", "a",
-             "--metric", "m", "--trials", "2", "--storage", url, "--study", name],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
+        _replay_sweep(table, url, name)
     return table, url
 
 
@@ -147,8 +153,6 @@ def test_an_output_that_is_the_table_a_stored_study_replays_is_refused_and_left_
 def two_tables(tmp_path_factory) -> tuple[Path, Path, str]:
     """Two tables and a storage holding a replay study of each: A replays a.csv, B (the
     newest) b.csv."""
-    import subprocess
-    import sys
 
     folder = tmp_path_factory.mktemp("two_tables")
     url = f"sqlite:///{folder / 'p.db'}"
@@ -156,12 +160,7 @@ def two_tables(tmp_path_factory) -> tuple[Path, Path, str]:
     for name in ("A", "B"):
         table = folder / f"{name.lower()}.csv"
         table.write_text("a,m\n1,1\n2,2\n3,3\n")
-        done = subprocess.run(
-            [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params", "a",
-             "--metric", "m", "--trials", "2", "--storage", url, "--study", name],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
+        _replay_sweep(table, url, name)
         tables.append(table)
     return tables[0], tables[1], url
 
