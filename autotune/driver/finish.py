@@ -118,19 +118,26 @@ def beats(a: FinishRow, b: FinishRow, maximize: bool) -> bool:
 
 def _round_ratio(x: float, y: float, maximize: bool) -> float:
     """How much better ``a``'s reading ``x`` is than ``b``'s ``y`` of the same round (> 1:
-    better); a reading of 0 against a real one is an unbounded win or loss (a config that
-    served tokens in a round where the default served none won that round), 0 against 0 a tie.
+    better): for positive readings their ratio, for any others 1 plus their difference over
+    the other's size, so that a negative metric (a log-likelihood, a negated latency) is
+    ordered as it is, not upside down; a reading of 0 against a real one is an unbounded win or
+    loss (a config that served tokens in a round where the default served none won that
+    round), 0 against 0 a tie.
 
     Example:
         >>> _round_ratio(50.0, 0.0, True), _round_ratio(0.0, 0.0, True)
         (inf, 1.0)
         >>> _round_ratio(2.0, 4.0, maximize=False)  # half the time: twice as good
         2.0
+        >>> _round_ratio(-3.0, -1.0, True), _round_ratio(-5.0, -10.0, maximize=False)  # losses
+        (-1.0, 0.0)
     """
     better, worse = (x, y) if maximize else (y, x)
     if worse == 0:
         return math.inf if better > 0 else 1.0 if better == 0 else 0.0
-    return better / worse
+    if better > 0 and worse > 0:
+        return better / worse
+    return 1.0 + (better - worse) / abs(worse)
 
 
 def _mark_noise(rows: list[FinishRow], maximize: bool) -> list[FinishRow]:

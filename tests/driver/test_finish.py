@@ -343,3 +343,23 @@ def test_a_password_in_a_reason_the_finish_stores_is_left_out(tmp_path):
     )
     stored = db.read_bytes().decode("latin-1")
     assert "S3cret" + "PW" not in stored and "Hunter" + "PW2" not in stored
+
+
+@pytest.mark.parametrize(("direction", "best"), [("maximize", -1.0), ("minimize", -9.0)])
+def test_a_negative_metric_keeps_its_best_config_in_the_finish(direction, best):
+    # round ratios of two negative readings came out upside down: a config at -3 'measurably
+    # beat' the default at -1 (maximize), and -5 beat -9 (minimize)
+    scores = [best, -3.0, -5.0, -2.0]
+    space = Space("d", [Param("fault", "categorical", choices=["none"]),
+                        Param("score", "categorical", choices=scores)])  # fmt: skip
+    settings = SweepSettings(
+        workload="faults", problem={}, space=space, objectives={"score": direction},
+        sampler="grid", n_trials=4, storage="memory", executor="inline", warm_start="off",
+        baseline={"fault": "none", "score": best},
+    )  # fmt: skip
+    sweep = Sweep(settings)
+    study = sweep.run().study
+    rows = sweep.finish(study, top=3, rounds=3)
+    assert rows[0].baseline and rows[0].median == best
+    assert study.user_attrs[FINISH]["default_kept"] is True
+    assert best_record(study)["config"]["score"] == best
