@@ -279,6 +279,7 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
     time left (a time budget bounds the whole run); none when not even the best and the
     default fit."""
     from autotune.driver.finish_costs import stored_times, top_that_fits
+    from autotune.driver.trial_attrs import FINISH
 
     top = sweep.settings.finish_top
     if budget_ends is not None:
@@ -297,27 +298,38 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
     metric, direction = next(iter(sweep.settings.objectives.items()))
     rows = sweep.finish(summary.study, top=top, deadline=budget_ends)
     _print_finish(rows, metric, maximize=direction == "maximize",
-                  asked=sweep.settings.finish_rounds)  # fmt: skip
+                  asked=sweep.settings.finish_rounds,
+                  record=summary.study.user_attrs.get(FINISH) or {})  # fmt: skip
 
 
-def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: int = 0) -> None:
+def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: int = 0,
+                  record: dict | None = None) -> None:  # fmt: skip
+    """The finish's rows, winner first, and the rounds it ran (``record``: the finish's stored
+    record, which also names the measurements that failed)."""
+    from rich.markup import escape
+
     from autotune.driver.finish import spread_text
 
+    record = record or {}
     done = max((len(r.samples) for r in rows), default=0)
-    rounds = f"{done} round{'' if done == 1 else 's'}"
-    if done < asked:
+    ran = record.get("rounds", done)
+    rounds = f"{ran} round{'' if ran == 1 else 's'}"
+    if ran < asked:
         rounds += f" of {asked}: the time budget left no more"
     err.print(
         f"finish: the top configs and the untuned default re-measured in a fresh process, "
         f"interleaved ({rounds})"
     )
+    for trial, reason in sorted((record.get("failed") or {}).items(), key=lambda f: int(f[0])):
+        err.print(f"  trial {trial} failed in the finish: {escape(str(reason))}", highlight=False)
     if rows and rows[0].baseline and len(rows) > 1:
         why = ("one round cannot show a config measurably better (2 or more rounds can)"
                if done == 1 else "no config measurably beat it")  # fmt: skip
         err.print(f"  the untuned default stays: {why}")
     winner = rows[0] if rows else None
     for row in rows:
-        told_apart = len(row.samples) > 1  # one reading has no noise to be within
+        # one reading has no noise to be within (the row's or the winner's)
+        told_apart = len(row.samples) > 1 and winner is not None and len(winner.samples) > 1
         noise = (" (within noise of the winner)"
                  if row.within_noise and row is not winner and told_apart else "")  # fmt: skip
         noise += " (the untuned default)" if row.baseline else ""

@@ -740,3 +740,68 @@ def test_a_resume_that_runs_no_trial_keeps_the_finish_in_its_time_budget(tmp_pat
     resumed = _tune(tmp_path, "--trials", "9", "--time-budget", "1s")
     assert resumed.returncode == 0, resumed.stderr
     assert "finish skipped" in resumed.stderr and "finish:" not in resumed.stderr
+
+
+HANGS_IN_THE_FINISH = """
+import os
+import time
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Counted(Objective):
+    name = "counted"
+    space = "counted.yaml"
+    directions = {"score": "maximize"}
+
+    def default_config(self):
+        return {"x": 1}
+
+    def evaluate(self, config, report=None):
+        count = os.environ["COUNT_FILE"]
+        n = int(open(count).read()) + 1 if os.path.exists(count) else 1
+        open(count, "w").write(str(n))
+        if n > 4:  # the sweep's 4 trials are done: the finish measures
+            time.sleep(100)
+        return Measurement(values={"score": float(config["x"])})
+
+
+OBJECTIVE = Counted
+"""
+
+
+@pytest.mark.parametrize("executor", ["inline", "local"])
+def test_a_finish_measurement_that_hangs_is_stopped_when_the_time_budget_ends(tmp_path, executor):
+    # a 20-s budget ran 126 s: each finish measurement waited out the 30-s trial timeout,
+    # and the output blamed the budget for rounds that had failed
+    import os
+    import time
+
+    (tmp_path / "counted.py").write_text(HANGS_IN_THE_FINISH)
+    (tmp_path / "counted.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 4}\n")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "counted.py", "--trials", "4",
+         "--time-budget", "14s", "--executor", executor, "--storage", "memory", "--seed", "0",
+         "--trial-timeout", "60"],
+        env={**os.environ, "COUNT_FILE": str(tmp_path / "count")}, capture_output=True,
+        text=True, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 14 + 6, done.stderr  # the budget, then a worker's kill and the exit
+    assert "failed in the finish: interrupted: the sweep's time budget ended" in done.stderr
+    assert "the time budget left no more" in done.stderr
+
+
+def test_a_row_is_not_called_within_noise_of_a_winner_read_once(capsys):
+    from autotune.cli import _print_finish
+    from autotune.driver.finish import FinishRow
+
+    rows = [FinishRow(1, {}, 25.0, 0.0, [25.0], within_noise=True),  # its other rounds failed
+            FinishRow(2, {}, 24.0, 0.0, [24.0, 24.0], within_noise=True)]  # fmt: skip
+    _print_finish(rows, "tokens_per_s", record={"rounds": 2, "failed": {"1": "crashed: busy"}})
+    said = capsys.readouterr().err
+    assert "within noise" not in said and "(2 rounds)" in said
+    assert "trial 1 failed in the finish: crashed: busy" in said

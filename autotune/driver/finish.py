@@ -215,8 +215,9 @@ def finish(
     run one at a time), in ``rounds`` interleaved rounds; store and return the rows, winner
     first. No round but the first starts that would end past ``deadline`` (a
     ``time.monotonic()`` reading: the end of the run's time budget) if it took as long as
-    the round before it. A failure's reason is stored with every password left out, the
-    ``secrets`` (:attr:`~autotune.driver.settings.SweepSettings.secrets`) wherever they stand."""
+    the round before it, and no measurement but the first starts past it. A failure's reason
+    is stored with every password left out, the ``secrets``
+    (:attr:`~autotune.driver.settings.SweepSettings.secrets`) wherever they stand."""
     maximize = direction == "maximize"
     trials = sorted(ok_trials(study), key=lambda t: -t.values[0] if maximize else t.values[0])
     chosen = trials[:top]
@@ -240,6 +241,8 @@ def finish(
             took: list[float] = []  # each measurement's seconds, this round
             for trial in rotated(chosen, round_index):
                 measured_from = time.monotonic()
+                if (done_rounds > 1 or took) and deadline is not None and measured_from >= deadline:
+                    break  # the budget ended mid-round: what the round measured counts
                 executor.submit(trial.number, dict(trial.params))
                 result = executor.wait_any()[0].result
                 took.append(time.monotonic() - measured_from)

@@ -118,10 +118,12 @@ class Sweep:
     ) -> list[FinishRow]:
         """The noise-aware finish (see :mod:`autotune.driver.finish`) on a fresh executor of
         one slot; ``top`` and ``rounds`` default to the settings' (or 3 and 3); no round
-        starts after ``deadline`` but the first."""
+        starts after ``deadline`` but the first, and a measurement (or a worker's start)
+        still running at it is stopped."""
         s = self.settings
         metric, direction = next(iter(s.objectives.items()))
         executor = self.executor_factory(s, workers=1)
+        executor.end_at(deadline)  # a measurement running when the budget ends is stopped
         top = top if top is not None else (s.finish_top or 3)
         rounds = rounds if rounds is not None else s.finish_rounds
         rows = finish(study, metric, direction, executor, top=top, rounds=rounds,

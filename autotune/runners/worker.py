@@ -130,6 +130,10 @@ def _death_reason(exitcode: int | None) -> str:
     return f"worker exited with code {exitcode}"
 
 
+def _crashed(reason: str) -> TrialResult:
+    return TrialResult(TrialStatus.CRASHED, reason)
+
+
 class IsolatedRunner(Runner):
     """Evaluate trials of ``workload`` in a spawned worker process.
 
@@ -169,8 +173,9 @@ class IsolatedRunner(Runner):
         self._closed = False
 
     # -- worker lifecycle ----------------------------------------------------------------
-    def _start(self) -> str | None:
-        """Start a worker and wait until it is ready; return a failure reason, or None."""
+    def _start(self) -> TrialResult | None:
+        """Start a worker and wait until it is ready, at most ``start_timeout_s`` and not past
+        the time budget's end; return the trial's result if it failed, or None."""
         parent, child = self._context.Pipe()
         process = self._context.Process(
             target=_worker_main, args=(child, self.workload, self.problem, self.env), daemon=True
@@ -180,7 +185,10 @@ class IsolatedRunner(Runner):
         self._process, self._conn = process, parent
         self.workers_started += 1
         started = time.perf_counter()
-        deadline = started + self.start_timeout_s
+        limit_s, budget_ends = self.start_timeout_s, False
+        if self.budget_ends is not None and self.budget_ends - time.monotonic() < limit_s:
+            limit_s, budget_ends = max(0.0, self.budget_ends - time.monotonic()), True
+        deadline = started + limit_s
         try:
             # in short polls: close() from another thread, or a worker that dies while it
             # imports, ends the wait at once
@@ -189,16 +197,19 @@ class IsolatedRunner(Runner):
                     raise EOFError
                 if time.perf_counter() > deadline:
                     self._kill()
-                    return f"worker did not start within {self.start_timeout_s:.0f} s"
+                    if budget_ends:
+                        why = "the sweep's time budget ended while its worker started"
+                        return TrialResult(TrialStatus.INTERRUPTED, f"{why}; worker killed")
+                    return _crashed(f"worker did not start within {self.start_timeout_s:.0f} s")
             message = parent.recv()
         except (EOFError, OSError):
             process.join(timeout=5)
             reason = "runner closed" if self._closed else _death_reason(process.exitcode)
             self._kill()
-            return reason
+            return _crashed(reason)
         if message[0] != "ready":
             self._kill()
-            return f"workload could not be set up: {message[1]}"
+            return _crashed(f"workload could not be set up: {message[1]}")
         took = time.perf_counter() - started
         self.longest_start_s = max(took, self.longest_start_s or 0.0)
         return None
@@ -239,7 +250,7 @@ class IsolatedRunner(Runner):
             self._kill()
             failure = self._start()
             if failure is not None:
-                return TrialResult(TrialStatus.CRASHED, failure)
+                return failure
         assert self._conn is not None and self._process is not None
         # local references: close() from another thread (the sweep stopping) ends the worker,
         # and this loop then sees the pipe close instead of a missing attribute

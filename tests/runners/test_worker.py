@@ -230,3 +230,44 @@ def test_in_process_runner_stops_a_trial_at_its_timeout(modes):
     # no timer left armed, and SIGALRM's handler is what it was
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGALRM) is before
+
+
+SLOW_TO_BUILD = """
+import multiprocessing
+import time
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class SlowToBuild(Objective):
+    name = "slow-to-build"
+    space = "s.yaml"
+    directions = {"v": "maximize"}
+
+    def __init__(self, problem):
+        super().__init__(problem)
+        if multiprocessing.current_process().name != "MainProcess":  # only in the worker
+            time.sleep(1000)
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": 1.0})
+
+
+OBJECTIVE = SlowToBuild
+"""
+
+
+def test_a_worker_still_starting_when_the_time_budget_ends_is_stopped_then(tmp_path):
+    # a 20-s budget ran 183 s: a worker's start waited out its own 180-s limit
+    import time
+
+    (tmp_path / "slow.py").write_text(SLOW_TO_BUILD)
+    (tmp_path / "s.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 2}\n")
+    with IsolatedRunner(str(tmp_path / "slow.py"), {}, timeout_s=60) as runner:
+        runner.budget_ends = time.monotonic() + 3.0
+        started = time.monotonic()
+        result = runner.evaluate({"x": 1})
+    assert time.monotonic() - started < 3.0 + 2.0
+    assert result.status is TrialStatus.INTERRUPTED
+    assert "time budget ended while its worker started" in result.reason
