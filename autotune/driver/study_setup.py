@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import warnings
@@ -60,6 +61,33 @@ def study_name_for(settings: SweepSettings) -> str:
     return f"{workload}-{datetime.now():%Y%m%d-%H%M%S}"
 
 
+def _create_or_load(
+    storage: BaseStorage, name: str, directions: list[str], sampler: optuna.samplers.BaseSampler,
+    named: bool,
+) -> optuna.Study:  # fmt: skip
+    """The study ``name``: a named one (``--study``) created or loaded to resume; a name the
+    driver made up (workload and time) always a new study, ``-2``, ``-3``... appended where
+    another driver took the name in the same second (two sweeps started together shared one
+    study, or the second was refused as a resume at another problem).
+
+    Example:
+        >>> storage = optuna.storages.InMemoryStorage()
+        >>> make = lambda: _create_or_load(storage, "mm-1", ["maximize"], None, named=False)
+        >>> make().study_name, make().study_name
+        ('mm-1', 'mm-1-2')
+    """
+    kind = {"directions": directions, "sampler": sampler, "pruner": DivergencePruner()}
+    if named:
+        return optuna.create_study(storage=storage, study_name=name, load_if_exists=True, **kind)
+    for attempt in itertools.count(1):
+        candidate = name if attempt == 1 else f"{name}-{attempt}"
+        try:
+            return optuna.create_study(storage=storage, study_name=candidate, **kind)
+        except optuna.exceptions.DuplicatedStudyError:
+            continue
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def requeue_stopped_default(study: optuna.Study) -> bool:
     """Queue the untuned default (trial 0) again when every trial of it was stopped from
     outside (the budget's end, Ctrl-C, a killed driver: told FAIL) and none waits or runs: a
@@ -87,7 +115,8 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
     directions = list(s.objectives.values())
     # A resumed study must not replay its first proposals: the seed moves on by the number
     # of trials already stored (still deterministic for a given history).
-    seed = None if s.seed is None else s.seed + _stored_trial_count(storage, name)
+    stored = _stored_trial_count(storage, name) if s.study_name else 0  # a made-up name: new
+    seed = None if s.seed is None else s.seed + stored
     source_study = named_source(s, storage)  # refused before anything is stored
     sampler = make_sampler(
         s.sampler,
@@ -98,14 +127,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
         device=s.device,
         in_flight=in_flight,
     )
-    study = optuna.create_study(
-        storage=storage,
-        study_name=name,
-        directions=directions,
-        sampler=sampler,
-        pruner=DivergencePruner(),
-        load_if_exists=True,
-    )
+    study = _create_or_load(storage, name, directions, sampler, named=bool(s.study_name))
     info = study.user_attrs.get(STUDY)
     if info is not None:
         if info.get("workload") != s.workload or info.get("objectives") != s.objectives:
