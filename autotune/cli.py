@@ -230,7 +230,8 @@ def tune(
         from autotune.tuning_cache import cached_study
 
         hit = cached_study(open_storage(settings.storage), settings.fingerprint["key"],
-                           settings.sampler, settings.n_trials)  # fmt: skip
+                           settings.sampler, settings.n_trials,
+                           settings.time_budget_s)  # fmt: skip
         if hit is not None:
             err.print(
                 f"cached: study {hit.study_name} tuned this workload's source, problem, device "

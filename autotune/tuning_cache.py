@@ -252,20 +252,22 @@ def file_digest(path: Path) -> str:
 
 def cached_study(
     storage: optuna.storages.BaseStorage, key: str, sampler: str = "auto",
-    trials: int | None = None,
+    trials: int | None = None, time_budget_s: float | None = None,
 ) -> optuna.Study | None:  # fmt: skip
     """The newest stored study with this key, a successful trial, and a last run that went as
     far as it was asked to (:data:`~autotune.driver.trial_attrs.COMPLETE_STOPS`: a sweep
     stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing), if any; searched
     by the same ``sampler`` (another strategy is another sweep) with at least ``trials``
     trials (a 20-trial sweep does not answer an ask for 100, unless it measured the whole
-    space)."""
+    space). A sweep its time budget stopped answers only an ask with a time budget no longer
+    than its own (a 6-s smoke test does not answer a 1-hour sweep)."""
     for summary in reversed(optuna.study.get_all_study_summaries(storage)):
         info = stored_info(summary.user_attrs)
         stored = info.get("fingerprint")
         if not isinstance(stored, dict) or stored.get("key") != key:
             continue
-        stopped_by = last_run(summary.user_attrs).get("stopped_by")
+        run = last_run(summary.user_attrs)
+        stopped_by = run.get("stopped_by")
         if stopped_by not in COMPLETE_STOPS:
             continue
         searched_all = stopped_by in ("every config tried", "no unvisited config left")
@@ -273,7 +275,27 @@ def cached_study(
             summary.n_trials < (trials or 0) and not searched_all
         ):
             continue
+        if stopped_by == "time" and not _budget_covers(run.get("time_budget_s"), time_budget_s,
+                                                       trials):  # fmt: skip
+            continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         if best_trials(study):
             return study
     return None
+
+
+def _budget_covers(stored_s: object, asked_s: float | None, trials: int | None) -> bool:
+    """Whether a sweep its time budget of ``stored_s`` stopped answers an ask for ``asked_s``
+    and ``trials``: an ask with a time budget only if no longer than its own (a stored run
+    that kept no budget answers none); one without, by its trial count (checked before:
+    the stopped sweep ran at least as many).
+
+    Example:
+        >>> _budget_covers(60.0, 30.0, None), _budget_covers(6.0, 3600.0, None)
+        (True, False)
+        >>> _budget_covers(6.0, None, 5), _budget_covers(None, 30.0, None)
+        (True, False)
+    """
+    if asked_s is None:
+        return trials is not None
+    return isinstance(stored_s, int | float) and asked_s <= stored_s

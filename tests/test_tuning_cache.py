@@ -207,3 +207,23 @@ def test_a_study_whose_records_are_not_records_is_passed_over_by_the_cache_and_w
     odd.add_trial(optuna.trial.create_trial(value=1.0))
     assert cached_study(storage, "some key") is None
     assert most_similar_study(storage, "matmul", {"M": 1}, None) is None
+
+
+def test_a_sweep_its_time_budget_stopped_answers_no_longer_budget(tmp_path, write_space):
+    # a 6-s smoke test of 2 trials answered every later --time-budget 30s (or 1h) at once
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+    space = write_space(SLOW)  # 0.4-s trials
+    command = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--seed", "0",
+               "--finish-top", "0", "--executor", "inline", "--storage", url,
+               "--space", str(space), "--time-budget"]  # fmt: skip
+
+    def tune_for(budget: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([*command, budget], capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    short = tune_for("3s")
+    assert "cached" not in short.stderr and "stopped by time" in short.stderr
+    assert "cached" not in tune_for("4s").stderr  # longer: swept again
+    assert "cached: study faults-" in tune_for("3s").stderr  # covered by either
+    assert len(optuna.get_all_study_names(url)) == 2

@@ -516,6 +516,7 @@ class _SweepRun:
             LAST_RUN,
             {
                 "stopped_by": stopped_by,
+                "time_budget_s": self.settings.time_budget_s,  # what "time" stopped it at
                 "trials": self.ran,
                 "executor": self.executor.name,
                 "in_flight": capacity,
