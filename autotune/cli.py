@@ -38,6 +38,7 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
     writable_output,
 )
 from autotune.cli_results import print_best
+from autotune.cli_stdout import result_only
 from autotune.redact import redact, redact_url
 from autotune.units import readable
 
@@ -76,6 +77,7 @@ def _command_line() -> str:
 # ---------------------------------------------------------------------------------------------
 @app.command()
 @one_line_errors
+@result_only
 def tune(
     workload: Annotated[
         str | None,

@@ -21,6 +21,7 @@ from rich.table import Table
 from autotune.cli_errors import err, one_line_errors
 from autotune.cli_options import DEFAULT_STORAGE, StorageOption, StudyOption, out, quiet_libraries
 from autotune.cli_parsing import UsageError, _parse_rename, is_device, writable_output
+from autotune.cli_stdout import result_stream, write_result
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.train_export import TARGETS as TRAIN_TARGETS
 from autotune.units import named, readable
@@ -54,13 +55,19 @@ def print_best(
         metric = finish.get("metric") or next(iter(record["values"]))
         values += f" in the sweep, {named(metric, rows[0]['median'])} the finish's median"
     label = f" [{record['label']}]" if record.get("label") else ""
-    out.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
-    out.print_json(data=record["config"])
+    # stdout: the config's JSON alone (`autotune tune ... > best.json`); what it is, on stderr
+    err.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
+    stream = result_stream()
+    if stream.isatty():
+        Console(file=stream).print_json(data=record["config"])
+    else:
+        write_result(json.dumps(record["config"], indent=2))
     if record.get("reference_faster"):
-        out.print(f"note: {describe(record['reference_faster'])}", highlight=False)
+        err.print(f"note: {describe(record['reference_faster'])}", highlight=False)
     for member in record.get("pareto_front", [])[1:]:
         vals = ", ".join(named(k, v) for k, v in member["values"].items())
-        out.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}")
+        err.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}",
+                  highlight=False)  # fmt: skip
     if output is not None:
         fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"
         try:
@@ -69,7 +76,7 @@ def print_best(
             stored = "" if storage_url == "memory" else f"; study '{study.study_name}' is stored"
             raise UsageError(f"--output {output}: cannot write there ({exc.strerror}){stored}"
                              ) from None  # fmt: skip
-        out.print(f"wrote {output}", markup=False)
+        err.print(f"wrote {output}", markup=False, highlight=False)
 
 
 def best(

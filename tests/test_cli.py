@@ -59,7 +59,9 @@ def test_replay_sweep_then_best_trials_and_export(tmp_path, replay_table):
         str(tmp_path / "best.json"),
     )
     assert result.returncode == 0, result.stderr
-    assert "REPLAY" in result.stderr and "REPLAY" in result.stdout
+    assert "REPLAY" in result.stderr  # the progress and the best config's heading say so
+    heading = next(line for line in result.stderr.splitlines() if line.startswith("best config"))
+    assert "[REPLAY" in heading and json.loads(result.stdout) == {"BM": 256, "BN": 64}
     record = json.loads((tmp_path / "best.json").read_text())
     # the grid covers all 20 configs: 100 + 256 + 64 / 2 is the best that did not fail
     assert record["config"] == {"BM": 256, "BN": 64}
@@ -105,7 +107,8 @@ def test_an_in_memory_sweep_reports_and_writes_its_best(tmp_path, replay_table):
                       "tflops", "--maximize", "--trials", "5", "--storage", "memory",
                       "--output", str(best))  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "best config" in result.stdout
+    assert "best config" in result.stderr  # stdout: the config's JSON alone
+    assert json.loads(result.stdout) == json.loads(best.read_text())["config"]
     assert json.loads(best.read_text())["config"].keys() == {"BM", "BN"}
 
 
@@ -461,7 +464,7 @@ def test_a_finish_that_cannot_fit_the_time_budget_is_skipped_and_said_so(tmp_pat
                       cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "finish skipped" in result.stderr and "finish: the top" not in result.stderr
-    assert "best config" in result.stdout
+    assert "best config" in result.stderr and json.loads(result.stdout)
 
 
 def test_the_finish_says_why_a_better_median_did_not_win(capsys):
@@ -511,7 +514,7 @@ def test_one_finish_round_cannot_replace_the_default_two_can(tmp_path, rounds):
     assert result.returncode == 0, result.stderr
     err = " ".join(result.stderr.split())
     best = json.loads((tmp_path / "best.json").read_text())
-    assert "in the sweep," in result.stdout and "the finish's median" in result.stdout
+    assert "in the sweep," in result.stderr and "the finish's median" in result.stderr
     if rounds == 1:
         assert "interleaved (1 round)" in err and "one reading, no spread" in err
         assert "the untuned default stays: one round cannot show a config measurably" in err

@@ -1,5 +1,6 @@
 """The tuning cache: the same sweep answers at once; any change of its key sweeps again."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -111,7 +112,8 @@ def test_a_repeated_sweep_answers_from_the_cache_at_once(tmp_path, write_space):
     assert first.returncode == 0, first.stderr
     again = tune(url, space)
     assert again.returncode == 0, again.stderr
-    assert "cached: study faults-" in again.stderr and "best config" in again.stdout
+    assert "cached: study faults-" in again.stderr and "best config" in again.stderr
+    assert json.loads(again.stdout) == json.loads(first.stdout)  # the config, alone
     assert len(optuna.get_all_study_names(url)) == 1  # nothing ran
     assert tune(url, space, "--no-cache").returncode == 0
     other = write_space("parameters:\n  score: {type: float, low: 0, high: 2}\n", "other.yaml")
