@@ -246,6 +246,24 @@ def _baseline_in_space(
     return baseline, []
 
 
+def _check_stored_workload(study: str | None, workload: str) -> None:
+    """A resumed study's workload can still be loaded: its file is where the study found it,
+    its plugin is installed.
+
+    Raises:
+        SetupError: naming the study and what became of its workload.
+    """
+    if workload.endswith(".py") and not Path(workload).is_file():
+        raise SetupError(f"--study {study}: its workload file {workload} is gone (moved or "
+                         "deleted); put it back there to resume, or start another "
+                         "--study")  # fmt: skip
+    try:
+        get_objective(workload)
+    except KeyError as exc:  # a plugin uninstalled since
+        raise SetupError(f"--study {study}: its workload cannot be loaded: {exc.args[0]}"
+                         ) from None  # fmt: skip
+
+
 def build_settings(
     *,
     workload: str | None,
@@ -313,6 +331,7 @@ def build_settings(
         label += repeats_note(replay, problem["params"])
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]
+        _check_stored_workload(study, workload)
         left_out = [k for k in redacted_keys(stored.get("problem", {})) if k not in problem]
         if left_out:  # stored without its password: running '***' would fail every trial
             raise SetupError(f"--problem: study {study!r} stored {left_out[0]} without its "

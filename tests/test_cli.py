@@ -808,3 +808,19 @@ def test_a_row_is_not_called_within_noise_of_a_winner_read_once(capsys):
     said = capsys.readouterr().err
     assert "within noise" not in said and "(2 rounds)" in said
     assert "trial 1 failed in the finish: crashed: busy" in said
+
+
+def test_resuming_a_study_whose_workload_file_is_gone_is_one_line(tmp_path):
+    # `tune --study s` after the file moved: a 47-line KeyError traceback
+    (tmp_path / "steady.py").write_text(STEADY)
+    (tmp_path / "steady.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    first = autotune("tune", "steady.py", "--trials", "2", "--storage", url, "--study", "s",
+                     "--executor", "inline", "--finish-top", "0", cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "steady.py").rename(tmp_path / "moved.py")
+    resumed = autotune("tune", "--study", "s", "--storage", url, "--trials", "3", cwd=tmp_path)
+    assert resumed.returncode == 2 and "Traceback" not in resumed.stderr, resumed.stderr
+    lines = [line for line in resumed.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"its workload file {tmp_path / 'steady.py'} is gone" in lines[0]
+    assert len(optuna.load_study(study_name="s", storage=url).trials) == 2  # nothing lost
