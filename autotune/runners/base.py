@@ -38,12 +38,22 @@ def checked_measurement(result: object) -> Measurement:
         Traceback (most recent call last):
         ...
         autotune.failures.Crashed: evaluate returned a float, not a Measurement
+        >>> checked_measurement(Measurement(values={"v": 10**400}))
+        Traceback (most recent call last):
+        ...
+        autotune.failures.Crashed: evaluate measured v = an int of 401 digits, too large for a float
     """
     if not isinstance(result, Measurement):
         raise Crashed(f"evaluate returned a {type(result).__name__}, not a Measurement")
     for name, value in result.values.items():
         if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's too
             raise Crashed(f"evaluate measured {name} = {value!r}, not a number")
+        try:
+            float(value)
+        except OverflowError:  # an int past float's range (10**400): no figure to compare
+            digits = len(str(abs(int(value))))
+            raise Crashed(f"evaluate measured {name} = an int of {digits} digits, too large for "
+                          "a float") from None  # fmt: skip
     return result
 
 

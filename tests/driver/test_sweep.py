@@ -436,3 +436,36 @@ def test_a_trial_that_finishes_during_a_run_of_rejections_is_told_then(tmp_path,
     assert summary.trials_run == 4 and summary.failures["infeasible"] > 50
     # told at once: no later trial was waiting for its slot (the last has none after it)
     assert observer.later_running[:-1].count(False) >= 2, observer.later_running
+
+
+HUGE = """
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Huge(Objective):
+    name = "huge"
+    space = "huge.yaml"
+    directions = {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": 10**400 if config["x"] == 2 else float(config["x"])})
+
+
+OBJECTIVE = Huge
+"""
+
+
+@pytest.mark.parametrize("executor", ["inline", "local"])
+def test_a_figure_too_large_for_a_float_fails_its_trial_not_the_sweep(tmp_path, executor):
+    # 10**400 from evaluate: an OverflowError traceback ended the sweep, and the trial left
+    # behind made every resume end the same way
+    (tmp_path / "huge.py").write_text(HUGE)
+    (tmp_path / "huge.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 3}\n")
+    summary = Sweep(settings(load_space(tmp_path / "huge.yaml"), workload=str(tmp_path / "huge.py"),
+                             objectives={"v": "maximize"}, sampler="grid", n_trials=3,
+                             executor=executor)).run()  # fmt: skip
+    status = {t.params["x"]: t.user_attrs["status"] for t in summary.study.trials}
+    assert status == {1: "ok", 2: "crashed", 3: "ok"}
+    reason = next(t.user_attrs["reason"] for t in summary.study.trials if t.params["x"] == 2)
+    assert "an int of 401 digits, too large for a float" in reason
