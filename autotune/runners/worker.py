@@ -61,9 +61,30 @@ def _end_with_the_driver(driver_pid: int, every_s: float = _DRIVER_CHECK_S) -> N
         while True:
             time.sleep(every_s)
             if os.getppid() != driver_pid:  # the driver is gone: this process was re-parented
+                _end_own_group()
                 os._exit(1)
 
     threading.Thread(target=watch, name="autotune-driver-watch", daemon=True).start()
+
+
+def _own_group() -> None:
+    """Lead a process group of its own: what a trial starts (a server, a forked helper) is in
+    it, and ends with the worker (:func:`kill_group`), not left holding the device."""
+    with contextlib.suppress(OSError, AttributeError):  # not POSIX: the worker alone
+        os.setpgid(0, 0)
+
+
+def _end_own_group() -> None:
+    """Kill the rest of this worker's process group (the driver is gone: nobody else will)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.killpg(os.getpgid(0), signal.SIGKILL)  # this process too: it was ending anyway
+
+
+def kill_group(pid: int) -> None:
+    """Kill the process group worker ``pid`` leads: the processes its trials started, even
+    after the worker itself ended (they keep its group)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def output_to_stderr() -> None:
@@ -82,6 +103,7 @@ def _worker_main(
 ) -> None:
     """Body of the worker process: build the objective once, then evaluate configs on request."""
     output_to_stderr()  # before the objective is imported: it may print as it is built
+    _own_group()
     _end_with_the_driver(os.getppid())
     os.environ.update(env)  # e.g. CUDA_VISIBLE_DEVICES, before torch is imported
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
@@ -218,6 +240,8 @@ class IsolatedRunner(Runner):
         # may run in two threads at once (close() while a trial ends): take the handles first
         process, conn = self._process, self._conn
         self._process, self._conn = None, None
+        if process is not None and process.pid is not None:
+            kill_group(process.pid)  # and what its trials started (the worker leads the group)
         if process is not None and process.is_alive():
             process.kill()
             process.join(timeout=10)

@@ -271,3 +271,88 @@ def test_a_worker_still_starting_when_the_time_budget_ends_is_stopped_then(tmp_p
     assert time.monotonic() - started < 3.0 + 2.0
     assert result.status is TrialStatus.INTERRUPTED
     assert "time budget ended while its worker started" in result.reason
+
+
+STARTS_A_CHILD = """
+import os
+import subprocess
+import time
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class StartsAChild(Objective):
+    name = "starts-a-child"
+    space = "s.yaml"
+    directions = {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        child = subprocess.Popen(["sleep", "300"])  # a server, a helper: the trial's own
+        with open(os.environ["CHILD_PID_FILE"], "w") as f:
+            f.write(str(child.pid))
+        time.sleep(100)  # hangs: the trial timeout kills the worker
+        return Measurement(values={"v": 1.0})
+
+
+OBJECTIVE = StartsAChild
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie nobody reaped yet is not)."""
+    from pathlib import Path
+
+    status = Path(f"/proc/{pid}/status")
+    try:
+        state = next(line for line in status.read_text().splitlines() if line.startswith("State:"))
+    except (FileNotFoundError, StopIteration):
+        return False
+    return "zombie" not in state and "(Z)" not in state
+
+
+def test_what_a_killed_trial_started_ends_with_its_worker(tmp_path, monkeypatch):
+    # a trial's `sleep 300` outlived the worker the timeout killed (on a GPU, a server holding
+    # the device and its memory)
+    import time
+
+    (tmp_path / "child.py").write_text(STARTS_A_CHILD)
+    (tmp_path / "s.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 2}\n")
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("CHILD_PID_FILE", str(pid_file))
+    with IsolatedRunner(str(tmp_path / "child.py"), {}, timeout_s=3.0) as runner:
+        result = runner.evaluate({"x": 1})
+        assert result.status is TrialStatus.TIMEOUT
+        child = int(pid_file.read_text())
+        deadline = time.monotonic() + 5
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(child)
+
+
+def test_what_a_trial_started_ends_when_its_driver_is_killed(tmp_path, monkeypatch):
+    import os
+    import signal
+    import time
+
+    (tmp_path / "child.py").write_text(STARTS_A_CHILD)
+    (tmp_path / "s.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 2}\n")
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("CHILD_PID_FILE", str(pid_file))
+    driver = subprocess.Popen([sys.executable, "-c", (
+        "from autotune.runners.worker import IsolatedRunner\n"
+        f"IsolatedRunner({str(tmp_path / 'child.py')!r}, {{}}, timeout_s=600).evaluate({{'x': 1}})"
+    )])  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and driver.poll() is None
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    driver.send_signal(signal.SIGKILL)  # nothing tells the worker, nor its child
+    driver.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while _running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _running(child):
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the trial's child outlived its driver")
