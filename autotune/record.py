@@ -202,6 +202,43 @@ def _recorded_params(columns: list[str]) -> list[str]:
 MAX_GRID = 1_000_000
 
 
+#: the columns of a row that say how its measurement went, beside the config and the stamps
+_RESULT_COLUMNS = ("status", "reason", "duration_s")
+
+
+def recordable(result: TrialResult, directions: dict[str, str], columns: list[str]
+               ) -> TrialResult:  # fmt: skip
+    """``result`` as a row can hold it: an ``ok`` one whose tuned figure is NaN or infinite
+    failed (``crashed``, as a sweep judges it: replay then counts it a failure), and so did
+    one reporting a figure under a column's name (a metric ``status`` or ``X`` wrote over
+    the row's own, and the recording could neither resume nor replay).
+
+    Example:
+        >>> from autotune.measurement import Measurement
+        >>> ok = TrialResult(TrialStatus.OK, measurement=Measurement(values={"v": math.nan}))
+        >>> recordable(ok, {"v": "maximize"}, ["X", "status"]).reason
+        'objective measured v = nan'
+        >>> odd = TrialResult(TrialStatus.OK, measurement=Measurement({"v": 1.0}, {"X": 99}))
+        >>> recordable(odd, {"v": "maximize"}, ["X"]).reason
+        "objective reported a figure named 'X', a column of the recording (a parameter or stamp)"
+    """
+    m = result.measurement
+    if not result.ok or m is None:
+        return result
+    odd = [f"{k} = {m.values[k]}" for k in directions
+           if k in m.values and not math.isfinite(m.values[k])]  # fmt: skip
+    if odd:
+        return TrialResult(TrialStatus.CRASHED, f"objective measured {', '.join(odd)}",
+                           duration_s=result.duration_s)  # fmt: skip
+    taken = next((k for k in m.all_metrics() if k in columns or k.startswith("telemetry.")),
+                 None)  # fmt: skip
+    if taken is not None:
+        return TrialResult(TrialStatus.CRASHED, f"objective reported a figure named {taken!r}, "
+                           "a column of the recording (a parameter or stamp)",
+                           duration_s=result.duration_s)  # fmt: skip
+    return result
+
+
 def check_recordable(space: Space) -> None:
     """A space whose grid can be listed: no float parameter, at most :data:`MAX_GRID` configs.
 
@@ -278,6 +315,7 @@ def record_grid(
             row["workload"] = workload  # what a resumed recording must match
             row.update(problem_stamps(problem))
             row.update(device_stamps(device))  # where it was measured: a replay says so
+            result = recordable(result, objective_cls.directions, [*row, *_RESULT_COLUMNS])
             row["status"] = result.status.value
             row["reason"] = redact(result.reason, secrets)
             row["duration_s"] = round(result.duration_s, 4)  # replay's simulated clock reads it

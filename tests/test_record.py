@@ -148,3 +148,49 @@ def test_a_password_in_the_problem_or_a_reason_is_recorded_as_stars(tmp_path):
     # and it resumes: the stamp it compares is blanked the same way
     assert len(record_grid(str(tmp_path / "leak.py"), problem, space, {}, out,
                            executor="inline")) == 2  # fmt: skip
+
+
+ODD_FIGURES = """
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Odd(Objective):
+    name = "odd"
+    space = "odd.yaml"
+    directions = {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        x = config["x"]
+        if x == 2:
+            return Measurement(values={"v": float("nan")})
+        if x == 3:  # a figure under the row's own column names
+            return Measurement(values={"v": 3.0}, metrics={"status": "weird", "x": 99})
+        return Measurement(values={"v": float(x)})
+
+
+OBJECTIVE = Odd
+"""
+
+
+def test_a_nan_figure_or_one_named_as_a_column_is_recorded_as_a_failure(tmp_path):
+    # NaN was recorded 'ok' (a sweep calls it crashed), and a metric named 'status' or 'x'
+    # wrote over the row: the recording could neither resume nor replay
+    (tmp_path / "odd.py").write_text(ODD_FIGURES)
+    (tmp_path / "odd.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 3}\n")
+    space = Space("odd", [Param("x", "int", low=1, high=3)])
+    out = tmp_path / "odd.csv"
+    table = record_grid(str(tmp_path / "odd.py"), {}, space, {}, out, executor="inline")
+    rows = {int(r.x): r for r in table.itertuples()}
+    assert {x: r.status for x, r in rows.items()} == {1: "ok", 2: "crashed", 3: "crashed"}
+    assert rows[2].reason == "objective measured v = nan"
+    assert "a figure named 'status'" in rows[3].reason
+    again = record_grid(str(tmp_path / "odd.py"), {}, space, {}, out, executor="inline")
+    assert len(again) == 3  # resumed: nothing measured twice
+    replayed = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(out), "--params", "x",
+         "--metric", "v", "--storage", "memory", "--finish-top", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    assert "failed: crashed 2" in replayed.stderr
