@@ -134,6 +134,14 @@ def resumed_rows(
         raise RecordError(f"{output}: not a regular file (record resumes from the CSV it writes)")
     try:
         table = pd.read_csv(output)
+        # a choice of text is read back as written: "None" or "NA" is no blank, "1" no number
+        texts = [p.name for p in space.params if p.name in table.columns
+                 and p.kind == "categorical" and all(isinstance(c, str) for c in p.choices)
+                 ]  # fmt: skip
+        if texts:
+            raw = pd.read_csv(output, usecols=texts, dtype=str, keep_default_na=False)
+            for name in texts:
+                table[name] = raw[name].where(raw[name] != "", None)
     except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser and empty-data errors
         first = first_line(exc)
         raise RecordError(f"{output}: exists and is not a recorded table ({first}); name "

@@ -62,6 +62,7 @@ def load_table(path: str) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         first = str(exc).strip().splitlines()[0]
         raise SpaceError(f"{path}: not a readable CSV table: {first}") from None
+    _keep_words(table, path)
     if "status" not in table.columns:
         table["status"] = TrialStatus.OK.value
         table.attrs[_NO_STATUS] = True
@@ -69,6 +70,19 @@ def load_table(path: str) -> pd.DataFrame:
     if bad:
         raise SpaceError(f"{path}: column 'status': unknown state {sorted(bad)[0]!r}")
     return table
+
+
+def _keep_words(table: pd.DataFrame, path: str) -> None:
+    """Columns of words keep them as written: pandas reads "None", "NA" or "null" as missing,
+    so a categorical choice ``"None"`` (a recompute mode, a quantization off) became a blank.
+    Only a blank is missing there; a column of numbers keeps its NaN spellings."""
+    words = [c for c in table.columns if pd.api.types.is_string_dtype(table[c])
+             or pd.api.types.is_object_dtype(table[c])]  # fmt: skip
+    if not words:
+        return
+    raw = pd.read_csv(path, usecols=words, dtype=str, keep_default_na=False)
+    for column in words:
+        table[column] = raw[column].where(raw[column] != "", None)
 
 
 def _plain(value: Any) -> Any:

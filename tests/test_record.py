@@ -1,6 +1,7 @@
 """`autotune record`: a grid measured into a replayable CSV that resumes, and the outputs it
 refuses to resume from."""
 
+import json
 import subprocess
 import sys
 
@@ -194,3 +195,47 @@ def test_a_nan_figure_or_one_named_as_a_column_is_recorded_as_a_failure(tmp_path
     )  # fmt: skip
     assert replayed.returncode == 0, replayed.stderr
     assert "failed: crashed 2" in replayed.stderr
+
+
+WORDS = """
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Words(Objective):
+    name = "words"
+    space = "words.yaml"
+    directions = {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": {"None": 3.0, "full": 1.0, "1": 2.0, "2": 0.5,
+                                         "4": 0.2}[config["mode"]]})
+
+
+OBJECTIVE = Words
+"""
+
+
+def test_choices_that_read_as_blanks_or_numbers_resume_and_replay_as_written(tmp_path):
+    # "None" came back blank and "1" as 1.0: each resume measured them again, and a replay
+    # refused the table ('mode' blank in some rows)
+    (tmp_path / "words.py").write_text(WORDS)
+    out = tmp_path / "w.csv"
+    for choices in (["None", "full", "1"], ["1", "2", "4"]):
+        out.unlink(missing_ok=True)
+        space = Space("words", [Param("mode", "categorical", choices=choices)])
+        (tmp_path / "words.yaml").write_text(
+            f"parameters:\n  mode: {{type: categorical, choices: {json.dumps(choices)}}}\n"
+        )
+        first = record_grid(str(tmp_path / "words.py"), {}, space, {}, out, executor="inline")
+        again = record_grid(str(tmp_path / "words.py"), {}, space, {}, out, executor="inline")
+        assert len(first) == len(again) == len(pd.read_csv(out)) == 3  # none measured twice
+        if choices[0] == "None":
+            (tmp_path / "w0.csv").write_bytes(out.read_bytes())
+    replayed = subprocess.run(  # the first table: a word column, "None" a word in it
+        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(tmp_path / "w0.csv"),
+         "--params", "mode", "--metric", "v", "--storage", "memory", "--finish-top", "0"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout) == {"mode": "None"}
