@@ -23,7 +23,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from autotune.failures import Diverged, TrialStatus, classify
+from autotune.failures import Diverged, TrialStatus, classify, first_line
 from autotune.runners.base import (
     PruneCheck,
     Runner,
@@ -139,7 +139,12 @@ def _worker_main(
                 break
         else:
             conn.send(("result", TrialStatus.OK.value, "", measurement))
-    objective.close()
+    try:
+        objective.close()
+    except Exception as exc:  # noqa: BLE001 - a user's close: its trials are told by now
+        name = type(objective).__name__
+        print(f"warning: {workload}: {name}.close raised {type(exc).__name__}: "
+              f"{first_line(exc)}", file=sys.stderr)  # fmt: skip
 
 
 def _death_reason(exitcode: int | None) -> str:

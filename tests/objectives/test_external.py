@@ -319,3 +319,16 @@ def test_an_inline_sweeps_close_that_raises_is_a_warning_and_a_resumes_init_one_
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines[-1].endswith("Gen.__init__ raised RuntimeError: no such device here"), lines
     assert "Traceback" not in result.stderr
+
+
+def test_a_local_workers_close_that_raises_is_a_warning_not_a_traceback(tmp_path):
+    # in a worker process the close that raised printed 'Process SpawnProcess-1: Traceback'
+    (tmp_path / "gen.yaml").write_text("parameters:\n  a: {type: int, low: 1, high: 8}\n")
+    (tmp_path / "gen.py").write_text(GEN % ("", SCORE, "    def close(self):\n" + RAISES))
+    result = autotune("tune", "gen.py", "--trials", "2", "--storage", "memory",
+                      "--finish-top", "0", "--executor", "local", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "warning: " in result.stderr and "Gen.close raised RuntimeError: no such device" in (
+        result.stderr
+    )
