@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from collections.abc import Callable
@@ -54,8 +55,10 @@ def _prepare(workload: str, problem: dict[str, Any], config: dict[str, Any]) -> 
 def precompile(
     workload: str, problem: dict[str, Any], configs: list[dict[str, Any]], jobs: int
 ) -> list[tuple[str, str]]:
-    """Compile ``configs`` in ``jobs`` processes; returns (status, reason) per config."""
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+    """Compile ``configs`` in ``jobs`` processes; returns (status, reason) per config. A stop
+    (Ctrl-C, SIGTERM) ends the pool at once: the compiles still queued are not waited for."""
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"))
+    try:
         futures = [pool.submit(_prepare, workload, problem, c) for c in configs]
         results = []
         for future in futures:
@@ -63,7 +66,15 @@ def precompile(
                 results.append(future.result())
             except Exception as exc:  # noqa: BLE001 - a pool worker died: time it normally
                 results.append(("unknown", f"precompile failed: {exc}"))
-        return results
+    except BaseException:
+        running = list((getattr(pool, "_processes", None) or {}).values())  # no public way
+        for process in running:
+            with contextlib.suppress(Exception):
+                process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+    return results
 
 
 def _key(config: dict[str, Any], names: list[str]) -> tuple:
