@@ -8,6 +8,8 @@ Example:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,3 +33,14 @@ class Measurement:
 
     def all_metrics(self) -> dict[str, Any]:
         return {**self.metrics, **self.values}
+
+    def not_finite(self, names: Iterable[str]) -> list[str]:
+        """Of the tuned figures ``names``, those measured NaN or infinite, as ``name = value``:
+        no figure to compare (a sweep and a recording call such a trial crashed).
+
+        Example:
+            >>> Measurement(values={"v": float("nan"), "w": 2.0}).not_finite(["v", "w", "x"])
+            ['v = nan']
+        """
+        return [f"{k} = {self.values[k]}" for k in names
+                if k in self.values and not math.isfinite(self.values[k])]  # fmt: skip

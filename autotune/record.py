@@ -244,8 +244,7 @@ def recordable(result: TrialResult, directions: dict[str, str], columns: list[st
     m = result.measurement
     if not result.ok or m is None:
         return result
-    odd = [f"{k} = {m.values[k]}" for k in directions
-           if k in m.values and not math.isfinite(m.values[k])]  # fmt: skip
+    odd = m.not_finite(directions)
     if odd:
         return TrialResult(TrialStatus.CRASHED, f"objective measured {', '.join(odd)}",
                            duration_s=result.duration_s)  # fmt: skip

@@ -147,8 +147,7 @@ class TrialBook:
         if result.ok and result.measurement is not None:
             m = result.measurement
             missing = [k for k in self.settings.objectives if k not in m.values]
-            unmeasured = [f"{k} = {m.values[k]}" for k in self.settings.objectives
-                          if k in m.values and not math.isfinite(m.values[k])]  # fmt: skip
+            unmeasured = m.not_finite(self.settings.objectives)
             if missing:
                 result = TrialResult(
                     TrialStatus.CRASHED, f"objective did not measure {', '.join(missing)}"
