@@ -9,12 +9,13 @@ Example:
 from __future__ import annotations
 
 import numbers
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.failures import Crashed, TrialStatus
+from autotune.failures import Crashed, TrialStatus, first_line
 from autotune.measurement import Measurement
 
 #: Called by the runner with each value an objective reports (step, value); returns True when
@@ -55,6 +56,29 @@ def checked_measurement(result: object) -> Measurement:
             raise Crashed(f"evaluate measured {name} = an int of {digits} digits, too large for "
                           "a float") from None  # fmt: skip
     return result
+
+
+def close_objective(workload: str, objective: Any) -> None:
+    """Call ``objective.close()``; one that raises (a user's, its trials told by then) is a
+    one-line warning on stderr, not the end of the sweep or a traceback.
+
+    Example:
+        >>> import contextlib, io
+        >>> class Leaky:
+        ...     def close(self):
+        ...         raise RuntimeError("still busy\\nsecond line")
+        >>> said = io.StringIO()
+        >>> with contextlib.redirect_stderr(said):
+        ...     close_objective("mine.py", Leaky())
+        >>> said.getvalue()
+        'warning: mine.py: Leaky.close raised RuntimeError: still busy\\n'
+    """
+    try:
+        objective.close()
+    except Exception as exc:  # noqa: BLE001 - whatever a user's close raises
+        name = type(objective).__name__
+        print(f"warning: {workload}: {name}.close raised {type(exc).__name__}: "
+              f"{first_line(exc)}", file=sys.stderr)  # fmt: skip
 
 
 @dataclass

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from autotune.failures import Diverged, TrialStatus, classify, first_line
+from autotune.failures import Diverged, TrialStatus, classify
 from autotune.objectives import get_objective
 from autotune.objectives.external import setup_call
 from autotune.runners.base import (
@@ -40,6 +40,7 @@ from autotune.runners.base import (
     Runner,
     TrialResult,
     checked_measurement,
+    close_objective,
     never_prune,
 )
 
@@ -188,10 +189,5 @@ class InProcessRunner(Runner):
     def close(self) -> None:
         """Close the objective; one that raises there (its trials are stored by then) is a
         warning on stderr, not the sweep's end."""
-        try:
-            with stdout_to_stderr():
-                self.objective.close()
-        except Exception as exc:  # noqa: BLE001 - whatever a user's close raises
-            name = type(self.objective).__name__
-            print(f"warning: {self.workload}: {name}.close raised {type(exc).__name__}: "
-                  f"{first_line(exc)}", file=sys.stderr)  # fmt: skip
+        with stdout_to_stderr():
+            close_objective(self.workload, self.objective)

@@ -23,12 +23,13 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from autotune.failures import Diverged, TrialStatus, classify, first_line
+from autotune.failures import Diverged, TrialStatus, classify
 from autotune.runners.base import (
     PruneCheck,
     Runner,
     TrialResult,
     checked_measurement,
+    close_objective,
     never_prune,
 )
 
@@ -139,12 +140,7 @@ def _worker_main(
                 break
         else:
             conn.send(("result", TrialStatus.OK.value, "", measurement))
-    try:
-        objective.close()
-    except Exception as exc:  # noqa: BLE001 - a user's close: its trials are told by now
-        name = type(objective).__name__
-        print(f"warning: {workload}: {name}.close raised {type(exc).__name__}: "
-              f"{first_line(exc)}", file=sys.stderr)  # fmt: skip
+    close_objective(workload, objective)
 
 
 def _death_reason(exitcode: int | None) -> str:
@@ -199,6 +195,14 @@ class IsolatedRunner(Runner):
         self._busy = False  # a trial is being evaluated (close() then kills at once)
         self._closed = False
 
+    def _within_budget(self, limit_s: float) -> tuple[float, bool]:
+        """``limit_s`` cut to the seconds left of the sweep's time budget, and whether the
+        budget cut it (what then stops is ``interrupted``, not slow)."""
+        left = None if self.budget_ends is None else self.budget_ends - time.monotonic()
+        if left is not None and left < limit_s:
+            return max(0.0, left), True
+        return limit_s, False
+
     # -- worker lifecycle ----------------------------------------------------------------
     def _start(self) -> TrialResult | None:
         """Start a worker and wait until it is ready, at most ``start_timeout_s`` and not past
@@ -212,9 +216,7 @@ class IsolatedRunner(Runner):
         self._process, self._conn = process, parent
         self.workers_started += 1
         started = time.perf_counter()
-        limit_s, budget_ends = self.start_timeout_s, False
-        if self.budget_ends is not None and self.budget_ends - time.monotonic() < limit_s:
-            limit_s, budget_ends = max(0.0, self.budget_ends - time.monotonic()), True
+        limit_s, budget_ends = self._within_budget(self.start_timeout_s)
         deadline = started + limit_s
         try:
             # in short polls: close() from another thread, or a worker that dies while it
@@ -298,13 +300,9 @@ class IsolatedRunner(Runner):
         should_prune: PruneCheck,
     ) -> TrialResult:
         start = time.perf_counter()
-        deadline = start + self.timeout_s
         # the sweep's time budget ends first: the trial is stopped there, not judged slow
-        budget_ends = self.budget_ends is not None and (
-            self.budget_ends - time.monotonic() < self.timeout_s
-        )
-        if budget_ends:
-            deadline = start + max(0.0, self.budget_ends - time.monotonic())
+        limit_s, budget_ends = self._within_budget(self.timeout_s)
+        deadline = start + limit_s
         try:
             conn.send(("evaluate", config))
             while True:
