@@ -33,6 +33,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import types
 from collections.abc import Iterator
@@ -79,7 +80,8 @@ def load_external(name: str) -> type[Any]:
         if name not in plugins:
             raise KeyError(name)
         try:
-            module = importlib.import_module(plugins[name])
+            with keeps_working_folder():
+                module = importlib.import_module(plugins[name])
         except (Exception, SystemExit) as exc:  # sys.exit() at import too: one line
             raise WorkloadError(f"{name} ({plugins[name]}): {_failure(exc)}") from None
     objective = getattr(module, "OBJECTIVE", None)
@@ -119,6 +121,12 @@ def _check_objective(name: str, objective: Any) -> None:
                 f"{name}: {objective.__name__}.directions: {metric!r}: {direction!r} is not"
                 " 'maximize' or 'minimize'"
             )
+    space = getattr(objective, "space", "")
+    if space and not isinstance(space, str | os.PathLike):
+        raise WorkloadError(
+            f"{name}: {objective.__name__}.space is a {type(space).__name__}; it must name a "
+            "space YAML file (a path, relative to the workload's folder)"
+        )
     if inspect.isabstract(objective):
         missing = ", ".join(sorted(objective.__abstractmethods__))
         raise WorkloadError(f"{name}: {objective.__name__} does not define {missing}")
@@ -154,11 +162,33 @@ def _import_file(path: Path) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look the module up
     try:
-        spec.loader.exec_module(module)
+        with keeps_working_folder():
+            spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:  # sys.exit() at import too: one line
         del sys.modules[module_name]
         raise WorkloadError(f"{path}: {_failure(exc)}") from None
     return module
+
+
+@contextlib.contextmanager
+def keeps_working_folder() -> Iterator[None]:
+    """Around a workload's own code: a working folder it changes to is changed back, so that
+    the paths the user gave relative to theirs (``--storage sqlite:///a.db``, ``--output``)
+    stay where they meant them.
+
+    Example:
+        >>> before = os.getcwd()
+        >>> with keeps_working_folder():
+        ...     os.chdir("/")
+        >>> os.getcwd() == before
+        True
+    """
+    folder = os.getcwd()
+    try:
+        yield
+    finally:
+        if os.getcwd() != folder:
+            os.chdir(folder)
 
 
 def _failure(exc: BaseException) -> str:
@@ -201,7 +231,8 @@ def user_code(
         mine.py: Mine.default_problem raised RuntimeError: no GPU here
     """
     try:
-        yield
+        with keeps_working_folder():
+            yield
     except WorkloadError:
         raise
     except (Exception, SystemExit) as exc:

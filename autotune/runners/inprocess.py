@@ -34,7 +34,7 @@ from typing import Any
 
 from autotune.failures import Diverged, TrialStatus, classify
 from autotune.objectives import get_objective
-from autotune.objectives.external import setup_call
+from autotune.objectives.external import keeps_working_folder, setup_call
 from autotune.runners.base import (
     PruneCheck,
     Runner,
@@ -164,7 +164,7 @@ class InProcessRunner(Runner):
             limit.timeout_s = max(budget_left, 0.001)
         start = time.perf_counter()
         try:
-            with stdout_to_stderr(), limit.running():
+            with stdout_to_stderr(), keeps_working_folder(), limit.running():
                 measurement = checked_measurement(self.objective.evaluate(config, report))
         except KeyboardInterrupt:  # the sweep is being stopped: not this trial's failure
             raise

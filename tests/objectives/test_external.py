@@ -131,6 +131,11 @@ def test_a_missing_workload_file_is_one_line(tmp_path):
             "OBJECTIVE = T\n",
             "the objective names no space file; pass --space FILE.yaml",
         ),
+        (
+            BASE + "    directions = {'v': 'maximize'}\n    space = {'parameters': {}}\n"
+            "    def evaluate(self, c, r=None): ...\nOBJECTIVE = T\n",
+            "T.space is a dict; it must name a space YAML file",
+        ),
     ],
 )
 def test_a_file_that_cannot_serve_is_one_line(tmp_path, source, message):
@@ -332,3 +337,27 @@ def test_a_local_workers_close_that_raises_is_a_warning_not_a_traceback(tmp_path
     assert "warning: " in result.stderr and "Gen.close raised RuntimeError: no such device" in (
         result.stderr
     )
+
+
+def test_a_workload_that_changes_folder_leaves_the_storage_and_output_where_the_user_meant(
+    tmp_path,
+):
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (tmp_path / "x.yaml").write_text("parameters:\n  X: {type: int, low: 1, high: 8}\n")
+    chdir = f"os.chdir({str(folder)!r})\n"
+    (tmp_path / "wanders.py").write_text(
+        "import os\nfrom autotune.measurement import Measurement\n" + chdir + BASE
+        + "    space = 'x.yaml'\n    directions = {'v': 'maximize'}\n"
+        + "    def default_config(self):\n        " + chdir + "        return {'X': 1}\n"
+        + "    def evaluate(self, config, report=None):\n        " + chdir
+        + "        return Measurement(values={'v': float(config['X'])})\nOBJECTIVE = T\n"
+    )  # fmt: skip
+    for executor in ("local", "inline"):
+        result = autotune("tune", "wanders.py", "--trials", "3", "--executor", executor,
+                          "--storage", f"sqlite:///{executor}.db", "--output",
+                          f"{executor}.json", "--finish-top", "0", cwd=tmp_path)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / f"{executor}.db").is_file()
+        assert json.loads((tmp_path / f"{executor}.json").read_text())["config"]["X"] >= 1
+    assert list(folder.iterdir()) == []
