@@ -37,6 +37,8 @@ from autotune.runners.base import (
 # next trial gets a fresh process.
 _RESTART_AFTER = {TrialStatus.OOM, TrialStatus.CRASHED, TrialStatus.TIMEOUT}
 _POLL_S = 0.25
+#: how long an idle worker's objective may take to close before the worker is killed
+_CLOSE_S = 10.0
 #: how often a worker checks that its driver is still alive
 _DRIVER_CHECK_S = 1.0
 
@@ -257,7 +259,9 @@ class IsolatedRunner(Runner):
                 conn.close()
 
     def close(self) -> None:
-        """Stop the worker: politely when idle, at once when a trial is still running."""
+        """Stop the worker: politely when idle (its objective's ``close()`` gets up to 10 s,
+        and no time past the sweep's time budget but a second), at once when a trial is still
+        running."""
         self._closed = True
         busy = self._busy
         if (
@@ -268,7 +272,7 @@ class IsolatedRunner(Runner):
         ):
             try:
                 self._conn.send(("stop",))
-                self._process.join(timeout=10)
+                self._process.join(timeout=max(1.0, self._within_budget(_CLOSE_S)[0]))
             except (OSError, BrokenPipeError):
                 pass
         self._kill()

@@ -356,3 +356,20 @@ def test_what_a_trial_started_ends_when_its_driver_is_killed(tmp_path, monkeypat
     if _running(child):
         os.kill(child, signal.SIGKILL)
         pytest.fail("the trial's child outlived its driver")
+
+
+def test_a_close_that_takes_long_is_cut_at_the_time_budget(tmp_path):
+    # close() that sleeps kept the sweep 10 s past its budget's end
+    import time
+
+    source = SLOW_TO_BUILD.replace("if multiprocessing", "if False and multiprocessing")
+    (tmp_path / "lingers.py").write_text(
+        source + "\nSlowToBuild.close = lambda self: time.sleep(1000)\n"
+    )
+    (tmp_path / "s.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 2}\n")
+    runner = IsolatedRunner(str(tmp_path / "lingers.py"), {}, timeout_s=60)
+    assert runner.evaluate({"x": 1}).ok
+    runner.budget_ends = time.monotonic() + 0.5
+    started = time.monotonic()
+    runner.close()
+    assert time.monotonic() - started < 1.0 + 3.0
