@@ -21,7 +21,7 @@ from rich.table import Table
 from autotune.cli_errors import err, one_line_errors
 from autotune.cli_options import DEFAULT_STORAGE, StorageOption, StudyOption, out, quiet_libraries
 from autotune.cli_parsing import UsageError, _parse_rename, is_device, writable_output
-from autotune.cli_stdout import result_stream, write_result
+from autotune.cli_stdout import names_stdout, result_stream, write_result
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.train_export import TARGETS as TRAIN_TARGETS
 from autotune.units import named, readable
@@ -71,7 +71,10 @@ def print_best(
     if output is not None:
         fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"
         try:
-            write_atomic(output, export_text(study, fmt))
+            if names_stdout(output):  # the command's stdout, not the stderr it now has
+                write_result(export_text(study, fmt).rstrip("\n"))
+            else:
+                write_atomic(output, export_text(study, fmt))
         except OSError as exc:
             stored = "" if storage_url == "memory" else f"; study '{study.study_name}' is stored"
             raise UsageError(f"--output {output}: cannot write there ({exc.strerror}){stored}"

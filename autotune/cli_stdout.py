@@ -1,8 +1,9 @@
 """Stdout holds a command's result alone: ``autotune tune ./mine.py > best.json`` is JSON.
 
-While a command runs under :func:`result_only`, whatever else writes to Python's stdout (a
-workload file's import-time ``print``, its ``default_config``, a library's message) goes to
-stderr beside the progress; :func:`write_result` writes to the stdout the command started
+While a command runs under :func:`result_only`, whatever else writes to stdout (a workload
+file's import-time ``print``, its ``default_config``, a library's message, and where the
+process has file descriptors 1 and 2, what a subprocess it starts or C code writes there) goes
+to stderr beside the progress; :func:`write_result` writes to the stdout the command started
 with.
 
 Example:
@@ -22,8 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import io
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 _RESULT_STREAMS: list[TextIO] = []  # the stdout each running command started with
@@ -35,14 +38,50 @@ def result_only(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _RESULT_STREAMS.append(sys.stdout)
-        try:
-            with contextlib.redirect_stdout(sys.stderr):
-                return command(*args, **kwargs)
-        finally:
-            _RESULT_STREAMS.pop()
+        with _descriptor_1_to_stderr() as real_stdout:
+            _RESULT_STREAMS.append(real_stdout)
+            try:
+                with contextlib.redirect_stdout(sys.stderr):
+                    return command(*args, **kwargs)
+            finally:
+                _RESULT_STREAMS.pop()
 
     return wrapper
+
+
+@contextlib.contextmanager
+def _descriptor_1_to_stderr() -> Iterator[TextIO]:
+    """Within the block file descriptor 1 is stderr's (a child process or C code writes its
+    output beside the progress); yields a stream on the stdout the process had. Where stdout
+    is not descriptor 1 (a test's ``StringIO``) or there are no descriptors, nothing moves
+    and the stream is ``sys.stdout``."""
+    try:
+        on_fd_1 = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        on_fd_1 = False
+    saved = None
+    if on_fd_1:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        try:
+            saved = os.dup(1)
+            os.dup2(2, 1)
+        except OSError:
+            saved = None
+    if saved is None:
+        yield sys.stdout
+        return
+    real = open(saved, "w", encoding=sys.stdout.encoding, errors=sys.stdout.errors, closefd=False)  # noqa: SIM115
+    try:
+        yield real
+    finally:
+        with contextlib.suppress(Exception):
+            real.flush()
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os.dup2(saved, 1)
+        real.close()
+        os.close(saved)
 
 
 def result_stream() -> TextIO:
@@ -55,3 +94,19 @@ def write_result(text: str) -> None:
     stream = result_stream()
     stream.write(text + "\n")
     stream.flush()
+
+
+#: paths that name the process's own stdout, which a command under :func:`result_only` has
+#: moved to stderr: an ``--output`` there goes to :func:`result_stream`
+_STDOUT_PATHS = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def names_stdout(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is the process's stdout (``--output /dev/stdout``).
+
+    Example:
+        >>> names_stdout("/dev/stdout"), names_stdout("best.json")
+        (True, False)
+    """
+    return os.fspath(path) in _STDOUT_PATHS
+

@@ -361,3 +361,27 @@ def test_a_workload_that_changes_folder_leaves_the_storage_and_output_where_the_
         assert (tmp_path / f"{executor}.db").is_file()
         assert json.loads((tmp_path / f"{executor}.json").read_text())["config"]["X"] >= 1
     assert list(folder.iterdir()) == []
+
+
+def test_what_a_workload_file_s_child_process_writes_in_the_driver_stays_off_stdout(tmp_path):
+    # a subprocess at import and in default_config wrote into `> best.json`
+    (tmp_path / "x.yaml").write_text("parameters:\n  X: {type: int, low: 1, high: 4}\n")
+    echo = "subprocess.run(['echo', 'NOISE'], check=True)\n"
+    (tmp_path / "noisy.py").write_text(
+        "import subprocess\nfrom autotune.measurement import Measurement\n" + echo + BASE
+        + "    space = 'x.yaml'\n    directions = {'v': 'maximize'}\n"
+        + "    def default_config(self):\n        " + echo + "        return {'X': 1}\n"
+        + "    def evaluate(self, config, report=None):\n"
+        + "        return Measurement(values={'v': float(config['X'])})\nOBJECTIVE = T\n"
+    )  # fmt: skip
+    result = autotune("tune", "noisy.py", "--trials", "3", "--storage", "memory",
+                      "--finish-top", "0", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["X"] >= 1, result.stdout
+    assert result.stderr.count("NOISE") >= 2
+    # --output naming stdout itself: the export follows the config's JSON there
+    result = autotune("tune", "noisy.py", "--trials", "3", "--storage", "memory",
+                      "--finish-top", "0", "--output", "/dev/stdout", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    config, end = json.JSONDecoder().raw_decode(result.stdout)
+    assert json.loads(result.stdout[end:])["config"] == config
