@@ -109,4 +109,3 @@ def names_stdout(path: str | os.PathLike[str]) -> bool:
         (True, False)
     """
     return os.fspath(path) in _STDOUT_PATHS
-
