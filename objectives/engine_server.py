@@ -21,6 +21,7 @@ thread ever stop.
 from __future__ import annotations
 
 import argparse
+import hmac
 import itertools
 import json
 import queue
@@ -180,7 +181,12 @@ def _answer(out: queue.Queue) -> Iterator[int | EngineError | None]:
             return
 
 
-def make_handler(engine: Engine, model_name: str, vocab: int) -> type[BaseHTTPRequestHandler]:
+def make_handler(
+    engine: Engine, model_name: str, vocab: int, api_key: str | None = None
+) -> type[BaseHTTPRequestHandler]:
+    """The server's routes; with ``api_key``, a request to ``/v1/...`` without
+    ``Authorization: Bearer API_KEY`` is refused (401), as vLLM's ``--api-key`` does."""
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -195,7 +201,19 @@ def make_handler(engine: Engine, model_name: str, vocab: int) -> type[BaseHTTPRe
             self.end_headers()
             self.wfile.write(data)
 
+        def _refused(self) -> bool:
+            """Answer 401 to a ``/v1/`` request without the key; whether it was."""
+            wanted = f"Bearer {api_key}"
+            if api_key is None or not self.path.startswith("/v1/"):
+                return False
+            if hmac.compare_digest(self.headers.get("Authorization", ""), wanted):
+                return False
+            self._json(401, {"error": {"message": "Unauthorized", "code": 401}})
+            return True
+
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self._refused():
+                return
             if self.path == "/health" and not engine.thread.is_alive():
                 self._json(503, {"status": "the engine's thread has stopped"})
             elif self.path == "/health":
@@ -206,6 +224,8 @@ def make_handler(engine: Engine, model_name: str, vocab: int) -> type[BaseHTTPRe
                 self._json(404, {"error": f"no route {self.path}"})
 
         def do_POST(self) -> None:  # noqa: N802
+            if self._refused():
+                return
             if self.path != "/v1/completions":
                 self._json(404, {"error": f"no route {self.path}"})
                 return
@@ -271,6 +291,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--kv-cache-dtype", default="bf16")
     parser.add_argument("--weights", default="bf16")
     parser.add_argument("--policy", default="fcfs")
+    parser.add_argument(
+        "--api-key", default=None, help="refuse /v1/ requests without 'Authorization: Bearer KEY'"
+    )
     parser.add_argument("--attention-reads", choices=ATTENTION_READS, default="gather",
                         help="SDPA over gathered blocks, or the Triton kernel that reads them "
                              "in place (on a CPU: Triton's interpreter, slow)")  # fmt: skip
@@ -296,8 +319,8 @@ def main(argv: list[str] | None = None) -> None:
                               max_tokens=args.max_num_batched_tokens)  # fmt: skip
     engine = Engine(model, Scheduler(cache, args.max_num_seqs, args.max_num_batched_tokens,
                                      args.policy), graphs)  # fmt: skip
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(engine, "autotune-llama",
-                                                                      args.vocab))  # fmt: skip
+    handler = make_handler(engine, "autotune-llama", args.vocab, args.api_key)
+    server = ThreadingHTTPServer((args.host, args.port), handler)
     server.daemon_threads = True
     print(f"serving on http://{args.host}:{args.port}", flush=True)
     server.serve_forever()

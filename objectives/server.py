@@ -6,7 +6,8 @@ Each trial formats ``command`` with the config and the problem (``{max_num_seqs}
 template is split into arguments, never evaluated), waits until ``GET {health_path}`` answers
 200, replays the trace (Poisson arrivals, random token-id prompts) as streaming
 ``POST /v1/completions`` requests, timing each one's first token (TTFT) and the gaps after
-(TPOT), and stops the whole process group (SIGTERM, then SIGKILL), so its port is free for the
+(TPOT), with ``Authorization: Bearer KEY`` where the command passes ``--api-key KEY``, and
+stops the whole process group (SIGTERM, then SIGKILL), so its port is free for the
 next trial. The group ends however the trial ends (:mod:`~autotune.objectives.server_process`):
 a watchdog process started beside the server stops it when the trial's process dies, even by
 SIGKILL (a trial timeout), where no ``finally`` runs. ``trace=FILE.jsonl`` replays a recorded
@@ -129,10 +130,27 @@ def _placeholders(template: str, text: str, names: list[str]) -> None:
 
 class _AnyValue:
     """Stands for a parameter's value while a template is test-formatted before the sweep
-    (its type is the space's to say): it takes any format spec."""
+    (its type is the space's to say): it takes a format spec that a number or a text takes
+    (``{x:d}``, ``{x:.2f}``, ``{x:>8}``), not one that none takes (``{x:q}``).
+
+    Example:
+        >>> format(_AnyValue(), ".2f")
+        '1'
+        >>> format(_AnyValue(), "q")
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid format specifier 'q' for a parameter's value (a number or a text)
+    """
 
     def __format__(self, spec: str) -> str:
-        return "1"
+        for sample in (1, 1.5, "x"):
+            try:
+                format(sample, spec)
+            except (ValueError, TypeError):
+                continue
+            return "1"
+        raise ValueError(f"Invalid format specifier {spec!r} for a parameter's value (a number "
+                         "or a text)")  # fmt: skip
 
     def __str__(self) -> str:
         return "1"
@@ -236,7 +254,7 @@ class ServerObjective(Objective):
         with tempfile.TemporaryFile(mode="w+") as log, running(argv, log) as proc:
             self._wait_healthy(proc, port, log)
             started = time.perf_counter()
-            results = self._replay(port)
+            results = self._replay(port, api_key(argv))
             wall = time.perf_counter() - started
         failed = [r["error"] for r in results if "error" in r]
         if failed and len(failed) == len(results):  # a server that answers but serves nothing
@@ -265,7 +283,7 @@ class ServerObjective(Objective):
         raise TrialTimeout(f"the server was not healthy within {self.problem['startup_timeout_s']}"
                            " s")  # fmt: skip
 
-    def _replay(self, port: int) -> list[dict[str, Any]]:
+    def _replay(self, port: int, key: str | None = None) -> list[dict[str, Any]]:
         p = self.problem
         trace = self.trace
         rng = random.Random(int(p["seed"]) + 1)
@@ -279,7 +297,8 @@ class ServerObjective(Objective):
             prompt = [rng.randrange(int(p["vocab"])) for _ in range(entry.prompt_len)]
             body = {"model": p["model"], "prompt": prompt, "max_tokens": entry.output_len,
                     "stream": True, "ignore_eos": True, "min_tokens": entry.output_len}  # fmt: skip
-            t = threading.Thread(target=_stream, args=(port, body, results[index]), daemon=True)
+            t = threading.Thread(target=_stream, args=(port, body, results[index], key),
+                                 daemon=True)  # fmt: skip
             t.start()
             threads.append(t)
         for t in threads:
@@ -287,15 +306,36 @@ class ServerObjective(Objective):
         return results
 
 
-def _stream(port: int, body: dict[str, Any], out: dict[str, Any]) -> None:
+def api_key(argv: list[str]) -> str | None:
+    """The key a server started with ``argv`` wants its requests to carry (vLLM's and
+    SGLang's ``--api-key``, as ``--api-key KEY`` or ``--api-key=KEY``), or None.
+
+    Example:
+        >>> api_key(["vllm", "serve", "m", "--api-key", "sk-1"]), api_key(["srv", "--api-key=k"])
+        ('sk-1', 'k')
+        >>> api_key(["srv", "--port", "8000"]) is None
+        True
+    """
+    for index, arg in enumerate(argv):
+        if arg == "--api-key" and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith("--api-key="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _stream(port: int, body: dict[str, Any], out: dict[str, Any], key: str | None = None) -> None:
     """One streaming completion: the send time, each token's arrival, or the error (an HTTP
-    status with its reason and the body's error message, an error event, no token at all)."""
+    status with its reason and the body's error message, an error event, no token at all).
+    ``key``: sent as ``Authorization: Bearer KEY``, as OpenAI's clients send it."""
     sent = time.perf_counter()
     times: list[float] = []
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
     try:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
-        conn.request("POST", "/v1/completions", json.dumps(body),
-                     {"Content-Type": "application/json"})  # fmt: skip
+        conn.request("POST", "/v1/completions", json.dumps(body), headers)
         response = conn.getresponse()
         if response.status != 200:
             out["error"] = _http_error(response)

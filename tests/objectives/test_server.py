@@ -10,14 +10,18 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from autotune.failures import Crashed, Infeasible, TrialTimeout
-from autotune.objectives.server import ServerObjective, format_command
-from autotune.objectives.server_process import GroupWatchdog
+from autotune.objectives.server import ENGINE_COMMAND, ServerObjective, _stream, format_command
+from autotune.objectives.server_process import GroupWatchdog, running
+from autotune.objectives.train_parallel import free_port
+
+ENGINE = ENGINE_COMMAND
 
 
 def _objective(**problem) -> ServerObjective:
@@ -117,6 +121,8 @@ def test_the_engine_server_streams_through_the_paged_kernel() -> None:
     ("srv --port {port!x}", "{port!x}: unknown conversion"),
     ("srv --port {port:q}", "cannot be filled in: Unknown format code 'q'"),
     ("srv --port {port} --seed {seed:s}", "cannot be filled in: Unknown format code 's'"),
+    # a parameter's: every config was rejected, a study of 0 trials stored
+    ("srv --port {port} -n {max_num_seqs:q}", "Invalid format specifier 'q' for a parameter"),
 ])  # fmt: skip
 def test_a_command_no_trial_could_run_is_refused_before_any(command, says) -> None:
     # an empty template crashed every trial; one without {port} had each wait out its startup
@@ -160,6 +166,24 @@ def test_a_server_that_fails_every_request_is_a_failed_trial_with_the_first_erro
     obj = _objective(command=command, health_path="/")
     with pytest.raises(Crashed, match=r"^6/6 requests failed: HTTP 501 Unsupported method"):
         obj.evaluate({})
+
+
+def test_a_server_started_with_an_api_key_is_sent_it_on_every_request() -> None:
+    # every request was refused (401): no server started with --api-key could be tuned
+    obj = _objective(command=ENGINE + " --api-key sk-test-1", slo_ttft_ms=60_000.0,
+                     slo_tpot_ms=60_000.0)  # fmt: skip
+    m = obj.evaluate(obj.default_config())
+    assert m.metrics["errors"] == 0 and m.values["goodput_tok_s"] > 0
+    # the engine does refuse a request without it
+    port = free_port()
+    argv = format_command(ENGINE + " --api-key sk-test-1", {**obj.problem, **obj.default_config(),
+                                                           "port": port})  # fmt: skip
+    with tempfile.TemporaryFile(mode="w+") as log, running(argv, log) as proc:
+        obj._wait_healthy(proc, port, log)
+        out: dict = {}
+        _stream(port, {"model": "autotune-llama", "prompt": [1, 2], "max_tokens": 2,
+                       "stream": True}, out)  # fmt: skip
+    assert out["error"].startswith("HTTP 401 Unauthorized")
 
 
 def test_a_trace_file_is_replayed_by_the_server_workload(tmp_path) -> None:
