@@ -2,7 +2,8 @@
 log lines and error messages show a database URL's password as ``***``, whether it stands
 before the host (``user:password@``) or in the query string (``?password=``, as libpq and
 SQLAlchemy's drivers also take it); a server command's option that takes a secret
-(``--api-key X``, ``--password=X``, ``--hf-token X``) shows it so too.
+(``--api-key X``, ``--password=X``, ``--hf-token X``) or environment assignment
+(``env HF_TOKEN=X``, ``PGPASSWORD=X``) shows it so too.
 
 Example:
     >>> redact_url("postgresql://tuner:s3cret@db.internal:5432/sweeps")
@@ -15,6 +16,8 @@ Example:
     'postgresql://h/db?user=u&password=***&sslmode=require'
     >>> redact("vllm serve m --api-key sk-123 --max-num-batched-tokens 2048")
     'vllm serve m --api-key *** --max-num-batched-tokens 2048'
+    >>> redact("env HF_TOKEN=hf_abc max_tokens=16 vllm serve m")
+    'env HF_TOKEN=*** max_tokens=16 vllm serve m'
 """
 
 from __future__ import annotations
@@ -43,6 +46,13 @@ _URL_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&]*)", re.I
 _FLAG_SECRET = re.compile(
     r"(?P<head>(?<![\w-])--(?:[A-Za-z0-9]+[-_])*(?:password|passwd|secret|token|api[-_]?key)"
     r"(?:=|\s+)(?P<quote>['\"])?)(?P<secret>(?(quote)[^'\"]*|(?!--)[^\s'\"]+))",
+    re.IGNORECASE,
+)
+# an environment assignment that holds a secret (env HF_TOKEN=X srv, PGPASSWORD='X',
+# OPENAI_API_KEY=X: as a command template sets them), a word of its own; not max_tokens=16
+_ENV_SECRET = re.compile(
+    r"(?P<head>(?<![^\s'\"])[A-Za-z0-9_]*(?:password|passwd|secret|token|api_?key|access_key)"
+    r"=(?P<quote>['\"])?)(?P<secret>(?(quote)[^'\"]*|[^\s'\"]+))",
     re.IGNORECASE,
 )
 # a password :func:`secrets_in` finds shorter than this is not blanked wherever else it stands
@@ -81,6 +91,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     text = _CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
     text = _QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", text)
     text = _FLAG_SECRET.sub(lambda m: f"{m.group('head')}***", text)
+    text = _ENV_SECRET.sub(lambda m: f"{m.group('head')}***", text)
     for secret in sorted(known, key=len, reverse=True):  # a longer one before its parts
         if len(secret) >= _SHORTEST_KNOWN and secret.strip("*"):
             text = text.replace(secret, "***")
@@ -106,6 +117,7 @@ def secrets_in(text: str, whole_url: bool = False) -> frozenset[str]:
         found += [m.group("secret") for m in _CREDENTIALS.finditer(text)]
         found += [m.group("secret") for m in _QUERY_SECRET.finditer(text)]
         found += [m.group("secret") for m in _FLAG_SECRET.finditer(text)]
+        found += [m.group("secret") for m in _ENV_SECRET.finditer(text)]
     return frozenset(s for secret in found for s in (secret, unquote(secret)) if s)
 
 
@@ -148,4 +160,5 @@ _LEFT_OUT_QUERY = re.compile(rf"{_QUERY_KEY}\*\*\*", re.IGNORECASE)
 
 def _left_out_flag(text: str) -> bool:
     """Whether an option that takes a secret shows it as ``***`` (left out when stored)."""
-    return any(m.group("secret") == "***" for m in _FLAG_SECRET.finditer(text))
+    found = [*_FLAG_SECRET.finditer(text), *_ENV_SECRET.finditer(text)]
+    return any(m.group("secret") == "***" for m in found)
