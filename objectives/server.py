@@ -47,7 +47,13 @@ from autotune.objectives.serving import (
     RequestTiming,
     latency_summary,
 )
-from autotune.objectives.serving_trace import TraceEntry, problem_trace, without_poisson_keys
+from autotune.objectives.serving_trace import (
+    POISSON_KEYS,
+    TraceEntry,
+    check_positive,
+    problem_trace,
+    without_poisson_keys,
+)
 from autotune.objectives.train_parallel import free_port
 
 #: the project's engine behind its OpenAI-compatible server: what a sweep runs by default
@@ -215,6 +221,8 @@ class ServerObjective(Objective):
         except Infeasible as exc:
             raise ValueError(str(exc)) from None
         p = self.problem
+        check_positive(p, (*POISSON_KEYS, "startup_timeout_s", "vocab", "slo_ttft_ms",
+                           "slo_tpot_ms"))  # fmt: skip
         #: the requests every trial replays: ``trace=FILE.jsonl``'s, or Poisson arrivals
         self.trace: list[TraceEntry] = problem_trace(p)
 

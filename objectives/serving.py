@@ -58,7 +58,12 @@ from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.objectives.serving_engine import POLICIES, Request, Scheduler, run_trace
 from autotune.objectives.serving_slo import SloWatch
-from autotune.objectives.serving_trace import problem_trace, without_poisson_keys
+from autotune.objectives.serving_trace import (
+    POISSON_KEYS,
+    check_positive,
+    problem_trace,
+    without_poisson_keys,
+)
 
 #: SDPA's backend over the gathered blocks; ``paged``: the Triton kernel reads them in place
 ATTENTION = {"default": None, "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -190,6 +195,7 @@ class ServingObjective(Objective):
     def __init__(self, problem: dict[str, Any]) -> None:
         super().__init__(self.resolve_problem(problem))
         p = self.problem
+        check_positive(p, (*POISSON_KEYS, "slo_ttft_ms", "slo_tpot_ms"))
         info = detect_device(p.get("device", "auto"))
         self.device = (
             torch.device("cuda", info.index) if info.type == "cuda" else torch.device("cpu")

@@ -49,6 +49,30 @@ def poisson_trace(
     return entries
 
 
+def check_positive(problem: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Refuse, before any trial, a value of ``keys`` in ``problem`` that is not above 0 (a
+    timeout, an SLO limit, a length, a rate), where every trial would fail or measure nothing.
+
+    Raises:
+        ValueError: naming the first such key and its value.
+
+    Example:
+        >>> check_positive({"rate": 20.0, "slo_ttft_ms": -1}, ("rate", "slo_ttft_ms"))
+        Traceback (most recent call last):
+        ...
+        ValueError: slo_ttft_ms=-1 must be above 0
+    """
+    for key in keys:
+        if key not in problem:
+            continue
+        try:
+            above = float(problem[key]) > 0  # NaN is not
+        except (TypeError, ValueError):
+            raise ValueError(f"{key}={problem[key]!r} must be a number above 0") from None
+        if not above:
+            raise ValueError(f"{key}={problem[key]!r} must be above 0")
+
+
 def _around(rng: random.Random, mean: int, spread: float) -> int:
     return max(1, round(rng.uniform(mean * (1 - spread), mean * (1 + spread))))
 

@@ -131,6 +131,17 @@ def test_a_command_no_trial_could_run_is_refused_before_any(command, says) -> No
         _objective(command=command)
 
 
+@pytest.mark.parametrize("value", [
+    "startup_timeout_s=-5", "startup_timeout_s=0", "slo_ttft_ms=-1", "slo_tpot_ms=nan",
+    "num_requests=0", "vocab=0", "output_len=0", "prompt_len=0", "rate=0",
+])  # fmt: skip
+def test_a_problem_value_that_must_be_above_zero_is_refused_before_any_trial(value) -> None:
+    # each trial timed out at once, or the sweep "won" at 0 tokens/s
+    key, text = value.split("=")
+    with pytest.raises(ValueError, match=rf"^{key}=.* must be above 0$"):
+        _objective(**{key: float(text)})
+
+
 @pytest.mark.parametrize("command", ["srv --port {port!s}", "srv --port {port:d} {{x}}",
                                      "srv --port={port:>6} -n {max_num_seqs!r:>4}"])  # fmt: skip
 def test_conversions_and_format_specs_on_known_names_are_taken(command) -> None:

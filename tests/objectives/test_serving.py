@@ -39,6 +39,13 @@ def test_an_impossible_slo_leaves_no_goodput() -> None:
     assert m.values["goodput_tok_s"] == 0 and m.metrics["within_slo"] == 0
 
 
+@pytest.mark.parametrize("key", ["slo_ttft_ms", "slo_tpot_ms", "prompt_len", "output_len"])
+def test_a_limit_or_length_of_zero_is_refused_before_any_trial(key) -> None:
+    # a sweep under slo_ttft_ms=-1 "won" at 0 tokens/s
+    with pytest.raises(ValueError, match=rf"^{key}=0 must be above 0$"):
+        _objective(**{key: 0})
+
+
 def test_the_quality_gate_passes_int8_and_fp8_and_fails_a_tight_limit() -> None:
     obj = _objective(max_kl=0.05)
     m = obj.evaluate({"weights": "int8", "kv_dtype": "fp8"})
