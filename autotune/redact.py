@@ -98,6 +98,19 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     return text
 
 
+def query_secret_holds_at(url: str) -> bool:
+    """Whether a ``?password=`` (or another secret) value of ``url`` holds a raw ``@``, which
+    a database driver reads as the end of a ``user:password@`` and what follows as the host.
+
+    Example:
+        >>> query_secret_holds_at("postgresql://h/db?user=u&password=hunt@er2")
+        True
+        >>> query_secret_holds_at("postgresql://u:pa/ss@h/db?password=hunt%40er2")
+        False
+    """
+    return re.search(rf"{_QUERY_KEY}[^&]*@", url, re.IGNORECASE) is not None
+
+
 def secrets_in(text: str, whole_url: bool = False) -> frozenset[str]:
     """The passwords :func:`redact` (``whole_url``: :func:`redact_url`) leaves out of
     ``text``, each also as its URL's ``%``-escapes decode it: to be blanked wherever else they

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 import optuna
 
 from autotune.failures import first_line
-from autotune.redact import redact, redact_url
+from autotune.redact import query_secret_holds_at, redact, redact_url
 from autotune.train_export import shown
 
 DEFAULT_STORAGE = "sqlite:///autotune.db"
@@ -66,6 +66,11 @@ def open_storage(
         raise StorageError(
             f"storage URL {shown!r} has no scheme; try sqlite:///{shown} or journal:///{shown}"
         )
+    if query_secret_holds_at(url):
+        # the drivers read up to that '@' as user:password and what follows as the host
+        raise StorageError(f"storage URL '{redact_url(scheme + '://' + parsed.netloc)}/...': "
+                           "its query's password holds a raw '@' (a driver may read up to "
+                           "it as user:password, the rest as host); write it as %40")  # fmt: skip
     if scheme == "journal":
         path = Path(parsed.netloc + parsed.path)
         _check_sqlite_query(parsed.query, shown)

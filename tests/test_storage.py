@@ -163,6 +163,18 @@ def test_a_password_with_a_raw_at_sign_is_refused_before_a_driver_prints_its_tai
     assert "ssw0rd" not in str(raised.value) and "pa@" not in str(raised.value)
 
 
+@pytest.mark.parametrize("url", [
+    "postgresql://127.0.0.1:1/db?user=u&password=hunt@er2/TAIL",
+    "mysql+pymysql://u:pw@127.0.0.1:1/db?sslpassword=hunt@er2/TAIL",
+])  # fmt: skip
+def test_a_raw_at_sign_in_a_query_password_is_refused_before_a_driver_reads_a_host_there(url):
+    # the query's password was read as user:password, '2/TAIL' as the host, and shown
+    with pytest.raises(StorageError, match="query's password holds a raw '@'") as raised:
+        open_storage(url, existing=True)
+    assert "TAIL" not in str(raised.value) and "hunt" not in str(raised.value)
+    assert "pw" not in str(raised.value)
+
+
 def test_a_journal_with_a_line_that_is_no_record_is_refused(tmp_path):
     path = tmp_path / "j.log"
     optuna.create_study(storage=open_storage(f"journal:///{path}"), study_name="s")
