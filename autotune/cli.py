@@ -225,6 +225,8 @@ def tune(
         compile_ahead=compile_ahead,
         slo=limits,
     )
+    # the space a workload's class names (beside its file) is known only now
+    writable_output(output, inputs={"the space file the sweep reads": settings.space.source})
     for note in settings.notes:
         err.print(f"note: {note}", highlight=False, soft_wrap=True)
     if cache and settings.fingerprint and settings.study_name is None:

@@ -385,3 +385,23 @@ def test_what_a_workload_file_s_child_process_writes_in_the_driver_stays_off_std
     assert result.returncode == 0, result.stderr
     config, end = json.JSONDecoder().raw_decode(result.stdout)
     assert json.loads(result.stdout[end:])["config"] == config
+
+
+def test_output_on_the_space_file_the_workload_names_is_refused_and_nothing_stored(tmp_path):
+    # it was overwritten by the export, and the study could not resume
+    space = "parameters:\n  X: {type: int, low: 1, high: 4}\n"
+    (tmp_path / "x.yaml").write_text(space)
+    (tmp_path / "plain.py").write_text(
+        "from autotune.measurement import Measurement\n" + BASE
+        + "    space = 'x.yaml'\n    directions = {'v': 'maximize'}\n"
+        + "    def evaluate(self, config, report=None):\n"
+        + "        return Measurement(values={'v': float(config['X'])})\nOBJECTIVE = T\n"
+    )  # fmt: skip
+    result = autotune("tune", "plain.py", "--trials", "2", "--storage", "sqlite:///s.db",
+                      "--finish-top", "0", "--output", "x.yaml", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "error: --output x.yaml: is the space file the sweep reads (writing it would destroy "
+        "it); name another file"
+    )
+    assert (tmp_path / "x.yaml").read_text() == space and not (tmp_path / "s.db").exists()
