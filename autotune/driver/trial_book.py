@@ -83,6 +83,11 @@ class Outcome:
     values: list[float] | None
 
 
+#: repeats in a row for which no unvisited config was found (each after the draws of
+#: :func:`~autotune.driver.novelty.unvisited_config`) before a space with floats counts as
+#: measured completely: its floats are fixed (low == high) or never active
+UNSTEERED_IN_A_ROW = 5
+
 # What Optuna raises when a trial was already finished (another driver found it stale).
 _ALREADY_FINISHED = (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError)
 
@@ -99,6 +104,7 @@ class TrialBook:
         self._known: set[int] = set()
         self.running: set[tuple] = set()  # configs in flight: steering must not pick them
         self.exhausted = False  # a discrete space measured completely
+        self.unsteered = 0  # repeats in a row with no unvisited config found
         # the passwords a reason may echo outside a URL (a server printing its command line)
         self.secrets = settings.secrets
         self.refresh()
@@ -205,6 +211,7 @@ class TrialBook:
         ran = launched or bool(worker)
         if ran and result.status is not TrialStatus.INTERRUPTED:
             self.visited[asked.key] = Outcome(trial.number, result.status.value, values)
+            self.unsteered = 0
         return record
 
     def tell_repeat(self, asked: Asked, previous: Outcome) -> TrialRecord:
@@ -250,9 +257,15 @@ class TrialBook:
             s.device,
         )
         if steer is None:
-            # in a discrete space: every config the constraints allow has been measured
-            self.exhausted = all(p.discrete for p in s.space.params)
+            # in a discrete space: every config the constraints allow has been measured; in
+            # one with floats, draws that find only visited configs, repeat after repeat,
+            # mean its floats cannot vary (repeats were stored forever, never reaching --trials)
+            self.unsteered += 1
+            self.exhausted = (
+                all(p.discrete for p in s.space.params) or self.unsteered >= UNSTEERED_IN_A_ROW
+            )
         else:
+            self.unsteered = 0
             self.study.enqueue_trial(steer, skip_if_exists=True)
 
     def mark_interrupted(self, trial: optuna.Trial | int, reason: str) -> None:

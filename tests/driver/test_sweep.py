@@ -108,6 +108,27 @@ def test_every_sampler_runs_a_sweep(write_space, sampler):
     assert summary.best[0].params["fault"] == "none"
 
 
+@pytest.mark.parametrize("sampler", ["auto", "tpe", "random", "cmaes"])
+@pytest.mark.parametrize("floats", [
+    "  score: {type: float, low: 0.5, high: 0.5}\n",
+    # a float active only where a constraint forbids it
+    "  fused: {type: bool}\n  score: {type: float, low: 0, high: 1, when: fused}\n"
+    "constraints:\n  never: not fused\n",
+])  # fmt: skip
+def test_a_space_whose_floats_cannot_vary_stops_once_measured(write_space, sampler, floats):
+    # the sampler proposed repeats forever (about 50 a second stored), never reaching --trials
+    path = write_space(
+        "parameters:\n  fault: {type: categorical, choices: [none, wrong_result]}\n" + floats
+    )
+    started = time.monotonic()
+    s = settings(load_space(path), sampler=sampler, n_trials=5, time_budget_s=20)
+    summary = Sweep(s).run()
+    assert summary.stopped_by == "no unvisited config left"
+    assert summary.trials_run == 2 and time.monotonic() - started < 60
+    repeats = [t for t in summary.study.trials if "repeat of" in t.user_attrs.get("reason", "")]
+    assert len(repeats) <= 10
+
+
 def test_multi_objective_lists_the_pareto_front(write_space):
     path = write_space(
         "parameters:\n  score: {type: float, low: 0, high: 1}\n"
