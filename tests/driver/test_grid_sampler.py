@@ -194,3 +194,14 @@ def test_optunas_grid_measures_a_point_whose_trial_was_stopped_on_resume(tmp_pat
     assert len({tuple(sorted(p.items())) for p in measured}) == 6  # the whole grid
     assert len(measured) == 6  # and none twice
     assert resumed.study.best_value == 0.9
+
+
+@pytest.mark.parametrize("params", [
+    [Param("n", "int", low=1, high=10**9)],
+    [Param(f"p{i}", "int", low=1, high=8) for i in range(41)],
+])  # fmt: skip
+def test_a_grid_too_large_to_list_is_refused_before_it_fills_the_memory(params):
+    # Optuna's grid sampler listed every config: a MemoryError traceback, or the OOM killer
+    with pytest.raises(SamplerError, match=r"this space has .* \(more than 1,000,000\)"):
+        make_sampler("grid", seed=0, space=Space("s", params))
+    assert make_sampler("grid", seed=0, space=Space("s", [Param("n", "int", low=1, high=1000)]))

@@ -75,8 +75,30 @@ class AskTellGridSampler(optuna.samplers.GridSampler):
 _ABSENT = object()  # a parameter the trial does not have: matches no grid point
 
 
-def _needs_space(ctx: SamplerContext) -> str | None:
-    return None if ctx.space is not None else "grid search needs the search space"
+#: the configs a grid search may list (Optuna's GridSampler holds every one in memory: a
+#: space of billions filled the machine's memory before the first trial)
+MAX_GRID_POINTS = 1_000_000
+
+
+def _serves(ctx: SamplerContext) -> str | None:
+    """A ``serves`` check: a space whose grid fits in memory (a float without a step is
+    refused when the grid is built, naming it).
+
+    Example:
+        >>> from autotune.space import Param, Space
+        >>> wide = Space("s", [Param("n", "int", low=1, high=10**9)])
+        >>> print(_serves(SamplerContext(space=wide, seed=0)))
+        it lists every config, and this space has 1e+09 (more than 1,000,000); use auto, tpe ...
+    """
+    if ctx.space is None:
+        return "grid search needs the search space"
+    if not all(p.discrete for p in ctx.space.params):
+        return None
+    size = ctx.space.grid_size()
+    if size > MAX_GRID_POINTS:
+        return (f"it lists every config, and this space has {size:.3g} (more than "
+                f"{MAX_GRID_POINTS:,}); use auto, tpe or random")  # fmt: skip
+    return None
 
 
 SPEC = register(
@@ -84,6 +106,6 @@ SPEC = register(
         name="grid",
         build=lambda ctx: AskTellGridSampler(ctx.space.grid_search_space(), seed=ctx.seed),
         summary="every config of the space, in grid order",
-        serves=_needs_space,
+        serves=_serves,
     )
 )
