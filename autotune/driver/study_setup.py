@@ -356,16 +356,30 @@ def _same_file(a: object, b: object) -> bool:
 
 
 def _check_space_fits(name: str, study: optuna.Study, s: SweepSettings) -> None:
-    """The space a resumed sweep asks from gives each stored parameter a distribution Optuna
-    accepts beside the stored one (a categorical's choices may not change; a numeric range
-    may narrow or widen).
+    """The space a resumed sweep asks from has the parameters the study swept (none dropped,
+    none added but a conditional one) and gives each a distribution Optuna accepts beside the
+    stored one (a categorical's choices may not change; a numeric range may narrow or widen).
 
     Raises:
         StudyMismatch: naming the first parameter whose choices changed.
     """
-    stored = next((t for t in study.get_trials(deepcopy=False) if t.distributions), None)
+    trials = study.get_trials(deepcopy=False)
+    stored = next((t for t in trials if t.distributions), None)
     if stored is None:
         return
+    swept = {p for t in trials for p in t.distributions}
+    gone = sorted(swept - set(s.space.names))
+    if gone:  # its trials' configs are not configs of this space: the best would lack it
+        raise StudyMismatch(
+            f"{s.space.source}: study {name!r} swept parameter {gone[0]!r}, which this space "
+            "does not have; a resumed sweep cannot drop a parameter (start another --study)"
+        )
+    added = [p.name for p in s.space.params if p.name not in swept and p.condition is None]
+    if added:  # every stored trial lacks it: their best is no config of this space
+        raise StudyMismatch(
+            f"{s.space.source}: parameters.{added[0]}: study {name!r} never swept it; a resumed "
+            "sweep cannot add a parameter (start another --study)"
+        )
     for param in s.space.params:
         before = stored.distributions.get(param.name)
         if before is None:

@@ -1,4 +1,5 @@
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +128,29 @@ def test_a_space_whose_floats_cannot_vary_stops_once_measured(write_space, sampl
     assert summary.trials_run == 2 and time.monotonic() - started < 60
     repeats = [t for t in summary.study.trials if "repeat of" in t.user_attrs.get("reason", "")]
     assert len(repeats) <= 10
+
+
+def test_a_resume_that_adds_or_drops_a_parameter_is_refused(write_space, sqlite_url):
+    # it resumed, and answered a best config the space could not hold (the new knob missing)
+    from autotune.driver.study_setup import StudyMismatch
+
+    base = ("parameters:\n  fault: {type: categorical, choices: [none]}\n"
+            "  score: {type: categorical, choices: [0.1, 0.5]}\n")  # fmt: skip
+    Sweep(settings(load_space(write_space(base)), storage=sqlite_url, study_name="s",
+                   n_trials=2)).run()  # fmt: skip
+    for text, says in (
+        (base + "  extra: {type: bool}\n", "parameters.extra: study 's' never swept it"),
+        (base.replace("  score: {type: categorical, choices: [0.1, 0.5]}\n", ""),
+         "study 's' swept parameter 'score', which this space does not have"),
+    ):  # fmt: skip
+        with pytest.raises(StudyMismatch, match=re.escape(says)):
+            Sweep(settings(load_space(write_space(text, "other.yaml")), storage=sqlite_url,
+                           study_name="s", n_trials=3)).run()  # fmt: skip
+    # a conditional parameter may join: trials where it is inactive lack it anyway
+    text = base + "  extra: {type: bool, when: score > 1}\n"
+    resumed = Sweep(settings(load_space(write_space(text, "other.yaml")), storage=sqlite_url,
+                             study_name="s", n_trials=3)).run()  # fmt: skip
+    assert len(resumed.study.trials) >= 2
 
 
 def test_multi_objective_lists_the_pareto_front(write_space):
