@@ -32,7 +32,9 @@ Example:
 
 from __future__ import annotations
 
+import csv
 import math
+import re
 import statistics
 from functools import lru_cache
 from typing import Any
@@ -62,6 +64,7 @@ def load_table(path: str) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         first = str(exc).strip().splitlines()[0]
         raise SpaceError(f"{path}: not a readable CSV table: {first}") from None
+    _check_header(path)
     _keep_words(table, path)
     if "status" not in table.columns:
         table["status"] = TrialStatus.OK.value
@@ -72,17 +75,41 @@ def load_table(path: str) -> pd.DataFrame:
     return table
 
 
+def _check_header(path: str) -> None:
+    """A column is named once in the header (pandas renamed a second ``a`` to ``a.1`` and
+    replayed the first alone).
+
+    Raises:
+        SpaceError: naming the column.
+    """
+    with open(path, newline="", encoding="utf-8-sig", errors="replace") as file:
+        header = next(csv.reader(file), [])
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise SpaceError(f"{path}: column {name!r} is named twice in the header")
+        seen.add(name)
+
+
 def _keep_words(table: pd.DataFrame, path: str) -> None:
     """Columns of words keep them as written: pandas reads "None", "NA" or "null" as missing,
     so a categorical choice ``"None"`` (a recompute mode, a quantization off) became a blank.
-    Only a blank is missing there; a column of numbers keeps its NaN spellings."""
+    Only a blank is missing there; a column of numbers keeps its NaN spellings. A column of
+    whole numbers that pandas left as text (one past 64 bits) is read as Python's ints."""
     words = [c for c in table.columns if pd.api.types.is_string_dtype(table[c])
              or pd.api.types.is_object_dtype(table[c])]  # fmt: skip
     if not words:
         return
     raw = pd.read_csv(path, usecols=words, dtype=str, keep_default_na=False)
     for column in words:
-        table[column] = raw[column].where(raw[column] != "", None)
+        text = raw[column].str.strip()
+        if all(_WHOLE.fullmatch(v) for v in text if v):
+            table[column] = [int(v) if v else None for v in text]
+        else:
+            table[column] = raw[column].where(raw[column] != "", None)
+
+
+_WHOLE = re.compile(r"[+-]?\d+")
 
 
 def _plain(value: Any) -> Any:

@@ -131,3 +131,20 @@ def test_blanks_that_one_parameter_cannot_explain_read_the_never_blank_ones_toge
 def test_blanks_no_parameter_explains_are_refused_naming_the_column(columns, says):
     with pytest.raises(SpaceError, match=says):
         space_from_table(pd.DataFrame(columns), list(columns), "t.csv")
+
+
+def test_a_column_named_twice_is_refused_and_a_whole_number_past_64_bits_stays_a_number(
+    tmp_path,
+):
+    # pandas renamed the second 'a' to 'a.1' (the first replayed alone), and one number past
+    # 64 bits turned the whole column into text: the best config came back as {"a": "3"}
+    twice = tmp_path / "twice.csv"
+    twice.write_text("a,a,m\n1,2,5\n2,3,6\n")
+    with pytest.raises(SpaceError, match=r"twice.csv: column 'a' is named twice in the header"):
+        load_table(str(twice))
+    wide = tmp_path / "wide.csv"
+    wide.write_text("a,m\n1180591620717411303424,5\n2,6\n3,7\n")
+    table = load_table(str(wide))
+    assert list(table["a"]) == [1180591620717411303424, 2, 3]
+    space = space_from_table(table, ["a"], str(wide))
+    assert 3 in space["a"].values() and "3" not in space["a"].values()
