@@ -20,6 +20,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -90,6 +92,29 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+@contextlib.contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Within the block SIGINT is blocked for this thread, and so for a process it starts
+    (the mask survives fork and exec): a Ctrl-C while a worker's interpreter starts, before
+    it can ignore it, printed a KeyboardInterrupt traceback from Python's spawn. The driver
+    gets a Ctrl-C that came meanwhile once the block ends (another thread takes it at once).
+    multiprocessing's resource tracker is started first: starting it unblocks SIGINT.
+
+    Example:
+        >>> with _sigint_blocked():
+        ...     signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        True
+        >>> signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        False
+    """
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def output_to_stderr() -> None:
     """Send all this process writes to stdout to stderr for good: file descriptor 1 (which C
     code and child processes inherit) and ``sys.stdout``. The driver's stdout is the sweep's
@@ -105,11 +130,14 @@ def _worker_main(
     conn: Connection, workload: str, problem: dict[str, Any], env: dict[str, str]
 ) -> None:
     """Body of the worker process: build the objective once, then evaluate configs on request."""
+    # Ctrl-C is the driver's to handle; the worker started with it blocked (_sigint_blocked),
+    # so one that came while Python started is dropped here, not a KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     output_to_stderr()  # before the objective is imported: it may print as it is built
     _own_group()
     _end_with_the_driver(os.getppid())
     os.environ.update(env)  # e.g. CUDA_VISIBLE_DEVICES, before torch is imported
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
     _progress_bars_lock_in_process()
     from autotune.objectives import get_objective
 
@@ -213,7 +241,8 @@ class IsolatedRunner(Runner):
         process = self._context.Process(
             target=_worker_main, args=(child, self.workload, self.problem, self.env), daemon=True
         )
-        process.start()
+        with _sigint_blocked():  # the new process starts with it blocked (see _worker_main)
+            process.start()
         child.close()
         self._process, self._conn = process, parent
         self.workers_started += 1

@@ -1,5 +1,7 @@
 """Each failure state produced by a real injected fault, in a real worker process."""
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -373,3 +375,25 @@ def test_a_close_that_takes_long_is_cut_at_the_time_budget(tmp_path):
     started = time.monotonic()
     runner.close()
     assert time.monotonic() - started < 1.0 + 3.0
+
+
+def test_a_ctrl_c_while_a_worker_starts_is_the_driver_s_alone(capfd):
+    # a Ctrl-C in a sweep's first seconds reached the worker while Python's spawn imported,
+    # before it could ignore it: a KeyboardInterrupt traceback and a dead worker
+    import multiprocessing.context
+
+    process_class = multiprocessing.context.SpawnProcess
+    start = process_class.start
+
+    def start_then_ctrl_c(self):
+        start(self)
+        os.kill(self.pid, signal.SIGINT)  # as a terminal's Ctrl-C reaches the whole group
+
+    process_class.start = start_then_ctrl_c
+    try:
+        with IsolatedRunner("faults", {}, timeout_s=60) as runner:
+            result = runner.evaluate({"fault": "none", "score": 0.5})
+    finally:
+        process_class.start = start
+    assert result.ok, result.reason
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
