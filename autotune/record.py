@@ -144,13 +144,14 @@ def resumed_rows(
     if not output.is_file():
         raise RecordError(f"{output}: not a regular file (record resumes from the CSV it writes)")
     try:
-        table = pd.read_csv(output)
+        table = pd.read_csv(output, index_col=False)  # a trailing comma is no index
         # a choice of text is read back as written: "None" or "NA" is no blank, "1" no number
         texts = [p.name for p in space.params if p.name in table.columns
                  and p.kind == "categorical" and all(isinstance(c, str) for c in p.choices)
                  ]  # fmt: skip
         if texts:
-            raw = pd.read_csv(output, usecols=texts, dtype=str, keep_default_na=False)
+            raw = pd.read_csv(output, usecols=texts, dtype=str, keep_default_na=False,
+                              index_col=False)  # fmt: skip
             for name in texts:
                 table[name] = raw[name].where(raw[name] != "", None)
     except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser and empty-data errors

@@ -58,7 +58,7 @@ _NO_STATUS = "autotune_no_status_column"
 def load_table(path: str) -> pd.DataFrame:
     """Read a recorded table; without a ``status`` column every row is ``ok``."""
     try:
-        table = pd.read_csv(path)
+        table = pd.read_csv(path, index_col=False)  # rows that end in a comma have no index
     except FileNotFoundError:
         raise SpaceError(f"{path}: replay table not found") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -100,7 +100,7 @@ def _keep_words(table: pd.DataFrame, path: str) -> None:
              or pd.api.types.is_object_dtype(table[c])]  # fmt: skip
     if not words:
         return
-    raw = pd.read_csv(path, usecols=words, dtype=str, keep_default_na=False)
+    raw = pd.read_csv(path, usecols=words, dtype=str, keep_default_na=False, index_col=False)
     for column in words:
         text = raw[column].str.strip()
         if all(_WHOLE.fullmatch(v) for v in text if v):

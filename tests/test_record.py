@@ -35,6 +35,24 @@ def test_a_recording_is_stamped_and_resumes_without_measuring_again(tmp_path):
     ]
 
 
+def test_a_hand_edited_table_whose_rows_end_in_a_comma_resumes_with_its_columns_in_place(
+    tmp_path,
+):
+    # pandas took the first column for the index: the rewrite shifted every row one column
+    # left, the 'fault' values lost, the scores under 'status'
+    out = tmp_path / "f.csv"
+    out.write_text("fault,score,status\nnone,0.5,ok,\nwrong_result,1.0,wrong_result,\n")
+    measured: list[int] = []
+    whole = record_grid("faults", {}, SPACE, {}, out, executor="inline",
+                        on_row=lambda i, n, row: measured.append(i))  # fmt: skip
+    assert len(whole) == 4 and len(measured) == 2  # the two hand rows kept, not re-measured
+    stored = pd.read_csv(out, index_col=False)
+    assert set(zip(stored["fault"], stored["score"], stored["status"], strict=True)) >= {
+        ("none", 0.5, "ok"),
+        ("wrong_result", 1.0, "wrong_result"),
+    }
+
+
 def test_an_output_a_recording_cannot_resume_from_is_refused(tmp_path):
     other = tmp_path / "other.csv"
     other.write_text("BLOCK_M,status\n16,ok\n")

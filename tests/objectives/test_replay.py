@@ -148,3 +148,7 @@ def test_a_column_named_twice_is_refused_and_a_whole_number_past_64_bits_stays_a
     assert list(table["a"]) == [1180591620717411303424, 2, 3]
     space = space_from_table(table, ["a"], str(wide))
     assert 3 in space["a"].values() and "3" not in space["a"].values()
+    # rows that end in a comma (a spreadsheet's export): pandas took 'a' for the index
+    trailing = tmp_path / "trailing.csv"
+    trailing.write_text("a,m\n1,5,\n2,6,\n")
+    assert list(load_table(str(trailing))["a"]) == [1, 2]
