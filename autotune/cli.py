@@ -321,10 +321,14 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
     rounds = f"{ran} round{'' if ran == 1 else 's'}"
     if ran < asked:
         rounds += f" of {asked}: the time budget left no more"
-    err.print(
-        f"finish: the top configs and the untuned default re-measured in a fresh process, "
-        f"interleaved ({rounds})"
-    )
+    if ran:
+        err.print(
+            f"finish: the top configs and the untuned default re-measured in a fresh process, "
+            f"interleaved ({rounds})"
+        )
+    else:  # a round that started but measured nothing is no round
+        err.print("finish: nothing re-measured in the fresh process (every measurement failed "
+                  "or the time budget ended first); the sweep's own readings stand")  # fmt: skip
     for trial, reason in sorted((record.get("failed") or {}).items(), key=lambda f: int(f[0])):
         err.print(f"  trial {trial} failed in the finish: {escape(str(reason))}", highlight=False)
     if rows and rows[0].baseline and len(rows) > 1:

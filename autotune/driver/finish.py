@@ -258,6 +258,9 @@ def finish(
                 if on_sample is not None:
                     on_sample(trial.number, len(samples[trial.number]), value)
             last_round_s = _next_round_s(took, first_round=round_index == 0)
+    # the rounds that measured something: a round whose every measurement failed (or was
+    # stopped by the budget) re-measured nothing, whatever it started
+    done_rounds = len({r for of_trial in rounds_of.values() for r in of_trial})
     rows = summarise_samples(samples, maximize, rounds_of)
     by_number = {t.number: t for t in chosen}
     reference = default or over_slo
@@ -271,12 +274,17 @@ def finish(
         {
             "metric": metric,
             "rounds": done_rounds,
-            "protocol": f"fresh worker process; top {min(top, len(trials))} configs and the "
-            f"untuned default (if over the SLO, a reference only) re-measured in {done_rounds} "
-            f"interleaved round{'' if done_rounds == 1 else 's'}, the order rotated "
-            "each round; winner by median, "
-            "the default kept unless measurably beaten (every paired round won by more than "
-            "the rounds' range, or medians apart by more than the spreads)"
+            "protocol": (
+                f"fresh worker process; top {min(top, len(trials))} configs and the "
+                f"untuned default (if over the SLO, a reference only) re-measured in {done_rounds} "
+                f"interleaved round{'' if done_rounds == 1 else 's'}, the order rotated "
+                "each round; winner by median, "
+                "the default kept unless measurably beaten (every paired round won by more than "
+                "the rounds' range, or medians apart by more than the spreads)"
+                if done_rounds
+                else "fresh worker process; nothing re-measured: every "
+                "measurement failed or the time budget ended first; the sweep's own readings stand"
+            )
             + (
                 "; one round: single readings cannot show a config measurably better than "
                 "the default"

@@ -345,6 +345,25 @@ def test_a_password_in_a_reason_the_finish_stores_is_left_out(tmp_path):
     assert "S3cret" + "PW" not in stored and "Hunter" + "PW2" not in stored
 
 
+def test_a_finish_whose_every_measurement_failed_claims_no_round(tmp_path):
+    # it stored "re-measured in 1 interleaved round" with no row: nothing had been measured
+    (tmp_path / "flaky.py").write_text(FAILS_IN_THE_FINISH)
+    (tmp_path / "flaky.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 9}\n")
+    settings = SweepSettings(
+        workload=str(tmp_path / "flaky.py"), problem={}, space=load_space(tmp_path / "flaky.yaml"),
+        objectives={"v": "maximize"}, sampler="random", n_trials=3, seed=0, storage="memory",
+        executor="inline", warm_start="off",
+    )  # fmt: skip
+    sweep = Sweep(settings)
+    study = sweep.run().study
+    (tmp_path / "fail-now").touch()
+    assert sweep.finish(study, top=2, rounds=3) == []
+    record = study.user_attrs[FINISH]
+    assert record["rounds"] == 0 and record["rows"] == [] and record["failed"]
+    assert "nothing re-measured" in record["protocol"]
+    assert "interleaved round" not in record["protocol"]
+
+
 @pytest.mark.parametrize(("direction", "best"), [("maximize", -1.0), ("minimize", -9.0)])
 def test_a_negative_metric_keeps_its_best_config_in_the_finish(direction, best):
     # round ratios of two negative readings came out upside down: a config at -3 'measurably
