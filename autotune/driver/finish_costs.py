@@ -149,20 +149,28 @@ def finish_reserve_s(top: int, rounds: int, times: TrialTimes, budget_s: float |
         >>> times = TrialTimes([3.4, 0.4, 0.4])
         >>> round(finish_reserve_s(3, 3, times, budget_s=60.0), 6)  # 3 + 4x3x0.4 + 1
         8.8
-        >>> finish_reserve_s(3, 3, times, budget_s=15.0)  # a third of the budget
-        5.0
+        >>> finish_reserve_s(3, 3, times, budget_s=24.0)  # a third of the budget
+        8.0
+        >>> finish_reserve_s(3, 3, times, budget_s=15.0)  # a third cannot hold two rounds
+        1.0
         >>> times.reference_s = 2.0
         >>> round(finish_reserve_s(3, 3, times, 60.0), 6)  # the default's 3x2 s
         13.6
         >>> settled = TrialTimes([3.4] + [0.4] * 5, [3.4] + [0.4] * 5, reference_s=2.0)
-        >>> finish_reserve_s(3, 3, settled, 15.0)  # half of it
-        7.5
+        >>> finish_reserve_s(3, 3, settled, 24.0)  # half of it
+        12.0
     """
     if not top or not times.durations:
         return 0.0
     median, start, default_s = times.costs()
-    reserve = start + (top * median + default_s) * rounds + max(WIND_DOWN_S, median)
-    return min(reserve, (budget_s or 0.0) / (2 if times.settled else 3))
+    wind_down = max(WIND_DOWN_S, median)
+    share = (budget_s or 0.0) / (2 if times.settled else 3)
+    reserve = min(start + (top * median + default_s) * rounds + wind_down, share)
+    if top_that_fits(top, times, reserve - wind_down, min(2, rounds)) == 0:
+        # a finish its share cannot hold would be skipped (``autotune tune`` needs two rounds
+        # of the best and the default): the time goes to trials (a 30-s budget ended at 23 s)
+        return min(wind_down, share)
+    return reserve
 
 
 def stored_times(study: optuna.Study) -> TrialTimes:

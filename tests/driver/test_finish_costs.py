@@ -62,3 +62,13 @@ def test_a_default_stopped_early_as_the_first_trial_does_not_hide_the_worker_s_s
     times.worker_start_s = 14.0
     assert finish_reserve_s(3, 3, times, 500.0) >= need
     assert times.costs() == (11.3, 14.0, 11.3)
+
+
+def test_no_time_is_held_back_for_a_finish_the_budget_s_share_cannot_hold():
+    # 4-s trials under a 30-s budget: a third (10 s) was held back, then the finish was skipped
+    # as too short for two rounds of the best and the default, and the run ended at 23 s
+    times = TrialTimes([5.0, 4.0, 4.0, 4.0], [5.0, 4.0, 4.0, 4.0])
+    assert top_that_fits(3, times, 10.0 - 4.0, rounds=2) == 0
+    assert finish_reserve_s(3, 3, times, budget_s=30.0) == 4.0  # the last trial's wind-down
+    # a budget whose share holds two rounds keeps its reserve
+    assert finish_reserve_s(3, 3, times, budget_s=120.0) > 30.0
