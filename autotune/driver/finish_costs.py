@@ -45,7 +45,8 @@ class TrialTimes:
     ``durations`` are the seconds each launched trial held its slot (its compile left out:
     the finish measures compiled configs), ``complete`` those of the trials that ran to their
     end; ``reference_s`` what the untuned default's trial took, ``reference_first`` whether
-    it was the run's first (whose time also holds a worker's start), and ``worker_start_s``
+    it was the run's first (whose time also holds a worker's start), ``reference_complete``
+    whether it ran to its end (one stopped early over the SLO did not), and ``worker_start_s``
     the longest a worker took to start, where the executor measured it (None: not known).
 
     Example:
@@ -58,6 +59,7 @@ class TrialTimes:
     complete: list[float] = field(default_factory=list)
     reference_s: float | None = None
     reference_first: bool = False
+    reference_complete: bool = True
     worker_start_s: float | None = None
 
     def add(self, seconds: float, *, ok: bool, default: bool) -> None:
@@ -69,6 +71,7 @@ class TrialTimes:
         if default:  # re-measured in every finish round
             self.reference_s = seconds
             self.reference_first = len(self.durations) == 1
+            self.reference_complete = ok
 
     def costs(self) -> tuple[float, float, float]:
         """What a finish measurement of a top config takes, what starting its fresh worker
@@ -80,13 +83,19 @@ class TrialTimes:
         With the start measured, a default that was the first trial is costed without it: a
         default stopped early over the SLO took little more than the start, and the finish
         runs it to its end (an H100 serving sweep's default, stopped 1.8 s into its
-        measurement in a 7.9-s first trial, left its finish 2 rounds of 3).
+        measurement in a 7.9-s first trial, left its finish 2 rounds of 3). Such a default
+        (``reference_complete`` false) is costed at the longest trial that ran to its end, at
+        least: a config over the SLO serves slowly, and its stopped reading says nothing of
+        what its whole run takes (costed at the median, an H100 serving sweep's finish fitted
+        2 rounds of 3 again).
 
         Example:
             >>> TrialTimes([9.0, 1.0, 1.0], reference_s=9.0, reference_first=True).costs()
             (1.0, 0.0, 9.0)
             >>> TrialTimes([7.0, 3.0, 3.0], [3.0, 3.0], 7.0, True, worker_start_s=6.0).costs()
             (3.0, 6.0, 3.0)
+            >>> TrialTimes([2.0, 3.0, 5.0], [3.0, 5.0], 2.0, reference_complete=False).costs()
+            (4.0, 0.0, 5.0)
         """
         median_all = statistics.median(self.durations)
         median = statistics.median(self.complete) if self.complete else median_all
@@ -100,7 +109,10 @@ class TrialTimes:
             own = self.reference_s
             if own is not None and self.reference_first:
                 start = 0.0
-        return median, start, median if own is None else max(median, own)
+        default_s = median if own is None else max(median, own)
+        if not self.reference_complete and self.complete:
+            default_s = max(default_s, max(self.complete))
+        return median, start, default_s
 
     @property
     def settled(self) -> bool:
