@@ -36,6 +36,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.driver.study_setup import StudyMismatch
     from autotune.executors.base import ExecutorError
     from autotune.export import ExportError
+    from autotune.file_lock import WriterBusy
     from autotune.objectives.external import WorkloadError
     from autotune.record import RecordError
     from autotune.serving_export import ServingExportError
@@ -60,6 +61,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
         ExecutorError,
         WorkloadError,
         RecordError,
+        WriterBusy,
     )
 
 

@@ -31,6 +31,7 @@ import pandas as pd
 from autotune.driver.executor_choice import build_executor
 from autotune.export import write_atomic
 from autotune.failures import TrialStatus, classify, first_line
+from autotune.file_lock import sole_writer
 from autotune.objectives import get_objective
 from autotune.redact import redact, redact_values, secrets_of_values
 from autotune.runners.base import TrialResult
@@ -141,8 +142,7 @@ def resumed_rows(
     """
     if not output.exists():
         return []
-    if not output.is_file():
-        raise RecordError(f"{output}: not a regular file (record resumes from the CSV it writes)")
+    _check_regular(output)
     try:
         table = pd.read_csv(output, index_col=False)  # a trailing comma is no index
         # a choice of text is read back as written: "None" or "NA" is no blank, "1" no number
@@ -177,6 +177,11 @@ def resumed_rows(
             raise RecordError(f"{output} holds a recording at {what}={other}, not {what}="
                               f"{value}: name another --output for this one")  # fmt: skip
     return table.to_dict(orient="records")
+
+
+def _check_regular(output: Path) -> None:
+    if output.exists() and not output.is_file():
+        raise RecordError(f"{output}: not a regular file (record resumes from the CSV it writes)")
 
 
 def problem_stamps(problem: dict[str, Any]) -> dict[str, Any]:
@@ -300,6 +305,8 @@ def record_grid(
     Raises:
         RecordError: a space with no finite grid (a float parameter) or one too large to
             list, or an ``output`` that cannot be resumed (:func:`resumed_rows`).
+        WriterBusy: another recording is writing ``output`` (each would rewrite the table
+            without the other's rows).
     """
     check_recordable(space)
     configs = list(space.grid(problem, device))
@@ -307,6 +314,18 @@ def record_grid(
         chosen = set(random.Random(seed).sample(range(len(configs)), limit))
         configs = [c for i, c in enumerate(configs) if i in chosen]
     output = Path(output)
+    _check_regular(output)  # before a lock file is made beside it
+    with sole_writer(output):
+        return _record(workload, problem, space, device, output, configs, seed, jobs,
+                       timeout_s, executor, on_row)  # fmt: skip
+
+
+def _record(
+    workload: str, problem: dict[str, Any], space: Space, device: dict[str, Any], output: Path,
+    configs: list[dict[str, Any]], seed: int, jobs: int, timeout_s: float, executor: str,
+    on_row: Callable[[int, int, dict[str, Any]], None] | None,
+) -> pd.DataFrame:  # fmt: skip
+    """:func:`record_grid` once ``output`` is this process's alone."""
     rows = resumed_rows(output, workload, problem, space, device)
     done = {_key(r, space.names) for r in rows}
     todo = [c for c in configs if _key(c, space.names) not in done]

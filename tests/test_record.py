@@ -302,3 +302,50 @@ def test_a_stop_while_record_compiles_ahead_ends_it_at_once(tmp_path):
     _, err = recording.communicate(timeout=60)
     assert recording.returncode == 130, err
     assert time.monotonic() - stopped < 5, err
+
+
+SLOW_TO_MEASURE = """
+import time
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class SlowToMeasure(Objective):
+    name = "slow-to-measure"
+    space = "slow.yaml"
+    directions = {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        time.sleep(0.5)
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = SlowToMeasure
+"""
+
+
+def test_a_second_recording_of_the_same_output_is_refused_while_the_first_writes(tmp_path):
+    # two recordings of one --output each rewrote the table from its own rows: the one that
+    # wrote last kept its rows and dropped the other's
+    import time
+
+    (tmp_path / "slow.py").write_text(SLOW_TO_MEASURE)
+    (tmp_path / "slow.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 8}\n")
+    command = [sys.executable, "-m", "autotune.cli", "record", "slow.py", "--output", "g.csv"]
+    first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "g.csv").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)  # the first has measured a config: it holds the table
+    second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert second.returncode == 2, second.stderr
+    last = second.stderr.strip().splitlines()[-1]  # after the line that says what it records
+    assert "Traceback" not in second.stderr
+    assert last.startswith("error: ") and f"another process (pid {first.pid})" in last, last
+    assert sorted(pd.read_csv(tmp_path / "g.csv")["x"]) == list(range(1, 9))
+    assert not (tmp_path / "g.csv.lock").exists()  # the first removed its lock
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr  # a resume once the first is done
