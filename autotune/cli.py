@@ -367,7 +367,7 @@ cli_results.register(app)
 @app.command()
 @one_line_errors
 def record(
-    workload: Annotated[str, typer.Argument(help="matmul or train-step.")],
+    workload: Annotated[str, typer.Argument(help="A workload (autotune workloads) or a FILE.py.")],
     output: Annotated[Path, typer.Option(help="CSV to write (resumes if it exists).")],
     space: SpaceOption = None,
     problem: ProblemOption = [],  # noqa: B006

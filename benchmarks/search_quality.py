@@ -1,4 +1,5 @@
-"""Search quality on recorded landscapes (REPLAY of H200 measurements; nothing is measured).
+"""Search quality on recorded landscapes (REPLAY of H200 and H100 measurements; nothing is
+measured).
 
 Every strategy gets the same feasible set, the same trial 0 and the same dedup (a repeat or a
 constraint rejection costs nobody a trial; a recorded failure costs everybody one): Optuna
@@ -249,7 +250,7 @@ def main() -> None:
     if args.cache is not None:
         args.cache.mkdir(parents=True, exist_ok=True)
         args.cache_file = args.cache / f"curves-{commit}{'-dirty' if dirty else ''}.jsonl"
-    print(f"REPLAY of recorded H200 measurements; {args.seeds} seeds; commit {commit}"
+    print(f"REPLAY of recorded H200 and H100 measurements; {args.seeds} seeds; commit {commit}"
           + (" (uncommitted changes)" if dirty else ""), flush=True)  # fmt: skip
     for name in args.sections.split(","):
         SECTIONS[name.strip()](args)

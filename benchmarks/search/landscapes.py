@@ -1,4 +1,4 @@
-"""Recorded landscapes (REPLAY of H200 measurements) and the feasible set each defines.
+"""Recorded landscapes (REPLAY of H200 and H100 measurements) and the feasible set each defines.
 
 A landscape is a table of measurements plus the space it is searched over: the workload's
 space with its static constraints (``constrained``), or none (``raw``: the table's own values,
@@ -53,7 +53,8 @@ class Landscape:
     """One recorded table and the space it is searched over.
 
     Args:
-        key: short name (the table's stem without ``_h200``), what ``--landscapes`` matches.
+        key: short name (the table's stem without its card, ``_h200`` or ``_h100``), what
+            ``--landscapes`` matches.
         title: what the table's heading says.
         space_file: the workload's space with its constraints; None for a raw search.
         split: ``development`` (the strategy was chosen on it) or ``held-out``.
@@ -131,10 +132,12 @@ class Landscape:
         return dict(random.Random(12345).choice(feasible))
 
 
-def _matmul(key: str, title: str, problem: dict[str, int], *, raw: bool, split: str) -> Landscape:
+def _matmul(
+    key: str, title: str, problem: dict[str, int], *, raw: bool, split: str, card: str = "h200"
+) -> Landscape:
     space = None if raw else str(DATA / "matmul_tiled_grid.yaml")
     return Landscape(
-        key, title, DATA / f"matmul_{key}_h200.csv", MATMUL_PARAMS,
+        key, title, DATA / f"matmul_{key}_{card}.csv", MATMUL_PARAMS,
         "tflops", space, problem, split,
     )  # fmt: skip
 
@@ -186,6 +189,17 @@ LANDSCAPES: list[Landscape] = [
               DATA / "attention_raw_attn4k_h200.csv", ["BLOCK_M", "BLOCK_N", "num_warps",
               "num_stages"], "tflops", None, {"S": 4096, "D": 128}, "held-out",
               kind="attention"),
+    # held-out: recorded 2026-12-06 (session 53) on an H100, a card no landscape was recorded
+    # on, at shapes never recorded, with the default frozen at f572177 (later commits changed
+    # its speed and its handling of stopped trials, not its proposals); no strategy ran on
+    # them before their rows were first printed
+    _matmul("raw_down32", "matmul 32x4096x14336 bf16 (decode down-projection), raw, H100",
+            {"M": 32, "N": 4096, "K": 14336}, raw=True, split="held-out", card="h100"),
+    _matmul("raw_sq5k", "matmul 2048x5120x5120 fp16, raw, H100",
+            {"M": 2048, "N": 5120, "K": 5120}, raw=True, split="held-out", card="h100"),
+    Landscape("raw_norm5k", "RMSNorm + residual, 4096 x 5120 bf16, GB/s, raw, H100",
+              DATA / "rmsnorm_raw_norm5k_h100.csv", ["BLOCK_N", "ROWS", "num_warps"], "gbps",
+              None, {"M": 4096, "N": 5120}, "held-out", kind="rmsnorm"),
 ]  # fmt: skip
 
 
