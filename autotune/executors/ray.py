@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import socket
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,7 +72,15 @@ class _Flight:
 
 
 def import_ray() -> Any:
-    """The ``ray`` module, or :class:`ExecutorError` naming the install command."""
+    """The ``ray`` module, or :class:`ExecutorError` naming the install command.
+
+    What trials print reaches the driver's stderr (``log_to_driver``), each line prefixed with
+    its actor, as Ray streams it: every line (Ray's dedup would fold a sweep's trials, which
+    print alike, into "[repeated 2x]"), and without colour codes where stderr is no terminal.
+    A user's own ``RAY_DEDUP_LOGS`` / ``RAY_COLOR_PREFIX`` stand."""
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")  # read when ray is first imported
+    if not sys.stderr.isatty():
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     try:
         import ray
     except ImportError:
@@ -89,7 +98,7 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
     options: dict[str, Any] = {
         "include_dashboard": False,
         "logging_level": logging.WARNING,
-        "log_to_driver": False,
+        "log_to_driver": True,
     }
     if address is None:
         options["num_cpus"] = num_cpus

@@ -210,3 +210,45 @@ def test_a_missing_ray_extra_is_one_line_naming_the_install(tmp_path):
     assert done.stderr.strip().splitlines() == [
         "error: --executor ray needs Ray: pip install 'autotune[ray]'"
     ]
+
+
+TALKY = """
+import sys
+import time
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Talky(Objective):
+    name, space, directions = "talky", "talky.yaml", {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        time.sleep(1.0)
+        print("TALK on stdout")
+        print("TALK on stderr", file=sys.stderr)
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = Talky
+"""
+
+
+def test_what_a_trial_in_a_ray_actor_prints_reaches_the_driver_s_stderr(tmp_path):
+    # it reached nothing but Ray's worker logs (log_to_driver off), where the README says a
+    # trial's output goes to stderr; streamed, each line once, without colour codes
+    (tmp_path / "talky.py").write_text(TALKY)
+    (tmp_path / "talky.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 8}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "talky.py", "--trials", "6",
+         "--storage", "memory", "--executor", "ray", "--workers", "2", "--finish-top", "0"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "TALK" not in done.stdout
+    talk = [line for line in done.stderr.splitlines() if "TALK" in line]
+    assert any(line.startswith("(_TrialActor pid=") and line.endswith(") TALK on stdout")
+               for line in talk), done.stderr[-2000:]  # fmt: skip
+    assert any(line.endswith(" TALK on stderr") for line in talk)
+    assert "\x1b[" not in done.stderr and "repeated" not in done.stderr
