@@ -145,15 +145,15 @@ def resumed_rows(
     _check_regular(output)
     try:
         table = pd.read_csv(output, index_col=False)  # a trailing comma is no index
-        # a choice of text is read back as written: "None" or "NA" is no blank, "1" no number
-        texts = [p.name for p in space.params if p.name in table.columns
-                 and p.kind == "categorical" and all(isinstance(c, str) for c in p.choices)
-                 ]  # fmt: skip
-        if texts:
-            raw = pd.read_csv(output, usecols=texts, dtype=str, keep_default_na=False,
+        # a choice is read back as written: "None" or "NA" is no blank, "1" no number, and
+        # 1 beside "a" no "1"
+        chosen = {p.name: p for p in space.params
+                  if p.name in table.columns and p.kind == "categorical"}  # fmt: skip
+        if chosen:
+            raw = pd.read_csv(output, usecols=list(chosen), dtype=str, keep_default_na=False,
                               index_col=False)  # fmt: skip
-            for name in texts:
-                table[name] = raw[name].where(raw[name] != "", None)
+            for name, param in chosen.items():
+                table[name] = [_as_choice(text, param.choices) for text in raw[name]]
     except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser and empty-data errors
         first = first_line(exc)
         raise RecordError(f"{output}: exists and is not a recorded table ({first}); name "
@@ -177,6 +177,19 @@ def resumed_rows(
             raise RecordError(f"{output} holds a recording at {what}={other}, not {what}="
                               f"{value}: name another --output for this one")  # fmt: skip
     return table.to_dict(orient="records")
+
+
+def _as_choice(text: str, choices: list[Any]) -> Any:
+    """The choice a CSV cell holds, as the table wrote it (``str`` of the choice); a blank is
+    an inactive parameter, and text that is no choice stays as it is.
+
+    Example:
+        >>> [_as_choice(t, [1, "a", "NA", True]) for t in ("1", "a", "NA", "True", "", "x")]
+        [1, 'a', 'NA', True, None, 'x']
+    """
+    if text == "":
+        return None
+    return next((c for c in choices if str(c) == text), text)
 
 
 def _check_regular(output: Path) -> None:

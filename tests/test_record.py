@@ -349,3 +349,35 @@ def test_a_second_recording_of_the_same_output_is_refused_while_the_first_writes
     assert not (tmp_path / "g.csv.lock").exists()  # the first removed its lock
     again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr  # a resume once the first is done
+
+
+MIXED = """
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Mixed(Objective):
+    name, space, directions = "mixed", "mixed.yaml", {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": {"1": 1.0, "a": 2.0, "NA": 3.0, "2.5": 4.0}[
+            str(config["mode"])]})
+
+
+OBJECTIVE = Mixed
+"""
+
+
+def test_a_choice_of_mixed_types_resumes_without_measuring_again(tmp_path):
+    # 1 beside "a" came back as "1", and "NA" as a blank: each resume measured them again
+    (tmp_path / "mixed.py").write_text(MIXED)
+    choices = [1, "a", "NA", 2.5]
+    (tmp_path / "mixed.yaml").write_text(
+        f"parameters:\n  mode: {{type: categorical, choices: {json.dumps(choices)}}}\n"
+    )
+    space = Space("mixed", [Param("mode", "categorical", choices=choices)])
+    out = tmp_path / "m.csv"
+    first = record_grid(str(tmp_path / "mixed.py"), {}, space, {}, out, executor="inline")
+    again = record_grid(str(tmp_path / "mixed.py"), {}, space, {}, out, executor="inline")
+    assert len(first) == len(again) == len(pd.read_csv(out)) == 4  # none measured twice
+    assert sorted(pd.read_csv(out)["v"]) == [1.0, 2.0, 3.0, 4.0]
