@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autotune.std_paths import descriptor_of
 from autotune.units import never_negative
 
 
@@ -230,10 +231,15 @@ def is_device(path: Path) -> bool:
     (``/dev/null``, ``/dev/stdout``) or a pipe, which ``export.write_atomic`` writes in
     place, and beside which no side file belongs.
 
+    A path that names one of the process's descriptors (``/dev/stdout``) is one, whatever the
+    shell opened it on (``> best.json``).
+
     Example:
         >>> is_device(Path("/dev/null")), is_device(Path("best.json")), is_device(Path("/"))
         (True, False, False)
     """
+    if descriptor_of(path) is not None:
+        return True
     return path.exists() and not path.is_file() and not path.is_dir()
 
 

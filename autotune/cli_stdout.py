@@ -29,6 +29,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from autotune.std_paths import descriptor_of
+
 _RESULT_STREAMS: list[TextIO] = []  # the stdout each running command started with
 
 
@@ -96,11 +98,6 @@ def write_result(text: str) -> None:
     stream.flush()
 
 
-#: paths that name the process's own stdout, which a command under :func:`result_only` has
-#: moved to stderr: an ``--output`` there goes to :func:`result_stream`
-_STDOUT_PATHS = ("/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
-
-
 def names_stdout(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is the process's stdout (``--output /dev/stdout``).
 
@@ -108,4 +105,4 @@ def names_stdout(path: str | os.PathLike[str]) -> bool:
         >>> names_stdout("/dev/stdout"), names_stdout("best.json")
         (True, False)
     """
-    return os.fspath(path) in _STDOUT_PATHS
+    return descriptor_of(path) == 1  # moved to stderr under :func:`result_only`

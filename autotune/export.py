@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +31,7 @@ from autotune.driver.results import best_trials, objectives_of, study_info
 from autotune.driver.trial_attrs import FINISH, METRICS, TELEMETRY
 from autotune.reference_verdict import reference_faster
 from autotune.replay_info import replay_info
+from autotune.std_paths import descriptor_of, write_to_descriptor
 from autotune.triton_export import triton_export
 
 FORMATS = ("json", "yaml", "triton")
@@ -112,8 +114,11 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
     half a file.
 
     A link is followed (the file it names is replaced, not the link), and what is not a
-    regular file (``/dev/stdout``, a pipe) is written in place: a rename would replace the
-    device or the pipe itself with a file.
+    regular file (``/dev/null``, a pipe) is written in place: a rename would replace the
+    device or the pipe itself with a file. So is a path that names one of the process's
+    descriptors (``/dev/stdout``: :mod:`autotune.std_paths`), through the descriptor, even
+    where the shell opened it on a file: ``--output /dev/stdout >> run.log`` appends to the
+    log, as a rename over it would not.
 
     Example:
         >>> import tempfile
@@ -125,6 +130,16 @@ def write_atomic(path: str | Path, text: str | bytes) -> Path:
         >>> (folder / "link.json").is_symlink(), (folder / "best.json").read_text()
         (True, 'new')
     """
+    fd = descriptor_of(path)
+    if fd is not None:
+        if fd == 1:
+            sys.stdout.flush()  # what the command printed before stays before it
+        try:
+            write_to_descriptor(fd, text)
+        except OSError as exc:
+            exc.filename = exc.filename or str(path)
+            raise
+        return Path(path)
     path = Path(path)
     writes_in_place = path.exists() and not path.is_file()  # a device or a pipe, through a link too
     if path.is_symlink() and not writes_in_place:

@@ -36,6 +36,7 @@ from autotune.objectives import get_objective
 from autotune.redact import redact, redact_values, secrets_of_values
 from autotune.runners.base import TrialResult
 from autotune.space import Space
+from autotune.std_paths import descriptor_of
 
 _PREPARED: dict[str, Any] = {}
 
@@ -193,7 +194,9 @@ def _as_choice(text: str, choices: list[Any]) -> Any:
 
 
 def _check_regular(output: Path) -> None:
-    if output.exists() and not output.is_file():
+    # a descriptor (/dev/stdout) is refused whatever the shell opened it on: the table is
+    # rewritten whole after every config, and read back to resume
+    if descriptor_of(output) is not None or (output.exists() and not output.is_file()):
         raise RecordError(f"{output}: not a regular file (record resumes from the CSV it writes)")
 
 

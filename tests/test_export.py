@@ -235,3 +235,41 @@ def test_write_atomic_through_a_dangling_link_writes_the_file_it_names(tmp_path)
     link.symlink_to(tmp_path / "target.json")
     write_atomic(link, "new")
     assert link.is_symlink() and (tmp_path / "target.json").read_text() == "new"
+
+
+@pytest.mark.parametrize("fd", [1, 2])
+def test_an_output_on_a_descriptor_the_shell_opened_on_a_file_is_written_into_that_file(
+    tmp_path, fd
+):
+    # `export --output /dev/stdout >> run.log`: /dev/stdout then named a regular file, which
+    # was replaced through a temporary file and a rename: the log's earlier lines were lost
+    tiles = pd.DataFrame({"BLOCK_M": [16, 32], "num_warps": [4, 8], "tflops": [90.0, 113.0]})
+    url = _replayed(tmp_path, "mm", tiles, "BLOCK_M,num_warps", "tflops")
+    log = tmp_path / "run.log"
+    log.write_text("existing line\n")
+    name = {1: "/dev/stdout", 2: "/dev/stderr"}[fd]
+    with open(log, "a") as appended:
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "export", "--storage", url, "--study", "mm",
+             "--output", name],
+            stdout=appended if fd == 1 else subprocess.PIPE,
+            stderr=appended if fd == 2 else subprocess.PIPE, cwd=tmp_path, timeout=240,
+        )  # fmt: skip
+    assert done.returncode == 0
+    text = log.read_text()
+    assert text.startswith("existing line\n"), text[:200]
+    exported = text[text.index("{") : text.rindex("}") + 1]
+    assert json.loads(exported)["config"] == {"BLOCK_M": 32, "num_warps": 8}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mm.csv", "r.db", "run.log"]
+
+
+def test_a_descriptor_path_is_a_device_whatever_it_is_open_on():
+    # under pytest's capture, fd 1 is a regular file: an export's notes file went beside it,
+    # to /dev/stdout.not_expressed.json
+    from autotune.cli_parsing import is_device
+    from autotune.cli_results import _side_file
+
+    if not Path("/dev/stdout").is_file():
+        pytest.skip("stdout is not captured to a file (pytest -s)")
+    assert is_device(Path("/dev/stdout")) and is_device(Path("/proc/self/fd/2"))
+    assert _side_file(Path("/dev/stdout"), "memory", []) is None

@@ -4,6 +4,7 @@ refuses to resume from."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -381,3 +382,12 @@ def test_a_choice_of_mixed_types_resumes_without_measuring_again(tmp_path):
     again = record_grid(str(tmp_path / "mixed.py"), {}, space, {}, out, executor="inline")
     assert len(first) == len(again) == len(pd.read_csv(out)) == 4  # none measured twice
     assert sorted(pd.read_csv(out)["v"]) == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_descriptor_as_the_output_is_refused_whatever_it_is_open_on(tmp_path):
+    # under pytest's capture /dev/stdout is a regular file: a recording read it to resume,
+    # made /dev/stdout.lock, and rewrote the table through it after every config
+    space = Space("f", [Param("fault", "categorical", choices=["none"])])
+    with pytest.raises(RecordError, match="not a regular file"):
+        record_grid("faults", {}, space, {}, "/dev/stdout", executor="inline")
+    assert not Path("/dev/stdout.lock").exists()
