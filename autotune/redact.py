@@ -18,6 +18,8 @@ Example:
     'vllm serve m --api-key *** --max-num-batched-tokens 2048'
     >>> redact("env HF_TOKEN=hf_abc max_tokens=16 vllm serve m")
     'env HF_TOKEN=*** max_tokens=16 vllm serve m'
+    >>> redact("autotune tune server --problem 'command=HF_TOKEN=hf_abc srv'")
+    "autotune tune server --problem 'command=HF_TOKEN=*** srv'"
 """
 
 from __future__ import annotations
@@ -49,9 +51,10 @@ _FLAG_SECRET = re.compile(
     re.IGNORECASE,
 )
 # an environment assignment that holds a secret (env HF_TOKEN=X srv, PGPASSWORD='X',
-# OPENAI_API_KEY=X: as a command template sets them), a word of its own; not max_tokens=16
+# OPENAI_API_KEY=X: as a command template sets them), a word of its own or a --problem
+# value's (command=HF_TOKEN=X, a,token=X); not max_tokens=16
 _ENV_SECRET = re.compile(
-    r"(?P<head>(?<![^\s'\"])[A-Za-z0-9_]*(?:password|passwd|secret|token|api_?key|access_key)"
+    r"(?P<head>(?<![^\s'\"=,])[A-Za-z0-9_]*(?:password|passwd|secret|token|api_?key|access_key)"
     r"=(?P<quote>['\"])?)(?P<secret>(?(quote)[^'\"]*|[^\s'\"]+))",
     re.IGNORECASE,
 )

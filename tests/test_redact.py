@@ -201,3 +201,43 @@ def test_options_that_only_look_like_secrets_are_left_alone() -> None:
     line = ("vllm serve m --max-num-batched-tokens 2048 --tokenizer t --secret-file /s "
             "--password --port 80 max_tokens=16 --x=a&csrf_token=1")  # fmt: skip
     assert redact(line) == line and secrets_in(line) == frozenset()
+
+
+PLAIN = """
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Plain(Objective):
+    name, space, directions = "plain", "plain.yaml", {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = Plain
+"""
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["command=HF_TOKEN=hf_SEKRET5555 vllm serve m",  # an assignment after --problem's '='
+     "command=srv --db postgresql://u:SEKRET5555@h/d"],  # fmt: skip
+)
+def test_a_secret_in_a_problem_value_stays_out_of_the_stored_command_line(tmp_path, value):
+    # the problem's value was stored as HF_TOKEN=***, but the command line stored beside it
+    # (the export, the report's "reproduce:") kept --problem 'command=HF_TOKEN=hf_SEKRET5555 ...'
+    (tmp_path / "plain.py").write_text(PLAIN)
+    (tmp_path / "plain.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 4}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "./plain.py", "--trials", "2",
+         "--storage", "sqlite:///v.db", "--study", "v", "--finish-top", "0",
+         "--output", "best.json", "--problem", value],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "best.json").read_text())
+    assert "***" in record["command"]
+    for text in (done.stdout, done.stderr, (tmp_path / "best.json").read_text()):
+        assert "SEKRET" not in text
+    assert b"SEKRET" not in (tmp_path / "v.db").read_bytes()

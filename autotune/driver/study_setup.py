@@ -179,7 +179,9 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             "seed": s.seed,
             "n_trials": s.n_trials,
             "device": s.device,
-            "command": redact(s.command),  # a password on the command line stays out
+            # a password on the command line stays out, and so does each secret of the
+            # problem's values wherever it stands (--problem 'command=HF_TOKEN=X srv')
+            "command": redact(s.command, s.secrets),
             "label": s.label,
             "fingerprint": _redacted_fingerprint(s.fingerprint or {}),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
