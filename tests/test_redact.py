@@ -221,8 +221,10 @@ OBJECTIVE = Plain
 
 @pytest.mark.parametrize(
     "value",
-    ["command=HF_TOKEN=hf_SEKRET5555 vllm serve m",  # an assignment after --problem's '='
-     "command=srv --db postgresql://u:SEKRET5555@h/d"],  # fmt: skip
+    [
+        "command=HF_TOKEN=hf_SEKRET5555 vllm serve m",  # an assignment after --problem's '='
+        "command=srv --db postgresql://u:SEKRET5555@h/d",
+    ],  # fmt: skip
 )
 def test_a_secret_in_a_problem_value_stays_out_of_the_stored_command_line(tmp_path, value):
     # the problem's value was stored as HF_TOKEN=***, but the command line stored beside it
