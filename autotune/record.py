@@ -169,6 +169,8 @@ def resumed_rows(
                           f"of this space's {', '.join(space.names)}; name another --output "
                           "or remove it")  # fmt: skip
     stamps = {"workload": workload, **problem_stamps(problem), **device_stamps(device or {})}
+    if "workload" in table.columns:  # stamped: its problem columns are the whole problem
+        _check_problem_keys(output, table, problem)
     for column, value in stamps.items():
         if column not in table.columns:
             continue  # a table recorded before the stamps, or by hand
@@ -178,6 +180,27 @@ def resumed_rows(
             raise RecordError(f"{output} holds a recording at {what}={other}, not {what}="
                               f"{value}: name another --output for this one")  # fmt: skip
     return table.to_dict(orient="records")
+
+
+def _check_problem_keys(output: Path, table: pd.DataFrame, problem: dict[str, Any]) -> None:
+    """Refuse a stamped table recorded at a problem of other keys (a workload file takes any):
+    its rows say nothing of this problem, whose values no column of theirs stands for.
+
+    Example:
+        >>> table = pd.DataFrame({"x": [1], "workload": ["w.py"], "problem.N": [3]})
+        >>> _check_problem_keys(Path("g.csv"), table, {"M": 5})
+        Traceback (most recent call last):
+        ...
+        autotune.record.RecordError: g.csv holds a recording at N=3, not M=5: name another ...
+    """
+    recorded = [c.removeprefix("problem.") for c in table.columns if c.startswith("problem.")]
+    if sorted(recorded) == sorted(problem):
+        return
+    at = ",".join(f"{k}={next(iter(table[f'problem.{k}']), '')}" for k in recorded)
+    this = ",".join(f"{k.removeprefix('problem.')}={v}" for k, v in problem_stamps(problem).items())
+    raise RecordError(f"{output} holds a recording at {at or 'no problem values'}, not "
+                      f"{this or 'at no problem values'}: name another --output for this one"
+                      )  # fmt: skip
 
 
 def _as_choice(text: str, choices: list[Any]) -> Any:
@@ -331,6 +354,10 @@ def record_grid(
         configs = [c for i, c in enumerate(configs) if i in chosen]
     output = Path(output)
     _check_regular(output)  # before a lock file is made beside it
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)  # as tune's --output does
+    except OSError as exc:
+        raise RecordError(f"--output {output}: cannot write there ({exc.strerror})") from None
     with sole_writer(output):
         return _record(workload, problem, space, device, output, configs, seed, jobs,
                        timeout_s, executor, on_row)  # fmt: skip

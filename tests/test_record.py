@@ -391,3 +391,29 @@ def test_a_descriptor_as_the_output_is_refused_whatever_it_is_open_on(tmp_path):
     with pytest.raises(RecordError, match="not a regular file"):
         record_grid("faults", {}, space, {}, "/dev/stdout", executor="inline")
     assert not Path("/dev/stdout.lock").exists()
+
+
+def test_a_stamped_table_of_other_problem_keys_is_refused_not_taken_as_measured(tmp_path):
+    # a workload file takes any problem: a table at N=3 resumed at M=5 (or at none) counted
+    # its 4 rows as measured there, measured nothing, and said "wrote 4 rows"
+    (tmp_path / "words.py").write_text(WORDS)
+    choices = ["full", "1"]
+    (tmp_path / "words.yaml").write_text(
+        f"parameters:\n  mode: {{type: categorical, choices: {json.dumps(choices)}}}\n"
+    )
+    space = Space("words", [Param("mode", "categorical", choices=choices)])
+    out = tmp_path / "w.csv"
+    workload = str(tmp_path / "words.py")
+    record_grid(workload, {"N": 3}, space, {}, out, executor="inline")
+    for other, says in (({"M": 5}, "at N=3, not M=5"), ({}, "at N=3, not at no problem")):
+        with pytest.raises(RecordError, match=says):
+            record_grid(workload, other, space, {}, out, executor="inline")
+    assert len(record_grid(workload, {"N": 3}, space, {}, out, executor="inline")) == 2
+
+
+def test_an_output_in_a_folder_not_made_yet_is_recorded_there(tmp_path):
+    # the lock file beside it could not be made: "error: .../g.csv.lock: No such file"
+    space = Space("f", [Param("fault", "categorical", choices=["none"])])
+    out = tmp_path / "new" / "deeper" / "g.csv"
+    assert len(record_grid("faults", {}, space, {}, out, executor="inline")) == 1
+    assert out.is_file()
