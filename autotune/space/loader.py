@@ -213,6 +213,9 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
             param.step = int(_number(spec["step"], f"{where}.step", integer=True))
             if param.step <= 0:
                 raise SpaceError(f"{where}.step: must be positive")
+            if (param.high - param.low) % param.step:  # Optuna would cut high, with a warning
+                raise SpaceError(f"{where}.step: the range {param.low}..{param.high} is not a "
+                                 f"multiple of {param.step}")  # fmt: skip
         if kind == "pow2":
             for key in ("low", "high"):
                 value = getattr(param, key)

@@ -142,6 +142,12 @@ BAD_FILES = [
         "parameters.x.step: the range 0.0..1.0 is not a multiple of 0.3",
     ),
     ("parameters:\n  x: {type: float, low: 0, high: 1, step: -0.5}\n", "x.step: must be positive"),
+    # session 53: Optuna cut high to 1 (and 10 to 9), with a UserWarning on stderr per trial
+    (
+        "parameters:\n  x: {type: int, low: 1, high: 4, step: 10}\n",
+        "parameters.x.step: the range 1..4 is not a multiple of 10",
+    ),
+    ("parameters:\n  x: {type: int, low: 1, high: 10, step: 4}\n", "1..10 is not a multiple"),
     ("parameters:\n  x: {type: float, low: 0, high: 1e30, step: 1}\n", "x.step: 1.0 is too fine"),
     (
         "parameters:\n  x: {type: float, low: 0.1, high: 1, step: 0.1, log: true}\n",
