@@ -63,6 +63,11 @@ class ExpressionError(ValueError):
     """An expression that cannot be parsed, uses something not allowed, or fails to evaluate."""
 
 
+class UndefinedValue(ExpressionError):
+    """An expression whose arithmetic has no value at these values (a division by zero, the
+    log of 0, an overflow): a constraint holds for no config where it is undefined."""
+
+
 class Expression:
     """A parsed, validated expression; evaluate it against a mapping of names to values."""
 
@@ -137,7 +142,10 @@ class Expression:
         except ExpressionError:
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. ZeroDivisionError, TypeError
-            raise ExpressionError(f"{self.source!r} failed: {type(exc).__name__}: {exc}") from None
+            kind = (
+                UndefinedValue if isinstance(exc, ArithmeticError | ValueError) else ExpressionError
+            )
+            raise kind(f"{self.source!r} failed: {type(exc).__name__}: {exc}") from None
 
     def _compile(self, node: ast.AST) -> Callable[[Mapping[str, Any]], Any]:
         """The checked tree as nested closures, each node's work decided once: evaluating a

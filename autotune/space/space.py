@@ -20,7 +20,7 @@ from typing import Any
 
 import optuna
 
-from autotune.space.expr import Expression, ExpressionError
+from autotune.space.expr import Expression, ExpressionError, UndefinedValue
 from autotune.space.params import Constraint, Param
 
 
@@ -139,7 +139,11 @@ class Space:
         values: Mapping[str, Any],
         problem: Mapping[str, Any],
         device: Mapping[str, Any],
+        strict: bool = False,
     ) -> list[str]:
+        """The names of ``constraints`` that ``values`` breaks. One that is undefined there
+        (:class:`~autotune.space.expr.UndefinedValue`: ``x / (y - 2)`` at y=2) is broken, unless
+        ``strict``: then, as any other failure to evaluate, it raises :class:`SpaceError`."""
         broken = []
         envs: dict[str, dict[str, Any]] = {}  # one environment a prefix
         for constraint in constraints:
@@ -151,6 +155,11 @@ class Space:
                 continue
             try:
                 ok = constraint.expression.evaluate(env)
+            except UndefinedValue as exc:
+                if strict:
+                    raise SpaceError(f"{constraint.where}: {exc}{constraint.problem_read(problem)}"
+                                     ) from None  # fmt: skip
+                ok = False  # that config only: the sweep goes on without it
             except ExpressionError as exc:  # name the problem values it read: M=0, say
                 raise SpaceError(f"{constraint.where}: {exc}{constraint.problem_read(problem)}"
                                  ) from None  # fmt: skip

@@ -70,3 +70,27 @@ def test_the_builtin_composed_space_of_hundreds_of_parameters_is_accepted():
     assert len(space.params) > 200
     device = {"type": "cuda", "max_shared_memory": 232448, "compute_capability": 9.0}
     check_satisfiable(space, {}, device)
+
+
+SMALL = "  x: {type: int, low: 1, high: 4}\n  y: {type: int, low: 1, high: 4}\n"
+
+
+def test_a_constraint_undefined_at_some_configs_rules_out_those_configs_only(tmp_path):
+    # x / (y - 2) at y=2 raised ZeroDivisionError: the whole space was refused (or, in a space
+    # too large to enumerate, the sweep ended when it met such a config, at its untuned default
+    # on every resume)
+    space = _space(tmp_path, SMALL, "  c: x / (y - 2) > 0\n")
+    check_satisfiable(space, {}, {})
+    assert sorted({c["y"] for c in space.grid({}, {})}) == [3, 4]
+    assert space.violations({"x": 1, "y": 2}) == ["c"]
+    wide = _space(tmp_path, WIDE, "  c: 1 / (p0 - 37) < 1000\n")
+    check_satisfiable(wide, {}, {})
+    assert wide.violations({f"p{i}": 37 for i in range(6)}) == ["c"]
+
+
+@pytest.mark.parametrize("parameters", [SMALL, WIDE])
+def test_a_constraint_undefined_everywhere_is_refused_naming_its_failure(tmp_path, parameters):
+    # undefined at every config for this problem: the failure is what to fix, not "admits none"
+    space = _space(tmp_path, parameters, "  c: log2(M) >= 1\n")
+    with pytest.raises(SpaceError, match=r"constraints.c: .*failed: ValueError: .* at M=0"):
+        check_satisfiable(space, {"M": 0}, {})
