@@ -53,6 +53,19 @@ def _finish_median(study: optuna.Study, winner: optuna.trial.FrozenTrial) -> flo
     return winner.values[0]
 
 
+def _value_in(study: optuna.Study, params: dict[str, Any]) -> float | None:
+    """``params``' value in ``study``: its finish's median where the finish re-measured that
+    config (the figure the study itself stands by), else its first sweep reading; None where
+    the study never measured it."""
+    match = [t for t in _measured(study) if t.params == params]
+    if not match:
+        return None
+    medians = {row["trial"]: row["median"]
+               for row in (study.user_attrs.get(FINISH) or {}).get("rows") or []}  # fmt: skip
+    return next((float(medians[t.number]) for t in match if t.number in medians),
+                match[0].values[0])  # fmt: skip
+
+
 def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
     """One row per study: its winner's config and value, the keys where the winners differ,
     and ``elsewhere``: the winner's value in each other study (by index) that measured it, in
@@ -84,9 +97,9 @@ def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
             for j, other in enumerate(studies):
                 if j == i:
                     continue
-                match = [t for t in _measured(other) if t.params == winner.params]
-                if match:
-                    row["elsewhere"][str(j)] = match[0].values[0]
+                value = _value_in(other, winner.params)
+                if value is not None:
+                    row["elsewhere"][str(j)] = value
         rows.append(row)
     configs = [r["winner_config"] for r in rows if r["winner_config"] is not None]
     keys = sorted({k for c in configs for k in c})

@@ -82,6 +82,22 @@ def test_a_winners_value_elsewhere_is_shown_in_that_studys_metric() -> None:
         assert "0.217 TFLOP/s" not in text and "635 ms" not in text
 
 
+def test_a_winners_value_elsewhere_is_that_studys_finish_median_where_it_re_measured_it():
+    # both finishes re-measured x=2 at a median of 86; the other study's lucky first reading,
+    # 129, stood beside it as "in B: 129"
+    from autotune.driver.trial_attrs import FINISH
+
+    a = _study("sqlite:///:memory:", "a", {1: (50.0,), 2: (129.0,)})
+    b = _study("sqlite:///:memory:", "b", {1: (60.0,), 2: (129.0,)})
+    for study in (a, b):
+        study.set_user_attr(FINISH, {"rows": [{"trial": 1, "median": 86.0},
+                                              {"trial": 0, "median": 55.0}]})  # fmt: skip
+    rows = compare_studies([a, b])
+    assert [r["winner_value"] for r in rows] == [86.0, 86.0]
+    assert rows[0]["elsewhere"] == {"1": 86.0} and rows[1]["elsewhere"] == {"0": 86.0}
+    assert "129" not in compare_text(rows)
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
                           text=True, timeout=120)  # fmt: skip
