@@ -109,6 +109,23 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     return record
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """YAML without anchors: one dict that stands twice in a record (a replay's device) is
+    written out twice, not as ``&id001`` and ``*id001``.
+
+    Example:
+        >>> shared = {"name": "H200"}
+        >>> print(yaml.dump({"a": shared, "b": shared}, Dumper=_PlainDumper), end="")
+        a:
+          name: H200
+        b:
+          name: H200
+    """
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def write_atomic(path: str | Path, text: str | bytes) -> Path:
     """Write ``text`` (str or bytes) to ``path`` through a temporary file and a rename: never
     half a file.
@@ -183,7 +200,7 @@ def export_text(
     if fmt == "json":
         return json.dumps(best_record(study), indent=2, sort_keys=False) + "\n"
     if fmt == "yaml":
-        return yaml.safe_dump(best_record(study), sort_keys=False)
+        return yaml.dump(best_record(study), Dumper=_PlainDumper, sort_keys=False)
     if fmt == "triton":
         return triton_export(study, top, rename)
     raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")

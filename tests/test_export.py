@@ -273,3 +273,13 @@ def test_a_descriptor_path_is_a_device_whatever_it_is_open_on():
         pytest.skip("stdout is not captured to a file (pytest -s)")
     assert is_device(Path("/dev/stdout")) and is_device(Path("/proc/self/fd/2"))
     assert _side_file(Path("/dev/stdout"), "memory", []) is None
+
+
+def test_a_yaml_export_of_a_replay_has_no_anchors(tmp_path):
+    # the replay's device stood twice in the record: 'device: &id001 {}' ... '*id001'
+    tiles = pd.DataFrame({"BLOCK_M": [16, 32], "num_warps": [4, 8], "tflops": [90.0, 113.0]})
+    url = _replayed(tmp_path, "mm", tiles, "BLOCK_M,num_warps", "tflops")
+    done = _cli("export", "--to", "yaml", "--storage", url, "--study", "mm", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "&id" not in done.stdout and "*id" not in done.stdout
+    assert yaml.safe_load(done.stdout)["config"] == {"BLOCK_M": 32, "num_warps": 8}
