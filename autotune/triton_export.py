@@ -232,7 +232,7 @@ def _where(info: dict[str, Any], replay: dict[str, Any] | None) -> str:
         'replay of measurements on NVIDIA H200 (a matmul table); replayed on a CPU'
     """
     if replay is None:
-        return f"on {info.get('device', {}).get('name', 'unknown device')}"
+        return f"on {info.get('device', {}).get('name') or 'a device it did not record'}"
     stamp = f" (a {replay['workload']} table)" if replay.get("workload") else ""
     machine = replay.get("replayed_on", {}).get("name", "an unrecorded machine")
     return f"{replay['source']}{stamp}; replayed on {machine}"
@@ -268,7 +268,7 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
         + "Use: @triton.autotune(configs=configs, key=[...]) above the kernel.\n"
         f"Reproduce: {info.get('command', '')}\n"
     )
-    title = str(info.get("workload")) if replay is None else ""
+    title = str(info.get("workload") or "") if replay is None else ""  # none: a foreign study
     header = _header(title, _where(info, replay), body)
     return header + triton_config_source(configs, [c for _, c in ranked], rename)
 
@@ -658,7 +658,9 @@ def triton_table_export(
     lines.append(f"INACTIVE = {dict(sorted(inactive.items()))!r}")
     return (
         _header(
-            f"{info.get('workload')} per-shape table" if replay is None else "per-shape table,",
+            f"{info.get('workload') or 'a'} per-shape table"
+            if replay is None
+            else "per-shape table,",
             _where(info, replay),
             body,
         )

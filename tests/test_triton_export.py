@@ -490,3 +490,15 @@ def test_a_table_of_replays_says_it_is_one_and_how_its_configs_are_ordered(tmp_p
     mod: dict = {}
     exec(compile(text, "table.py", "exec"), mod)  # noqa: S102 - as a kernel imports it
     assert set(mod["TABLE"]) == {(64, 4096, 4096), (4096, 4096, 4096)}
+
+
+def test_a_plain_optuna_study_s_module_says_nothing_it_does_not_know():
+    # a study autotune did not write: the header read "None on unknown device"
+    study = optuna.create_study(direction="maximize")
+    study.enqueue_trial({"BLOCK_M": 64, "num_warps": 4})
+    study.optimize(lambda t: t.suggest_int("BLOCK_M", 16, 128) + t.suggest_int("num_warps", 4, 8),
+                   n_trials=1)  # fmt: skip
+    module = triton_export(study)
+    first = module.splitlines()[0]
+    assert first == '"""Tuned by autotune 0.1.0: on a device it did not record.', first
+    assert "None" not in module.split("configs = [")[0]
