@@ -79,7 +79,7 @@ def resolve_workload(
         known = f"known: {', '.join(problem)}" if problem else "it takes no problem values"
         raise SetupError(f"--problem: unknown key {unknown[0]!r} for {workload}; {known}")
     _check_value_kinds(workload, problem, overrides)
-    problem.update(overrides)
+    problem.update(_as_defaults_kind(problem, overrides))
     try:
         with setup_call(workload, objective_cls, "resolve_problem", passing=(ValueError,)):
             problem = objective_cls.resolve_problem(problem)
@@ -123,6 +123,18 @@ def _check_value_kinds(workload: str, defaults: dict[str, Any], overrides: dict[
         if whole and isinstance(value, float) and not value.is_integer():
             raise SetupError(f"--problem: {key}={value!r} is not a whole number ({workload}'s "
                              f"default: {default})")  # fmt: skip
+
+
+def _as_defaults_kind(defaults: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with a whole float where the default is an int made an int (``N=1e3``
+    is N=1000, as the workload's shapes and the stored problem take it, not 1000.0).
+
+    Example:
+        >>> _as_defaults_kind({"N": 4, "eps": 1e-6}, {"N": 1000.0, "eps": 1.0})
+        {'N': 1000, 'eps': 1.0}
+    """
+    whole = {k for k, v in defaults.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return {k: int(v) if k in whole and isinstance(v, float) else v for k, v in overrides.items()}
 
 
 def _stored_info(storage: str, study: str | None) -> dict[str, Any] | None:

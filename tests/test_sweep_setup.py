@@ -110,3 +110,14 @@ def test_bad_input_for_a_named_study_creates_no_storage(tmp_path):
     with pytest.raises(SetupError, match="--problem: unknown key 'X'"):
         _settings(tmp_path, study="n", problem={"X": 1})
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_whole_number_in_exponent_form_is_an_int_where_the_default_is_one():
+    # --problem M=1e3 was stored and used as the float 1000.0 beside N=64
+    from autotune.device import detect_device
+    from autotune.sweep_setup import resolve_workload
+
+    device = detect_device().as_dict()
+    _, _, problem = resolve_workload("matmul", None, {"M": 1e3, "N": 64.0}, device)
+    assert problem["M"] == 1000 and type(problem["M"]) is int
+    assert type(problem["N"]) is int
