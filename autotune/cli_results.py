@@ -243,8 +243,11 @@ def export(
     from autotune.export import FORMATS, export_text, write_atomic
     from autotune.storage import load_study, open_storage
 
+    listed = None if studies is None else studies.split(",")
+    if listed is not None and not all(listed):  # '' or 'a,,b': passed over, or "'' twice"
+        raise UsageError(f"--studies {studies!r}: an empty study name; name them A,B,...")
     # a table reads the --studies, or stored sweeps of the workload: any might be among them
-    read = [study] if not table else studies.split(",") if studies else None
+    read = [study] if not table else listed
     writable_output(output, storage=storage, studies=read)
     targets = (*FORMATS, *TRAIN_TARGETS, *SERVING_TARGETS)
     if to not in targets:
@@ -264,7 +267,7 @@ def export(
 
         chosen = table_studies(
             open_storage(storage, existing=True),
-            studies.split(",") if studies else None,
+            listed,
             anchor=study,
         )
         keys = [k.strip() for k in key.split(",") if k.strip()]

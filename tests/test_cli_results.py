@@ -61,3 +61,19 @@ def test_the_notes_file_is_written_beside_a_regular_output(tmp_path, train_step_
     output = tmp_path / "args.json"
     assert _export_hf(train_step_study, output).returncode == 0
     assert output.exists() and (tmp_path / "args.json.not_expressed.json").is_file()
+
+
+@pytest.mark.parametrize("listed", ["", "a,,b", ","])
+def test_an_empty_name_in_studies_is_one_line(tmp_path, listed):
+    # '' was passed over (every study of the workload tabulated), ',' said "study '' is
+    # named twice"
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "export", "--to", "triton", "--table",
+         "--studies", listed, "--storage", f"sqlite:///{tmp_path / 'x.db'}"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert (
+        done.stderr.strip()
+        == f"error: --studies {listed!r}: an empty study name; name them A,B,..."
+    )
