@@ -113,7 +113,7 @@ def _check_by_enumeration(
         alone = dataclasses.replace(space, constraints=[constraint])
         if next(alone.grid(problem, device), None) is None:
             free = next(dataclasses.replace(space, constraints=[]).grid(problem, device), None)
-            _raise_if_undefined(space, constraint, free or {}, problem, device)
+            space.check_defined(constraint, free or {}, problem, device)
             raise SpaceError(f"{constraint.where}: {constraint.expression.source.strip()!r} "
                              f"admits no config{constraint.problem_read(problem)}")  # fmt: skip
     names = ", ".join(c.name for c in space.constraints)
@@ -139,23 +139,11 @@ def _check_by_drawing(space: Space, problem: Mapping[str, Any], device: Mapping[
     rejected = "a sweep's proposals would almost surely be rejected too (widen the space)"
     if never_met:
         constraint = next(iter(never_met.values()))
-        _raise_if_undefined(space, constraint, values, problem, device)
+        space.check_defined(constraint, values, problem, device)
         raise SpaceError(f"{constraint.where}: {constraint.expression.source.strip()!r} {drawn}"
                          f"{constraint.problem_read(problem)}: {rejected}")  # fmt: skip
     names = ", ".join(c.name for c in space.constraints)
     raise SpaceError(f"{space.source}: the constraints ({names}) together {drawn}: {rejected}")
-
-
-def _raise_if_undefined(
-    space: Space,
-    constraint: Constraint,
-    values: Mapping[str, Any],
-    problem: Mapping[str, Any],
-    device: Mapping[str, Any],
-) -> None:
-    """Where a constraint that admits no config is undefined at ``values`` (``log2(M)`` at
-    M=0), say so: its failure, not "admits no config", is what the user must fix."""
-    space._broken([constraint], values, problem, device, strict=True)  # noqa: SLF001
 
 
 def repair(

@@ -133,6 +133,18 @@ class Space:
         """Names of the constraints ``values`` breaks; constraints over inactive params skip."""
         return self._broken(self.constraints, values, problem or {}, device or {})
 
+    def check_defined(
+        self,
+        constraint: Constraint,
+        values: Mapping[str, Any],
+        problem: Mapping[str, Any],
+        device: Mapping[str, Any],
+    ) -> None:
+        """Raise :class:`SpaceError` naming ``constraint``'s failure where it has no value at
+        ``values`` (``log2(M)`` at M=0): for a constraint that admits no config, that failure,
+        not "admits no config", is what the user must fix."""
+        self._broken([constraint], values, problem, device, strict=True)
+
     def _broken(
         self,
         constraints: list[Constraint],
