@@ -251,10 +251,21 @@ def tune(
     settings.finish_top = finish_top if finishing and finish_top > 1 else 0
     settings.slo = limits
     settings.finish_rounds = finish_rounds
-    settings.budget_from = COMMAND_STARTED
-    sweep = Sweep(settings, ProgressDisplay(err))
+    from autotune.driver.executor_choice import command_session
+
+    with command_session(settings) as teardown_s:  # one Ray for the sweep and its finish
+        # the budget bounds the whole command: the executor's teardown at its end included
+        settings.budget_from = COMMAND_STARTED - teardown_s
+        _sweep_and_finish(Sweep(settings, ProgressDisplay(err)), output)
+
+
+def _sweep_and_finish(sweep: Any, output: str | None) -> None:
+    """The sweep, its finish within the time budget left, and the best config printed."""
+    settings = sweep.settings
     budget_ends = (
-        COMMAND_STARTED + settings.time_budget_s if settings.time_budget_s is not None else None
+        settings.budget_from + settings.time_budget_s
+        if settings.time_budget_s is not None
+        else None
     )
     summary = sweep.run()
     if not summary.best and summary.stopped_by == "interrupted":

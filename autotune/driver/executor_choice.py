@@ -12,6 +12,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from autotune.device import visible_gpu_ids
@@ -42,6 +44,30 @@ def make_executor(settings: SweepSettings, workers: int | None = None) -> Execut
         ray_address=s.ray_address,
         gpus_per_trial=s.gpus_per_trial,
     )
+
+
+@contextlib.contextmanager
+def command_session(settings: SweepSettings) -> Iterator[float]:
+    """What the executor keeps for a whole command (the sweep and its finish): a Ray for
+    ``--executor ray`` (:func:`autotune.executors.ray.command_session`), nothing for the
+    others. Yields the seconds its teardown at the end will take, for the time budget to hold
+    back.
+
+    Example:
+        >>> from autotune.space import load_space
+        >>> settings = SweepSettings(workload="faults", problem={}, space=load_space("faults"),
+        ...     objectives={"score": "maximize"}, executor="inline")
+        >>> with command_session(settings) as teardown_s:
+        ...     teardown_s
+        0.0
+    """
+    if settings.executor != "ray":
+        yield 0.0
+        return
+    from autotune.executors.ray import command_session as ray_session
+
+    with ray_session(settings.ray_address) as teardown_s:
+        yield teardown_s
 
 
 def build_executor(

@@ -191,6 +191,45 @@ def test_a_workload_file_runs_in_ray_actors(tmp_path):
     }
 
 
+COUNT_RAY_STARTS = """
+import atexit, sys
+import ray
+real_init, starts = ray.init, []
+def counted_init(*args, **kwargs):
+    starts.append(1)
+    return real_init(*args, **kwargs)
+ray.init = counted_init
+def tell():
+    print(f"RAY_STARTS {len(starts)} UP {ray.is_initialized()}", file=sys.stderr)
+atexit.register(tell)
+sys.argv = ["autotune"] + sys.argv[1:]
+from autotune.cli import main
+main()
+"""
+
+
+def test_one_local_ray_serves_the_sweep_and_its_finish_and_is_shut_down(tmp_path):
+    # each executor started its own: the finish paid a second Ray start and shutdown (2.4 and
+    # 1.3 s on 2 cores) inside the time budget, and the last shutdown ran past the budget
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "stepped.py").write_text(KERNEL)
+    (folder / "stepped_objective.py").write_text(OBJECTIVE)
+    (folder / "stepped.yaml").write_text("parameters:\n  STEP: {type: pow2, low: 1, high: 64}\n")
+    url = f"sqlite:///{tmp_path / 'ray.db'}"
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_RAY_STARTS, "tune", "mine/stepped_objective.py",
+         "--trials", "4", "--seed", "0", "--storage", url, "--study", "f",
+         "--executor", "ray", "--workers", "1", "--finish-rounds", "2"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    study = optuna.load_study(study_name="f", storage=url)
+    assert study.user_attrs["finish"]["rounds"] == 2  # the finish measured, through Ray
+    assert "RAY_STARTS 1 UP False" in done.stderr
+
+
 def test_a_missing_ray_extra_is_one_line_naming_the_install(tmp_path):
     """Also where the tuning cache holds the answer: the option is refused, not passed over."""
     code = (
@@ -252,3 +291,14 @@ def test_what_a_trial_in_a_ray_actor_prints_reaches_the_driver_s_stderr(tmp_path
                for line in talk), done.stderr[-2000:]  # fmt: skip
     assert any(line.endswith(" TALK on stderr") for line in talk)
     assert "\x1b[" not in done.stderr and "repeated" not in done.stderr
+
+
+def test_a_command_leaves_a_ray_it_did_not_start_running_and_holds_no_time_for_it(local_ray):
+    from autotune.executors.ray import command_session
+
+    with command_session(None) as shutdown_s:
+        assert shutdown_s == 0.0
+        executor = RayExecutor("faults", {}, workers=1)
+        executor.close()  # the executor found Ray running: it leaves it so
+        assert ray.is_initialized()
+    assert ray.is_initialized()
