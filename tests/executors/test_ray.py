@@ -165,22 +165,29 @@ OBJECTIVE = Stepped
 """
 
 
-def test_a_workload_file_runs_in_ray_actors(tmp_path):
-    # each actor loads the file the sweep stored, and the kernel beside it through the file's
-    # folder on its import path (a one-node cluster: the path is the same for every actor)
+def _run_stepped(tmp_path, *options: str, code: str | None = None):
+    """``autotune tune mine/stepped_objective.py`` through Ray in ``tmp_path`` (its kernel and
+    space beside it), storing study ``f``; ``code`` runs the CLI instead of its module."""
     folder = tmp_path / "mine"
     folder.mkdir()
     (folder / "stepped.py").write_text(KERNEL)
     (folder / "stepped_objective.py").write_text(OBJECTIVE)
     (folder / "stepped.yaml").write_text("parameters:\n  STEP: {type: pow2, low: 1, high: 64}\n")
-    url = f"sqlite:///{tmp_path / 'ray.db'}"
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "mine/stepped_objective.py",
-         "--trials", "6", "--seed", "0", "--storage", url, "--study", "f",
-         "--executor", "ray", "--workers", "2", "--finish-top", "0"],
+    start = ["-c", code] if code else ["-m", "autotune.cli"]
+    return subprocess.run(
+        [sys.executable, *start, "tune", "mine/stepped_objective.py", "--seed", "0",
+         "--storage", f"sqlite:///{tmp_path / 'ray.db'}", "--study", "f", "--executor", "ray",
+         *options],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
         env={**os.environ, "RAY_AUTH_MODE": "disabled"},
     )  # fmt: skip
+
+
+def test_a_workload_file_runs_in_ray_actors(tmp_path):
+    # each actor loads the file the sweep stored, and the kernel beside it through the file's
+    # folder on its import path (a one-node cluster: the path is the same for every actor)
+    url = f"sqlite:///{tmp_path / 'ray.db'}"
+    done = _run_stepped(tmp_path, "--trials", "6", "--workers", "2", "--finish-top", "0")
     assert done.returncode == 0, done.stderr[-2000:]
     study = optuna.load_study(study_name="f", storage=url)
     launched = [t for t in study.trials if is_launched(t)]
@@ -211,19 +218,9 @@ main()
 def test_one_local_ray_serves_the_sweep_and_its_finish_and_is_shut_down(tmp_path):
     # each executor started its own: the finish paid a second Ray start and shutdown (2.4 and
     # 1.3 s on 2 cores) inside the time budget, and the last shutdown ran past the budget
-    folder = tmp_path / "mine"
-    folder.mkdir()
-    (folder / "stepped.py").write_text(KERNEL)
-    (folder / "stepped_objective.py").write_text(OBJECTIVE)
-    (folder / "stepped.yaml").write_text("parameters:\n  STEP: {type: pow2, low: 1, high: 64}\n")
     url = f"sqlite:///{tmp_path / 'ray.db'}"
-    done = subprocess.run(
-        [sys.executable, "-c", COUNT_RAY_STARTS, "tune", "mine/stepped_objective.py",
-         "--trials", "4", "--seed", "0", "--storage", url, "--study", "f",
-         "--executor", "ray", "--workers", "1", "--finish-rounds", "2"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
-    )  # fmt: skip
+    done = _run_stepped(tmp_path, "--trials", "4", "--workers", "1", "--finish-rounds", "2",
+                        code=COUNT_RAY_STARTS)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     study = optuna.load_study(study_name="f", storage=url)
     assert study.user_attrs["finish"]["rounds"] == 2  # the finish measured, through Ray
