@@ -58,37 +58,47 @@ _NO_STATUS = "autotune_no_status_column"
 def load_table(path: str) -> pd.DataFrame:
     """Read a recorded table; without a ``status`` column every row is ``ok``."""
     try:
+        _check_header(path)
         table = pd.read_csv(path, index_col=False)  # rows that end in a comma have no index
     except FileNotFoundError:
         raise SpaceError(f"{path}: replay table not found") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as exc:
         first = str(exc).strip().splitlines()[0]
         raise SpaceError(f"{path}: not a readable CSV table: {first}") from None
-    _check_header(path)
     _keep_words(table, path)
     if "status" not in table.columns:
         table["status"] = TrialStatus.OK.value
         table.attrs[_NO_STATUS] = True
-    bad = set(table["status"].astype(str)) - {s.value for s in TrialStatus}
-    if bad:
-        raise SpaceError(f"{path}: column 'status': unknown state {sorted(bad)[0]!r}")
+    states = {s.value for s in TrialStatus}
+    for line, state in enumerate(table["status"], start=2):
+        if _cell(state) is None:
+            raise SpaceError(f"{path}: line {line}: column 'status' is blank (a state such as "
+                             "'ok' or 'oom' is needed)")  # fmt: skip
+        if str(state) not in states:
+            raise SpaceError(f"{path}: line {line}: column 'status': unknown state {state!r}")
     return table
 
 
 def _check_header(path: str) -> None:
     """A column is named once in the header (pandas renamed a second ``a`` to ``a.1`` and
-    replayed the first alone).
+    replayed the first alone), and no row holds a value past the header's columns (pandas
+    dropped the extra field of a first row without a word, and refused one on a later row).
 
     Raises:
         SpaceError: naming the column.
     """
     with open(path, newline="", encoding="utf-8-sig", errors="replace") as file:
-        header = next(csv.reader(file), [])
-    seen: set[str] = set()
-    for name in header:
-        if name in seen:
-            raise SpaceError(f"{path}: column {name!r} is named twice in the header")
-        seen.add(name)
+        rows = csv.reader(file)
+        header = next(rows, [])
+        seen: set[str] = set()
+        for name in header:
+            if name in seen:
+                raise SpaceError(f"{path}: column {name!r} is named twice in the header")
+            seen.add(name)
+        for row in rows:  # a spreadsheet's trailing comma is one blank field more: allowed
+            if any(cell.strip() for cell in row[len(header) :]):
+                raise SpaceError(f"{path}: line {rows.line_num}: {len(row)} fields, the header "
+                                 f"names {len(header)}")  # fmt: skip
 
 
 def _keep_words(table: pd.DataFrame, path: str) -> None:

@@ -152,3 +152,20 @@ def test_a_column_named_twice_is_refused_and_a_whole_number_past_64_bits_stays_a
     trailing = tmp_path / "trailing.csv"
     trailing.write_text("a,m\n1,5,\n2,6,\n")
     assert list(load_table(str(trailing))["a"]) == [1, 2]
+
+
+def test_a_row_past_the_header_or_a_blank_or_unknown_state_is_refused_naming_its_line(tmp_path):
+    # pandas dropped a first row's extra field without a word (a later row's it refused), and a
+    # blank status beside an unknown one ended in a TypeError traceback
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("a,b,score\n1,x,0.5,7\n2,y,9\n")
+    with pytest.raises(SpaceError, match=r"ragged.csv: line 2: 4 fields, the header names 3"):
+        load_table(str(ragged))
+    states = tmp_path / "states.csv"
+    states.write_text("a,score,status\n1,1,ok\n2,2,weird\n4,3,\n")
+    with pytest.raises(SpaceError, match=r"states.csv: line 3: column 'status': unknown state"):
+        load_table(str(states))
+    blank = tmp_path / "blank.csv"
+    blank.write_text("a,score,status\n1,1,ok\n4,3,\n")
+    with pytest.raises(SpaceError, match=r"blank.csv: line 3: column 'status' is blank"):
+        load_table(str(blank))
