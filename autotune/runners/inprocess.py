@@ -81,6 +81,11 @@ class _Deadline(BaseException):
     ``except Exception`` does not swallow it."""
 
 
+#: The longest ``setitimer`` takes (about three years: 1e10 s overflowed the platform's
+#: time_t and failed every trial ``crashed``); a limit past it is no limit in practice
+_LONGEST_TIMER_S = 1e8
+
+
 class _TimeLimit:
     """A one-shot ``SIGALRM`` that raises :class:`_Deadline` while armed, where it can be set
     (the main thread, ``setitimer``, no other timer of this process pending)."""
@@ -114,7 +119,7 @@ class _TimeLimit:
         previous = signal.signal(signal.SIGALRM, self._on_alarm)
         try:
             self._armed = True
-            signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
+            signal.setitimer(signal.ITIMER_REAL, min(self.timeout_s, _LONGEST_TIMER_S))
             yield
         finally:
             try:

@@ -214,6 +214,12 @@ def test_in_process_runner_records_system_exit_and_base_exceptions_as_crashed(mo
         runner.evaluate({"mode": "interrupt"})
 
 
+def test_a_time_limit_past_the_platform_s_timer_is_no_limit_not_a_crash():
+    # 1e10 s overflowed setitimer's time_t: every trial of the sweep came back crashed
+    runner = InProcessRunner("faults", {}, timeout_s=1e10)
+    assert runner.evaluate({"fault": "none", "score": 2.0}).ok
+
+
 def test_in_process_runner_stops_a_trial_at_its_timeout(modes):
     import signal
     import time
