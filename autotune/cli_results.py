@@ -58,7 +58,9 @@ def print_best(
     # stdout: the config's JSON alone (`autotune tune ... > best.json`); what it is, on stderr
     err.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
     stream = result_stream()
-    if stream.isatty():
+    if output is not None and names_stdout(output):
+        pass  # stdout holds one document: the export record asked for, the config in it
+    elif stream.isatty():
         Console(file=stream).print_json(data=record["config"])
     else:
         write_result(json.dumps(record["config"], indent=2))

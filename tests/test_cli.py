@@ -112,6 +112,16 @@ def test_an_in_memory_sweep_reports_and_writes_its_best(tmp_path, replay_table):
     assert json.loads(best.read_text())["config"].keys() == {"BM", "BN"}
 
 
+def test_output_to_stdout_leaves_one_json_document_there(tmp_path, replay_table):
+    # stdout held the config's JSON and then the export record: no JSON reader took it
+    result = autotune("tune", "--replay", str(replay_table), "--params", "BM,BN", "--metric",
+                      "tflops", "--maximize", "--trials", "3", "--storage", "memory",
+                      "--output", "/dev/stdout")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout)
+    assert record["config"].keys() == {"BM", "BN"} and record["workload"] == "replay"
+
+
 BAD_INPUT = [
     (["tune", "matmul", "--storage", "nosuchscheme://x"], "unsupported scheme 'nosuchscheme'"),
     (["tune", "matmul", "--storage", "sqlite:////no/such/dir/a.db"], "does not exist"),
