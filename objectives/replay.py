@@ -153,12 +153,13 @@ def _number(value: Any) -> float | None:
 
 
 def rows_by_config(
-    table: pd.DataFrame, params: list[str], metric: str
+    table: pd.DataFrame, params: list[str], metric: str, keys: list[tuple] | None = None
 ) -> dict[tuple, dict[str, Any]]:
     """The table's row for each config (the values of ``params``). A config recorded more than
     once (re-measured, or the same sweep run twice) replays the median of its ok readings of
     ``metric``, with ``replay_readings`` saying how many; one with no ok reading, its first row.
     A blank cell is None in the key: the parameter is inactive there (absent from the config).
+    ``keys`` (one a row) stands in for the keys read from ``params``: the cells' text, say.
 
     Example:
         >>> t = pd.DataFrame({"a": [1, 1, 1, 2], "m": [5.0, 9.0, 6.0, 7.0]})
@@ -167,8 +168,9 @@ def rows_by_config(
         {(1,): (6.0, 3), (2,): (7.0, None)}
     """
     grouped: dict[tuple, list[dict[str, Any]]] = {}
-    for row in table.to_dict(orient="records"):
-        grouped.setdefault(tuple(_cell(row[p]) for p in params), []).append(row)
+    for at, row in enumerate(table.to_dict(orient="records")):
+        key = keys[at] if keys is not None else tuple(_cell(row[p]) for p in params)
+        grouped.setdefault(key, []).append(row)
     rows = {}
     for key, group in grouped.items():
         ok = [r for r in group if str(r.get("status", TrialStatus.OK.value)) == "ok"
@@ -179,6 +181,14 @@ def rows_by_config(
         median = statistics.median(_number(r[metric]) for r in ok)
         rows[key] = {**ok[0], metric: median, "replay_readings": len(ok)}
     return rows
+
+
+@lru_cache(maxsize=8)
+def _text_keys(path: str, params: tuple[str, ...]) -> list[tuple]:
+    """Each row's ``params`` cells as written (stripped), in the table's row order."""
+    raw = pd.read_csv(path, usecols=list(params), dtype=str, keep_default_na=False,
+                      index_col=False)  # fmt: skip
+    return [tuple(str(row[p]).strip() for p in params) for row in raw.to_dict(orient="records")]
 
 
 def repeated_configs(table: pd.DataFrame, params: list[str]) -> int:
@@ -357,10 +367,18 @@ class ReplayObjective(Objective):
         self.no_status = bool(table.attrs.get(_NO_STATUS, False))
         self.duration_column = next((c for c in DURATION_COLUMNS if c in table.columns), None)
         self._rows = rows_by_config(table, self.params, self.metric)
+        # the cells as written: a --space whose choices are the words "01", "10" finds its rows,
+        # which pandas read as the numbers 1 and 10 (and "01" and "1" as one config)
+        self._rows_by_text = rows_by_config(
+            table, self.params, self.metric, _text_keys(str(problem["table"]), tuple(self.params))
+        )
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         key = tuple(_cell(config.get(p)) for p in self.params)  # absent: a blank cell
         row = self._rows.get(key)
+        if any(isinstance(v, str) for v in key):  # a word: the cells as written hold it
+            text = tuple("" if v is None else str(v) for v in key)
+            row = self._rows_by_text.get(text, row)
         if row is None:
             if self.absent_costs_a_trial:
                 raise Crashed("config not in the recorded table (replay; counted as a trial)")

@@ -169,3 +169,17 @@ def test_a_row_past_the_header_or_a_blank_or_unknown_state_is_refused_naming_its
     blank.write_text("a,score,status\n1,1,ok\n4,3,\n")
     with pytest.raises(SpaceError, match=r"blank.csv: line 3: column 'status' is blank"):
         load_table(str(blank))
+
+
+def test_words_that_look_like_numbers_replay_as_written(tmp_path):
+    # pandas read the choices "01", "10" as the numbers 1 and 10: a --space naming the words
+    # found no row (every config infeasible), and "01" and "1" replayed as one config
+    table = tmp_path / "tags.csv"
+    table.write_text("tag,BM,v\n01,64,1.0\n10,64,3.0\n1,64,9.0\n")
+    objective = ReplayObjective({"table": str(table), "params": ["tag", "BM"], "metric": "v"})
+    assert objective.evaluate({"tag": "10", "BM": 64}).values["v"] == 3.0
+    assert objective.evaluate({"tag": "01", "BM": 64}).values["v"] == 1.0
+    assert objective.evaluate({"tag": "1", "BM": 64}).values["v"] == 9.0
+    assert objective.evaluate({"tag": 10, "BM": 64}).values["v"] == 3.0  # the table's own space
+    with pytest.raises(Infeasible):
+        objective.evaluate({"tag": "02", "BM": 64})
