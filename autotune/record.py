@@ -179,7 +179,36 @@ def resumed_rows(
             what = column.removeprefix("problem.")
             raise RecordError(f"{output} holds a recording at {what}={other}, not {what}="
                               f"{value}: name another --output for this one")  # fmt: skip
-    return table.to_dict(orient="records")
+    rows = table.to_dict(orient="records")
+    _check_values_in_space(output, rows, space)
+    return rows
+
+
+def _check_values_in_space(output: Path, rows: list[dict[str, Any]], space: Space) -> None:
+    """Refuse rows holding a value this space's parameter does not have: a recording of
+    another space of the same names (``X`` from 1 to 4, or ``fast``/``slow``), which resuming
+    would mix with this one's rows.
+
+    Example:
+        >>> from autotune.space import Param
+        >>> space = Space("s", [Param("X", "int", low=1, high=4)])
+        >>> _check_values_in_space(Path("g.csv"), [{"X": 2}, {"X": "fast"}], space)
+        Traceback (most recent call last):
+        ...
+        autotune.record.RecordError: g.csv holds X='fast', which this space's X does not ...
+    """
+    for param in space.params:
+        if not param.discrete:
+            continue
+        values = param.values()
+        for row in rows:
+            cell = row.get(param.name)
+            if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+                continue  # inactive there
+            if not any(_same(cell, v) for v in values):
+                raise RecordError(f"{output} holds {param.name}={cell!r}, which this space's "
+                                  f"{param.name} does not have: a recording of another space; "
+                                  "name another --output for this one")  # fmt: skip
 
 
 def _check_problem_keys(output: Path, table: pd.DataFrame, problem: dict[str, Any]) -> None:

@@ -16,6 +16,18 @@ SPACE = Space("f", [Param("fault", "categorical", choices=["none", "wrong_result
                     Param("score", "categorical", choices=[0.5, 1.0])])  # fmt: skip
 
 
+def test_a_recording_of_another_space_of_the_same_names_is_refused_not_mixed(tmp_path):
+    # the names matched, so rows of score 2.0 (another space's) were resumed into this one's
+    out = tmp_path / "f.csv"
+    wider = Space("f", [Param("fault", "categorical", choices=["none", "wrong_result"]),
+                        Param("score", "categorical", choices=[0.5, 1.0, 2.0])])  # fmt: skip
+    assert len(record_grid("faults", {}, wider, {}, out, executor="inline")) == 6
+    with pytest.raises(RecordError, match=r"holds score='2\.0', which this space's score does not"):
+        record_grid("faults", {}, SPACE, {}, out, executor="inline")
+    assert len(pd.read_csv(out)) == 6  # left as it was
+    assert len(record_grid("faults", {}, wider, {}, out, executor="inline")) == 6  # resumes
+
+
 def test_a_recording_is_stamped_and_resumes_without_measuring_again(tmp_path):
     out = tmp_path / "f.csv"
     first = record_grid("faults", {}, SPACE, {}, out, executor="inline", limit=2, seed=1)
