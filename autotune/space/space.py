@@ -56,6 +56,9 @@ class Space:
     constraints: list[Constraint] = field(default_factory=list)
     source: str = "<memory>"
     constraints_from: dict[str, str] | None = None
+    #: at most this many configs pass the constraints, where that is known to be fewer than
+    #: the product of the parameters' values (a replay table's rows): bounds :meth:`grid_size`
+    max_configs: int | None = None
 
     def __post_init__(self) -> None:
         if self.constraints_from:
@@ -287,8 +290,11 @@ class Space:
         yield from expand(0, {})
 
     def grid_size(self) -> int:
-        """Size of the unconstrained cartesian grid (conditions ignored): an upper bound."""
-        return math.prod(p.count() for p in self.params)
+        """Size of the unconstrained cartesian grid (conditions ignored), or
+        :attr:`max_configs` where that is less: an upper bound on the configs :meth:`grid`
+        lists."""
+        size = math.prod(p.count() for p in self.params)
+        return size if self.max_configs is None else min(size, self.max_configs)
 
     def grid_search_space(self) -> dict[str, list[Any]]:
         """The ``search_space`` argument of Optuna's GridSampler."""

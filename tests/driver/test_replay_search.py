@@ -52,12 +52,12 @@ def test_the_default_and_seeded_tpe_beat_random_search_without_repeats():
     assert fraction_of_optimum("tpe", 3, 30) == tpe[3]  # the same seed, the same answer
 
 
-def test_absent_configs_are_infeasible_and_cost_no_trial():
+def test_absent_configs_cost_no_trial():
+    # the table holds 784 of its columns' 960 configs: its space keeps to them, so a config
+    # it lacks is never launched (it was launched and came back infeasible before)
     frame = trials_frame(replay_sweep("random", 0, 20).run().study)
     assert (frame["status"] == "ok").sum() == 20
-    absent = frame[frame["status"] == "infeasible"]
-    assert len(absent) > 0
-    assert (absent["reason"] == "config not in the recorded table (replay)").all()
+    assert set(frame["status"]) == {"ok"}
     assert frame["m.replay"].dropna().all()
 
 
