@@ -26,7 +26,16 @@ from typing import Any
 import optuna
 from optuna.storages import BaseStorage
 
-from autotune.driver.trial_attrs import DRIVER, INTERRUPTED, REASON, STATUS
+from autotune.driver.trial_attrs import (
+    DRIVER,
+    IN_DRIVER,
+    INTERRUPTED,
+    REASON,
+    STATUS,
+    failure_penalty,
+    mark_feasibility,
+)
+from autotune.failures import TrialStatus
 
 LEGACY_GRACE_S = 60.0
 #: seconds between heartbeats of a running trial; stale after GRACE_FACTOR of them
@@ -72,15 +81,38 @@ def _is_stale(trial: optuna.trial.FrozenTrial, me: DriverIdentity) -> bool:
     return owner.is_alive_here() is False
 
 
+#: why a stale trial that ran in its driver's process is recorded crashed, not interrupted
+CRASHED_ITS_DRIVER = (
+    "its driver's process ended while this trial ran in it (--executor inline): a crash of "
+    "the trial's own (a segfault, os._exit, the OOM killer) ends the sweep; --executor local "
+    "runs each trial in a worker whose crash costs that trial alone (found stale)"
+)
+
+
 def reap_stale_trials(study: optuna.Study, storage: BaseStorage) -> list[int]:
-    """Record every stale RUNNING trial as interrupted; return their numbers."""
+    """Record every stale RUNNING trial as interrupted, or as crashed where it ran in its
+    driver's process (a segfaulting config was proposed again at every resume, which it
+    killed in turn); return their numbers."""
     me = DriverIdentity.current()
     reaped = []
     study_id = storage.get_study_id_from_name(study.study_name)
     running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
     stale = {t.number for t in running if _is_stale(t, me)}
+    # told before Optuna's heartbeat check closes them FAIL (stopped: proposed again)
+    in_driver = {t.number for t in running if t.user_attrs.get(IN_DRIVER)}
+    for number in sorted(stale & in_driver):
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, number)
+        try:  # a failure of its config, told as any other is
+            storage.set_trial_user_attr(trial_id, STATUS, TrialStatus.CRASHED.value)
+            storage.set_trial_user_attr(trial_id, REASON, CRASHED_ITS_DRIVER)
+            mark_feasibility(optuna.Trial(study, trial_id), False)
+            study.tell(number, failure_penalty(study))
+            reaped.append(number)
+        except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError):
+            continue  # another driver reaped or finished it first
+    stale -= set(reaped)
     if _heartbeat_enabled(storage):
-        before = {t.number for t in running}
+        before = {t.number for t in running} - set(reaped)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             optuna.storages.fail_stale_trials(study)

@@ -48,6 +48,7 @@ from autotune.driver.study_setup import StudyMismatch, open_study, requeue_stopp
 from autotune.driver.trial_attrs import (
     DRIVER,
     FINISH,
+    IN_DRIVER,
     INFEASIBLE,
     LAST_RUN,
     REPEATED,
@@ -353,6 +354,8 @@ class _SweepRun:
             try:
                 with batched_writes(self.study):  # the config whole, in one transaction
                     trial.set_user_attr(DRIVER, self.identity)
+                    if self.executor.name == "inline":
+                        trial.set_user_attr(IN_DRIVER, True)
                     config = s.space.sample(trial, s.problem, s.device)
             except _TAKEN_ELSEWHERE:
                 # a waiting trial another driver took too (SQLite lets two take one) and

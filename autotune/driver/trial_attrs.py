@@ -37,6 +37,7 @@ BASELINE = "baseline"
 WARM_START = "warm_start"  # on a trial: the study it came from; on the study: the source
 DRIVER = "driver"  # {"host", "pid"} of the driver process that asked for the trial
 WORKER = "worker"  # where the trial ran: an executor's slot, device or Ray node
+IN_DRIVER = "in_driver"  # True: the trial runs in its driver's own process (--executor inline)
 FAILED_CONSTRAINT = "failed"
 
 # -- study attributes ---------------------------------------------------------------------
@@ -129,6 +130,22 @@ def is_launched(trial: optuna.trial.FrozenTrial) -> bool:
 def is_ok(trial: optuna.trial.FrozenTrial) -> bool:
     """True for a trial that measured (a repeat of one included)."""
     return trial.state == optuna.trial.TrialState.COMPLETE and trial_status(trial) == "ok"
+
+
+def failure_penalty(study: optuna.Study) -> list[float]:
+    """The values told for a failed trial: each objective's worst successful value so far (0
+    where none succeeded), so that samplers rank it below every measured config."""
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    values = [t.values for t in complete if t.user_attrs.get(STATUS) == "ok" and t.values]
+    penalties = []
+    for i, direction in enumerate(study.directions):
+        column = [v[i] for v in values]
+        if not column:
+            penalties.append(0.0)
+        else:
+            maximize = direction == optuna.study.StudyDirection.MAXIMIZE
+            penalties.append(min(column) if maximize else max(column))
+    return penalties
 
 
 def mark_feasibility(trial: optuna.Trial, ok: bool) -> None:

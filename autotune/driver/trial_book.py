@@ -52,6 +52,7 @@ from autotune.driver.trial_attrs import (
     STATUS,
     TELEMETRY,
     WORKER,
+    failure_penalty,
     is_repeat,
     mark_feasibility,
     trial_origin,
@@ -132,16 +133,7 @@ class TrialBook:
 
     def penalty(self) -> list[float]:
         """Value told for a failed trial: the worst successful value so far (0 if none)."""
-        complete = self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        values = [t.values for t in complete if t.user_attrs.get(STATUS) == "ok" and t.values]
-        penalties = []
-        for i, direction in enumerate(self.directions):
-            column = [v[i] for v in values]
-            if not column:
-                penalties.append(0.0)
-            else:
-                penalties.append(min(column) if direction == "maximize" else max(column))
-        return penalties
+        return failure_penalty(self.study)
 
     # -- telling ------------------------------------------------------------------------
     def tell_result(self, asked: Asked, result: TrialResult, worker: str = "") -> TrialRecord:

@@ -77,3 +77,34 @@ def test_a_trial_past_its_timeout_comes_back_timeout_and_the_next_runs():
     assert hung.result.status is TrialStatus.TIMEOUT
     assert hung.result.reason == "no result after 0.5 s; evaluate stopped"
     assert after.result.ok and after.result.measurement.values["score"] == 2.0
+
+
+def test_a_config_that_kills_the_inline_driver_is_crashed_at_the_resume_not_tried_again(
+    tmp_path,
+):
+    # its trial was found stale and recorded interrupted, so its config stayed unvisited: every
+    # resume proposed it again, and died of it again
+    import subprocess
+    import sys
+
+    import optuna
+
+    from autotune.driver.trial_attrs import trial_status
+
+    space = tmp_path / "f.yaml"
+    space.write_text("name: f\nworkload: faults\nparameters:\n"
+                     "  fault: {type: categorical, choices: [segfault, none]}\n")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    sweep = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
+             "--sampler", "grid", "--trials", "2", "--executor", "inline", "--storage", url,
+             "--study", "f", "--finish-top", "0"]  # fmt: skip
+    first = subprocess.run(sweep, capture_output=True, text=True, timeout=120)
+    assert first.returncode in (-11, 139), first.stderr[-2000:]  # the segfault took the driver
+    again = subprocess.run(sweep[:-4] + ["--study", "f"], capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-2000:]
+    study = optuna.load_study(study_name="f", storage=url)
+    outcome = {t.params["fault"]: trial_status(t) for t in study.trials}
+    assert outcome == {"segfault": "crashed", "none": "ok"}
+    crashed = next(t for t in study.trials if t.params["fault"] == "segfault")
+    assert "ran in it (--executor inline)" in crashed.user_attrs["reason"]
