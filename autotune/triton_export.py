@@ -526,15 +526,19 @@ def table_studies(
     names: list[str] | None = None,
     anchor: str | None = None,
 ) -> list[optuna.Study]:
-    """The studies a table is made of: ``names``, or every stored study of the newest study's
-    workload.
+    """The studies a table is made of: ``names``, or every stored study of the workload of the
+    newest study or of ``anchor`` (a replay's: of its table's, :func:`_workload_seen`).
 
     Raises:
-        TritonExportError: an unknown study name or one named twice, or an empty storage.
+        TritonExportError: an unknown study name or one named twice, ``anchor`` with
+            ``names``, or an empty storage.
     """
 
     summaries = optuna.study.get_all_study_summaries(storage)
     known = {s.study_name for s in summaries}
+    if names and anchor is not None:
+        raise TritonExportError(f"--study {anchor}: --studies names the studies to tabulate; "
+                                "give one of the two")  # fmt: skip
     if names:
         twice = next((n for n in names if names.count(n) > 1), None)
         if twice is not None:
@@ -550,10 +554,21 @@ def table_studies(
         chosen_one = next((s for s in summaries if s.study_name == anchor), None)
         if chosen_one is None:
             raise TritonExportError(f"--study: no study named {anchor!r} in the storage")
-    workload = stored_info(chosen_one.user_attrs).get("workload")
-    chosen = [s.study_name for s in summaries
-              if stored_info(s.user_attrs).get("workload") == workload]  # fmt: skip
+    workload = _summary_workload(storage, chosen_one)
+    chosen = [s.study_name for s in summaries if _summary_workload(storage, s) == workload]
     return [optuna.load_study(study_name=n, storage=storage) for n in chosen]
+
+
+def _summary_workload(
+    storage: optuna.storages.BaseStorage, summary: optuna.study.StudySummary
+) -> str:
+    """A stored study's :func:`_workload_seen`; only a replay's study is loaded (its table's
+    workload is stamped in its trials)."""
+    info = stored_info(summary.user_attrs)
+    if info.get("workload") != "replay":
+        return _workload_seen(info, None)
+    study = optuna.load_study(study_name=summary.study_name, storage=storage)
+    return _workload_seen(info, study_replay(study))
 
 
 def triton_table_export(
@@ -597,6 +612,7 @@ def triton_table_export(
         swept[shape].append(study.study_name)
         comments = [f"{study.study_name}, {comment}" for _, comment in ranked]
         rows[shape] = list(zip([dict(t.params) for t, _ in ranked], comments, strict=True))
+        slower.pop(shape, None)  # the kept (last) sweep's verdict alone
         verdict = winner_verdict(study, ranked[0][0])
         if verdict is not None:
             slower[shape] = round(verdict["ratio"], 4)

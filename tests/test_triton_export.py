@@ -348,6 +348,19 @@ def test_a_shape_swept_twice_keeps_the_last_study_and_says_so(tmp_path):
     assert "Shape (32, 32) was swept by first, again: the last, again, is kept." in text
 
 
+def test_a_shape_swept_twice_is_judged_by_the_kept_winner_alone(tmp_path):
+    # the dropped first sweep lost to cuBLAS (0.96x), the kept last one beat it (1.04x)
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    _study("first", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    _study("again", (32, 32, 32), _cfg(32, 32, 32, 4), _cfg(16, 16, 16, 1), storage,
+           winner_median=1.04)  # fmt: skip
+    text = triton_table_export(table_studies(storage), ["M", "N", "K"])
+    mod: dict = {}
+    exec(compile(text, "table.py", "exec"), mod)  # noqa: S102 - as a kernel imports it
+    assert mod["REFERENCE_FASTER"] == {}
+    assert "call the library there" not in text
+
+
 def test_the_table_of_a_named_study_is_of_its_workload(tmp_path):
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
     _study("a", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
@@ -490,6 +503,30 @@ def test_a_table_of_replays_says_it_is_one_and_how_its_configs_are_ordered(tmp_p
     mod: dict = {}
     exec(compile(text, "table.py", "exec"), mod)  # noqa: S102 - as a kernel imports it
     assert set(mod["TABLE"]) == {(64, 4096, 4096), (4096, 4096, 4096)}
+
+
+NORMS = [{"BLOCK_N": 1024, "ROWS": 1, "num_warps": 4}, {"BLOCK_N": 2048, "ROWS": 2, "num_warps": 8}]
+
+
+def test_a_named_replay_tabulates_the_replays_of_its_own_kernels_table(tmp_path):
+    # every replay study's workload is "replay": --study rms5k took the matmul replay too and
+    # was refused as mixing workloads
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    _replay_study("rms5k", storage, NORMS, {"workload": "rmsnorm", "problem.M": 4096,
+                                            "problem.N": 5120})  # fmt: skip
+    _replay_study("rms8k", storage, NORMS, {"workload": "rmsnorm", "problem.M": 4096,
+                                            "problem.N": 8192})  # fmt: skip
+    _replay_study("mm32", storage, TILES, {"workload": "matmul", "problem.M": 32,
+                                           "problem.N": 4096, "problem.K": 4096})  # fmt: skip
+    named = table_studies(storage, anchor="rms5k")
+    assert [s.study_name for s in named] == ["rms5k", "rms8k"]
+    mod: dict = {}
+    exec(compile(triton_table_export(named, ["M", "N"]), "table.py", "exec"), mod)  # noqa: S102
+    assert set(mod["TABLE"]) == {(4096, 5120), (4096, 8192)}
+    assert [s.study_name for s in table_studies(storage)] == ["mm32"]  # the newest's
+    # --studies and --study together: one was silently ignored
+    with pytest.raises(TritonExportError, match="^--study rms5k: "):
+        table_studies(storage, ["mm32"], anchor="rms5k")
 
 
 def test_a_plain_optuna_study_s_module_says_nothing_it_does_not_know():
