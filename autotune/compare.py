@@ -23,7 +23,7 @@ from typing import Any
 
 import optuna
 
-from autotune.driver.trial_attrs import FINISH, stored_info
+from autotune.driver.trial_attrs import FINISH, is_launched, stored_info, trial_status
 from autotune.replay_info import study_replay
 from autotune.report import _measured
 from autotune.train_export import shown
@@ -66,10 +66,27 @@ def _value_in(study: optuna.Study, params: dict[str, Any]) -> float | None:
                 match[0].values[0])  # fmt: skip
 
 
+def _failed_in(study: optuna.Study, params: dict[str, Any]) -> str | None:
+    """How ``params`` failed where ``study`` ran it and never measured it ("failed
+    (wrong_result)"), or None where it never ran there."""
+    statuses = [trial_status(t) for t in study.get_trials(deepcopy=False)
+                if is_launched(t) and t.params == params and trial_status(t) != "ok"]  # fmt: skip
+    if not statuses:
+        return None
+    return f"failed ({', '.join(dict.fromkeys(statuses))})"
+
+
+def _elsewhere(metric: str, value: float | str) -> str:
+    """A winner's figure in another study (its metric's units), or how it failed there (a
+    status with a control character shown escaped)."""
+    return shown(value) if isinstance(value, str) else readable(metric, value)
+
+
 def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
     """One row per study: its winner's config and value, the keys where the winners differ,
     and ``elsewhere``: the winner's value in each other study (by index) that measured it, in
-    that study's metric (its first objective). A replay's ``device`` is the one its table
+    that study's metric (its first objective), or how it failed in one that ran it and failed
+    (:func:`_failed_in`). A replay's ``device`` is the one its table
     records, and ``replay`` says where its figures come from
     (:func:`autotune.replay_info.replay_info`); None for a sweep that measured."""
     winners = [_winner(s) for s in studies]
@@ -98,6 +115,8 @@ def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
                 if j == i:
                     continue
                 value = _value_in(other, winner.params)
+                if value is None:
+                    value = _failed_in(other, winner.params)
                 if value is not None:
                     row["elsewhere"][str(j)] = value
         rows.append(row)
@@ -174,7 +193,7 @@ def compare_text(rows: list[dict[str, Any]]) -> str:
     for i, r in enumerate(rows):
         where = (
             ", ".join(
-                f"in {shown(rows[int(j)]['study'])}: {readable(rows[int(j)]['metric'], v)}"
+                f"in {shown(rows[int(j)]['study'])}: {_elsewhere(rows[int(j)]['metric'], v)}"
                 for j, v in r["elsewhere"].items()
             )
             or "not measured elsewhere"
@@ -209,7 +228,8 @@ def compare_html(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         where = (
             "; ".join(
-                f"{html.escape(rows[int(j)]['study'])}: {readable(rows[int(j)]['metric'], v)}"
+                f"{html.escape(rows[int(j)]['study'])}: "
+                f"{html.escape(_elsewhere(rows[int(j)]['metric'], v))}"
                 for j, v in r["elsewhere"].items()
             )
             or "-"

@@ -98,6 +98,23 @@ def test_a_winners_value_elsewhere_is_that_studys_finish_median_where_it_re_meas
     assert "129" not in compare_text(rows)
 
 
+def test_a_winner_that_failed_in_another_study_is_said_to_have_failed_there() -> None:
+    # x=2 ran in "m1000" and gave a wrong result: compare said "not measured elsewhere"
+    a = _study("sqlite:///:memory:", "a", {1: (50.0,), 2: (90.0,)})
+    b = _study("sqlite:///:memory:", "m1000", {1: (60.0,)})
+    for status in ("wrong_result", "oom"):  # told as the driver tells a failure: a penalty
+        b.add_trial(optuna.trial.create_trial(
+            params={"x": 2}, distributions={"x": optuna.distributions.IntDistribution(1, 8)},
+            value=0.0, user_attrs={STATUS: status},
+        ))  # fmt: skip
+    rows = compare_studies([a, b])
+    text = compare_text(rows)
+    assert rows[0]["elsewhere"] == {"1": "failed (wrong_result, oom)"}
+    assert "[0] a (toy on cpu): winner trial 1 90.0; in m1000: failed (wrong_result, oom)" in text
+    assert "m1000: failed (wrong_result, oom)" in compare_html(rows)
+    assert "not measured elsewhere" not in text.splitlines()[0]
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
                           text=True, timeout=120)  # fmt: skip
