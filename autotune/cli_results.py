@@ -183,9 +183,7 @@ def _write_listing(content: str | bytes, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(str(content))
         return
-    from autotune.export import write_atomic
-
-    write_atomic(output, content)
+    _write_output(output, content)
     err.print(f"wrote {output}", markup=False)
 
 
@@ -242,7 +240,7 @@ def export(
 ) -> None:
     """Export the best config for the stack that will run it."""
     quiet_libraries()
-    from autotune.export import FORMATS, export_text, write_atomic
+    from autotune.export import FORMATS, export_text
     from autotune.storage import load_study, open_storage
 
     listed = None if studies is None else studies.split(",")
@@ -260,6 +258,7 @@ def export(
     if top is not None and to != "triton":
         raise UsageError(f"--top applies to --to triton, not --to {to}")
     top = top or 5
+    side: Path | None = None  # the notes file this export writes, if any
     if not table and (studies is not None or key != TABLE_KEY):
         raise UsageError(f"{'--studies' if studies is not None else '--key'} applies to --table")
     if table:
@@ -289,14 +288,47 @@ def export(
             err.print(f"not expressed in {to}: {knob}: {note}", markup=False, highlight=False,
                       soft_wrap=True)  # fmt: skip
         if side is not None:
-            write_atomic(side, json.dumps(exported.not_expressed, indent=2) + "\n")
+            text_of_notes = json.dumps(exported.not_expressed, indent=2) + "\n"
+            _write_output(side, text_of_notes, f"--output {output}: its notes file")
     else:
         text = export_text(load_study(open_storage(storage, existing=True), study), to, top, names)
     if output is None:
         sys.stdout.write(text)
     else:
-        write_atomic(output, text)
+        _write_output(output, text)
         err.print(f"wrote {output}", markup=False)
+        if side is None:
+            _remove_stale_notes(output, storage, read)
+
+
+def _write_output(path: Path, content: str | bytes, option: str = "--output") -> None:
+    """Write ``path`` whole (:func:`autotune.export.write_atomic`).
+
+    Raises:
+        UsageError: one line naming ``path`` where it cannot be written or replaced.
+    """
+    from autotune.export import write_atomic
+
+    try:
+        write_atomic(path, content)
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot write there ({exc.strerror or exc})") from None
+
+
+def _remove_stale_notes(output: Path, storage: str, read: list[str | None] | None) -> None:
+    """Remove the notes file an earlier export left beside ``output`` (this one has none, so
+    those notes are not the new file's): that exact name, a file; never a folder, a device's,
+    nor one that :func:`writable_output` refuses to write (a storage's own, a study's input)."""
+    if is_device(output):
+        return
+    old = output.with_name(f"{output.name}.not_expressed.json")
+    if not old.is_file():
+        return
+    try:
+        writable_output(old, f"--output {output}: its notes file", storage, studies=read)
+    except UsageError:
+        return
+    old.unlink(missing_ok=True)
 
 
 def _side_file(output: Path | None, storage: str, read: list[str | None] | None) -> Path | None:

@@ -175,7 +175,10 @@ def _write_atomic(path: Path, text: str | bytes) -> Path:
             f.write(text)
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _naming(exc, path) from None
     try:
         # mkstemp makes the file 0600: give it the mode a plain open() would (0666 less umask)
         umask = os.umask(0)
@@ -186,10 +189,19 @@ def _write_atomic(path: Path, text: str | bytes) -> Path:
             f.flush()
             os.fsync(f.fileno())  # the data is on disk before the name points at it
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename == tmp:  # the rename: the output's fault
+            raise _naming(exc, path) from None
         raise
     return path
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming ``path``, not the temporary file made beside it (a name the user never
+    gave, gone once the write failed)."""
+    exc.filename, exc.filename2 = str(path), None
+    return exc
 
 
 def export_text(

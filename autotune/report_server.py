@@ -69,6 +69,10 @@ class _QuietServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+class ServerStopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM ended the report's server; its text is what the CLI says then."""
+
+
 def serve_report(
     build: Callable[[], str], port: int, on_ready: Callable[[], None] = lambda: None
 ) -> None:
@@ -77,14 +81,17 @@ def serve_report(
     Raises:
         OSError: the port cannot be bound (another server holds it), with the port as its
             ``filename``, which the CLI's one-line error names.
+        ServerStopped: Ctrl-C or SIGTERM stopped the server.
     """
     try:
         server = make_server(build, port)
     except OSError as exc:
         exc.filename = exc.filename or f"--serve {port}"
         raise
-    on_ready()
     try:
+        on_ready()  # a signal right after it has said so stops the server too
         server.serve_forever()
+    except KeyboardInterrupt:
+        raise ServerStopped("report server stopped") from None
     finally:
         server.server_close()

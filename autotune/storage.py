@@ -49,7 +49,8 @@ def open_storage(
     a trial whose driver died on another machine is found stale (see
     :mod:`autotune.driver.liveness`); other storages ignore it. ``existing``: a command that
     only reads (``best``, ``trials``, ``export``, ...) creates no file: a mistyped SQLite or
-    journal path is an error, not a new empty database."""
+    journal path is an error, not a new empty database; nor does it switch a SQLite file to
+    write-ahead logging (:func:`_fast_sqlite`, a sweep's)."""
     if url in ("memory", ":memory:"):
         return optuna.storages.InMemoryStorage()
     shown = redact_url(url)  # what messages show: never the password
@@ -127,7 +128,7 @@ def open_storage(
                 continue
             first = first_line(exc)
             raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
-    if scheme.split("+")[0] == "sqlite":
+    if scheme.split("+")[0] == "sqlite" and not existing:  # a reader keeps the journal mode
         _fast_sqlite(storage)
     return storage
 

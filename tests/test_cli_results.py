@@ -13,10 +13,10 @@ TUNED = {"micro_batch": 4, "precision": "fp16", "loss_scale_init": 1024,
          "optimizer": "foreach", "compile": True}  # fmt: skip
 
 
-def _export_hf(url: str, output: Path | str) -> subprocess.CompletedProcess:
+def _export_hf(url: str, output: Path | str, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "autotune.cli", "export", "--to", "hf", "--storage", url,
-         "--output", str(output)], capture_output=True, text=True, timeout=120,
+         "--output", str(output), *extra], capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 
 
@@ -63,6 +63,23 @@ def test_the_notes_file_is_written_beside_a_regular_output(tmp_path, train_step_
     assert output.exists() and (tmp_path / "args.json.not_expressed.json").is_file()
 
 
+def test_an_export_without_notes_removes_the_notes_file_an_earlier_one_left(
+    tmp_path, train_step_study, one_trial_study
+):
+    # the fresh args.json had nothing unexpressed, but the old notes stayed beside it
+    one_trial_study(train_step_study, "plain", "train-step", PROBLEM,
+                    {"micro_batch": 4, "precision": "bf16"}, "tokens_per_s", 900.0)  # fmt: skip
+    output, side = tmp_path / "args.json", tmp_path / "args.json.not_expressed.json"
+    other = tmp_path / "args.json.notes.txt"  # the user's own: not that side file
+    other.write_text("mine\n")
+    assert _export_hf(train_step_study, output, "--study", "t").returncode == 0
+    assert side.is_file()
+    done = _export_hf(train_step_study, output, "--study", "plain")
+    assert done.returncode == 0, done.stderr
+    assert "not expressed" not in done.stderr
+    assert output.is_file() and not side.exists() and other.read_text() == "mine\n"
+
+
 @pytest.mark.parametrize("listed", ["", "a,,b", ","])
 def test_an_empty_name_in_studies_is_one_line(tmp_path, listed):
     # '' was passed over (every study of the workload tabulated), ',' said "study '' is
@@ -77,3 +94,87 @@ def test_an_empty_name_in_studies_is_one_line(tmp_path, listed):
         done.stderr.strip()
         == f"error: --studies {listed!r}: an empty study name; name them A,B,..."
     )
+
+
+def test_the_reading_commands_leave_a_rollback_journal_database_as_it_was(tmp_path):
+    # each read switched the file to WAL mode (its header changed, -wal and -shm beside it)
+    import hashlib
+
+    import optuna
+
+    path = tmp_path / "plain.db"
+    for name in ("p", "q"):
+        study = optuna.create_study(study_name=name, storage=f"sqlite:///{path}",
+                                    direction="maximize")  # fmt: skip
+        study.optimize(lambda t: t.suggest_float("x", 0.0, 1.0), n_trials=2)
+    before = hashlib.md5(path.read_bytes()).hexdigest()  # noqa: S324 - a checksum, no secret
+    url = f"sqlite:///{path}"
+    for command in (["studies"], ["best"], ["trials"], ["export", "--to", "json"],
+                    ["compare", "p", "q"]):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", *command, "--storage", url],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert hashlib.md5(path.read_bytes()).hexdigest() == before, command  # noqa: S324
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.db"], command
+
+
+def test_export_refuses_study_together_with_studies_in_one_line(tmp_path, one_trial_study):
+    # --studies rms5k --study mm32 tabulated rms5k and passed --study over
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    one_trial_study(url, "a", "matmul", {"M": 32, "N": 32, "K": 32}, {"BLOCK_M": 16}, "tflops", 1.0)
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "export", "--to", "triton", "--table",
+         "--studies", "a", "--study", "a", "--storage", url],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: --study a: ")
+    assert done.stdout == ""
+
+
+@pytest.fixture
+def immutable(tmp_path):
+    """A file that cannot be replaced (``chattr +i``: chmod does not stop root), as a folder
+    that can be written holds it; skipped where that cannot be made."""
+    import os
+    import shutil
+
+    path = tmp_path / "out" / "best.json"
+    path.parent.mkdir()
+    path.write_text("old\n")
+    chattr = shutil.which("chattr")
+    if os.geteuid() != 0 or chattr is None:
+        pytest.skip("chattr +i needs root and chattr")
+    if subprocess.run([chattr, "+i", str(path)], capture_output=True).returncode != 0:
+        pytest.skip("this file system takes no immutable flag")
+    yield path
+    subprocess.run([chattr, "-i", str(path)], check=True)
+
+
+def test_an_output_that_cannot_be_replaced_is_named_not_the_temporary_file(
+    tmp_path, immutable, one_trial_study
+):
+    # the error named the temporary file of the rename: error: .../.best.json.g0cd_42q.tmp: ...
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    for name in ("a", "b"):
+        one_trial_study(url, name, "toy", {}, {"x": 1}, "score", 1.0)
+    runs = {
+        "export": ["export", "--to", "json", "--output", str(immutable)],
+        "trials": ["trials", "--format", "csv", "--output", str(immutable)],
+        "compare": ["compare", "a", "b", "--output", str(immutable)],
+    }
+    for command, args in runs.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", *args, "--storage", url],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert ".tmp" not in done.stderr, done.stderr
+        expected = (f"error: {immutable}: Operation not permitted" if command == "compare"
+                    else f"error: --output {immutable}: cannot write there (Operation not "
+                    "permitted)")  # fmt: skip
+        assert done.stderr.strip().splitlines() == [expected], command
+        assert immutable.read_text() == "old\n"
+        assert [p.name for p in immutable.parent.iterdir()] == ["best.json"]
