@@ -96,7 +96,7 @@ def check_replay_objective(objective: str | None, metric: str | None, maximize: 
         ...
         autotune.setup_error.SetupError: --objective 'ms': a replay tunes --metric tflops ...
     """
-    if not objective:
+    if objective is None:
         return
     name, _, direction = objective.strip().partition(":")
     if name != metric or direction not in ("", "max" if maximize else "min"):

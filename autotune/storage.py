@@ -296,6 +296,8 @@ def study_names(storage: optuna.storages.BaseStorage) -> list[str]:
 
 def load_study(storage: optuna.storages.BaseStorage, name: str | None) -> optuna.Study:
     """Load study ``name``, or the most recently created one when ``name`` is None."""
+    if name is not None and not name.strip():
+        raise StorageError(f"--study {name!r}: a blank name; name a study or leave --study out")
     names = study_names(storage)
     if not names:
         raise StorageError("the storage holds no study yet; run `autotune tune` first")

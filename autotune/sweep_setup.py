@@ -39,7 +39,7 @@ DEFAULT_CPU_JOB_TRIALS = 12
 
 def parse_objectives(text: str | None, defaults: dict[str, str]) -> dict[str, str]:
     """``"tokens_per_s,peak_memory_gb:min"`` -> directions; a bare name takes its default."""
-    if not text:
+    if text is None:
         name, direction = next(iter(defaults.items()))
         return {name: direction}
     chosen: dict[str, str] = {}
@@ -306,6 +306,8 @@ def build_settings(
     """Settings for ``autotune tune``; a stored ``study`` supplies whatever is not given.
     ``slo`` (``--slo``'s limits) also sets the per-request limits of a workload's problem that
     ``--problem`` leaves (:func:`with_slo_limits`)."""
+    if study is not None and not study.strip():  # '' was taken for no --study: a new one
+        raise SetupError(f"--study {study!r}: a blank name; name a study or leave --study out")
     stored = _stored_info(storage, study)
     label = ""
     baseline = None

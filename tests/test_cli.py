@@ -133,6 +133,10 @@ BAD_INPUT = [
     (["tune", "nosuchworkload"], "unknown workload 'nosuchworkload'"),
     (["tune", "matmul", "--sampler", "annealing"], "unknown sampler 'annealing'"),
     (["tune", "matmul", "--objective", "speed"], "unknown metric 'speed'"),
+    # a blank --study or --objective was taken for none: a new study, the default metric
+    (["tune", "faults", "--study", ""], "--study '': a blank name"),
+    (["tune", "faults", "--study", " "], "--study ' ': a blank name"),
+    (["tune", "faults", "--objective", ""], "--objective '': name a metric"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
     (["tune", "matmul", "--trials", "0"], "must be positive"),
     (

@@ -201,3 +201,11 @@ def test_a_sqlite_option_the_driver_drops_is_refused_and_no_file_is_made(
 def test_the_sqlite_options_the_driver_takes_are_kept(tmp_path):
     storage = open_storage(f"sqlite:///{tmp_path / 'a.db'}?timeout=5")
     assert storage.engine.url.query == {"timeout": "5"}
+
+
+def test_a_blank_study_name_is_refused_not_taken_for_the_latest():
+    storage = optuna.storages.InMemoryStorage()
+    optuna.create_study(storage=storage, study_name="s")
+    assert load_study(storage, None).study_name == "s"
+    with pytest.raises(StorageError, match=r"--study '': a blank name"):
+        load_study(storage, "")
