@@ -407,7 +407,7 @@ def _record(
 
     compiled: list[tuple[str, str]] = [("unknown", "")] * len(todo)
     objective_cls = get_objective(workload)
-    if jobs > 1 and hasattr(objective_cls, "prepare") and todo:
+    if jobs > 1 and objective_cls.compiles and todo:  # a workload that compiles nothing: none
         compiled = precompile(workload, problem, todo, jobs)
 
     slot = build_executor(

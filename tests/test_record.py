@@ -429,3 +429,46 @@ def test_an_output_in_a_folder_not_made_yet_is_recorded_there(tmp_path):
     out = tmp_path / "new" / "deeper" / "g.csv"
     assert len(record_grid("faults", {}, space, {}, out, executor="inline")) == 1
     assert out.is_file()
+
+
+COUNTS_ITS_IMPORTS = """
+import os
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+with open(os.environ["IMPORTS_LOG"], "a") as log:
+    log.write(f"{os.getpid()}\\n")
+
+
+class Plain(Objective):
+    name = "plain"
+    space = "plain.yaml"
+    directions = {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = Plain
+"""
+
+
+def test_record_with_jobs_starts_no_compile_processes_for_a_workload_that_compiles_nothing(
+    tmp_path, monkeypatch
+):
+    # every objective has prepare() (the base class's does nothing): --jobs 4 started four
+    # processes that each imported the workload and compiled nothing
+    (tmp_path / "plain.py").write_text(COUNTS_ITS_IMPORTS)
+    (tmp_path / "plain.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 4}\n")
+    log = tmp_path / "imports.log"
+    monkeypatch.setenv("IMPORTS_LOG", str(log))
+    monkeypatch.chdir(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "record", "plain.py", "--output", "g.csv",
+         "--jobs", "2"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    # the command's own process and its one worker: no compile process
+    assert len(set(log.read_text().split())) <= 2
