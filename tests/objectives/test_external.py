@@ -379,12 +379,11 @@ def test_what_a_workload_file_s_child_process_writes_in_the_driver_stays_off_std
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["X"] >= 1, result.stdout
     assert result.stderr.count("NOISE") >= 2
-    # --output naming stdout itself: the export follows the config's JSON there
+    # --output naming stdout itself: the export record alone there, one JSON document
     result = autotune("tune", "noisy.py", "--trials", "3", "--storage", "memory",
                       "--finish-top", "0", "--output", "/dev/stdout", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    config, end = json.JSONDecoder().raw_decode(result.stdout)
-    assert json.loads(result.stdout[end:])["config"] == config
+    assert json.loads(result.stdout)["config"]["X"] >= 1, result.stdout
 
 
 def test_output_on_the_space_file_the_workload_names_is_refused_and_nothing_stored(tmp_path):
