@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 #: the entry-point group an installed package registers its workloads under
 ENTRY_POINT_GROUP = "autotune.workloads"
@@ -80,7 +80,7 @@ def load_external(name: str) -> type[Any]:
         if name not in plugins:
             raise KeyError(name)
         try:
-            with keeps_working_folder():
+            with keeps_working_folder(), _exit_raises():
                 module = importlib.import_module(plugins[name])
         except (Exception, SystemExit) as exc:  # sys.exit() at import too: one line
             raise WorkloadError(f"{name} ({plugins[name]}): {_failure(exc)}") from None
@@ -162,12 +162,29 @@ def _import_file(path: Path) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look the module up
     try:
-        with keeps_working_folder():
+        with keeps_working_folder(), _exit_raises():
             spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:  # sys.exit() at import too: one line
         del sys.modules[module_name]
         raise WorkloadError(f"{path}: {_failure(exc)}") from None
     return module
+
+
+@contextlib.contextmanager
+def _exit_raises() -> Iterator[None]:
+    """Around a workload module's import: ``os._exit(n)`` raises ``SystemExit`` instead, so
+    that it is refused in one line as ``sys.exit()`` is (it ended ``autotune tune`` at once
+    with its code, 0 included: no line, no output file, and a `&& deploy` went ahead)."""
+    real = os._exit
+
+    def refused(code: int) -> NoReturn:
+        raise SystemExit(f"os._exit({code})")
+
+    os._exit = refused
+    try:
+        yield
+    finally:
+        os._exit = real
 
 
 @contextlib.contextmanager

@@ -256,6 +256,8 @@ RAISES = "        raise RuntimeError('no such device here\\nsecond line')\n"
         ("", SCORE, "    def default_config(self):\n        return {}['a']\n",
          "Gen.default_config raised KeyError: 'a'"),
         ("import sys\nsys.exit(4)", SCORE, "", "does not import: SystemExit: 4"),
+        # os._exit(0) ended the command at once with 0: no line, no output, `&& deploy` went on
+        ("import os\nos._exit(0)", SCORE, "", "does not import: SystemExit: os._exit(0)"),
     ],
 )  # fmt: skip
 def test_a_class_that_fails_while_the_sweep_is_set_up_is_one_line_naming_it(
