@@ -311,6 +311,7 @@ def build_settings(
     stored = _stored_info(storage, study)
     label = ""
     baseline = None
+    untuned: dict[str, Any] = {}  # the default's knobs the space does not tune
     key = None
     notes: list[str] = []
     if replay is None and (params or metric or not maximize):
@@ -392,6 +393,7 @@ def build_settings(
                 raise
             except ValueError as exc:
                 raise SetupError(f"--problem: {exc}") from None
+        untuned = {k: v for k, v in (baseline or {}).items() if k not in space_obj.names}
         baseline, outside = _baseline_in_space(baseline, space_obj, problem, device)
         notes += outside
         if objective_cls.measures:
@@ -444,6 +446,7 @@ def build_settings(
         command=command,
         label=label,
         baseline=baseline,
+        untuned=untuned,
         warm_start=warm_start,
         fingerprint=key,
         notes=notes,

@@ -121,3 +121,18 @@ def test_a_whole_number_in_exponent_form_is_an_int_where_the_default_is_one():
     _, _, problem = resolve_workload("matmul", None, {"M": 1e3, "N": 64.0}, device)
     assert problem["M"] == 1000 and type(problem["M"]) is int
     assert type(problem["N"]) is int
+
+
+def test_a_default_outside_the_space_still_says_what_the_untuned_knobs_ran_as(tmp_path):
+    # the space narrowed past the default's x: trial 0 is dropped, and with it the default's
+    # other knobs, which the exports then took as absent (fp32, adamw_torch where the trials
+    # ran bf16 and fused AdamW)
+    workload = _file_workload(tmp_path, DEFAULT % {"x": 8, "y": 2, "opt": "fused"})
+    settings = _settings(tmp_path, workload=workload, trials=1, executor="inline")
+    assert settings.baseline is None and "lies outside" in settings.notes[0]
+    assert settings.untuned == {"opt": "fused"}
+    from autotune.driver import Sweep
+    from autotune.driver.trial_attrs import stored_info
+
+    study = Sweep(settings).run().study
+    assert stored_info(study.user_attrs)["untuned"] == {"opt": "fused"}  # what exports read

@@ -73,6 +73,9 @@ class SweepSettings:
     command: str = ""
     label: str = ""  # shown with every progress line, e.g. "REPLAY of grid.csv"
     baseline: dict[str, Any] | None = None  # the untuned config, measured as trial 0
+    #: the untuned default's knobs the space does not tune, which every trial runs as they
+    #: are (kept where the default itself lies outside the space and has no trial 0)
+    untuned: dict[str, Any] = field(default_factory=dict)
     warm_start: str = "auto"  # "auto" (most similar stored sweep), a study name, or "off"
     fingerprint: dict[str, Any] | None = None  # the tuning cache's key (autotune.tuning_cache)
     #: limits on measured metrics (``--slo ttft_p99_ms=500``): a trial over one is

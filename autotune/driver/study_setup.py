@@ -169,7 +169,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             # the default's knobs the space does not tune: what every trial ran for them
             "untuned": {
                 k: v
-                for k, v in (s.baseline or {}).items()
+                for k, v in {**s.untuned, **(s.baseline or {})}.items()
                 if k not in s.space.names and isinstance(v, str | int | float | bool)
             },
             "objectives": s.objectives,
