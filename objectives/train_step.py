@@ -202,6 +202,12 @@ class TrainStepObjective(Objective):
             raise ValueError("need global_batch > 0, steps > 0 and warmup_steps >= 0")
         if self.world_size < 1:
             raise ValueError(f"world_size must be at least 1, not {self.world_size}")
+        # every trial failed on these (or every config was ruled out), and the sweep ended
+        # "no trial succeeded" with exit 1 instead of naming the value
+        if not float(p["lr"]) > 0:
+            raise ValueError(f"lr={p['lr']} must be positive")
+        if not self.loss_scale_init > 0:
+            raise ValueError(f"loss_scale_init={p['loss_scale_init']} must be positive")
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:

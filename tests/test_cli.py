@@ -137,6 +137,9 @@ BAD_INPUT = [
     (["tune", "faults", "--study", ""], "--study '': a blank name"),
     (["tune", "faults", "--study", " "], "--study ' ': a blank name"),
     (["tune", "faults", "--objective", ""], "--objective '': name a metric"),
+    # every config failed (or was ruled out) on these, and the sweep ended with exit 1
+    (["tune", "train-step", "--problem", "lr=-1"], "--problem: lr=-1 must be positive"),
+    (["tune", "train-step", "--problem", "loss_scale_init=0"], "loss_scale_init=0 must be pos"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
     (["tune", "matmul", "--trials", "0"], "must be positive"),
     (
