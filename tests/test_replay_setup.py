@@ -160,3 +160,15 @@ def test_a_replay_whose_table_changed_is_not_resumed(tmp_path):
     table.write_text("\n".join(rows + rows[1:2]) + "\n")  # one config recorded twice
     with pytest.raises(ValueError, match=r"t.csv: its contents changed since study 's1' read it"):
         Sweep(_settings(url, replay=None, params=None, metric=None, trials=5)).run()
+
+
+def test_a_study_whose_file_is_gone_is_not_resumed(tmp_path):
+    # a serving trace named relative, resumed from another folder (or removed): every trial
+    # of the resume failed crashed in its worker, and the sweep ended 0
+    table = tmp_path / "t.csv"
+    table.write_text(TABLE.read_text())
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    Sweep(_settings(url, replay=table)).run()
+    table.unlink()
+    with pytest.raises(ValueError, match=r"t.csv: study 's1' read this file \(table\), and it is"):
+        Sweep(_settings(url, replay=None, params=None, metric=None, trials=5)).run()

@@ -322,12 +322,21 @@ def _check_files_kept(name: str, info: dict[str, Any], problem: dict[str, Any]) 
     hashes is not checked).
 
     Raises:
-        StudyMismatch: naming the first file whose contents changed.
+        StudyMismatch: naming the first file whose contents changed, or that its path no
+            longer finds (a relative path resumed from another folder, a file removed: every
+            trial of the resume failed ``crashed`` in its worker, and the sweep ended 0).
     """
     stored = info.get("files")
     if not isinstance(stored, dict):
         return
-    for key, digest in _file_digests(problem).items():
+    digests = _file_digests(problem)
+    gone = next((key for key in stored if key in problem and key not in digests), None)
+    if gone is not None:
+        raise StudyMismatch(
+            f"{problem[gone]}: study {name!r} read this file ({gone}), and it is not there "
+            "from here; resume from the folder the study ran in, or put the file back"
+        )
+    for key, digest in digests.items():
         if key in stored and stored[key] != digest:
             raise StudyMismatch(
                 f"{problem[key]}: its contents changed since study {name!r} read it ({key}); "
