@@ -223,6 +223,10 @@ class ServerObjective(Objective):
         p = self.problem
         check_positive(p, (*POISSON_KEYS, "startup_timeout_s", "vocab", "slo_ttft_ms",
                            "slo_tpot_ms"))  # fmt: skip
+        path = str(p.get("health_path", "/health"))
+        if not path.startswith("/") or any(c.isspace() or not c.isprintable() for c in path):
+            raise ValueError(f"health_path={path!r} is no URL path (it starts with / and holds "
+                             "no space): every trial would fail asking it")  # fmt: skip
         #: the requests every trial replays: ``trace=FILE.jsonl``'s, or Poisson arrivals
         self.trace: list[TraceEntry] = problem_trace(p)
 
@@ -250,6 +254,13 @@ class ServerObjective(Objective):
             raise ValueError(f"command={template!r} names {{{unknown[0]}}}, which is neither a "
                              f"parameter of the space ({', '.join(names) or 'none'}), a problem "
                              "value nor {port}")  # fmt: skip
+        # a parameter no placeholder passes on reached no server: its "best" value was noise,
+        # and the exports wrote it as a tuned flag
+        unused = [name for name in names if name not in template_names(template)]
+        if unused:
+            raise ValueError(f"command={template!r} never names {{{unused[0]}}}, a parameter of "
+                             "the space: no trial would pass it to the server; name it in the "
+                             "command or tune a --space without it")  # fmt: skip
 
     def default_config(self) -> dict[str, Any]:
         return {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,

@@ -140,6 +140,8 @@ BAD_INPUT = [
     # every config failed (or was ruled out) on these, and the sweep ended with exit 1
     (["tune", "train-step", "--problem", "lr=-1"], "--problem: lr=-1 must be positive"),
     (["tune", "train-step", "--problem", "loss_scale_init=0"], "loss_scale_init=0 must be pos"),
+    (["tune", "serving", "--problem", "kv_cache_mb=0"], "kv_cache_mb=0 must be above 0"),
+    (["tune", "serving", "--problem", "max_kl=-1"], "max_kl=-1 must be 0 or more"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
     (["tune", "matmul", "--trials", "0"], "must be positive"),
     (

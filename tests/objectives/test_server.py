@@ -147,8 +147,18 @@ def test_a_problem_value_that_must_be_above_zero_is_refused_before_any_trial(val
 def test_conversions_and_format_specs_on_known_names_are_taken(command) -> None:
     # {port!s} and {port:d} were refused as "never names {port}"
     obj = _objective(command=command)
-    obj.check_space(["max_num_seqs"])
+    obj.check_space(["max_num_seqs"] if "max_num_seqs" in command else [])
     assert format_command(command, {"port": 8001, "max_num_seqs": 4})[0] == "srv"
+
+
+def test_a_parameter_the_command_never_passes_or_a_bad_health_path_is_refused() -> None:
+    # the sweep "tuned" max_num_seqs that no server saw and exported its noise winner; a
+    # health path with a space crashed every trial (InvalidURL)
+    obj = _objective(command="srv --port {port} --n {max_num_seqs}")
+    with pytest.raises(ValueError, match=r"never names \{block_size\}, a parameter of the sp"):
+        obj.check_space(["max_num_seqs", "block_size"])
+    with pytest.raises(ValueError, match=r"health_path='/he alth' is no URL path"):
+        _objective(health_path="/he alth")
 
 
 def test_a_placeholder_no_parameter_or_problem_value_fills_is_refused_naming_it() -> None:
