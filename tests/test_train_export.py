@@ -229,6 +229,13 @@ def test_accelerate_says_fp16s_first_loss_scale():
     assert out.not_expressed["loss_scale_init"].startswith("1024: GradScaler(init_scale")
 
 
+@pytest.mark.parametrize("target", ["hf", "accelerate"])
+def test_a_loss_scale_that_is_the_scaler_s_own_default_needs_no_note(target):
+    # every fp16 export said to set 2^16, the value the scaler starts at anyway
+    out = training_export(_record(loss_scale_init=65536.0), target)
+    assert "loss_scale_init" not in out.not_expressed
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize(
     ("knob", "value"), [("attention_backend", "weird"), ("attention_backend", "paged"),
