@@ -248,7 +248,7 @@ def tune(
 
     finishing = get_objective(settings.workload).measures and len(settings.objectives) == 1
     # the time budget holds the finish's estimated time back: it bounds the whole run
-    settings.finish_top = finish_top if finishing and finish_top > 1 else 0
+    settings.finish_top = finish_top if finishing else 0
     settings.slo = limits
     settings.finish_rounds = finish_rounds
     from autotune.driver.executor_choice import command_session

@@ -845,3 +845,16 @@ def test_resuming_a_study_whose_workload_file_is_gone_is_one_line(tmp_path):
     lines = [line for line in resumed.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and f"its workload file {tmp_path / 'steady.py'} is gone" in lines[0]
     assert len(optuna.load_study(study_name="s", storage=url).trials) == 2  # nothing lost
+
+
+def test_finish_top_1_re_measures_the_best_config_it_is_not_off(tmp_path):
+    # --finish-top 1 turned the finish off without a word (only 0 is documented as off)
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    result = autotune("tune", "faults", "--trials", "4", "--finish-top", "1", "--executor",
+                      "inline", "--storage", url, "--study", "f", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "finish: the top configs" in result.stderr
+    finish = optuna.load_study(study_name="f", storage=url).user_attrs["finish"]
+    assert finish["rows"] and finish["rows"][0]["trial"] is not None
