@@ -852,8 +852,11 @@ def test_finish_top_1_re_measures_the_best_config_it_is_not_off(tmp_path):
     import optuna
 
     url = f"sqlite:///{tmp_path / 'f.db'}"
-    result = autotune("tune", "faults", "--trials", "4", "--finish-top", "1", "--executor",
-                      "inline", "--storage", url, "--study", "f", cwd=tmp_path)  # fmt: skip
+    (tmp_path / "ok.yaml").write_text("parameters:\n  fault: {type: categorical, choices: [none]}"
+                                      "\n  score: {type: float, low: 0, high: 1}\n")  # fmt: skip
+    result = autotune("tune", "faults", "--space", "ok.yaml", "--trials", "4", "--finish-top",
+                      "1", "--executor", "inline", "--storage", url, "--study", "f",
+                      cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "finish: the top configs" in result.stderr
     finish = optuna.load_study(study_name="f", storage=url).user_attrs["finish"]
