@@ -154,21 +154,23 @@ def test_a_column_named_twice_is_refused_and_a_whole_number_past_64_bits_stays_a
     assert list(load_table(str(trailing))["a"]) == [1, 2]
 
 
-def test_a_row_past_the_header_or_a_blank_or_unknown_state_is_refused_naming_its_line(tmp_path):
-    # pandas dropped a first row's extra field without a word (a later row's it refused), and a
-    # blank status beside an unknown one ended in a TypeError traceback
-    ragged = tmp_path / "ragged.csv"
-    ragged.write_text("a,b,score\n1,x,0.5,7\n2,y,9\n")
-    with pytest.raises(SpaceError, match=r"ragged.csv: line 2: 4 fields, the header names 3"):
-        load_table(str(ragged))
-    states = tmp_path / "states.csv"
-    states.write_text("a,score,status\n1,1,ok\n2,2,weird\n4,3,\n")
-    with pytest.raises(SpaceError, match=r"states.csv: line 3: column 'status': unknown state"):
-        load_table(str(states))
-    blank = tmp_path / "blank.csv"
-    blank.write_text("a,score,status\n1,1,ok\n4,3,\n")
-    with pytest.raises(SpaceError, match=r"blank.csv: line 3: column 'status' is blank"):
-        load_table(str(blank))
+# pandas dropped a first row's extra field without a word (a later row's it refused), and a
+# blank status beside an unknown one ended in a TypeError traceback
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a,b,score\n1,x,0.5,7\n2,y,9\n", r"line 2: 4 fields, the header names 3"),
+        ("a,score,status\n1,1,ok\n2,2,weird\n4,3,\n", r"line 3: column 'status': unknown state"),
+        ("a,score,status\n1,1,ok\n4,3,\n", r"line 3: column 'status' is blank"),
+    ],
+)
+def test_a_row_past_the_header_or_a_blank_or_unknown_state_is_refused_naming_its_line(
+    tmp_path, text, message
+):
+    table = tmp_path / "t.csv"
+    table.write_text(text)
+    with pytest.raises(SpaceError, match=rf"t.csv: {message}"):
+        load_table(str(table))
 
 
 def test_words_that_look_like_numbers_replay_as_written(tmp_path):
