@@ -24,8 +24,6 @@ from typing import Any
 from autotune.space import Space
 
 _RANDOM_ATTEMPTS = 200
-#: configs of a discrete space listed to find an unvisited one where random draws found none
-_LISTED = 50_000
 
 
 def config_key(config: Mapping[str, Any]) -> tuple:
@@ -91,7 +89,9 @@ def unvisited_config(
         candidate = _complete(space, {}, rng, problem, device)
         if fresh(candidate):
             return candidate
-    if all(p.discrete for p in space.params) and space.grid_size() <= _LISTED:
+    from autotune.driver.enumeration import is_enumerable  # (it imports this module)
+
+    if is_enumerable(space):
         # few configs of the product pass (a sparse replay table's rows): draws miss them all,
         # and the space was taken as measured completely after 2 trials of 40
         left = [c for c in space.grid(problem, device) if config_key(c) not in visited]
