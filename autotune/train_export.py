@@ -236,6 +236,11 @@ def _loss_scale(config: dict[str, Any]) -> float:
     return positive("loss_scale_init", config.get("loss_scale_init", 2.0**16), TrainExportError)
 
 
+def _loss_scale_set(config: dict[str, Any]) -> bool:
+    """Whether the config sets fp16's first loss scale to other than the scalers' own 2^16."""
+    return "loss_scale_init" in config and _loss_scale(config) != 2.0**16
+
+
 def data_parallel(record: dict[str, Any]) -> int:
     """How many processes shared out the global batch (all but under tensor parallel)."""
     layout = ran_config(record).get("layout", "single")
@@ -335,7 +340,7 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
             f"{world_size(record)}" + ("; tensor parallel is the model's own tp_plan, not a "
                                         "TrainingArguments field" if layout == "tp" else "")
         )  # fmt: skip
-    if precision == "fp16" and "loss_scale_init" in config and _loss_scale(config) != 2.0**16:
+    if precision == "fp16" and _loss_scale_set(config):
         notes["loss_scale_init"] = (
             f"{_loss_scale(config):g}: Hugging Face's GradScaler starts at 2^16; set "
             "init_scale on the Trainer's accelerator scaler to match"
@@ -387,7 +392,7 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
         notes["activation_checkpointing"] = "model.gradient_checkpointing_enable()"
     if precision == "tf32":
         notes["precision"] = "tf32: torch.backends.cuda.matmul.allow_tf32 = True"
-    if precision == "fp16" and "loss_scale_init" in config and _loss_scale(config) != 2.0**16:
+    if precision == "fp16" and _loss_scale_set(config):
         notes["loss_scale_init"] = (
             f"{_loss_scale(config):g}: GradScaler(init_scale=...) through "
             "Accelerator(kwargs_handlers=[GradScalerKwargs(init_scale=...)])"
