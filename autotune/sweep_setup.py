@@ -43,8 +43,13 @@ def parse_objectives(text: str | None, defaults: dict[str, str]) -> dict[str, st
         name, direction = next(iter(defaults.items()))
         return {name: direction}
     chosen: dict[str, str] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, _, direction = part.partition(":")
+    parts = [p.strip() for p in text.split(",")]
+    if any(not part for part in parts) and any(parts):
+        raise SetupError(f"--objective {text!r}: an empty metric between commas")
+    for part in filter(None, parts):
+        name, colon, direction = (piece.strip() for piece in part.partition(":"))
+        if colon and not direction:
+            raise SetupError(f"--objective: {part!r}: no direction after ':' (max or min)")
         direction = {"max": "maximize", "min": "minimize", "": defaults.get(name, "")}.get(
             direction, direction
         )

@@ -136,3 +136,19 @@ def test_a_default_outside_the_space_still_says_what_the_untuned_knobs_ran_as(tm
 
     study = Sweep(settings).run().study
     assert stored_info(study.user_attrs)["untuned"] == {"opt": "fused"}  # what exports read
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("tflops:", "'tflops:': no direction after ':'"),
+     ("tflops: ", "no direction after ':'"),
+     (",tflops", "an empty metric between commas"),
+     ("tflops,,ms", "an empty metric between commas"),
+     ("tflops,", "an empty metric between commas")],
+)  # fmt: skip
+def test_an_objective_with_an_empty_part_is_refused_not_read_as_the_default(text, says):
+    from autotune.sweep_setup import parse_objectives
+
+    with pytest.raises(SetupError, match=says):
+        parse_objectives(text, {"tflops": "maximize", "ms": "minimize"})
+    assert parse_objectives(" tflops : max ", {"tflops": "maximize"}) == {"tflops": "maximize"}
