@@ -26,6 +26,7 @@ from autotune.cli_options import (
     StorageOption,
     TimeoutOption,
     out,
+    output_file,
     quiet_libraries,
 )
 from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for callers
@@ -114,7 +115,8 @@ def tune(
     study: Annotated[str | None, typer.Option(help="Study name; an existing one resumes.")] = None,
     trial_timeout: TimeoutOption = None,
     output: Annotated[
-        Path | None, typer.Option(help="Write the best config here (JSON/YAML).")
+        Path | None,
+        typer.Option(parser=output_file, help="Write the best config here (JSON/YAML)."),
     ] = None,
     device: DeviceOption = "auto",
     replay: Annotated[
@@ -379,7 +381,9 @@ cli_results.register(app)
 @one_line_errors
 def record(
     workload: Annotated[str, typer.Argument(help="A workload (autotune workloads) or a FILE.py.")],
-    output: Annotated[Path, typer.Option(help="CSV to write (resumes if it exists).")],
+    output: Annotated[
+        Path, typer.Option(parser=output_file, help="CSV to write (resumes if it exists).")
+    ],
     space: SpaceOption = None,
     problem: ProblemOption = [],  # noqa: B006
     limit: Annotated[

@@ -8,7 +8,9 @@ Example:
 
 from __future__ import annotations
 
+import os
 import warnings
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -26,6 +28,24 @@ def quiet_libraries() -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def output_file(text: str | Path) -> Path:
+    """An ``--output`` value as a path. One ending in a slash names a folder: refused here,
+    before ``Path`` drops the slash and the command writes a file of the folder's name.
+
+    Example:
+        >>> output_file("runs/best.json")
+        PosixPath('runs/best.json')
+        >>> output_file("runs/")
+        Traceback (most recent call last):
+        ...
+        ...BadParameter: 'runs/' names a folder; name a file in it
+    """
+    name = os.fspath(text)
+    if name.endswith(("/", os.sep)):
+        raise typer.BadParameter(f"{name!r} names a folder; name a file in it")
+    return Path(name)
 
 
 # Options shared by several commands.

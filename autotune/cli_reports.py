@@ -20,14 +20,22 @@ from autotune.cli_parsing import UsageError, writable_output
 def register(app: typer.Typer) -> None:
     """Add ``report`` and ``compare`` to ``app`` (the CLI's, as it runs)."""
     from autotune.cli_errors import err, one_line_errors
-    from autotune.cli_options import DEFAULT_STORAGE, StorageOption, StudyOption, quiet_libraries
+    from autotune.cli_options import (
+        DEFAULT_STORAGE,
+        StorageOption,
+        StudyOption,
+        output_file,
+        quiet_libraries,
+    )
 
     @app.command()
     @one_line_errors
     def report(
         storage: StorageOption = DEFAULT_STORAGE,
         study: StudyOption = None,
-        output: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("report.html"),
+        output: Annotated[
+            Path, typer.Option(parser=output_file, help="The HTML file to write.")
+        ] = Path("report.html"),
         serve: Annotated[
             int | None,
             typer.Option(
@@ -67,7 +75,9 @@ def register(app: typer.Typer) -> None:
     def compare(
         studies: Annotated[list[str], typer.Argument(help="Two or more stored studies.")],
         storage: StorageOption = DEFAULT_STORAGE,
-        output: Annotated[Path | None, typer.Option(help="An HTML file (else text).")] = None,
+        output: Annotated[
+            Path | None, typer.Option(parser=output_file, help="An HTML file (else text).")
+        ] = None,
     ) -> None:
         """Sweeps side by side: winners, how their configs differ, each winner elsewhere."""
         quiet_libraries()

@@ -19,7 +19,14 @@ from rich.console import Console
 from rich.table import Table
 
 from autotune.cli_errors import err, one_line_errors
-from autotune.cli_options import DEFAULT_STORAGE, StorageOption, StudyOption, out, quiet_libraries
+from autotune.cli_options import (
+    DEFAULT_STORAGE,
+    StorageOption,
+    StudyOption,
+    out,
+    output_file,
+    quiet_libraries,
+)
 from autotune.cli_parsing import UsageError, _parse_rename, is_device, writable_output
 from autotune.cli_stdout import names_stdout, result_stream, write_result
 from autotune.serving_export import TARGETS as SERVING_TARGETS
@@ -98,7 +105,8 @@ def trials(
     study: StudyOption = None,
     format: Annotated[str, typer.Option(help="table, csv, parquet or html.")] = "table",  # noqa: A002
     output: Annotated[
-        Path | None, typer.Option(help="File for csv/parquet/html (csv, html: stdout).")
+        Path | None,
+        typer.Option(parser=output_file, help="File for csv/parquet/html (csv, html: stdout)."),
     ] = None,
     all_trials: Annotated[
         bool, typer.Option("--all", help="Table: include configs rejected by constraints.")
@@ -212,7 +220,9 @@ def export(
     ] = "json",
     storage: StorageOption = DEFAULT_STORAGE,
     study: StudyOption = None,
-    output: Annotated[Path | None, typer.Option(help="File to write (default: stdout).")] = None,
+    output: Annotated[
+        Path | None, typer.Option(parser=output_file, help="File to write (default: stdout).")
+    ] = None,
     top: Annotated[
         int | None, typer.Option(min=1, help="With --to triton: how many configs (default 5).")
     ] = None,

@@ -351,6 +351,9 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
         (("tune", *replay, "--trials", "2", *stored, "--output", "/proc/nope/b.json"),
          "--output /proc/nope/b.json: cannot write there"),
         (("export", *stored, "--output", str(folder)), "is a folder; name a file"),
+        (("tune", *replay, "--trials", "2", *stored, "--output", f"{tmp_path}/newdir/"),
+         "newdir/' names a folder; name a file in it"),
+        (("report", *stored, "--output", f"{tmp_path}/newdir/"), "names a folder"),
         (("trials", *stored, "--format", "csv", "--output", "/proc/nope/t.csv"),
          "cannot write there"),
         (("export", "--to", "xml", *stored), "--to xml: unknown target; choose one of json, "
@@ -414,6 +417,7 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "s3cret" not in done.stderr
     assert not (tmp_path / "typo.db").exists()
+    assert not (tmp_path / "newdir").exists()
     assert autotune(*listing).stdout == before
     assert "m" not in autotune("studies", "--storage", url).stdout.split()
 
