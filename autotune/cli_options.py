@@ -37,10 +37,10 @@ def output_file(text: str | Path) -> Path:
     Example:
         >>> output_file("runs/best.json")
         PosixPath('runs/best.json')
-        >>> output_file("runs/")
+        >>> output_file("runs/")  # doctest: +IGNORE_EXCEPTION_DETAIL
         Traceback (most recent call last):
         ...
-        ...BadParameter: 'runs/' names a folder; name a file in it
+        click.exceptions.BadParameter: 'runs/' names a folder; name a file in it
     """
     name = os.fspath(text)
     if name.endswith(("/", os.sep)):
