@@ -36,6 +36,22 @@ def failures_text(counts: Counter) -> str:
     return text
 
 
+
+def clipped(text: str, width: int) -> str:
+    """``text`` on one progress line: its first line, cut to ``width`` characters with an
+    ellipsis where anything was left out.
+
+    Example:
+        >>> clipped("crashed: CUDA error: an illegal memory access", 20)
+        'crashed: CUDA error…'
+        >>> clipped("oom: 2 GiB", 20)
+        'oom: 2 GiB'
+    """
+    first, *rest = text.splitlines() or [""]
+    if len(first) <= width and not rest:
+        return first
+    return first[: width - 1].rstrip() + "…"
+
 class ProgressDisplay(SweepObserver):
     """Prints a sweep's progress to ``console`` (stderr by default)."""
 
@@ -119,7 +135,7 @@ class ProgressDisplay(SweepObserver):
                 named(n, v) for n, v in zip(self._objectives, record.values, strict=True)
             )
         else:
-            outcome = f"{record.status}: {record.reason}"[:100]
+            outcome = clipped(f"{record.status}: {record.reason}", 100)
         total = f"/{self._total}" if self._total is not None else ""
         where = f" ({record.worker})" if record.worker else ""
         if record.origin:
@@ -139,7 +155,7 @@ class ProgressDisplay(SweepObserver):
         in_flight = f", up to {slots} at a time" if slots > 1 else ""
         self.console.print(
             f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
-            f"(stopped by {summary.stopped_by}); {summary.trials_total} stored in study "
+            f"(stopped by {summary.stopped_by}); {summary.trials_total} launched in study "
             f"{summary.study_name}; {failures_text(summary.failures)}; "
             f"search overhead {summary.search_overhead:.1%} of the slots' wall time "
             f"(the sampler's {summary.sampler_share:.1%} runs while trials measure); "

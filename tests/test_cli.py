@@ -324,7 +324,7 @@ def test_a_resumed_sweep_refuses_other_objectives_rather_than_ignoring_them(tmp_
         other.stderr
     )
     same = autotune("tune", "--study", "f", "--objective", "score", "--trials", "2", *sweep)
-    assert same.returncode == 0 and "2 stored in study f" in same.stderr, same.stderr
+    assert same.returncode == 0 and "2 launched in study f" in same.stderr, same.stderr
 
 
 def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_table):

@@ -47,3 +47,26 @@ def test_the_header_shows_the_slots_the_executor_holds_not_only_those_asked(
         settings, optuna.create_study(), 0, capacity
     )
     assert f"executor ray{says}" in out.getvalue()
+
+
+def test_a_long_reason_is_cut_with_an_ellipsis_on_its_one_line():
+    # a reason past 100 characters was cut mid-word with nothing to say more was left out
+    from autotune.driver.settings import SweepSettings, TrialRecord
+    from autotune.space import Param, Space
+
+    settings = SweepSettings(
+        workload="faults", problem={}, space=Space("s", [Param("x", "int", low=1, high=2)]),
+        objectives={"score": "maximize"}, n_trials=3,
+    )  # fmt: skip
+    out = io.StringIO()
+    display = ProgressDisplay(Console(file=out, width=400))
+    study = optuna.create_study()
+    display.on_start(settings, study, 0, 1)
+    reason = "CUDA error: an illegal memory access was encountered " * 4
+    record = TrialRecord(number=0, status="crashed", reason=reason, config={"x": 1},
+                         values=None, duration_s=0.1)  # fmt: skip
+    display.on_trial(record, study, Counter(crashed=1))
+    line = out.getvalue().splitlines()[-1]
+    outcome = line.split(" #0 ", 1)[1].split(" | ", 1)[0]
+    assert outcome.startswith("crashed: CUDA error") and outcome.endswith("…")
+    assert 90 < len(outcome) <= 100

@@ -120,7 +120,7 @@ class SweepSummary:
     study: optuna.Study
     study_name: str
     trials_run: int
-    trials_total: int
+    trials_total: int  # the study's launched trials, by any driver (not interrupted ones)
     failures: Counter
     best: list[optuna.trial.FrozenTrial]
     stopped_by: str
