@@ -36,7 +36,6 @@ def failures_text(counts: Counter) -> str:
     return text
 
 
-
 def clipped(text: str, width: int) -> str:
     """``text`` on one progress line: its first line, cut to ``width`` characters with an
     ellipsis where anything was left out.
@@ -51,6 +50,7 @@ def clipped(text: str, width: int) -> str:
     if len(first) <= width and not rest:
         return first
     return first[: width - 1].rstrip() + "…"
+
 
 class ProgressDisplay(SweepObserver):
     """Prints a sweep's progress to ``console`` (stderr by default)."""
