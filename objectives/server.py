@@ -23,6 +23,7 @@ workload's.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import random
@@ -34,7 +35,7 @@ import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialFailure, TrialTimeout
@@ -55,6 +56,7 @@ from autotune.objectives.serving_trace import (
     without_poisson_keys,
 )
 from autotune.objectives.train_parallel import free_port
+from autotune.redact import redact, secrets_in
 
 #: the project's engine behind its OpenAI-compatible server: what a sweep runs by default
 ENGINE_COMMAND = (
@@ -270,14 +272,17 @@ class ServerObjective(Objective):
         p = self.problem
         port = free_port()
         argv = format_command(str(p["command"]), {**p, **config, "port": port})
-        with tempfile.TemporaryFile(mode="w+") as log, running(argv, log) as proc:
-            self._wait_healthy(proc, port, log)
-            started = time.perf_counter()
-            results = self._replay(port, api_key(argv))
-            wall = time.perf_counter() - started
-        failed = [r["error"] for r in results if "error" in r]
-        if failed and len(failed) == len(results):  # a server that answers but serves nothing
-            raise Crashed(f"{len(failed)}/{len(results)} requests failed: {failed[0]}")
+        # the template's own passwords are known to the driver; one filled in from a
+        # placeholder (--api-key sk-{port}) is known only here, in this trial's command line
+        with _passwords_left_out(secrets_in(shlex.join(argv))):
+            with tempfile.TemporaryFile(mode="w+") as log, running(argv, log) as proc:
+                self._wait_healthy(proc, port, log)
+                started = time.perf_counter()
+                results = self._replay(port, api_key(argv))
+                wall = time.perf_counter() - started
+            failed = [r["error"] for r in results if "error" in r]
+            if failed and len(failed) == len(results):  # answers, but serves nothing
+                raise Crashed(f"{len(failed)}/{len(results)} requests failed: {failed[0]}")
         metrics = summarise(results, wall, float(p["slo_ttft_ms"]), float(p["slo_tpot_ms"]))
         report(0, metrics["goodput_tok_s"])
         values = {"goodput_tok_s": metrics.pop("goodput_tok_s")}
@@ -425,6 +430,28 @@ def summarise(
         "requests": len(results),
         "errors": sum("error" in r for r in results),
     }
+
+
+@contextlib.contextmanager
+def _passwords_left_out(secrets: frozenset[str]) -> Iterator[None]:
+    """A trial failure raised inside, of the same kind, with ``secrets`` left out of its
+    reason (a server that echoes its command line or a refused key).
+
+    Example:
+        >>> with _passwords_left_out(frozenset({"sk-8123"})):
+        ...     raise Crashed("key sk-8123 refused")
+        Traceback (most recent call last):
+        ...
+        autotune.failures.Crashed: key *** refused
+    """
+    try:
+        yield
+    except TrialFailure as exc:
+        text = str(exc)
+        clean = redact(text, secrets)
+        if clean == text:
+            raise
+        raise type(exc)(clean) from None
 
 
 def _startup_failure(code: int, log: Any) -> TrialFailure:

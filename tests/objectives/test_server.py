@@ -207,6 +207,17 @@ def test_a_server_started_with_an_api_key_is_sent_it_on_every_request() -> None:
     assert out["error"].startswith("HTTP 401 Unauthorized")
 
 
+def test_a_key_filled_in_from_a_placeholder_stays_out_of_the_failures_reason() -> None:
+    # the driver blanks the template's own passwords; 'sk-{port}-live' is known only once
+    # filled in, and a server that echoed it put the live key in the stored reason
+    script = "import sys; print('refused key', sys.argv[4]); sys.exit(3)"
+    command = f"{sys.executable} -c {script!r} --port {{port}} --api-key sk-{{port}}-live"
+    obj = _objective(command=command)
+    with pytest.raises(Crashed, match=r"exited with code 3 before it was healthy") as failed:
+        obj.evaluate({})
+    assert "refused key ***" in str(failed.value) and "-live" not in str(failed.value)
+
+
 def test_a_trace_file_is_replayed_by_the_server_workload(tmp_path) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 3}\n'
