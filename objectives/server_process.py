@@ -20,9 +20,11 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO
 
 from autotune.failures import Crashed
+from autotune.objectives import server_watchdog
 
 
 @contextlib.contextmanager
@@ -36,6 +38,9 @@ def running(argv: list[str], log: IO[str], grace_s: float = 10.0) -> Iterator[su
 
     Example: the module's.
     """
+    # a server whose trial was killed is being stopped by its watchdog: wait for it, or its
+    # port and GPU memory are still held while this one starts (and fails, or OOMs)
+    server_watchdog.await_leftovers(grace_s + 1.0)
     try:
         watchdog = GroupWatchdog(grace_s)
     except OSError as exc:
@@ -47,6 +52,7 @@ def running(argv: list[str], log: IO[str], grace_s: float = 10.0) -> Iterator[su
         watchdog.release()
         raise Crashed(f"the server command cannot start: {exc}") from None
     watchdog.watch(proc.pid)
+    note = _note(proc.pid)
     try:
         yield proc
     finally:
@@ -54,60 +60,19 @@ def running(argv: list[str], log: IO[str], grace_s: float = 10.0) -> Iterator[su
             stop(proc, grace_s)
         finally:
             watchdog.release()
+            if note is not None:
+                with contextlib.suppress(OSError):
+                    note.unlink()
 
 
-#: The watchdog's program (``python -I -S -c``: no site, no project imports, started in
-#: milliseconds). It reads its pipe until the pipe closes. The pipe's one write end is the
-#: trial's, so it closes when the trial's process ends, whatever ends it. If the trial wrote
-#: ``done`` (it stopped the group itself), nothing is left to do; else the group the trial named
-#: gets SIGTERM, then SIGKILL once ``grace`` seconds pass with a process of it still alive
-#: (zombies, which a container's init may never reap, hold no port and do not count), and the
-#: watchdog exits. It has a session of its own: a signal to the trial's process group, or the
-#: terminal's Ctrl-C, does not reach it.
-_WATCHDOG = r"""# autotune: the server watchdog (objectives/server_process.py)
-import os, signal, sys, time
-
-fd, grace = int(sys.argv[1]), float(sys.argv[2])
-said = b""
-while chunk := os.read(fd, 4096):
-    said += chunk
-words = said.split()
-if not words or words[-1] == b"done":
-    sys.exit(0)
-group = int(words[0])
-
-
-def alive():
+def _note(group: int) -> Path | None:
+    """The running server's note (:func:`~autotune.objectives.server_watchdog.note_server`),
+    or None where none can be left (no writable temp folder): only the wait of a later
+    trial is lost then."""
     try:
-        os.killpg(group, 0)
+        return server_watchdog.note_server(group)
     except OSError:
-        return False
-    try:
-        pids = [name for name in os.listdir("/proc") if name.isdigit()]
-    except OSError:
-        return True  # no /proc: the group exists, zombies or not
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        if fields and fields[0] != b"Z" and int(fields[2]) == group:
-            return True
-    return False
-
-
-for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, 1.0)):
-    if not alive():
-        break
-    try:
-        os.killpg(group, sig)
-    except OSError:
-        break
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and alive():
-        time.sleep(0.05)
-"""
+        return None
 
 
 class GroupWatchdog:
@@ -127,7 +92,7 @@ class GroupWatchdog:
         read, self._write = os.pipe()  # the write end stays this process's (not inheritable)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(read), str(grace_s)],
+                [sys.executable, "-I", "-S", server_watchdog.__file__, str(read), str(grace_s)],
                 pass_fds=(read,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True,
             )  # fmt: skip

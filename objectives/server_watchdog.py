@@ -1,0 +1,147 @@
+"""The server watchdog's program, and what it shares with the trials: whether a process
+group still has a live process (:func:`group_alive`), and the note each running server
+leaves (:func:`note_server`) so that the next trial waits for a server whose trial was
+killed (:func:`await_leftovers`) rather than starting its own beside it.
+
+The program runs as ``python -I -S server_watchdog.py FD GRACE`` (no site, no project
+imports: the standard library alone, started in milliseconds). It reads its pipe until the
+pipe closes. The pipe's one write end is the trial's, so it closes when the trial's process
+ends, whatever ends it. If the trial wrote ``done`` (it stopped the group itself), nothing is
+left to do; else the group the trial named gets SIGTERM, then SIGKILL once ``GRACE`` seconds
+pass with a process of it still alive, and the watchdog removes the server's note and
+exits. It has a session of its own: a signal to the trial's process group, or the terminal's
+Ctrl-C, does not reach it.
+
+Example:
+    >>> import subprocess
+    >>> group = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    >>> group_alive(group.pid)
+    True
+    >>> group.kill(); _ = group.wait()
+    >>> group_alive(group.pid)
+    False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _running_in(group: int | None, pid: int | None = None) -> bool:
+    """Whether a process of ``group`` (or process ``pid``) runs: zombies, which a
+    container's init may never reap, hold no port and no memory and do not count."""
+    try:
+        if group is not None:
+            os.killpg(group, 0)
+        else:
+            os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        pids = [pid] if group is None else [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return True  # no /proc: the group exists, zombies or not
+    for each in pids:
+        try:
+            with open(f"/proc/{each}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if fields and fields[0] != b"Z" and (group is None or int(fields[2]) == group):
+            return True
+    return False
+
+
+def group_alive(group: int) -> bool:
+    """Whether process group ``group`` has a process that is not a zombie."""
+    return _running_in(group)
+
+
+def stop_group(group: int, grace_s: float) -> None:
+    """SIGTERM to ``group``, then SIGKILL once ``grace_s`` pass with a process of it alive;
+    returns when none is (or one second after the SIGKILL)."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 1.0)):
+        if not group_alive(group):
+            return
+        try:
+            os.killpg(group, sig)
+        except OSError:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and group_alive(group):
+            time.sleep(0.05)
+
+
+def notes_folder() -> Path:
+    """Where each running server's note lies: one file a group, named by it, holding the pid
+    of the trial's process that started it."""
+    return Path(tempfile.gettempdir()) / f"autotune-servers-{os.getuid()}"
+
+
+def note_server(group: int) -> Path:
+    """Leave a note that this process runs server group ``group``; returns its path."""
+    folder = notes_folder()
+    folder.mkdir(mode=0o700, exist_ok=True)
+    note = folder / str(group)
+    note.write_text(str(os.getpid()))
+    return note
+
+
+def await_leftovers(grace_s: float) -> list[int]:
+    """Wait for the server groups whose trial's process is gone (a trial killed at its
+    timeout: its watchdog is stopping them), SIGKILL any still alive after ``grace_s``, and
+    remove their notes; returns those groups. A server whose trial runs (another worker's)
+    is left alone.
+
+    Example:
+        >>> await_leftovers(1.0) == [] or True
+        True
+    """
+    try:
+        notes = list(notes_folder().iterdir())
+    except OSError:
+        return []
+    left: list[int] = []
+    for note in notes:
+        try:
+            group, owner = int(note.name), int(note.read_text() or 0)
+        except (OSError, ValueError):
+            continue
+        if owner and owner != os.getpid() and _running_in(None, owner):
+            continue
+        if group_alive(group):
+            left.append(group)
+            deadline = time.monotonic() + grace_s
+            while time.monotonic() < deadline and group_alive(group):
+                time.sleep(0.05)
+            with contextlib.suppress(OSError):
+                os.killpg(group, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            note.unlink()
+    return left
+
+
+def main(argv: list[str]) -> int:
+    """The watchdog: ``FD GRACE`` (the module's docstring says what it does)."""
+    fd, grace = int(argv[0]), float(argv[1])
+    said = b""
+    while chunk := os.read(fd, 4096):
+        said += chunk
+    words = said.split()
+    if not words or words[-1] == b"done":
+        return 0
+    group = int(words[0])
+    stop_group(group, grace)
+    with contextlib.suppress(OSError):
+        (notes_folder() / str(group)).unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
