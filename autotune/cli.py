@@ -40,13 +40,14 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
 )
 from autotune.cli_results import print_best
 from autotune.cli_stdout import result_only
+from autotune.process_end import end_process, process_started
 from autotune.redact import redact, redact_url
 from autotune.units import readable
 
-#: When this command started (the module is imported first thing, after typer and rich):
-#: ``--time-budget`` counts from here, so the heavy imports, the space's enumeration and the
+#: When this command's process started (:func:`process_started`): ``--time-budget`` counts
+#: from here, so the interpreter's start, the heavy imports, the space's enumeration and the
 #: storage's set-up are inside it.
-COMMAND_STARTED = time.monotonic()
+COMMAND_STARTED = process_started()
 
 app = typer.Typer(
     add_completion=False,
@@ -482,16 +483,16 @@ def main() -> None:
         code = app(standalone_mode=False)  # an exit code is returned, not raised
     except typer.Abort:
         err.print("interrupted")
-        raise SystemExit(130) from None
+        end_process(130)
     except NoArgsIsHelpError as exc:  # `autotune` alone: the help
         exc.show()
-        raise SystemExit(exc.exit_code) from None
+        end_process(exc.exit_code)
     except ClickUsageError as exc:
         where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
         err.print(f"error: {where}{exc.format_message()}", markup=False, highlight=False,
                   soft_wrap=True)  # fmt: skip
-        raise SystemExit(2) from None
-    raise SystemExit(code if isinstance(code, int) else 0)
+        end_process(2)
+    end_process(code if isinstance(code, int) else 0)
 
 
 def _stop_signals_interrupt() -> None:

@@ -13,9 +13,12 @@ Example:
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import time
 import warnings
+import weakref
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -130,6 +133,10 @@ def open_storage(
             raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
     if scheme.split("+")[0] == "sqlite" and not existing:  # a reader keeps the journal mode
         _fast_sqlite(storage)
+    # closed at exit: a SQLite file's last connection to close checkpoints its log and removes
+    # the -wal and -shm files; a server's sees its session end (a command ends with os._exit,
+    # before garbage collection would close them: autotune.process_end)
+    atexit.register(_dispose, weakref.ref(storage.engine))
     return storage
 
 
@@ -287,6 +294,14 @@ def _fast_sqlite(storage: optuna.storages.RDBStorage) -> None:
         cursor.close()
 
     storage.engine.dispose()  # connections opened before the listener get the pragmas too
+
+
+def _dispose(engine_ref: weakref.ref) -> None:
+    """Close the pooled connections of the engine ``engine_ref`` names, if it lives."""
+    engine = engine_ref()
+    if engine is not None:
+        with contextlib.suppress(Exception):
+            engine.dispose()
 
 
 def study_names(storage: optuna.storages.BaseStorage) -> list[str]:
