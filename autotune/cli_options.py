@@ -31,18 +31,21 @@ def quiet_libraries() -> None:
 
 
 def output_file(text: str | Path) -> Path:
-    """An ``--output`` value as a path. One ending in a slash names a folder: refused here,
-    before ``Path`` drops the slash and the command writes a file of the folder's name.
+    """An ``--output`` value as a path: ``-`` is standard output (``/dev/stdout``). One ending
+    in a slash names a folder: refused here, before ``Path`` drops the slash and the command
+    writes a file of the folder's name.
 
     Example:
-        >>> output_file("runs/best.json")
-        PosixPath('runs/best.json')
+        >>> output_file("runs/best.json"), output_file("-")
+        (PosixPath('runs/best.json'), PosixPath('/dev/stdout'))
         >>> output_file("runs/")  # doctest: +IGNORE_EXCEPTION_DETAIL
         Traceback (most recent call last):
         ...
         click.exceptions.BadParameter: 'runs/' names a folder; name a file in it
     """
     name = os.fspath(text)
+    if name == "-":  # the usual name for standard output
+        return Path("/dev/stdout")
     if name.endswith(("/", os.sep)):
         raise typer.BadParameter(f"{name!r} names a folder; name a file in it")
     return Path(name)

@@ -112,14 +112,17 @@ def test_an_in_memory_sweep_reports_and_writes_its_best(tmp_path, replay_table):
     assert json.loads(best.read_text())["config"].keys() == {"BM", "BN"}
 
 
-def test_output_to_stdout_leaves_one_json_document_there(tmp_path, replay_table):
-    # stdout held the config's JSON and then the export record: no JSON reader took it
+@pytest.mark.parametrize("stdout", ["/dev/stdout", "-"])
+def test_output_to_stdout_leaves_one_json_document_there(tmp_path, replay_table, stdout):
+    # stdout held the config's JSON and then the export record: no JSON reader took it;
+    # `--output -` wrote a file named '-'
     result = autotune("tune", "--replay", str(replay_table), "--params", "BM,BN", "--metric",
                       "tflops", "--maximize", "--trials", "3", "--storage", "memory",
-                      "--output", "/dev/stdout")  # fmt: skip
+                      "--output", stdout, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["config"].keys() == {"BM", "BN"} and record["workload"] == "replay"
+    assert not (tmp_path / "-").exists()
 
 
 BAD_INPUT = [
