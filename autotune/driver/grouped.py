@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune.driver.ask_tell import AskTellSearch, Measure
-from autotune.space import Space
+from autotune.space import Space, SpaceError
 from autotune.space.params import Constraint, Param
 
 
@@ -36,6 +36,12 @@ def split_by_prefix(space: Space) -> tuple[dict[str, Space], Space]:
         (32, ['BLOCK_M', 'BLOCK_N'], 0)
     """
     prefixes = list(dict.fromkeys(p.prefix for p in space.params if p.prefix))
+    grouped = {p.name for p in space.params if p.prefix}
+    for c in space.constraints:
+        across = sorted(c.expression.names & grouped) if not c.prefix else []
+        if across:  # no group's search would check it: its best configs could break it
+            raise SpaceError(f"{c.where}: reads {across[0]!r}, a parameter of an include; "
+                             "searched by group, a constraint reads one include's parameters")
     groups = {}
     for prefix in prefixes:
         params = [_strip(p, prefix) for p in space.params if p.prefix == prefix]
@@ -110,7 +116,15 @@ def search_by_group(
 ) -> GroupedResult:
     """Tune every group with ``per_group`` measurements of its own, in rounds (one measurement
     of each group per round, as concurrent trials would), then the ``joint`` knobs with the
-    groups at their best."""
+    groups at their best.
+
+    Raises:
+        ValueError: two groups of one name (the second's search would replace the first's).
+    """
+    names = [g.name for g in groups]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise ValueError(f"search_by_group: group {twice!r} is named twice")
     searches = {
         g.name: AskTellSearch(
             g.space, g.measure, sampler=sampler,

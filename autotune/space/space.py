@@ -249,10 +249,21 @@ class Space:
             local = {p.local_name() for p in self.params if p.prefix == constraint.prefix}
             unknown = constraint.expression.names - local - known_global
             if unknown:
-                raise SpaceError(
-                    f"{constraint.where}: unknown name {sorted(unknown)[0]!r} "
-                    f"(not a parameter of this space or a problem value)"
-                )
+                name = sorted(unknown)[0]
+                raise SpaceError(f"{constraint.where}: {self._unknown_name(name, constraint)}")
+
+    def _unknown_name(self, name: str, constraint: Constraint) -> str:
+        """Why ``constraint`` cannot read ``name``: no such name, or a parameter of another
+        include (a constraint reads those of its own include; a top-level one the top-level
+        parameters)."""
+        other = next((p for p in self.params if p.name == name and p.prefix != constraint.prefix),
+                     None)  # fmt: skip
+        if other is None:
+            return f"unknown name {name!r} (not a parameter of this space or a problem value)"
+        own = f"include {constraint.prefix!r}" if constraint.prefix else "the top level"
+        theirs = f"include {other.prefix!r}" if other.prefix else "the top level"
+        return (f"{name!r} is a parameter of {theirs}; a constraint of {own} reads only the "
+                "parameters beside it (no constraint spans includes)")
 
     # -- enumeration ---------------------------------------------------------------------
     def grid(

@@ -51,3 +51,33 @@ def test_a_composed_yaml_splits_into_its_included_spaces_with_their_constraints(
     assert len(groups) == 32 and not joint.params
     one = list(groups["layer3.down."].grid(problem, hopper))
     assert len(one) == len(list(load_space("matmul").grid(problem, hopper)))
+
+
+def test_two_groups_of_one_name_are_refused_not_one_dropped():
+    # the second group's search replaced the first's: it was never measured, nor returned
+    import pytest
+
+    part = Space("tile", [Param("x", "pow2", low=1, high=64)])
+    groups = [Group("qkv", part, lambda c: -c["x"]), Group("qkv", part, lambda c: c["x"])]
+    with pytest.raises(ValueError, match="group 'qkv' is named twice"):
+        search_by_group(groups, per_group=2, sampler="random", seed=0)
+
+
+def test_a_constraint_across_includes_is_refused_by_the_split_and_named_by_the_check(tmp_path):
+    # no group's search checked it: the best configs broke it (64 + 64 > 24), silently
+    import pytest
+
+    from autotune.driver.grouped import split_by_prefix
+    from autotune.space import SpaceError, load_space
+
+    (tmp_path / "part.yaml").write_text("parameters:\n  x: {type: pow2, low: 1, high: 64}\n")
+    (tmp_path / "comp.yaml").write_text(
+        'include:\n  - {space: part.yaml, prefix: "g{i}_", repeat: 2}\n'
+        'constraints:\n  across: "g0_x + g1_x <= 24"\n'
+    )
+    space = load_space(tmp_path / "comp.yaml")
+    with pytest.raises(SpaceError, match=r"constraints.across: reads 'g0_x', a parameter of an"):
+        split_by_prefix(space)
+    with pytest.raises(SpaceError, match=r"constraints.across: 'g0_x' is a parameter of include "
+                                         r"'g0_'; a constraint of the top level reads only"):
+        space.validate_names({})
