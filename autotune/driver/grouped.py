@@ -40,8 +40,10 @@ def split_by_prefix(space: Space) -> tuple[dict[str, Space], Space]:
     for c in space.constraints:
         across = sorted(c.expression.names & grouped) if not c.prefix else []
         if across:  # no group's search would check it: its best configs could break it
-            raise SpaceError(f"{c.where}: reads {across[0]!r}, a parameter of an include; "
-                             "searched by group, a constraint reads one include's parameters")
+            raise SpaceError(
+                f"{c.where}: reads {across[0]!r}, a parameter of an include; "
+                "searched by group, a constraint reads one include's parameters"
+            )
     groups = {}
     for prefix in prefixes:
         params = [_strip(p, prefix) for p in space.params if p.prefix == prefix]

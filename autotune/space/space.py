@@ -262,8 +262,10 @@ class Space:
             return f"unknown name {name!r} (not a parameter of this space or a problem value)"
         own = f"include {constraint.prefix!r}" if constraint.prefix else "the top level"
         theirs = f"include {other.prefix!r}" if other.prefix else "the top level"
-        return (f"{name!r} is a parameter of {theirs}; a constraint of {own} reads only the "
-                "parameters beside it (no constraint spans includes)")
+        return (
+            f"{name!r} is a parameter of {theirs}; a constraint of {own} reads only the "
+            "parameters beside it (no constraint spans includes)"
+        )
 
     # -- enumeration ---------------------------------------------------------------------
     def grid(

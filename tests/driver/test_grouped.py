@@ -78,6 +78,9 @@ def test_a_constraint_across_includes_is_refused_by_the_split_and_named_by_the_c
     space = load_space(tmp_path / "comp.yaml")
     with pytest.raises(SpaceError, match=r"constraints.across: reads 'g0_x', a parameter of an"):
         split_by_prefix(space)
-    with pytest.raises(SpaceError, match=r"constraints.across: 'g0_x' is a parameter of include "
-                                         r"'g0_'; a constraint of the top level reads only"):
+    with pytest.raises(
+        SpaceError,
+        match=r"constraints.across: 'g0_x' is a parameter of include "
+        r"'g0_'; a constraint of the top level reads only",
+    ):
         space.validate_names({})
