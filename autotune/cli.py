@@ -448,7 +448,9 @@ def workloads() -> None:
     for entry in WORKLOADS.values():
         out.print(f"{entry.name:<12} {entry.help}", highlight=False, soft_wrap=True)
     for name, module in sorted(plugin_workloads().items()):
-        out.print(f"{name:<12} (plugin: {module})", highlight=False, soft_wrap=True)
+        shadowed = "; not used: a built-in workload has its name" if name in WORKLOADS else ""
+        out.print(f"{name:<12} (plugin: {module}{shadowed})", highlight=False, markup=False,
+                  soft_wrap=True)  # fmt: skip
     out.print("or a .py file that defines OBJECTIVE: autotune tune ./my_objective.py",
               highlight=False, soft_wrap=True)  # fmt: skip
 

@@ -66,27 +66,43 @@ def plugin_workloads() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def _plugin_target(value: str) -> tuple[str, str]:
+    """An entry point's value as (module, attribute): a module (its ``OBJECTIVE``), or the
+    entry points' usual ``module:attribute``.
+
+    Example:
+        >>> _plugin_target("mypkg.tuning"), _plugin_target("mypkg.tuning:Mine")
+        (('mypkg.tuning', 'OBJECTIVE'), ('mypkg.tuning', 'Mine'))
+    """
+    module, _, attribute = value.partition(":")
+    return module.strip(), attribute.strip() or "OBJECTIVE"
+
+
 def load_external(name: str) -> type[Any]:
-    """The ``OBJECTIVE`` of a workload file (``.py``) or of a registered plugin module.
+    """The ``OBJECTIVE`` of a workload file (``.py``) or of a registered plugin module (or the
+    attribute its entry point names: ``mypkg.tuning:MyObjective``).
 
     Raises:
         KeyError: ``name`` is neither an existing ``.py`` file nor a plugin.
         WorkloadError: the module does not import, or defines no ``OBJECTIVE``.
     """
+    attribute = "OBJECTIVE"
     if is_file_workload(name):
         module = _import_file(Path(name))
     else:
         plugins = plugin_workloads()
         if name not in plugins:
             raise KeyError(name)
+        module_name, attribute = _plugin_target(plugins[name])
         try:
             with keeps_working_folder(), _exit_raises():
-                module = importlib.import_module(plugins[name])
-        except (Exception, SystemExit) as exc:  # sys.exit() at import too: one line
+                module = importlib.import_module(module_name)
+        except BaseException as exc:  # sys.exit() at import too: one line
+            _interrupts_go_on(exc)
             raise WorkloadError(f"{name} ({plugins[name]}): {_failure(exc)}") from None
-    objective = getattr(module, "OBJECTIVE", None)
+    objective = getattr(module, attribute, None)
     if objective is None:
-        raise WorkloadError(f"{name}: defines no OBJECTIVE (the objective class of the workload)")
+        raise WorkloadError(f"{name}: defines no {attribute} (the objective class of the workload)")
     _check_objective(name, objective)
     _space_beside(objective, module)
     return objective
@@ -137,10 +153,12 @@ def workload_folder(name: str) -> Path | None:
     folder, or a plugin's top-level package), for the tuning cache; None for a built-in."""
     if is_file_workload(name):
         return Path(name).resolve().parent
-    module = plugin_workloads().get(name)
-    if module is None:
+    from autotune.objectives import WORKLOADS
+
+    target = plugin_workloads().get(name)
+    if target is None or name in WORKLOADS:  # a built-in keeps its name
         return None
-    top = importlib.import_module(module.split(".")[0])
+    top = importlib.import_module(_plugin_target(target)[0].split(".")[0])
     path = getattr(top, "__file__", None)
     return Path(path).resolve().parent if path else None
 
@@ -164,8 +182,9 @@ def _import_file(path: Path) -> types.ModuleType:
     try:
         with keeps_working_folder(), _exit_raises():
             spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # sys.exit() at import too: one line
+    except BaseException as exc:  # sys.exit() at import too: one line
         del sys.modules[module_name]
+        _interrupts_go_on(exc)
         raise WorkloadError(f"{path}: {_failure(exc)}") from None
     return module
 
@@ -206,6 +225,13 @@ def keeps_working_folder() -> Iterator[None]:
     finally:
         if os.getcwd() != folder:
             os.chdir(folder)
+
+
+def _interrupts_go_on(exc: BaseException) -> None:
+    """Re-raise Ctrl-C (and a generator's close): whatever else a workload's own code raises
+    (``SystemExit``, pytest's ``Skipped``, a ``BaseException`` of its own) is its failure."""
+    if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
+        raise exc
 
 
 def _failure(exc: BaseException) -> str:
@@ -252,7 +278,8 @@ def user_code(
             yield
     except WorkloadError:
         raise
-    except (Exception, SystemExit) as exc:
+    except BaseException as exc:  # sys.exit() and a test runner's Skipped too
+        _interrupts_go_on(exc)
         if isinstance(exc, passing):
             raise
         raise WorkloadError(

@@ -117,6 +117,11 @@ def test_a_missing_workload_file_is_one_line(tmp_path):
         ("x = 1\n", "empty.py: defines no OBJECTIVE"),
         ("def broken(:\n", "empty.py: does not import: line 1: invalid syntax"),
         ("import no_such_module_here\n", "ModuleNotFoundError: No module named 'no_such_mod"),
+        # a BaseException of its own (pytest.importorskip's Skipped) was a traceback, exit 1
+        (
+            "class Skipped(BaseException):\n    pass\nraise Skipped('needs a GPU')\n",
+            "empty.py: does not import: Skipped: needs a GPU",
+        ),
         ("class T:\n    pass\nOBJECTIVE = T\n", "OBJECTIVE is not a subclass of autotune."),
         (
             BASE + "    directions = {'v': 'maximize'}\nOBJECTIVE = T\n",
@@ -155,15 +160,21 @@ def test_an_installed_package_registers_a_workload_by_entry_point(workload, tmp_
     )
     (dist / "entry_points.txt").write_text(
         "[autotune.workloads]\nchunked-sum = chunked_sum_objective\n"
+        # the usual module:attribute form (was 'No module named ...:OBJECTIVE'); a built-in's
+        # name, which the built-in keeps (was listed as if it served)
+        "chunked-attr = chunked_sum_objective:OBJECTIVE\nmatmul = chunked_sum_objective\n"
     )
     paths = [str(tmp_path / "site"), str(workload), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     listed = autotune("workloads", cwd=tmp_path, env=env)
-    assert "chunked-sum  (plugin: chunked_sum_objective)" in listed.stdout
-    swept = autotune("tune", "chunked-sum", "--trials", "3", "--storage", "memory",
-                     "--finish-top", "0", cwd=tmp_path, env=env)  # fmt: skip
-    assert swept.returncode == 0, swept.stderr
-    assert '"CHUNK"' in swept.stdout
+    assert "chunked-sum  (plugin: chunked_sum_objective)\n" in listed.stdout
+    assert ("matmul       (plugin: chunked_sum_objective; not used: a built-in workload has "
+            "its name)") in listed.stdout  # fmt: skip
+    for name in ("chunked-sum", "chunked-attr"):
+        swept = autotune("tune", name, "--trials", "3", "--storage", "memory",
+                         "--finish-top", "0", cwd=tmp_path, env=env)  # fmt: skip
+        assert swept.returncode == 0, swept.stderr
+        assert '"CHUNK"' in swept.stdout
 
 
 def test_a_copy_of_the_rmsnorm_example_is_a_workload_of_its_own(tmp_path):
