@@ -89,9 +89,10 @@ def _create_or_load(
 
 
 def requeue_stopped_default(study: optuna.Study) -> bool:
-    """Queue the untuned default (trial 0) again when every trial of it was stopped from
-    outside (the budget's end, Ctrl-C, a killed driver: told FAIL) and none waits or runs: a
-    resume measures it, so that the answer is never worse than it. True when queued.
+    """Queue the untuned default (trial 0), and each warm-start config, again when every
+    trial of it was stopped from outside (the budget's end, Ctrl-C, a killed driver: told
+    FAIL) and none waits or runs: a resume measures it, so that the answer is never worse
+    than it (nor than the source's best). True when one was queued.
 
     Example:
         >>> study = optuna.create_study()
@@ -101,11 +102,18 @@ def requeue_stopped_default(study: optuna.Study) -> bool:
         >>> requeue_stopped_default(study), requeue_stopped_default(study)
         (True, False)
     """
-    defaults = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(BASELINE)]
-    if not defaults or any(t.state != optuna.trial.TrialState.FAIL for t in defaults):
-        return False
-    study.enqueue_trial(dict(defaults[-1].params), user_attrs={BASELINE: True})
-    return True
+    queued = False
+    for attr in (BASELINE, WARM_START):
+        tries: dict[tuple, list[optuna.trial.FrozenTrial]] = {}
+        for t in study.get_trials(deepcopy=False):
+            if t.user_attrs.get(attr):
+                tries.setdefault(tuple(sorted(t.params.items())), []).append(t)
+        for same in tries.values():
+            if all(t.state == optuna.trial.TrialState.FAIL for t in same):
+                last = same[-1]
+                study.enqueue_trial(dict(last.params), user_attrs={attr: last.user_attrs[attr]})
+                queued = True
+    return queued
 
 
 def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) -> optuna.Study:
@@ -216,6 +224,11 @@ def named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None:
             f"--warm-start: no study named {s.warm_start!r} in this storage"
         ) from None
     info = stored_info(source.user_attrs)
+    if not info.get("workload"):
+        raise StudyMismatch(
+            f"--warm-start {s.warm_start}: it is no autotune sweep (it records no workload); "
+            "start from a study `autotune tune` ran"
+        )
     if info.get("workload") != s.workload:
         raise StudyMismatch(
             f"--warm-start {s.warm_start}: it holds a {info.get('workload')} sweep; this one "

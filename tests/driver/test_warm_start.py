@@ -134,3 +134,24 @@ def test_auto_takes_nothing_from_a_related_sweep_of_other_parameters(sqlite_url)
     study = study_setup.open_study(settings, open_storage(sqlite_url), in_flight=1)
     assert "warm_start" not in study.user_attrs
     assert study.get_trials(deepcopy=False) == []  # nothing queued
+
+
+def test_a_warm_start_config_stopped_before_it_measured_runs_again_on_resume(sqlite_url):
+    # a resume after Ctrl-C never measured the source's best again: its answer was worse
+    Sweep(replay_settings(sqlite_url, "source")).run()
+    target = replay_settings(sqlite_url, "target", n_trials=3, seed=7, warm_start="source")
+    study = study_setup.open_study(target, optuna.storages.RDBStorage(sqlite_url), 1)
+    first = study.ask()  # the untuned default (none here) or the warm start's config
+    assert first.user_attrs.get("warm_start") == "source"
+    study.tell(first, state=optuna.trial.TrialState.FAIL)  # stopped from outside
+    assert study_setup.requeue_stopped_default(study)
+    again = study.ask()
+    assert again.params == first.params and again.user_attrs["warm_start"] == "source"
+    assert not study_setup.requeue_stopped_default(study)  # it runs now: queued once
+
+
+def test_a_study_autotune_did_not_write_is_no_warm_start_source(sqlite_url):
+    plain = optuna.create_study(study_name="plain", storage=sqlite_url, direction="maximize")
+    plain.optimize(lambda t: t.suggest_int("BLOCK_M", 16, 256), n_trials=2)
+    with pytest.raises(StudyMismatch, match="--warm-start plain: it is no autotune sweep"):
+        Sweep(replay_settings(sqlite_url, "x", warm_start="plain")).run()
