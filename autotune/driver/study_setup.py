@@ -427,10 +427,17 @@ def _set_prior(s: SweepSettings, study: optuna.Study, source: optuna.Study) -> N
     far as it ranks this sweep's own measurements (autotune.driver.transfer_prior)."""
     if not hasattr(study.sampler, "set_prior"):
         return
-    measured = ok_trials(source)
+    # a config with a value this space does not have is left out: the model would read
+    # it as the nearest value it knows (x=64 of a wider space as this one's x=1)
+    configs, values = [], []
+    for t in ok_trials(source):
+        config = {k: v for k, v in t.params.items() if k in s.space.names}
+        if all(s.space[k].contains(v) for k, v in config.items()):
+            configs.append(config)
+            values.append(t.values[0])
     study.sampler.set_prior(
-        [{k: v for k, v in t.params.items() if k in s.space.names} for t in measured],
-        [t.values[0] for t in measured],
+        configs,
+        values,
         maximize=next(iter(s.objectives.values())) == "maximize",
     )
 

@@ -155,3 +155,31 @@ def test_a_study_autotune_did_not_write_is_no_warm_start_source(sqlite_url):
     plain.optimize(lambda t: t.suggest_int("BLOCK_M", 16, 256), n_trials=2)
     with pytest.raises(StudyMismatch, match="--warm-start plain: it is no autotune sweep"):
         Sweep(replay_settings(sqlite_url, "x", warm_start="plain")).run()
+
+
+def test_the_prior_leaves_out_source_configs_with_values_this_space_lacks(sqlite_url):
+    # a wider source's x=64 reached the model as this space's lowest value, x=1
+    from autotune.space import Param, Space
+
+    source = optuna.create_study(study_name="wide", storage=sqlite_url, direction="maximize")
+    for x in (1, 16, 64, 8):
+        source.enqueue_trial({"x": x, "y": "b"})
+
+    def measured(t: optuna.Trial) -> float:
+        t.set_user_attr("status", "ok")
+        return t.suggest_int("x", 1, 64) + len(t.suggest_categorical("y", ["b"]))
+
+    source.optimize(measured, n_trials=4)
+    narrow = Space("narrow", [Param("x", "pow2", low=1, high=8),
+                              Param("y", "categorical", choices=["a", "b"])])  # fmt: skip
+    settings = replay_settings(sqlite_url, "t", space=narrow)
+
+    class Recorder:
+        def set_prior(self, configs, values, maximize):
+            self.configs, self.values = configs, values
+
+    target = optuna.create_study()
+    target.sampler = Recorder()
+    study_setup._set_prior(settings, target, source)
+    assert target.sampler.configs == [{"x": 1, "y": "b"}, {"x": 8, "y": "b"}]
+    assert target.sampler.values == [2.0, 9.0]
