@@ -419,9 +419,9 @@ class Report:
                         else ""
                     )
                 )
-                median = readable(self.metric, r["median"])
+                median = html.escape(readable(self.metric, r["median"]))  # unit: the name's
                 lines.append(
-                    f"<tr><td>{r['trial']}</td><td>{median}</td>"
+                    f"<tr><td>{html.escape(str(r['trial']))}</td><td>{median}</td>"
                     f"<td>{spread_cell(r)}</td><td>{tag}</td></tr>"
                 )
             parts.append(
@@ -436,7 +436,7 @@ class Report:
         if default is not None:
             parts.append(
                 f"<p>Untuned default (trial {default.number}): "
-                f"{readable(self.metric, default.values[0])}</p>"
+                f"{html.escape(readable(self.metric, default.values[0]))}</p>"
             )
         device = self.info.get("device", {})
         software = device.get("software", {})
@@ -504,8 +504,26 @@ td,th{{border:1px solid #ccc;padding:2px 8px}} .label{{color:#a60}}</style></hea
 
 
 def _script_json(data: dict[str, Any]) -> str:
-    """JSON safe inside a <script> element (no "</" to close it early)."""
-    return json.dumps(data, default=str).replace("</", "<\\/")
+    """JSON safe inside a <script> element: no ``<`` (``</script>`` would close it early,
+    ``<!--`` open a comment that swallows the close), and no ``NaN`` or ``Infinity``, which
+    ``JSON.parse`` refuses (``null`` stands for them).
+
+    Example:
+        >>> _script_json({"study": "<!--<script>", "best": float("inf")})
+        '{"study": "\\\\u003c!--\\\\u003cscript>", "best": null}'
+    """
+    return json.dumps(_finite(data), default=str).replace("<", "\\u003c")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite (nested too) as None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def report_html(study: optuna.Study) -> str:
