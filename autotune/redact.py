@@ -25,24 +25,44 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from urllib.parse import unquote
 
 # scheme://user:password@ in running text: the password runs up to the last '@' before a blank
-# (a password may hold '/', '?' or ':', which SQLAlchemy and libpq take as they are)
-_CREDENTIALS = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>\S*)@")
+# (a password may hold '/', '?' or ':', which SQLAlchemy and libpq take as they are). The
+# scheme's separator as mistyped too (scheme:/, scheme:, scheme//, scheme:\\): a typo is when
+# the URL lands in an error message
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*(?::[/\\]*|[/\\]{2,})"
+_CREDENTIALS = re.compile(rf"(?P<head>{_SCHEME}[^:/\\@\s]*:)(?P<secret>\S*)@")
 # the same inside quotes (as messages and shlex quote a URL): up to the last '@' before the quote,
 # blanks included
 _QUOTED_CREDENTIALS = re.compile(
-    r"(?P<head>(?P<quote>['\"])[A-Za-z][A-Za-z0-9+.\-]*://[^:/@'\"]*:)(?P<secret>[^'\"]*)@"
+    rf"(?P<head>(?P<quote>['\"]){_SCHEME}[^:/\\@'\"]*:)(?P<secret>[^'\"]*)@"
 )
 # one whole URL: up to its last '@', blanks included
-_URL_CREDENTIALS = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>.*)@")
-# ?password=... or &password=... (also sslpassword, passwd, pwd, secret; any case) up to the
-# next & (or, in running text, a blank or a quote)
-_QUERY_KEY = r"[?&](?:[a-z_]*password|passwd|pwd|[a-z_]*secret)="
-_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&\s'\"]*)", re.IGNORECASE)
-_URL_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&]*)", re.IGNORECASE)
+_URL_CREDENTIALS = re.compile(rf"(?P<head>{_SCHEME}[^:/\\@\s]*:)(?P<secret>.*)@")
+# ?password=... or &password=... (also sslpassword, passwd, pwd, secret; any case; a key
+# written with %-escapes, ?pass%77ord=, as the driver decodes it) up to the next & (or, in
+# running text, a blank or a quote)
+_SECRET_KEY = re.compile(r"[a-z_]*password|passwd|pwd|[a-z_]*secret", re.IGNORECASE)
+_QUERY_KEY = r"[?&](?P<key>(?:[A-Za-z0-9_.\-]|%[0-9A-Fa-f]{2})+)="
+_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&\s'\"]*)")
+_URL_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&]*)")
+
+
+def _query_secrets(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """The ``key=value`` pairs ``pattern`` finds in ``text`` whose key names a secret."""
+    return (m for m in pattern.finditer(text) if _SECRET_KEY.fullmatch(unquote(m.group("key"))))
+
+
+def _blank_query_secrets(pattern: re.Pattern[str], text: str) -> str:
+    def blank(m: re.Match[str]) -> str:
+        secret = _SECRET_KEY.fullmatch(unquote(m.group("key")))
+        return f"{m.group('head')}***" if secret else m.group(0)
+
+    return pattern.sub(blank, text)
+
+
 # a command-line option that takes a secret (--password X, --api-key=X, --hf-token X: as
 # servers take them), its value up to a blank, or quoted; not --max-num-batched-tokens 2048
 _FLAG_SECRET = re.compile(
@@ -75,7 +95,7 @@ def redact_url(url: str) -> str:
         'postgresql://u:***@h/db?sslpassword=***'
     """
     url = _URL_CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", url)
-    return _URL_QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", url)
+    return _blank_query_secrets(_URL_QUERY_SECRET, url)
 
 
 def redact(text: str, known: Iterable[str] = ()) -> str:
@@ -92,7 +112,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     """
     text = _QUOTED_CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
     text = _CREDENTIALS.sub(lambda m: f"{m.group('head')}***@", text)
-    text = _QUERY_SECRET.sub(lambda m: f"{m.group('head')}***", text)
+    text = _blank_query_secrets(_QUERY_SECRET, text)
     text = _FLAG_SECRET.sub(lambda m: f"{m.group('head')}***", text)
     text = _ENV_SECRET.sub(lambda m: f"{m.group('head')}***", text)
     for secret in sorted(known, key=len, reverse=True):  # a longer one before its parts
@@ -111,7 +131,7 @@ def query_secret_holds_at(url: str) -> bool:
         >>> query_secret_holds_at("postgresql://u:pa/ss@h/db?password=hunt%40er2")
         False
     """
-    return re.search(rf"{_QUERY_KEY}[^&]*@", url, re.IGNORECASE) is not None
+    return any("@" in m.group("secret") for m in _query_secrets(_URL_QUERY_SECRET, url))
 
 
 def secrets_in(text: str, whole_url: bool = False) -> frozenset[str]:
@@ -127,11 +147,11 @@ def secrets_in(text: str, whole_url: bool = False) -> frozenset[str]:
     """
     if whole_url:
         found = [m.group("secret") for m in _URL_CREDENTIALS.finditer(text)]
-        found += [m.group("secret") for m in _URL_QUERY_SECRET.finditer(text)]
+        found += [m.group("secret") for m in _query_secrets(_URL_QUERY_SECRET, text)]
     else:
         found = [m.group("secret") for m in _QUOTED_CREDENTIALS.finditer(text)]
         found += [m.group("secret") for m in _CREDENTIALS.finditer(text)]
-        found += [m.group("secret") for m in _QUERY_SECRET.finditer(text)]
+        found += [m.group("secret") for m in _query_secrets(_QUERY_SECRET, text)]
         found += [m.group("secret") for m in _FLAG_SECRET.finditer(text)]
         found += [m.group("secret") for m in _ENV_SECRET.finditer(text)]
     return frozenset(s for secret in found for s in (secret, unquote(secret)) if s)

@@ -76,6 +76,27 @@ def test_the_cli_error_for_a_bad_database_keeps_the_password_out(url: str, shown
     assert "s3cret-pw" not in done.stderr + done.stdout and shown in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        # a mistyped separator: the URL matched no pattern and was printed whole
+        ("postgresql:/nobody:s3cret-pw@127.0.0.1:1/none", "nobody:***@"),
+        ("postgresql//nobody:s3cret-pw@127.0.0.1:1/none", "nobody:***@"),
+        ("postgresql:nobody:s3cret-pw@127.0.0.1:1/none", "nobody:***@"),
+        ("postgresql:\\nobody:s3cret-pw@127.0.0.1:1/none", "nobody:***@"),
+        # a key written with %-escapes, which the driver decodes and uses as the password
+        ("postgresql://nobody@127.0.0.1:1/none?pass%77ord=s3cret-pw", "pass%77ord=***"),
+        ("postgresql://nobody@127.0.0.1:1/none?%70assword=s3cret-pw&x=1", "%70assword=***"),
+    ],
+)
+def test_a_mistyped_url_or_an_escaped_key_keeps_the_password_out(url: str, shown: str) -> None:
+    done = _cli("studies", "--storage", url)
+    assert done.returncode == 2
+    assert "s3cret-pw" not in done.stderr + done.stdout and shown in done.stderr, done.stderr
+    assert redact(f"try {url} or '{url}'").count("***") == 2 and "s3cret" not in redact(url)
+    assert "s3cret-pw" in secrets_in(url, whole_url=True) | secrets_in(url)
+
+
 @pytest.mark.parametrize("password", ["s3cret/pw", "s3c ret pw", "s3cret?pw"])
 def test_a_password_with_a_slash_blank_or_question_mark_stays_out(password: str) -> None:
     pytest.importorskip("psycopg")
