@@ -44,8 +44,10 @@ def sole_writer(path: str | Path) -> Iterator[None]:
     """Hold ``path``'s lock while the block runs; raise :class:`WriterBusy` at once when another
     process (or another block of this one) holds it. A lock file removed under a waiting
     writer (its holder ended between the open and the lock) is opened again, so that two
-    writers never hold locks on two files of one name."""
-    lock = Path(path).with_name(Path(path).name + ".lock")
+    writers never hold locks on two files of one name. The lock lies beside the file ``path``
+    names once links are followed: two names of one file (a link) share one lock."""
+    real = Path(os.path.realpath(path))
+    lock = real.with_name(real.name + ".lock")
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         try:
