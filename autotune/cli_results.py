@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from autotune.cli_errors import err, one_line_errors
 from autotune.cli_options import (
@@ -31,6 +32,7 @@ from autotune.cli_parsing import UsageError, _parse_rename, is_device, writable_
 from autotune.cli_stdout import names_stdout, result_stream, write_result
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.train_export import TARGETS as TRAIN_TARGETS
+from autotune.train_export import shown as one_line
 from autotune.units import named, readable
 
 if TYPE_CHECKING:
@@ -63,7 +65,8 @@ def print_best(
         values += f" in the sweep, {named(metric, rows[0]['median'])} the finish's median"
     label = f" [{record['label']}]" if record.get("label") else ""
     # stdout: the config's JSON alone (`autotune tune ... > best.json`); what it is, on stderr
-    err.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False)
+    err.print(f"best config (trial {record['trial']}: {values}){label}:", highlight=False,
+              markup=False)  # fmt: skip
     stream = result_stream()
     if output is not None and names_stdout(output):
         pass  # stdout holds one document: the export record asked for, the config in it
@@ -72,11 +75,12 @@ def print_best(
     else:
         write_result(json.dumps(record["config"], indent=2))
     if record.get("reference_faster"):
-        err.print(f"note: {describe(record['reference_faster'])}", highlight=False)
+        err.print(f"note: {describe(record['reference_faster'])}", highlight=False,
+                  markup=False)  # fmt: skip
     for member in record.get("pareto_front", [])[1:]:
         vals = ", ".join(named(k, v) for k, v in member["values"].items())
         err.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}",
-                  highlight=False)  # fmt: skip
+                  highlight=False, markup=False)  # fmt: skip
     if output is not None:
         fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"
         try:
@@ -136,15 +140,16 @@ def trials(
             else None
         )
         for column in columns:
-            table.add_column(
-                column, overflow="ellipsis", max_width={"reason": 60, "trial": 40}.get(column, 16)
-            )
+            table.add_column(  # a parameter's name is text, not markup
+                Text(one_line(column)), overflow="ellipsis",
+                max_width={"reason": 60, "trial": 40}.get(column, 16),
+            )  # fmt: skip
         for row in shown[columns].itertuples(index=False):
             cells = ["" if _missing(v) else _cell(v, c) for c, v in zip(columns, row, strict=True)]
             origin = origins.get(int(cells[0])) if cells[0].isdigit() else None
             if origin:
                 cells[0] = f"{cells[0]} ({origin})"
-            table.add_row(*cells)
+            table.add_row(*(Text(cell) for cell in cells))  # stored text: no markup
         Console(width=None if out.is_terminal else 240).print(table)
     elif format == "csv":
         _write_listing(frame.to_csv(index=False), output)
@@ -206,7 +211,9 @@ def _missing(value: Any) -> bool:
 
 
 def _cell(value: Any, column: str = "") -> str:
-    return readable(column, value) if isinstance(value, float) else str(value)[:80]
+    """A stored value as a table cell: one printable line (a control character in a reason
+    is shown escaped, never sent to the terminal), at most 80 characters."""
+    return readable(column, value) if isinstance(value, float) else one_line(value)[:80]
 
 
 def export(

@@ -178,3 +178,41 @@ def test_an_output_that_cannot_be_replaced_is_named_not_the_temporary_file(
         assert done.stderr.strip().splitlines() == [expected], command
         assert immutable.read_text() == "old\n"
         assert [p.name for p in immutable.parent.iterdir()] == ["best.json"]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
+                          text=True, timeout=120, cwd=cwd)  # fmt: skip
+
+
+def test_stored_text_is_listed_as_written_never_as_markup_or_terminal_codes(tmp_path):
+    # '[/tmp/x]' ended `trials` in a MarkupError traceback, '[bold red]a' was shown as 'a',
+    # and a reason's escape codes reached the terminal raw
+    (tmp_path / "t.csv").write_text(
+        "p,status,reason,ms\n[/tmp/x],ok,,1.0\n[bold red]a,ok,,2.0\n"
+        "b,crashed,evil \x1b[31mRED\x1b[0m end,\n"
+    )
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    swept = _cli("tune", "--replay", "t.csv", "--params", "p", "--metric", "ms", "--trials",
+                 "3", "--seed", "0", "--storage", url, cwd=tmp_path)  # fmt: skip
+    assert swept.returncode == 0, swept.stderr
+    listed = _cli("trials", "--storage", url, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "[/tmp/x]" in listed.stdout and "[bold red]a" in listed.stdout
+    assert "\x1b" not in listed.stdout and "\\x1b[31mRED" in listed.stdout
+    best = _cli("best", "--storage", url, cwd=tmp_path)
+    assert best.returncode == 0 and "Traceback" not in best.stderr, best.stderr
+
+
+def test_a_parameter_named_like_a_listing_column_keeps_its_values(tmp_path):
+    # a parameter 'duration_s' was overwritten by the trial's duration in every format
+    (tmp_path / "t.csv").write_text("duration_s,ms\n10,1.0\n20,2.0\n30,3.0\n")
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    swept = _cli("tune", "--replay", "t.csv", "--params", "duration_s", "--metric", "ms",
+                 "--trials", "3", "--seed", "0", "--storage", url, cwd=tmp_path)  # fmt: skip
+    assert swept.returncode == 0, swept.stderr
+    listed = _cli("trials", "--storage", url, "--format", "csv", cwd=tmp_path)
+    header, *rows = listed.stdout.splitlines()
+    column = header.split(",").index("param.duration_s")
+    assert sorted(int(r.split(",")[column]) for r in rows) == [10, 20, 30]
+    assert "duration_s" in header.split(",")  # the trial's own duration, beside it

@@ -65,6 +65,10 @@ def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return sorted(front, key=lambda t: -signs[0] * t.values[0])
 
 
+#: the columns every listing has after the values and parameters
+_LISTING_COLUMNS = ("reason", "duration_s")
+
+
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: number, status, reason, objective values, parameters, metrics."""
     objectives = list(objectives_of(study))
@@ -76,8 +80,13 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         ok = status == "ok" and trial.values is not None
         for i, name in enumerate(objectives):
             row[name] = trial.values[i] if ok else None
-        # a parameter named like an objective (replay tables) keeps a "param." prefix
-        params = {(f"param.{k}" if k in row else k): v for k, v in trial.params.items()}
+        # a parameter named like an objective (replay tables), a listing column (reason,
+        # duration_s) or a metric's column (m.NAME) keeps a "param." prefix
+        taken = {*row, *_LISTING_COLUMNS}
+        params = {
+            (f"param.{k}" if k in taken or k.startswith("m.") else k): v
+            for k, v in trial.params.items()
+        }
         for k, v in params.items():
             kinds.setdefault(k, set()).add(type(v))
         row.update(params)
