@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import reprlib
 import time
 import warnings
 import weakref
@@ -309,10 +310,39 @@ def study_names(storage: optuna.storages.BaseStorage) -> list[str]:
     return [s.study_name for s in optuna.study.get_all_study_summaries(storage)]
 
 
+#: the longest study name Optuna's database tables hold (a VARCHAR(512) on PostgreSQL and
+#: MySQL; SQLite took longer ones, which then would not move to a server)
+LONGEST_STUDY_NAME = 512
+
+
+def study_name_fault(name: str) -> str | None:
+    """What makes ``name`` no study name (blank, not UTF-8, too long), as ``--study``'s
+    one-line refusal; None for a good name.
+
+    Example:
+        >>> study_name_fault("mm-8192"), study_name_fault(" ")
+        (None, "--study ' ': a blank name; name a study or leave --study out")
+        >>> study_name_fault("s" * 513)
+        "--study 'ssssssssssss...sssssssssssss': a name of 513 characters; at most 512"
+    """
+    fault = None
+    if not name.strip():
+        fault = "a blank name; name a study or leave --study out"
+    elif len(name) > LONGEST_STUDY_NAME:
+        fault = f"a name of {len(name)} characters; at most {LONGEST_STUDY_NAME}"
+    else:
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:  # bytes the shell passed through that are no UTF-8
+            fault = "not valid UTF-8"
+    return None if fault is None else f"--study {reprlib.repr(name)}: {fault}"
+
+
 def load_study(storage: optuna.storages.BaseStorage, name: str | None) -> optuna.Study:
     """Load study ``name``, or the most recently created one when ``name`` is None."""
-    if name is not None and not name.strip():
-        raise StorageError(f"--study {name!r}: a blank name; name a study or leave --study out")
+    fault = None if name is None else study_name_fault(name)
+    if fault is not None:
+        raise StorageError(fault)
     names = study_names(storage)
     if not names:
         raise StorageError("the storage holds no study yet; run `autotune tune` first")

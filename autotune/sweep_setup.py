@@ -28,7 +28,7 @@ from autotune.setup_error import SetupError
 from autotune.slo_setup import check_slo_metrics, resumed_slo, with_slo_limits
 from autotune.space import Space, SpaceError, load_space
 from autotune.space.feasibility import check_satisfiable
-from autotune.storage import open_storage, storage_files, study_names
+from autotune.storage import open_storage, storage_files, study_name_fault, study_names
 from autotune.tuning_cache import fingerprint, source_hash
 
 DEFAULT_WORKLOAD = "train-step"
@@ -311,8 +311,9 @@ def build_settings(
     """Settings for ``autotune tune``; a stored ``study`` supplies whatever is not given.
     ``slo`` (``--slo``'s limits) also sets the per-request limits of a workload's problem that
     ``--problem`` leaves (:func:`with_slo_limits`)."""
-    if study is not None and not study.strip():  # '' was taken for no --study: a new one
-        raise SetupError(f"--study {study!r}: a blank name; name a study or leave --study out")
+    fault = None if study is None else study_name_fault(study)  # '' was taken for none
+    if fault is not None:
+        raise SetupError(fault)
     stored = _stored_info(storage, study)
     label = ""
     baseline = None

@@ -139,6 +139,10 @@ BAD_INPUT = [
     # a blank --study or --objective was taken for none: a new study, the default metric
     (["tune", "faults", "--study", ""], "--study '': a blank name"),
     (["tune", "faults", "--study", " "], "--study ' ': a blank name"),
+    # a name no storage keeps: a UnicodeEncodeError traceback; on PostgreSQL "the storage
+    # stopped answering ... run the same command again", which could never work
+    (["tune", "faults", "--study", "bad\udcffname"], "--study 'bad\\udcffname': not valid UTF-8"),
+    (["tune", "faults", "--study", "s" * 513], "a name of 513 characters; at most 512"),
     (["tune", "faults", "--objective", ""], "--objective '': name a metric"),
     # every config failed (or was ruled out) on these, and the sweep ended with exit 1
     (["tune", "train-step", "--problem", "lr=-1"], "--problem: lr=-1 must be positive"),
