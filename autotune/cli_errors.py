@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -160,6 +161,11 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
                       "the finished trials are stored: run the same command again to resume",
                       highlight=False, soft_wrap=True)  # fmt: skip
             raise typer.Exit(1) from None
+        except json.JSONDecodeError as exc:  # Optuna reads every stored attribute as JSON
+            err.print(f"[red]error:[/red] a value read from the storage is not JSON ({exc}): a "
+                      "damaged record; the storage was not changed", highlight=False,
+                      soft_wrap=True)  # fmt: skip
+            raise typer.Exit(2) from None
         except OSError as exc:
             # a file that cannot be written or read, a port already taken: the place and why
             place = f"{exc.filename}: " if exc.filename else ""

@@ -216,3 +216,33 @@ def test_a_parameter_named_like_a_listing_column_keeps_its_values(tmp_path):
     column = header.split(",").index("param.duration_s")
     assert sorted(int(r.split(",")[column]) for r in rows) == [10, 20, 30]
     assert "duration_s" in header.split(",")  # the trial's own duration, beside it
+
+
+def test_a_damaged_study_record_is_passed_over_or_one_line(tmp_path):
+    # objectives that do not match the study's directions: a zip() traceback in best and
+    # export; a stored attribute that is not JSON: a traceback in every reading command
+    import sqlite3
+
+    (tmp_path / "t.csv").write_text("p,ms\n1,1.0\n2,2.0\n3,3.0\n")
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    swept = _cli("tune", "--replay", "t.csv", "--params", "p", "--metric", "ms", "--trials",
+                 "3", "--seed", "0", "--storage", url, "--study", "s", cwd=tmp_path)  # fmt: skip
+    assert swept.returncode == 0, swept.stderr
+    db = sqlite3.connect(tmp_path / "t.db")
+    with db:
+        db.execute("UPDATE study_user_attributes SET value_json = json_set(value_json, "
+                   "'$.objectives', json('{}')) WHERE key = 'autotune'")  # fmt: skip
+    for command in (("best",), ("export", "--to", "yaml"), ("trials",)):
+        done = _cli(*command, "--storage", url, cwd=tmp_path)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)
+    with db:
+        db.execute("UPDATE study_user_attributes SET value_json = 'not json' "
+                   "WHERE key = 'autotune'")  # fmt: skip
+    for command in (("studies",), ("best",), ("trials",)):
+        done = _cli(*command, "--storage", url, cwd=tmp_path)
+        assert done.returncode == 2, (command, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "is not JSON" in lines[0] and "damaged record" in lines[0]
+    kept = db.execute("SELECT value_json FROM study_user_attributes WHERE key = 'autotune'")
+    assert kept.fetchall() == [("not json",)]
+    assert db.execute("SELECT count(*) FROM trials").fetchone() == (3,)

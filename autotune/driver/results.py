@@ -35,9 +35,21 @@ def study_info(study: optuna.Study) -> dict[str, Any]:
 
 
 def objectives_of(study: optuna.Study) -> dict[str, str]:
+    """Metric -> direction, as the study's record names them; from Optuna's own where the
+    record has none, or one that does not match the study's directions (a damaged record:
+    every listing would fail on it).
+
+    Example:
+        >>> study = optuna.create_study(directions=["maximize", "minimize"])
+        >>> study.set_user_attr("autotune", {"objectives": {"tflops": "maximize"}})
+        >>> objectives_of(study)
+        {'value0': 'maximize', 'value1': 'minimize'}
+    """
     info = study_info(study)
-    if "objectives" in info:
-        return dict(info["objectives"])
+    named = info.get("objectives", {})
+    directions = [d.name.lower() for d in study.directions]
+    if list(named.values()) == directions:
+        return dict(named)
     names = study.metric_names or [f"value{i}" for i in range(len(study.directions))]
     return {n: d.name.lower() for n, d in zip(names, study.directions, strict=True)}
 
