@@ -34,8 +34,9 @@ def register(app: typer.Typer) -> None:
         storage: StorageOption = DEFAULT_STORAGE,
         study: StudyOption = None,
         output: Annotated[
-            Path, typer.Option(parser=output_file, help="The HTML file to write.")
-        ] = Path("report.html"),
+            Path | None,
+            typer.Option(parser=output_file, help="The HTML file to write (report.html)."),
+        ] = None,
         serve: Annotated[
             int | None,
             typer.Option(
@@ -55,10 +56,15 @@ def register(app: typer.Typer) -> None:
             raise UsageError(
                 "autotune report needs plotly: pip install 'autotune[report]'"
             ) from None
+        if serve is not None and output is not None:  # it was never written
+            raise UsageError("--output applies without --serve (a served report is rebuilt "
+                             "live, not written)")  # fmt: skip
         if serve is None:
-            writable_output(output, storage=storage, studies=[study])
+            output = writable_output(output or Path("report.html"), storage=storage,
+                                     studies=[study])  # fmt: skip
         opened = open_storage(storage, existing=True)
         if serve is None:
+            assert output is not None
             write_atomic(output, report_html(load_study(opened, study)))
             err.print(f"wrote {output}", markup=False)
             return

@@ -361,6 +361,8 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_ta
         (("tune", *replay, "--trials", "2", *stored, "--output", f"{tmp_path}/newdir/"),
          "newdir/' names a folder; name a file in it"),
         (("report", *stored, "--output", f"{tmp_path}/newdir/"), "names a folder"),
+        (("report", *stored, "--serve", "18077", "--output", f"{tmp_path}/r.html"),
+         "--output applies without --serve"),
         (("trials", *stored, "--format", "csv", "--output", "/proc/nope/t.csv"),
          "cannot write there"),
         (("export", "--to", "xml", *stored), "--to xml: unknown target; choose one of json, "
