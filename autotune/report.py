@@ -48,6 +48,9 @@ from autotune.redact import redact
 from autotune.reference_verdict import describe, winner_verdict
 from autotune.units import readable
 
+#: the most panels (one parameter each) a figure draws
+MOST_PANELS = 30
+
 
 def spread_cell(row: dict[str, Any]) -> str:
     """A finish row's spread for the report's table; one reading has none.
@@ -200,9 +203,33 @@ class Report:
     def _params(self) -> list[str]:
         return self._params_of(self.trials)
 
+    def _panels(self, params: list[str]) -> tuple[list[str], str]:
+        """The parameters a figure of one panel (or axis) each draws: all of them up to
+        :data:`MOST_PANELS`, else that many, the most important first where the importances
+        are known (each panel costs plotly about 50 ms: 2,000 took 3 minutes), and the
+        title's note saying so.
+
+        Example:
+            >>> import optuna
+            >>> report = Report(optuna.create_study())
+            >>> report._panels(["a", "b"])
+            (['a', 'b'], '')
+            >>> chosen, note = report._panels([f"p{i}" for i in range(100)])
+            >>> len(chosen), note
+            (30, " (30 of 100 parameters, in the space's order)")
+        """
+        if len(params) <= MOST_PANELS:
+            return params, ""
+        scores = self.data.get("importances") or {}
+        if scores:
+            ranked = sorted(params, key=lambda p: -scores.get(p, 0.0))[:MOST_PANELS]
+            return ranked, f" ({MOST_PANELS} of {len(params)} parameters, the most important)"
+        in_order = f" ({MOST_PANELS} of {len(params)} parameters, in the space's order)"
+        return params[:MOST_PANELS], in_order
+
     def parallel(self) -> Any | None:
         go = self.go
-        params = self._params()
+        params, note = self._panels(self._params())
         if not params or len(self.trials) < 2:
             return None
         dims = []
@@ -223,13 +250,13 @@ class Report:
         values = [t.values[0] for t in self.trials]
         dims.append({"label": unit_label(self.metric), "values": values})
         fig = go.Figure(go.Parcoords(line={"color": values, "showscale": True}, dimensions=dims))
-        fig.update_layout(title="Parallel coordinates (colour: " + unit_label(self.metric) + ")")
+        fig.update_layout(title=f"Parallel coordinates (colour: {unit_label(self.metric)}){note}")
         return fig
 
     def slices(self) -> Any | None:
         from plotly.subplots import make_subplots
 
-        params = self._params()
+        params, note = self._panels(self._params())
         if not params:
             return None
         cols = min(3, len(params))
@@ -252,7 +279,7 @@ class Report:
                 title_text=unit_label(self.metric), row=i // cols + 1, col=i % cols + 1
             )
             fig.update_xaxes(title_text=name, row=i // cols + 1, col=i % cols + 1)
-        fig.update_layout(title="The metric by each parameter", height=320 * rows)
+        fig.update_layout(title="The metric by each parameter" + note, height=320 * rows)
         return fig
 
     def failures(self) -> Any | None:
@@ -263,11 +290,11 @@ class Report:
         for t in launched:
             states[_status(t)] = states.get(_status(t), 0) + 1
         self.data["statuses"] = states
-        params = [
+        params, note = self._panels([
             p
             for p in self._params_of(launched)
             if len({str(t.params.get(p)) for t in launched}) <= 16
-        ]
+        ])  # fmt: skip
         cols = 1 + min(2, len(params))
         fig = make_subplots(
             rows=1 + len(params) // 3, cols=cols, subplot_titles=["trials by state"] + params
@@ -297,7 +324,7 @@ class Report:
             fig.update_xaxes(title_text=name, row=row, col=col)
             fig.update_yaxes(title_text="trials", row=row, col=col)
         fig.update_layout(
-            title="Trials by state, and by parameter value",
+            title="Trials by state, and by parameter value" + note,
             barmode="stack",
             height=340 * (1 + len(params) // 3),
         )
