@@ -164,10 +164,15 @@ def resumed_rows(
         raise RecordError(f"{output}: exists and is not a recording of this space (no column "
                           f"{missing[0]!r}); name another --output or remove it")  # fmt: skip
     recorded = _recorded_params(list(table.columns))
+    if not recorded:  # a recording writes the config first
+        raise RecordError(f"{output}: exists, and no parameter column comes before its "
+                          f"{table.columns[0]!r} column (a recording writes the config's "
+                          "columns first); name another --output or remove it")  # fmt: skip
     if set(recorded) != set(space.names):
         raise RecordError(f"{output}: exists and is a recording of {', '.join(recorded)}, not "
                           f"of this space's {', '.join(space.names)}; name another --output "
                           "or remove it")  # fmt: skip
+    _check_states(output, table["status"])
     stamps = {"workload": workload, **problem_stamps(problem), **device_stamps(device or {})}
     if "workload" in table.columns:  # stamped: its problem columns are the whole problem
         _check_problem_keys(output, table, problem)
@@ -182,6 +187,24 @@ def resumed_rows(
     rows = table.to_dict(orient="records")
     _check_values_in_space(output, rows, space)
     return rows
+
+
+def _check_states(output: Path, states: pd.Series) -> None:
+    """Refuse a row whose status is blank or no trial state (a row edited by hand): resuming
+    counted it as measured, and the replay of the table refused it.
+
+    Example:
+        >>> _check_states(Path("g.csv"), pd.Series(["ok", "oom", "weird"]))
+        Traceback (most recent call last):
+        ...
+        autotune.record.RecordError: g.csv: line 4: status 'weird' is no trial state (ok, ...
+    """
+    known = [s.value for s in TrialStatus]
+    for line, state in enumerate(states, start=2):
+        if not isinstance(state, str) or state not in known:
+            what = "is blank" if not isinstance(state, str) else f"{state!r} is no trial state"
+            raise RecordError(f"{output}: line {line}: status {what} ({', '.join(known)}); "
+                              "correct or remove the row, or name another --output")  # fmt: skip
 
 
 def _check_values_in_space(output: Path, rows: list[dict[str, Any]], space: Space) -> None:

@@ -472,3 +472,23 @@ def test_record_with_jobs_starts_no_compile_processes_for_a_workload_that_compil
     assert done.returncode == 0, done.stderr[-2000:]
     # the command's own process and its one worker: no compile process
     assert len(set(log.read_text().split())) <= 2
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [("none,1.0,,faults", r"line 3: status is blank"),
+     ("none,1.0,weird,faults", r"line 3: status 'weird' is no trial state")],
+)  # fmt: skip
+def test_a_hand_edited_row_of_no_state_is_refused_not_counted_as_measured(tmp_path, row, says):
+    # the resume said the grid was done, and the replay of the table refused the row
+    out = tmp_path / "f.csv"
+    out.write_text(f"fault,score,status,workload\nwrong_result,0.5,ok,faults\n{row}\n")
+    with pytest.raises(RecordError, match=says):
+        record_grid("faults", {}, SPACE, {}, out, executor="inline")
+
+
+def test_status_before_the_parameters_is_named_not_an_empty_list(tmp_path):
+    out = tmp_path / "f.csv"
+    out.write_text("workload,fault,score,status\nfaults,none,1.0,ok\n")
+    with pytest.raises(RecordError, match="no parameter column comes before its 'workload'"):
+        record_grid("faults", {}, SPACE, {}, out, executor="inline")
