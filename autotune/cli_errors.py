@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -64,6 +66,19 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
         RecordError,
         WriterBusy,
     )
+
+
+def _storage_source(exc: Exception) -> str:
+    """`` (from $AUTOTUNE_STORAGE)`` where a storage URL's error is about the URL the
+    environment gave (no ``--storage`` on the command line): the place the value came from."""
+    from autotune.redact import STORAGE_ENV
+    from autotune.storage import StorageError
+
+    given = os.environ.get(STORAGE_ENV)
+    on_line = any(arg == "--storage" or arg.startswith("--storage=") for arg in sys.argv[1:])
+    if isinstance(exc, StorageError) and given and not on_line and "storage URL" in str(exc):
+        return f" (from ${STORAGE_ENV})"
+    return ""
 
 
 def _storage_failure_types() -> tuple[type[Exception], ...]:
@@ -140,7 +155,8 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             return command(*args, **kwargs)
         except _bad_input_types() as exc:
             # one line, and a storage URL's password never reaches a log
-            message = escape(redact(str(exc)).replace("\r", "\\r").replace("\n", "\\n"))
+            message = escape(redact(str(exc) + _storage_source(exc)).replace("\r", "\\r")
+                             .replace("\n", "\\n"))  # fmt: skip
             err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt as exc:

@@ -264,3 +264,13 @@ def test_a_secret_in_a_problem_value_stays_out_of_the_stored_command_line(tmp_pa
     for text in (done.stdout, done.stderr, (tmp_path / "best.json").read_text()):
         assert "SEKRET" not in text
     assert b"SEKRET" not in (tmp_path / "v.db").read_bytes()
+
+
+def test_a_bad_url_from_the_environment_is_said_to_come_from_it(tmp_path) -> None:
+    # the line named the URL alone: a user who never typed it could not tell where it was set
+    done = _cli("studies", env={"AUTOTUNE_STORAGE": "redis://nobody:s3cret-pw@x/0"})
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("(from $AUTOTUNE_STORAGE)"), done.stderr
+    assert "s3cret-pw" not in done.stderr
+    typed = _cli("studies", "--storage", "redis://x/0", env={"AUTOTUNE_STORAGE": "redis://y/0"})
+    assert typed.returncode == 2 and "AUTOTUNE_STORAGE" not in typed.stderr
