@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
 import reprlib
 import time
 import warnings
@@ -246,12 +247,39 @@ def _check_optuna_schema(url: str, scheme: str, shown: str) -> None:
         tables = set(sqlalchemy.inspect(engine).get_table_names())
     except Exception as exc:  # noqa: BLE001 - sqlalchemy raises many kinds
         first = first_line(exc)
-        raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
+        why = _read_only_wal(url) if scheme.split("+")[0] == "sqlite" else ""
+        raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}{why}"
+                           ) from None  # fmt: skip
     finally:
         engine.dispose()
     if not tables >= _OPTUNA_TABLES:  # another program's "studies" table is not Optuna's
         raise StorageError(f"storage URL {shown!r}: the database holds no autotune (Optuna) "
                            "studies; nothing to read")  # fmt: skip
+
+
+def _read_only_wal(url: str) -> str:
+    """Why SQLite cannot open a database it can read: the file is in write-ahead-log mode (as
+    a sweep leaves it) and its folder cannot be written, so the ``-shm`` file beside it cannot
+    be made; '' where that is not the case.
+
+    Example:
+        >>> _read_only_wal("sqlite:////nonexistent/a.db")
+        ''
+    """
+    path = sqlite_path(url)
+    try:
+        with open(path, "rb") as file:  # type: ignore[arg-type]
+            header = file.read(20)
+    except (OSError, TypeError):
+        return ""
+    in_wal = len(header) == 20 and header[18] == 2 and header[19] == 2  # read/write versions
+    if not in_wal or os.access(path.parent, os.W_OK):
+        return ""
+    return (
+        f" ({path.name} is in write-ahead-log mode and its folder {path.parent} is "
+        "read-only: SQLite cannot make the -shm file it reads through; copy the file "
+        "to a folder that can be written)"
+    )
 
 
 #: tables every Optuna database has (a reader checks them before reading)

@@ -209,3 +209,30 @@ def test_a_blank_study_name_is_refused_not_taken_for_the_latest():
     assert load_study(storage, None).study_name == "s"
     with pytest.raises(StorageError, match=r"--study '': a blank name"):
         load_study(storage, "")
+
+
+def test_a_sweeps_database_in_a_read_only_folder_says_why_it_cannot_be_read(tmp_path):
+    # "unable to open database file" alone: the file reads fine, but a sweep leaves it in
+    # write-ahead-log mode, whose -shm file SQLite cannot make in a read-only folder
+    import shutil
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("a read-only bind mount needs root and unshare")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    written = open_storage(f"sqlite:///{folder / 's.db'}")  # a writer's: write-ahead-log mode
+    optuna.create_study(storage=written, study_name="s")
+    written.engine.dispose()  # closed: no -shm file left beside it
+    command = (
+        f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} && "
+        f"{sys.executable} -m autotune.cli studies --storage sqlite:///{folder / 's.db'}"
+    )
+    done = subprocess.run(["unshare", "-m", "sh", "-c", command], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    if "mount" in done.stderr and "autotune" not in done.stderr and done.returncode != 2:
+        pytest.skip(f"no bind mount here: {done.stderr.strip()}")
+    assert done.returncode == 2, done.stderr
+    assert "s.db is in write-ahead-log mode and its folder" in done.stderr
+    assert "is read-only" in done.stderr and len(done.stderr.strip().splitlines()) == 1
