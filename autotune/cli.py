@@ -202,6 +202,11 @@ def tune(
     }
     # before the sweep spends its time, not after; a resumed study reads what it stored too
     writable_output(output, storage=storage, inputs=reads, studies=[study] if study else [])
+    budget_s = parse_duration(time_budget)
+    from autotune.objectives.external import before_budget_ends
+
+    # a workload's own set-up code (its import, default_config, ...) stops at the budget's end
+    before_budget_ends(None if budget_s is None else COMMAND_STARTED + budget_s)
     settings = build_settings(
         workload=workload_name(workload),
         space=space,
@@ -209,7 +214,7 @@ def tune(
         objective=objective,
         sampler=sampler,
         trials=trials,
-        time_budget_s=parse_duration(time_budget),
+        time_budget_s=budget_s,
         seed=seed,
         storage=storage,
         study=study,

@@ -34,7 +34,10 @@ import importlib
 import importlib.util
 import inspect
 import os
+import signal
 import sys
+import threading
+import time
 import types
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
@@ -95,7 +98,7 @@ def load_external(name: str) -> type[Any]:
             raise KeyError(name)
         module_name, attribute = _plugin_target(plugins[name])
         try:
-            with keeps_working_folder(), _exit_raises():
+            with keeps_working_folder(), _exit_raises(), _within_budget():
                 module = importlib.import_module(module_name)
         except BaseException as exc:  # sys.exit() at import too: one line
             _interrupts_go_on(exc)
@@ -180,7 +183,7 @@ def _import_file(path: Path) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look the module up
     try:
-        with keeps_working_folder(), _exit_raises():
+        with keeps_working_folder(), _exit_raises(), _within_budget():
             spec.loader.exec_module(module)
     except BaseException as exc:  # sys.exit() at import too: one line
         del sys.modules[module_name]
@@ -204,6 +207,48 @@ def _exit_raises() -> Iterator[None]:
         yield
     finally:
         os._exit = real
+
+
+def before_budget_ends(deadline: float | None) -> None:
+    """Set when the command's time budget ends (a :func:`time.monotonic` reading; None: no
+    budget): a workload's own set-up code (its import, ``default_problem``,
+    ``default_config``, ...) still running then is stopped with a one-line error, not left
+    to hang the command past its budget.
+    """
+    global _SETUP_DEADLINE
+    _SETUP_DEADLINE = deadline
+
+
+_SETUP_DEADLINE: float | None = None
+
+
+class _BudgetSpent(BaseException):
+    """Raised into a workload's set-up code when the command's time budget ends."""
+
+
+@contextlib.contextmanager
+def _within_budget() -> Iterator[None]:
+    """Around a workload's own set-up code: an alarm at the budget's end (main thread only,
+    where signals are delivered; none without a budget, nor where another alarm is set)."""
+    deadline = _SETUP_DEADLINE
+    if (
+        deadline is None
+        or threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0  # another's alarm (an inline trial's)
+    ):
+        yield
+        return
+
+    def spent(signum: int, frame: object) -> None:
+        raise _BudgetSpent
+
+    previous = signal.signal(signal.SIGALRM, spent)
+    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager
@@ -243,6 +288,8 @@ def _failure(exc: BaseException) -> str:
     """
     if isinstance(exc, SyntaxError):
         return f"does not import: line {exc.lineno}: {exc.msg}"
+    if isinstance(exc, _BudgetSpent):
+        return "its import was still running when the time budget ran out"
     return f"does not import: {_exception_line(exc)}"
 
 
@@ -274,10 +321,13 @@ def user_code(
         mine.py: Mine.default_problem raised RuntimeError: no GPU here
     """
     try:
-        with keeps_working_folder():
+        with keeps_working_folder(), _within_budget():
             yield
     except WorkloadError:
         raise
+    except _BudgetSpent:
+        raise WorkloadError(f"{name}: {objective.__name__}.{method} was still running when "
+                            "the time budget ran out") from None  # fmt: skip
     except BaseException as exc:  # sys.exit() and a test runner's Skipped too
         _interrupts_go_on(exc)
         if isinstance(exc, passing):

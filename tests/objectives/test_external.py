@@ -417,3 +417,20 @@ def test_output_on_the_space_file_the_workload_names_is_refused_and_nothing_stor
         "it); name another file"
     )
     assert (tmp_path / "x.yaml").read_text() == space and not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("before", "body", "message"),
+    [("import time\ntime.sleep(600)", "", "its import was still running when the time budget"),
+     ("import time", "    def default_config(self):\n        time.sleep(600)\n",
+      "Gen.default_config was still running when the time budget ran out")],
+)  # fmt: skip
+def test_set_up_code_that_hangs_ends_with_the_time_budget(tmp_path, before, body, message):
+    # the budget began with the sweep: a hang at import or in default_config ran for ever
+    (tmp_path / "gen.py").write_text(GEN % (before, SCORE, body))
+    (tmp_path / "gen.yaml").write_text("parameters:\n  a: {type: int, low: 1, high: 8}\n")
+    result = autotune("tune", "gen.py", "--time-budget", "6s", "--storage", "sqlite:///r.db",
+                      "--finish-top", "0", "--no-cache", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr
