@@ -65,6 +65,29 @@ def parse_objectives(text: str | None, defaults: dict[str, str]) -> dict[str, st
     return chosen
 
 
+def _resumed_budget(
+    stored: dict[str, Any], trials: int | None, time_budget_s: float | None
+) -> tuple[int | None, float | None]:
+    """A resume's budget: the one given, else the stored study's (its trial count, which
+    counts the study's trials, or its time budget, run again in full), else the default
+    trial count. A resume of a time-budgeted sweep ran with no limit at all.
+
+    Example:
+        >>> _resumed_budget({"n_trials": None, "time_budget_s": 20.0}, None, None)
+        (None, 20.0)
+        >>> _resumed_budget({"n_trials": None, "time_budget_s": 20.0}, 5, None)
+        (5, None)
+        >>> _resumed_budget({}, None, None)
+        (30, None)
+    """
+    if trials is not None or time_budget_s is not None:
+        return trials, time_budget_s
+    trials, time_budget_s = stored.get("n_trials"), stored.get("time_budget_s")
+    if trials is None and time_budget_s is None:
+        trials = DEFAULT_TRIALS
+    return trials, time_budget_s
+
+
 def resolve_workload(
     workload: str, space_path: str | None, overrides: dict[str, Any], device: dict[str, Any]
 ) -> tuple[type[Objective], Space, dict[str, Any]]:
@@ -346,7 +369,7 @@ def build_settings(
         if replay_study:  # as a resumed sweep of a workload keeps them
             sampler = stored.get("sampler", sampler) if sampler == "auto" else sampler
             seed = stored.get("seed") if seed is None else seed
-            trials = trials if trials is not None else stored.get("n_trials")
+            trials, time_budget_s = _resumed_budget(stored, trials, time_budget_s)
             slo = resumed_slo(study, stored, slo)
         label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
         label += repeats_note(replay, problem["params"])
@@ -363,7 +386,7 @@ def build_settings(
         _check_resumed_objectives(study, workload, objective, objectives)
         sampler = stored.get("sampler", sampler) if sampler == "auto" else sampler
         seed = stored.get("seed") if seed is None else seed
-        trials = trials if trials is not None else stored.get("n_trials")
+        trials, time_budget_s = _resumed_budget(stored, trials, time_budget_s)
         label = stored.get("label", "")
         check_slo_metrics(workload, slo or {})
         slo = resumed_slo(study, stored, slo)

@@ -152,3 +152,19 @@ def test_an_objective_with_an_empty_part_is_refused_not_read_as_the_default(text
     with pytest.raises(SetupError, match=says):
         parse_objectives(text, {"tflops": "maximize", "ms": "minimize"})
     assert parse_objectives(" tflops : max ", {"tflops": "maximize"}) == {"tflops": "maximize"}
+
+
+def test_a_resumed_sweep_without_a_budget_runs_with_its_stored_one(tmp_path):
+    # a time-budgeted sweep resumed by --study alone ran with no limit at all
+    from autotune.driver import Sweep
+
+    space = tmp_path / "s.yaml"
+    space.write_text("parameters:\n  fault: {type: categorical, choices: [none]}\n"
+                     "  score: {type: float, low: 0, high: 1}\n")  # fmt: skip
+    first = _settings(tmp_path, space=str(space), trials=None, time_budget_s=3.0, study="t",
+                      executor="inline")  # fmt: skip
+    Sweep(first).run()
+    resumed = _settings(tmp_path, workload=None, trials=None, study="t")
+    assert (resumed.n_trials, resumed.time_budget_s) == (None, 3.0)
+    given = _settings(tmp_path, workload=None, trials=2, study="t")
+    assert (given.n_trials, given.time_budget_s) == (2, None)

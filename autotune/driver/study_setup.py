@@ -186,6 +186,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             "sampler_used": resolve_sampler(s.sampler, s.space, len(directions)),
             "seed": s.seed,
             "n_trials": s.n_trials,
+            "time_budget_s": s.time_budget_s,  # a resume without a budget runs this again
             "device": s.device,
             # a password on the command line stays out, and so does each secret of the
             # problem's values wherever it stands (--problem 'command=HF_TOKEN=X srv')

@@ -82,7 +82,7 @@ _FIELD_KINDS: dict[str, type | tuple[type, ...]] = {
     "workload": str, "label": str, "space": str, "command": str, "created": str,
     "sampler": str, "sampler_used": str, "problem": dict, "device": dict, "fingerprint": dict,
     "untuned": dict, "slo": dict, "objectives": dict, "seed": (int, type(None)),
-    "n_trials": (int, type(None)),
+    "n_trials": (int, type(None)), "time_budget_s": (int, float, type(None)),
 }  # fmt: skip
 
 
