@@ -78,6 +78,13 @@ _ENV_SECRET = re.compile(
     r"=(?P<quote>['\"])?)(?P<secret>(?(quote)[^'\"]*|[^\s'\"]+))",
     re.IGNORECASE,
 )
+# an HTTP credential on a command line or in a header a server echoes ("Authorization: Bearer
+# X", "Bearer X", "Authorization: Basic X")
+_AUTH_SECRET = re.compile(
+    r"(?P<head>(?:\bauthorization\s*[:=]\s*(?:(?:bearer|basic|token)\s+)?|\bbearer\s+)"
+    r")(?P<secret>[^\s'\"]+)",
+    re.IGNORECASE,
+)
 # a password :func:`secrets_in` finds shorter than this is not blanked wherever else it stands
 # (a one-letter password would blank that letter in every word); its URL form still is
 _SHORTEST_KNOWN = 4
@@ -115,6 +122,7 @@ def redact(text: str, known: Iterable[str] = ()) -> str:
     text = _blank_query_secrets(_QUERY_SECRET, text)
     text = _FLAG_SECRET.sub(lambda m: f"{m.group('head')}***", text)
     text = _ENV_SECRET.sub(lambda m: f"{m.group('head')}***", text)
+    text = _AUTH_SECRET.sub(lambda m: f"{m.group('head')}***", text)
     for secret in sorted(known, key=len, reverse=True):  # a longer one before its parts
         if len(secret) >= _SHORTEST_KNOWN and secret.strip("*"):
             text = text.replace(secret, "***")
@@ -154,6 +162,7 @@ def secrets_in(text: str, whole_url: bool = False) -> frozenset[str]:
         found += [m.group("secret") for m in _query_secrets(_QUERY_SECRET, text)]
         found += [m.group("secret") for m in _FLAG_SECRET.finditer(text)]
         found += [m.group("secret") for m in _ENV_SECRET.finditer(text)]
+        found += [m.group("secret") for m in _AUTH_SECRET.finditer(text)]
     return frozenset(s for secret in found for s in (secret, unquote(secret)) if s)
 
 

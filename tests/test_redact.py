@@ -274,3 +274,14 @@ def test_a_bad_url_from_the_environment_is_said_to_come_from_it(tmp_path) -> Non
     assert "s3cret-pw" not in done.stderr
     typed = _cli("studies", "--storage", "redis://x/0", env={"AUTOTUNE_STORAGE": "redis://y/0"})
     assert typed.returncode == 2 and "AUTOTUNE_STORAGE" not in typed.stderr
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['srv --header "Authorization: Bearer tokS3CRET999" {port}', "bearer tokS3CRET999 refused",
+     "curl -H Authorization:Basic tokS3CRET999", "authorization=Token tokS3CRET999"],
+)  # fmt: skip
+def test_an_http_credential_in_a_command_or_a_reason_is_left_out(text: str) -> None:
+    # a Bearer header in a server's command template was stored and printed in clear
+    assert "tokS3CRET999" not in redact(text) and "***" in redact(text)
+    assert "tokS3CRET999" in secrets_in(text)
