@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import random
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,10 @@ class TraceEntry:
     output_len: int
 
 
+#: the most requests a generated trace holds (hours of serving at any useful rate)
+MOST_REQUESTS = 1_000_000
+
+
 def poisson_trace(
     rate: float, num_requests: int, prompt_len: int, output_len: int, seed: int = 0,
     spread: float = 0.5,
@@ -40,6 +46,10 @@ def poisson_trace(
     uniform in ``mean * (1 +- spread)``."""
     if rate <= 0 or num_requests < 1:
         raise ValueError("a trace needs rate > 0 and at least one request")
+    if num_requests > MOST_REQUESTS:  # made in memory before any trial: 1e8 took gigabytes
+        raise ValueError(f"num_requests={num_requests}: at most {MOST_REQUESTS:,} (a trace of "
+                         f"{num_requests / rate:,.0f} s at rate={rate:g}; a longer one goes in "
+                         "a trace file)")  # fmt: skip
     rng = random.Random(seed)
     t, entries = 0.0, []
     for _ in range(num_requests):
@@ -132,6 +142,10 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
         ValueError: ...t.jsonl:2: prompt_len must be a whole number of tokens, not 10.9
     """
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO blocks the command; a process
+            # substitution (/dev/fd/63) is gone by the time a trial's worker reads it
+            raise ValueError(f"{path}: the trace must be a regular file (each trial's worker "
+                             "reads it again)")  # fmt: skip
         data = Path(path).read_bytes()
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the trace: {exc.strerror or exc}") from None

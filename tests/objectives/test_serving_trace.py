@@ -126,3 +126,17 @@ def test_a_poisson_key_given_beside_a_trace_file_is_refused_naming_it(tmp_path):
     assert str(refused.value) == (
         "--problem: rate=5.0 does not apply to serving with the other values given; leave it out"
     )
+
+
+def test_a_trace_that_is_no_regular_file_or_too_long_is_refused(tmp_path):
+    # a FIFO blocked the command for good; a process substitution crashed every trial (its
+    # worker found /dev/fd/63 gone); num_requests=1e8 grew gigabytes before any trial
+    import os
+
+    from autotune.objectives.serving_trace import MOST_REQUESTS, poisson_trace
+
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    with pytest.raises(ValueError, match="fifo.jsonl: the trace must be a regular file"):
+        load_trace(tmp_path / "fifo.jsonl")
+    with pytest.raises(ValueError, match="num_requests=1000001: at most 1,000,000"):
+        poisson_trace(rate=40.0, num_requests=MOST_REQUESTS + 1, prompt_len=8, output_len=4)
