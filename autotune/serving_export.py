@@ -92,8 +92,60 @@ class ServingExportError(ValueError):
     """A record that is no serving sweep, or a flag its target does not take."""
 
 
+#: flags that take a count (a whole number of at least 1) or a fraction of memory in (0, 1]
+_COUNTS = {"max-num-seqs", "max-num-batched-tokens", "max-model-len", "tensor-parallel-size",
+           "max-cudagraph-capture-size", "max-running-requests", "max-prefill-tokens",
+           "page-size", "context-length", "tp-size"}  # fmt: skip
+_FRACTIONS = {"gpu-memory-utilization", "mem-fraction-static"}
+
+
+def value_fault(target: str, flag: str, value: Any) -> str | None:
+    """Why ``target``'s ``--flag`` does not take ``value`` (its type, choices or range), or
+    None.
+
+    Example:
+        >>> value_fault("vllm", "block-size", 24), value_fault("vllm", "block-size", 32)
+        ('not one of 1, 8, 16, 32, 64, 128, 256', None)
+        >>> value_fault("vllm", "gpu-memory-utilization", 2.5)
+        'not a fraction of the memory in (0, 1]'
+    """
+    kind, choices = _SPECS[target][flag]
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        return f"not a {kind.__name__}"
+    if choices is not None and value not in choices:
+        return f"not one of {', '.join(str(c) for c in choices)}"
+    if flag in _COUNTS and value < 1:
+        return "not a count of 1 or more"
+    if flag in _FRACTIONS and not 0 < value <= 1:
+        return "not a fraction of the memory in (0, 1]"
+    return None
+
+
+def _expressible(
+    target: str, args: dict[str, Any], knob_of: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``args`` without the values ``target`` does not take, and a note for each, under the
+    knob (``knob_of`` its flag) that gave it: the rest is still exported."""
+    kept: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    for flag, value in args.items():
+        fault = value_fault(target, flag, value) if flag in _SPECS[target] else None
+        if fault is None:
+            kept[flag] = value
+        else:
+            knob = knob_of.get(flag, flag.replace("-", "_"))
+            notes[knob] = (
+                f"{shown(value)}: {target} --{flag} does not take it ({fault}); "
+                f"{target} keeps its own default"
+            )
+    return kept, notes
+
+
 def check_args(target: str, args: dict[str, Any]) -> None:
-    """Refuse a flag ``target`` does not have, or a value of the wrong type or choice.
+    """Refuse a flag ``target`` does not have, or a value of the wrong type, choice or range.
 
     Example:
         >>> check_args("vllm", {"block-size": 24})
@@ -101,19 +153,12 @@ def check_args(target: str, args: dict[str, Any]) -> None:
         ...
         autotune.serving_export.ServingExportError: vllm --block-size 24: not one of 1, 8, 16, 32, 64, 128, 256
     """  # noqa: E501
-    spec = _SPECS[target]
     for flag, value in args.items():
-        if flag not in spec:
+        if flag not in _SPECS[target]:
             raise ServingExportError(f"{target} has no flag --{flag}")
-        kind, choices = spec[flag]
-        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            ok = True
-        if not ok:
-            raise ServingExportError(f"{target} --{flag} {value!r}: not a {kind.__name__}")
-        if choices is not None and value not in choices:
-            allowed = ", ".join(str(c) for c in choices)
-            raise ServingExportError(f"{target} --{flag} {value}: not one of {allowed}")
+        fault = value_fault(target, flag, value)
+        if fault is not None:
+            raise ServingExportError(f"{target} --{flag} {value!r}: {fault}")
 
 
 #: the serving engine's values of its categorical knobs (objectives/serving.py)
@@ -262,8 +307,12 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
                 notes[name] = (f"{shown(value)}: --{flag} is not among the {target} flags this "
                                "export checks (see VLLM_ARGS / SGLANG_ARGS); pass it yourself "
                                "if your version has it")  # fmt: skip
+    knob_of = {"block-size": "block_size", "page-size": "block_size",
+               "max-running-requests": "max_num_seqs", "chunked-prefill-size":
+               "max_num_batched_tokens"}  # fmt: skip
+    args, refused = _expressible(target, args, knob_of)
     check_args(target, args)
-    return ServingExport(target, args, {**replayed, **notes})
+    return ServingExport(target, args, {**replayed, **notes, **refused})
 
 
 class ServingExport(TrainExport):

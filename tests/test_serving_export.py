@@ -210,3 +210,30 @@ def test_a_replay_of_a_serving_table_exports_labelled_as_a_replay() -> None:
 def test_a_replay_of_a_table_that_records_no_workload_is_no_serving_sweep() -> None:
     with pytest.raises(ServingExportError, match="'r' tuned replay of a table that records no"):
         serving_export(_replay({}), "sglang")
+
+
+def test_a_value_the_target_does_not_take_is_a_note_and_the_rest_is_exported() -> None:
+    # block_size 24 ended the whole vLLM export in an error; a server's out-of-range values
+    # (a memory fraction of 2.15, a negative parallel size) were written as they were
+    engine = serving_export({"workload": "serving",
+                             "config": {"block_size": 24, "max_num_seqs": 2}}, "vllm")  # fmt: skip
+    assert engine.settings == {"max-num-seqs": 2}
+    assert engine.not_expressed["block_size"].startswith("24: vllm --block-size does not take it")
+    server = serving_export(
+        {
+            "workload": "server",
+            "config": {
+                "max_num_seqs": 8,
+                "gpu_memory_utilization": 2.15,
+                "tensor_parallel_size": -2,
+            },
+        },
+        "vllm",
+    )
+    assert server.settings == {"max-num-seqs": 8}
+    assert (
+        "(not a fraction of the memory in (0, 1])"
+        in (server.not_expressed["gpu_memory_utilization"])
+    )
+    assert "(not a count of 1 or more)" in server.not_expressed["tensor_parallel_size"]
+    assert "# not expressed" in server.text or "gpu_memory_utilization" in server.text
