@@ -31,7 +31,6 @@ import shlex
 import string
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
@@ -41,7 +40,7 @@ from typing import Any, ClassVar
 from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialFailure, TrialTimeout
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
-from autotune.objectives.server_process import running
+from autotune.objectives.server_process import OutputTail, running
 from autotune.objectives.serving import (
     LATENCY_FIGURES,
     SLO_PROBLEM_KEYS,
@@ -275,7 +274,8 @@ class ServerObjective(Objective):
         # the template's own passwords are known to the driver; one filled in from a
         # placeholder (--api-key sk-{port}) is known only here, in this trial's command line
         with _passwords_left_out(secrets_in(shlex.join(argv))):
-            with tempfile.TemporaryFile(mode="w+") as log, running(argv, log) as proc:
+            log = OutputTail()  # the last of what it prints: kept for a failure's reason
+            with running(argv, log) as proc:
                 self._wait_healthy(proc, port, log)
                 started = time.perf_counter()
                 results = self._replay(port, api_key(argv))
@@ -454,10 +454,9 @@ def _passwords_left_out(secrets: frozenset[str]) -> Iterator[None]:
         raise type(exc)(clean) from None
 
 
-def _startup_failure(code: int, log: Any) -> TrialFailure:
-    log.seek(0)
-    tail = deque(log.read().splitlines(), maxlen=3)
-    text = " | ".join(line.strip() for line in tail)[-400:]
+def _startup_failure(code: int, log: OutputTail) -> TrialFailure:
+    tail = deque(log.text().splitlines(), maxlen=3)
+    text = " | ".join(line.strip() for line in tail)[-400:] or "(it printed nothing)"
     if "out of memory" in text.lower():
         return OutOfMemory(f"the server ran out of memory while starting: {text}")
     return Crashed(f"the server exited with code {code} before it was healthy: {text}")

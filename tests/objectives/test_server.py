@@ -334,3 +334,21 @@ def test_a_released_watchdog_leaves_the_group_alone() -> None:
     finally:
         group.kill()
         group.wait()
+
+
+def test_what_a_server_prints_is_kept_to_its_last_bytes() -> None:
+    # its output went to a temporary file: `yes` filled 4-5 GB of disk in 4 s, and a failure
+    # read all of it into memory for three lines
+    from autotune.objectives.server_process import OutputTail
+
+    tail = OutputTail(keep=1000)
+    with running(["sh", "-c", "yes | head -c 50000000; echo last line"], tail) as proc:
+        assert proc.wait(timeout=60) == 0
+    text = tail.text()
+    assert len(text) <= 1000 and text.endswith("y\nlast line\n")
+
+
+def test_a_server_that_exits_saying_nothing_is_said_to_have_printed_nothing() -> None:
+    obj = _objective(command=f"{sys.executable} -c 'raise SystemExit(3)' {{port}}")
+    with pytest.raises(Crashed, match=r"code 3 before it was healthy: \(it printed nothing\)$"):
+        obj.evaluate({})
