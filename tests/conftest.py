@@ -123,3 +123,20 @@ def _one_trial_study(url: str, name: str, workload: str, problem: dict, params: 
                        for k, v in params.items()},
     ))  # fmt: skip
     return study
+
+
+@pytest.fixture
+def until():
+    """``until(check, timeout_s)``: wait for ``check()`` to hold, polling every 50 ms; whether
+    it did within ``timeout_s``."""
+    import time
+
+    def wait(check, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while not check():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    return wait

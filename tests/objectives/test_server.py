@@ -270,17 +270,8 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-def _until(check, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
-def test_a_killed_worker_takes_its_servers_whole_process_group_down(tmp_path) -> None:
+def test_a_killed_worker_takes_its_servers_whole_process_group_down(until, tmp_path) -> None:
     # a trial timeout SIGKILLs the worker: its `finally: stop(proc)` never ran, and the server
     # lived on under init with its port bound
     (tmp_path / "server.py").write_text(_SERVER)
@@ -289,13 +280,13 @@ def test_a_killed_worker_takes_its_servers_whole_process_group_down(tmp_path) ->
     worker = subprocess.Popen([sys.executable, "-c", _WORKER, command], start_new_session=True)
     server = child = 0
     try:
-        assert _until(info.exists, 120), "the server never started"
+        assert until(info.exists, 120), "the server never started"
         server, child, port = map(int, info.read_text().split())
         assert _alive(server) and _alive(child) and not _port_is_free(port)
         os.killpg(worker.pid, signal.SIGKILL)  # the worker's whole group: the watchdog is apart
         worker.wait()
-        assert _until(lambda: not _alive(server) and not _alive(child), 5)
-        assert _until(lambda: _port_is_free(port), 5)
+        assert until(lambda: not _alive(server) and not _alive(child), 5)
+        assert until(lambda: _port_is_free(port), 5)
     finally:
         worker.kill()
         worker.wait()

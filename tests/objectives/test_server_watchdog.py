@@ -28,17 +28,8 @@ with open(sys.argv[2], "w") as log, running(sys.argv[3:], log, grace_s=2.0) as p
 """
 
 
-def _until(check, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
-def test_a_server_starts_once_the_server_of_a_killed_trial_is_gone(tmp_path, monkeypatch):
+def test_a_server_starts_once_the_server_of_a_killed_trial_is_gone(until, tmp_path, monkeypatch):
     # a server ignoring SIGTERM outlived its killed trial for the watchdog's grace, and the
     # next trial's server started beside it (on a GPU: its memory still held)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -50,7 +41,7 @@ def test_a_server_starts_once_the_server_of_a_killed_trial_is_gone(tmp_path, mon
     )  # fmt: skip
     old = 0
     try:
-        assert _until(started.exists, 60), "the first server never started"
+        assert until(started.exists, 60), "the first server never started"
         old = int(started.read_text())
         assert (notes_folder() / str(old)).read_text() == str(trial.pid)
         trial.kill()  # a trial timeout: no finally runs
