@@ -100,11 +100,17 @@ def running(
     except OSError as exc:
         raise Crashed(f"the server's watchdog cannot start: {exc}") from None
     tail = log if isinstance(log, OutputTail) else None
+    # a process the server detaches (setsid, a double fork) leaves its group: as this
+    # process's child subreaper it is reparented here, not to init, and is ended below
+    adopts = _adopt_orphans(True)
+    ours_before = _children() | {watchdog.process.pid}
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE if tail else log,
                                 stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     except OSError as exc:
         watchdog.release()
+        if adopts:
+            _adopt_orphans(False)
         raise Crashed(f"the server command cannot start: {exc}") from None
     if tail is not None:
         assert proc.stdout is not None
@@ -116,11 +122,61 @@ def running(
     finally:
         try:
             stop(proc, grace_s)
+            if adopts:
+                _end_adopted(ours_before)
         finally:
+            if adopts:
+                _adopt_orphans(False)
             watchdog.release()
             if note is not None:
                 with contextlib.suppress(OSError):
                     note.unlink()
+
+
+def _adopt_orphans(on: bool) -> bool:
+    """Make this process a child subreaper (Linux ``prctl``), or stop being one: an orphan of
+    its descendants is then reparented here rather than to init. Whether the call took."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _children(apart: bool = False) -> set[int]:
+    """The pids whose parent is this process (from ``/proc``; none without it); ``apart``:
+    only those in a process group not this process's (a compile worker another thread
+    started is in it)."""
+    me, mine, found = os.getpid(), os.getpgrp(), set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as stat:
+                    fields = stat.read().rpartition(b")")[2].split()
+            except OSError:
+                continue
+            if len(fields) > 2 and int(fields[1]) == me and not (apart and int(fields[2]) == mine):
+                found.add(int(name))
+    return found
+
+
+def _end_adopted(ours_before: set[int]) -> None:
+    """SIGKILL and reap the children this process gained while the server ran and that are
+    not its own: what the server detached, reparented here."""
+    for pid in _children(apart=True) - ours_before:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, 0)
 
 
 def _note(group: int) -> Path | None:

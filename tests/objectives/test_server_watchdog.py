@@ -74,3 +74,29 @@ def test_a_server_whose_trial_runs_is_no_leftover(tmp_path, monkeypatch):
     finally:
         group.kill()
         group.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_process_the_server_detaches_ends_with_it(until):
+    # `setsid sleep &` left the server's group: stopping the group missed it, and it lived on
+    # under init (a real server's detached worker keeps its port and GPU memory)
+    from autotune.objectives.server_process import OutputTail
+
+    marker = f"{time.time_ns() % 10**9 + 10**9}"  # a sleep of its own, found by its argument
+    command = f"setsid sleep {marker} & sleep 600"
+    with running(["sh", "-c", command], OutputTail()):
+        assert until(lambda: _sleeping(marker), 10), "the detached process never started"
+    assert not _sleeping(marker)
+
+
+def _sleeping(marker: str) -> bool:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+                state = Path(f"/proc/{name}/stat").read_text().rpartition(")")[2].split()[0]
+            except OSError:
+                continue
+            if argv[:2] == [b"sleep", marker.encode()] and state != "Z":
+                return True
+    return False
