@@ -9,7 +9,7 @@ own teardown (freeing torch's, Optuna's and pandas's modules object by object: 0
 
 Example:
     >>> import time
-    >>> 0 <= time.monotonic() - process_started() < 3600
+    >>> 0 <= time.monotonic() - process_started() < MOST_START_S
     True
 """
 
@@ -25,7 +25,8 @@ import time
 
 def process_started() -> float:
     """When this process started, as a :func:`time.monotonic` reading (to the kernel's clock
-    tick, 10 ms); now where the system does not say (no ``/proc``)."""
+    tick, 10 ms); now where the system does not say (no ``/proc``), or where the process ran
+    for longer than a start takes (:data:`MOST_START_S`) before asking."""
     now = time.monotonic()
     try:
         with open("/proc/self/stat", "rb") as stat:
@@ -33,7 +34,14 @@ def process_started() -> float:
         age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, AttributeError):
         return now
-    return now - age if 0 <= age < 3600 else now
+    # older than an interpreter's start and its imports take: no command's own process (the
+    # CLI called from a notebook's or a service's), whose budget counts from now
+    return now - age if 0 <= age < MOST_START_S else now
+
+
+#: the longest a command's process may have run before the CLI module is imported for its
+#: start to count in the budget
+MOST_START_S = 60.0
 
 
 def end_process(code: int) -> None:

@@ -64,3 +64,16 @@ def test_a_sqlite_storage_leaves_no_log_files_behind(tmp_path):
     """, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.db"]
+
+
+def test_a_process_that_ran_long_before_asking_counts_from_now():
+    # the CLI called in a notebook's process started an hour ago: its budget was spent at once
+    done = _python("""
+        import time
+        import autotune.process_end as process_end
+        process_end.MOST_START_S = 0.2
+        time.sleep(0.5)
+        print(time.monotonic() - process_end.process_started())
+    """)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 0.1
