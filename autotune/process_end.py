@@ -9,7 +9,8 @@ own teardown (freeing torch's, Optuna's and pandas's modules object by object: 0
 
 Example:
     >>> import time
-    >>> 0 <= time.monotonic() - process_started() < MOST_START_S
+    >>> started = process_started()  # this process's start, or now in a long-lived one
+    >>> started <= time.monotonic()
     True
 """
 
