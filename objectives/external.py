@@ -34,9 +34,7 @@ import importlib
 import importlib.util
 import inspect
 import os
-import signal
 import sys
-import threading
 import time
 import types
 from collections.abc import Iterator
@@ -44,6 +42,8 @@ from contextlib import AbstractContextManager
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn
+
+from autotune.time_limit import TimeLimit, TimeUp
 
 #: the entry-point group an installed package registers its workloads under
 ENTRY_POINT_GROUP = "autotune.workloads"
@@ -222,33 +222,14 @@ def before_budget_ends(deadline: float | None) -> None:
 _SETUP_DEADLINE: float | None = None
 
 
-class _BudgetSpent(BaseException):
-    """Raised into a workload's set-up code when the command's time budget ends."""
-
-
 @contextlib.contextmanager
 def _within_budget() -> Iterator[None]:
-    """Around a workload's own set-up code: an alarm at the budget's end (main thread only,
-    where signals are delivered; none without a budget, nor where another alarm is set)."""
+    """Around a workload's own set-up code: :class:`~autotune.time_limit.TimeUp` at the
+    budget's end (none without a budget, nor where no alarm can be set)."""
     deadline = _SETUP_DEADLINE
-    if (
-        deadline is None
-        or threading.current_thread() is not threading.main_thread()
-        or signal.getitimer(signal.ITIMER_REAL)[0] > 0  # another's alarm (an inline trial's)
-    ):
+    limit = TimeLimit(None if deadline is None else max(deadline - time.monotonic(), 0.001))
+    with limit.running():
         yield
-        return
-
-    def spent(signum: int, frame: object) -> None:
-        raise _BudgetSpent
-
-    previous = signal.signal(signal.SIGALRM, spent)
-    signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.001))
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager
@@ -288,7 +269,7 @@ def _failure(exc: BaseException) -> str:
     """
     if isinstance(exc, SyntaxError):
         return f"does not import: line {exc.lineno}: {exc.msg}"
-    if isinstance(exc, _BudgetSpent):
+    if isinstance(exc, TimeUp):
         return "its import was still running when the time budget ran out"
     return f"does not import: {_exception_line(exc)}"
 
@@ -325,7 +306,7 @@ def user_code(
             yield
     except WorkloadError:
         raise
-    except _BudgetSpent:
+    except TimeUp:
         raise WorkloadError(f"{name}: {objective.__name__}.{method} was still running when "
                             "the time budget ran out") from None  # fmt: skip
     except BaseException as exc:  # sys.exit() and a test runner's Skipped too

@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from types import FrameType
 from typing import Any
 
 from autotune.failures import Diverged, TrialStatus, classify
@@ -43,6 +40,7 @@ from autotune.runners.base import (
     close_objective,
     never_prune,
 )
+from autotune.time_limit import TimeLimit
 
 
 @contextlib.contextmanager
@@ -76,59 +74,6 @@ def stdout_to_stderr() -> Iterator[None]:
             os.close(saved)
 
 
-class _Deadline(BaseException):
-    """Raised in ``evaluate`` when its time is up: not an ``Exception``, so that an objective's
-    ``except Exception`` does not swallow it."""
-
-
-#: The longest ``setitimer`` takes (about three years: 1e10 s overflowed the platform's
-#: time_t and failed every trial ``crashed``); a limit past it is no limit in practice
-_LONGEST_TIMER_S = 1e8
-
-
-class _TimeLimit:
-    """A one-shot ``SIGALRM`` that raises :class:`_Deadline` while armed, where it can be set
-    (the main thread, ``setitimer``, no other timer of this process pending)."""
-
-    def __init__(self, timeout_s: float | None) -> None:
-        self.timeout_s = timeout_s
-        self.fired = False  # the time ran out (even if the objective caught the exception)
-        self._armed = False
-
-    def _possible(self) -> bool:
-        return (
-            self.timeout_s is not None
-            and self.timeout_s > 0
-            and hasattr(signal, "setitimer")
-            and threading.current_thread() is threading.main_thread()
-            and signal.getitimer(signal.ITIMER_REAL)[0] == 0  # not someone else's timer
-        )
-
-    def _on_alarm(self, signum: int, frame: FrameType | None) -> None:
-        if self._armed:
-            self.fired = True
-            raise _Deadline
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[None]:
-        """The block runs under the limit."""
-        if not self._possible():
-            yield
-            return
-        assert self.timeout_s is not None
-        previous = signal.signal(signal.SIGALRM, self._on_alarm)
-        try:
-            self._armed = True
-            signal.setitimer(signal.ITIMER_REAL, min(self.timeout_s, _LONGEST_TIMER_S))
-            yield
-        finally:
-            try:
-                self._armed = False  # the alarm may come now: it no longer raises
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, previous)
-
-
 class InProcessRunner(Runner):
     """Evaluate the objective directly; exceptions become failures, but a crash is fatal.
 
@@ -159,7 +104,7 @@ class InProcessRunner(Runner):
             if should_prune(step, value):
                 raise Diverged(f"pruned at step {step}: value {value:.4g}")
 
-        limit = _TimeLimit(self.timeout_s)
+        limit = TimeLimit(self.timeout_s)
         budget_left = None if self.budget_ends is None else self.budget_ends - time.monotonic()
         # the sweep's time budget ends first: the trial is stopped there, not judged slow
         by_budget = budget_left is not None and (

@@ -434,3 +434,17 @@ def test_set_up_code_that_hangs_ends_with_the_time_budget(tmp_path, before, body
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], result.stderr
+
+
+def test_a_budget_of_years_does_not_overflow_the_set_up_alarm(tmp_path):
+    # the set-up alarm was set to the budget's end as it was: setitimer overflowed past ~3 years
+    import time
+
+    from autotune.objectives.external import before_budget_ends, load_external
+
+    (tmp_path / "gen.py").write_text(GEN % ("", SCORE, ""))
+    before_budget_ends(time.monotonic() + 1e12)
+    try:
+        assert load_external(str(tmp_path / "gen.py")).__name__ == "Gen"
+    finally:
+        before_budget_ends(None)
