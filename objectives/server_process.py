@@ -154,19 +154,12 @@ def _children(apart: bool = False) -> set[int]:
     """The pids whose parent is this process (from ``/proc``; none without it); ``apart``:
     only those in a process group not this process's (a compile worker another thread
     started is in it)."""
-    me, mine, found = os.getpid(), os.getpgrp(), set()
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as stat:
-                    fields = stat.read().rpartition(b")")[2].split()
-            except OSError:
-                continue
-            if len(fields) > 2 and int(fields[1]) == me and not (apart and int(fields[2]) == mine):
-                found.add(int(name))
-    return found
+    me, mine = os.getpid(), os.getpgrp()
+    return {
+        pid
+        for pid, fields in server_watchdog.process_stats()
+        if int(fields[1]) == me and not (apart and int(fields[2]) == mine)
+    }
 
 
 def _end_adopted(ours_before: set[int]) -> None:

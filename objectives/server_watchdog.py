@@ -30,7 +30,31 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+
+def process_stats(pids: list[int] | None = None) -> Iterator[tuple[int, list[bytes]]]:
+    """Each process's ``/proc/PID/stat`` fields after its name (state, parent, group, ...),
+    for ``pids`` or every process; none without ``/proc``, none for one that is gone.
+
+    Example:
+        >>> [fields[0] != b"Z" for _, fields in process_stats([os.getpid()])]
+        [True]
+    """
+    if pids is None:
+        try:
+            pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+        except OSError:
+            return
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if len(fields) > 2:
+            yield pid, fields
 
 
 def _running_in(group: int | None, pid: int | None = None) -> bool:
@@ -43,19 +67,12 @@ def _running_in(group: int | None, pid: int | None = None) -> bool:
             os.kill(pid, 0)
     except OSError:
         return False
-    try:
-        pids = [pid] if group is None else [int(n) for n in os.listdir("/proc") if n.isdigit()]
-    except OSError:
-        return True  # no /proc: the group exists, zombies or not
-    for each in pids:
-        try:
-            with open(f"/proc/{each}/stat", "rb") as stat:
-                fields = stat.read().rpartition(b")")[2].split()
-        except OSError:
-            continue
-        if fields and fields[0] != b"Z" and (group is None or int(fields[2]) == group):
-            return True
-    return False
+    if not os.path.isdir("/proc"):
+        return True  # the group exists, zombies or not
+    return any(
+        fields[0] != b"Z" and (group is None or int(fields[2]) == group)
+        for _, fields in process_stats(None if group is not None else [pid])
+    )
 
 
 def group_alive(group: int) -> bool:
