@@ -26,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import random
 import shlex
+import shutil
 import string
 import subprocess
 import sys
@@ -111,6 +113,32 @@ def template_names(template: str) -> list[str]:
     for part in parts:
         _placeholders(template, part, names)
     return names
+
+
+def _check_program(template: str) -> None:
+    """Refuse a template whose program this machine cannot run: every trial's server would
+    fail to start, each one a ``crashed`` trial. A program named by a placeholder
+    (``{engine} serve ...``) is left to the trials.
+
+    Raises:
+        ValueError: naming the template and the program.
+
+    Example:
+        >>> _check_program("no-such-server-xyz --port {port}")
+        Traceback (most recent call last):
+        ...
+        ValueError: command='no-such-server-xyz --port {port}': no program no-such-server-xyz ...
+    """
+    program = shlex.split(template)[0]
+    if "{" in program:
+        return
+    if os.sep in program:
+        if not (os.path.isfile(program) and os.access(program, os.X_OK)):
+            raise ValueError(f"command={template!r}: {program} is not an executable file: no "
+                             "trial's server could start")  # fmt: skip
+    elif shutil.which(program) is None:
+        raise ValueError(f"command={template!r}: no program {program} on PATH: no trial's "
+                         "server could start (install it, or give its full path)")  # fmt: skip
 
 
 def _placeholders(template: str, text: str, names: list[str]) -> None:
@@ -262,6 +290,7 @@ class ServerObjective(Objective):
             raise ValueError(f"command={template!r} never names {{{unused[0]}}}, a parameter of "
                              "the space: no trial would pass it to the server; name it in the "
                              "command or tune a --space without it")  # fmt: skip
+        _check_program(template)
 
     def default_config(self) -> dict[str, Any]:
         return {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,

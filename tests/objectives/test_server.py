@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -142,19 +143,19 @@ def test_a_problem_value_that_must_be_above_zero_is_refused_before_any_trial(val
         _objective(**{key: float(text)})
 
 
-@pytest.mark.parametrize("command", ["srv --port {port!s}", "srv --port {port:d} {{x}}",
-                                     "srv --port={port:>6} -n {max_num_seqs!r:>4}"])  # fmt: skip
+@pytest.mark.parametrize("command", ["true --port {port!s}", "true --port {port:d} {{x}}",
+                                     "true --port={port:>6} -n {max_num_seqs!r:>4}"])  # fmt: skip
 def test_conversions_and_format_specs_on_known_names_are_taken(command) -> None:
     # {port!s} and {port:d} were refused as "never names {port}"
     obj = _objective(command=command)
     obj.check_space(["max_num_seqs"] if "max_num_seqs" in command else [])
-    assert format_command(command, {"port": 8001, "max_num_seqs": 4})[0] == "srv"
+    assert format_command(command, {"port": 8001, "max_num_seqs": 4})[0] == "true"
 
 
 def test_a_parameter_the_command_never_passes_or_a_bad_health_path_is_refused() -> None:
     # the sweep "tuned" max_num_seqs that no server saw and exported its noise winner; a
     # health path with a space crashed every trial (InvalidURL)
-    obj = _objective(command="srv --port {port} --n {max_num_seqs}")
+    obj = _objective(command="true --port {port} --n {max_num_seqs}")
     with pytest.raises(ValueError, match=r"never names \{block_size\}, a parameter of the sp"):
         obj.check_space(["max_num_seqs", "block_size"])
     with pytest.raises(ValueError, match=r"health_path='/he alth' is no URL path"):
@@ -163,11 +164,11 @@ def test_a_parameter_the_command_never_passes_or_a_bad_health_path_is_refused() 
 
 def test_a_placeholder_no_parameter_or_problem_value_fills_is_refused_naming_it() -> None:
     # every config was "rejected by constraints", no reason shown
-    obj = _objective(command="srv --port {port} --n {max_num_seqs} {bogus} {seed}")
+    obj = _objective(command="true --port {port} --n {max_num_seqs} {bogus} {seed}")
     with pytest.raises(ValueError) as refused:
         obj.check_space(["max_num_seqs", "block_size"])
     assert str(refused.value) == (
-        "command='srv --port {port} --n {max_num_seqs} {bogus} {seed}' names {bogus}, which is "
+        "command='true --port {port} --n {max_num_seqs} {bogus} {seed}' names {bogus}, which is "
         "neither a parameter of the space (max_num_seqs, block_size), a problem value nor {port}"
     )
     obj.check_space(["max_num_seqs", "bogus"])
@@ -343,3 +344,22 @@ def test_a_server_that_exits_saying_nothing_is_said_to_have_printed_nothing() ->
     obj = _objective(command=f"{sys.executable} -c 'raise SystemExit(3)' {{port}}")
     with pytest.raises(Crashed, match=r"code 3 before it was healthy: \(it printed nothing\)$"):
         obj.evaluate({})
+
+
+def test_a_program_this_machine_cannot_run_is_refused_before_the_sweep(tmp_path) -> None:
+    # every trial was `crashed` (FileNotFoundError), one server start at a time
+    with pytest.raises(ValueError, match=r"no program vllmx on PATH: no trial's server"):
+        _objective(command="vllmx serve --port {port}").check_space([])
+    not_executable = tmp_path / "serve.sh"
+    not_executable.write_text("#!/bin/sh\n")
+    with pytest.raises(ValueError, match=r"serve.sh is not an executable file"):
+        _objective(command=f"{not_executable} --port {{port}}").check_space([])
+    _objective(command="{engine} --port {port}", engine="vllmx").check_space([])  # its trials'
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "server", "--problem",
+         "command=" + ENGINE.replace(shlex.quote(sys.executable), "vllmx", 1),
+         "--trials", "1", "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "no program vllmx on PATH" in done.stderr
