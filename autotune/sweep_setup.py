@@ -413,15 +413,19 @@ def build_settings(
         with setup_call(workload, objective_cls, "config_keys"):
             keys = objective_obj.config_keys()
         _check_config_keys(space_obj, workload, keys)
-        check_space = getattr(objective_obj, "check_space", None)  # e.g. a server's template
-        if check_space is not None:
+        # optional checks against the space (a server's template) and the SLO (a trace)
+        for hook, given, option in (("check_space", space_obj.names, "--problem"),
+                                    ("check_slo", dict(slo or {}), "--slo")):  # fmt: skip
+            check = getattr(objective_obj, hook, None)
+            if check is None:
+                continue
             try:
-                with setup_call(workload, objective_cls, "check_space", passing=(ValueError,)):
-                    check_space(space_obj.names)
+                with setup_call(workload, objective_cls, hook, passing=(ValueError,)):
+                    check(given)
             except WorkloadError:
                 raise
             except ValueError as exc:
-                raise SetupError(f"--problem: {exc}") from None
+                raise SetupError(f"{option}: {exc}") from None
         untuned = {k: v for k, v in (baseline or {}).items() if k not in space_obj.names}
         baseline, outside = _baseline_in_space(baseline, space_obj, problem, device)
         notes += outside

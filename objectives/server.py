@@ -53,6 +53,7 @@ from autotune.objectives.serving_trace import (
     POISSON_KEYS,
     TraceEntry,
     check_positive,
+    check_tpot_measurable,
     problem_trace,
     without_poisson_keys,
 )
@@ -291,6 +292,11 @@ class ServerObjective(Objective):
                              "the space: no trial would pass it to the server; name it in the "
                              "command or tune a --space without it")  # fmt: skip
         _check_program(template)
+
+    def check_slo(self, slo: dict[str, float]) -> None:
+        """Refuse a ``--slo`` limit no trial could measure (:func:`~autotune.objectives.
+        serving_trace.check_tpot_measurable`)."""
+        check_tpot_measurable(self.trace, slo)
 
     def default_config(self) -> dict[str, Any]:
         return {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,

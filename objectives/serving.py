@@ -61,6 +61,7 @@ from autotune.objectives.serving_slo import SloWatch
 from autotune.objectives.serving_trace import (
     POISSON_KEYS,
     check_positive,
+    check_tpot_measurable,
     problem_trace,
     without_poisson_keys,
 )
@@ -213,6 +214,11 @@ class ServingObjective(Objective):
                              f"{self.model_config.seq_len}")  # fmt: skip
         self.entries = entries
         self._reference: torch.Tensor | None = None
+
+    def check_slo(self, slo: dict[str, float]) -> None:
+        """Refuse a ``--slo`` limit no trial could measure (:func:`~autotune.objectives.
+        serving_trace.check_tpot_measurable`)."""
+        check_tpot_measurable(self.entries, slo)
 
     def default_config(self) -> dict[str, Any]:
         """vLLM's defaults for online serving: 256 sequences, a 2048-token step budget with

@@ -83,6 +83,27 @@ def check_positive(problem: dict[str, Any], keys: tuple[str, ...]) -> None:
             raise ValueError(f"{key}={problem[key]!r} must be above 0")
 
 
+def check_tpot_measurable(entries: list[TraceEntry], slo: dict[str, float]) -> None:
+    """Refuse, before any trial, a limit on a TPOT figure over a trace where no request
+    outputs two tokens: no trial has a gap between tokens to time, so every one would break
+    the limit ("not measured") while goodput counted its requests as within it.
+
+    Raises:
+        ValueError: naming the limit.
+
+    Example:
+        >>> check_tpot_measurable([TraceEntry(0.0, 8, 1)], {"tpot_p99_ms": 50.0})
+        Traceback (most recent call last):
+        ...
+        ValueError: tpot_p99_ms=50: no request of the trace outputs more than one token, ...
+    """
+    limits = [name for name in slo if "tpot" in name]
+    if limits and all(e.output_len < 2 for e in entries):
+        raise ValueError(f"{limits[0]}={slo[limits[0]]:g}: no request of the trace outputs "
+                         "more than one token, so no trial has a time per output token to "
+                         "measure (drop the limit, or replay longer outputs)")  # fmt: skip
+
+
 def _around(rng: random.Random, mean: int, spread: float) -> int:
     return max(1, round(rng.uniform(mean * (1 - spread), mean * (1 + spread))))
 

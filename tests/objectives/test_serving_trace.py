@@ -140,3 +140,29 @@ def test_a_trace_that_is_no_regular_file_or_too_long_is_refused(tmp_path):
         load_trace(tmp_path / "fifo.jsonl")
     with pytest.raises(ValueError, match="num_requests=1000001: at most 1,000,000"):
         poisson_trace(rate=40.0, num_requests=MOST_REQUESTS + 1, prompt_len=8, output_len=4)
+
+
+@pytest.mark.parametrize("workload", ["serving", "server"])
+def test_a_tpot_limit_over_a_trace_of_one_token_outputs_is_refused(tmp_path, workload):
+    # every trial was slo_violated ("tpot_p99_ms not measured") while goodput counted the
+    # same requests as within the SLO
+    from autotune.setup_error import SetupError
+    from autotune.sweep_setup import build_settings
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 1}\n' * 2)
+
+    def build(slo):
+        return build_settings(
+            workload=workload, space=None, problem={"trace": str(trace)}, objective=None,
+            sampler="auto", trials=1, time_budget_s=None, seed=0, storage="memory",
+            study=None, trial_timeout_s=None, device={"type": "cpu", "name": "cpu"},
+            replay=None, params=None, metric=None, maximize=True,
+            command=f"autotune tune {workload}", slo=slo,
+        )  # fmt: skip
+
+    with pytest.raises(SetupError, match=r"^--slo: tpot_p99_ms=50: no request of the trace "):
+        build({"ttft_p99_ms": 500.0, "tpot_p99_ms": 50.0})
+    assert build({"ttft_p99_ms": 500.0}).problem["slo_ttft_ms"] == 500.0  # TTFT is measured
+    trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 2}\n')
+    build({"tpot_p99_ms": 50.0})  # one gap to time
