@@ -61,10 +61,29 @@ ProblemOption = Annotated[
         "--problem", help="Problem values, e.g. M=64,N=4096,K=4096 (a comma inside a value: \\,)."
     ),
 ]
+
+
+def _storage_env_not_blank(ctx: typer.Context, param: typer.CallbackParam, value: str) -> str:
+    """``value``, unless ``--storage`` was not given and ``$AUTOTUNE_STORAGE`` is set but
+    blank (``AUTOTUNE_STORAGE=$DB_URL`` with ``DB_URL`` unset), which the option parser reads
+    as unset: the command would read or write the default storage without a word.
+
+    Raises:
+        typer.BadParameter: naming the variable (a usage error: one line, exit code 2).
+    """
+    given = os.environ.get(STORAGE_ENV)
+    source = ctx.get_parameter_source(param.name or "storage")
+    if given is not None and not given.strip() and getattr(source, "name", "") != "COMMANDLINE":
+        raise typer.BadParameter(f"${STORAGE_ENV} is set but blank: put a storage URL in it, "
+                                 "unset it for the default, or pass --storage")  # fmt: skip
+    return value
+
+
 StorageOption = Annotated[
     str,
     typer.Option(
         "--storage",
+        callback=_storage_env_not_blank,
         envvar=STORAGE_ENV,
         show_envvar=True,
         help="Optuna storage URL (or from $AUTOTUNE_STORAGE, so that a database password "

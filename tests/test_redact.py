@@ -57,9 +57,12 @@ def test_a_storage_error_never_shows_the_password() -> None:
     assert "s3cret-pw" not in str(info.value) and "nobody:***@" in str(info.value)
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
-                          text=True, timeout=240, env={**os.environ, **(env or {})})  # fmt: skip
+                          text=True, timeout=240, env={**os.environ, **(env or {})},
+                          cwd=cwd)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -285,3 +288,15 @@ def test_an_http_credential_in_a_command_or_a_reason_is_left_out(text: str) -> N
     # a Bearer header in a server's command template was stored and printed in clear
     assert "tokS3CRET999" not in redact(text) and "***" in redact(text)
     assert "tokS3CRET999" in secrets_in(text)
+
+
+def test_a_blank_storage_variable_is_refused_not_read_as_unset(tmp_path) -> None:
+    # AUTOTUNE_STORAGE=$DB_URL with DB_URL unset: the command read the default SQLite file
+    # in the working folder without a word
+    for blank in ("", "  "):
+        done = _cli("trials", env={"AUTOTUNE_STORAGE": blank}, cwd=tmp_path)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+        assert "$AUTOTUNE_STORAGE is set but blank" in done.stderr
+    given = _cli("trials", "--storage", "memory", env={"AUTOTUNE_STORAGE": ""}, cwd=tmp_path)
+    assert "holds no study" in given.stderr  # --storage given: the variable is not read
+    assert not (tmp_path / "autotune.db").exists()
