@@ -13,7 +13,10 @@ engine does not have (a ``kv_dtype`` other than bf16 or fp8, say) is a note in
 ``not_expressed``, and a count that is no positive whole number is refused.
 
 A ``server`` sweep (whose parameters are the server's own flags, spelled with underscores)
-exports each parameter the target has as is.
+exports each parameter the target has as is, and one the other server names for the same knob
+under the target's name (:data:`SAME_KNOB`: a vLLM sweep's ``max_num_seqs`` is SGLang's
+``--max-running-requests``; ``gpu_memory_utilization`` its ``--mem-fraction-static``, both
+the share of GPU memory the server may take for weights and KV cache).
 
 Example:
     >>> record = {"workload": "serving", "config": {"max_num_seqs": 64,
@@ -83,6 +86,13 @@ SGLANG_ARGS: dict[str, tuple[type, tuple[Any, ...] | None]] = {
     "enable-mixed-chunk": (bool, None),
 }  # fmt: skip
 _SPECS = {"vllm": VLLM_ARGS, "sglang": SGLANG_ARGS}
+_ACROSS = {"max-num-seqs": "max-running-requests", "block-size": "page-size",
+           "max-num-batched-tokens": "chunked-prefill-size", "max-model-len": "context-length",
+           "gpu-memory-utilization": "mem-fraction-static",
+           "tensor-parallel-size": "tp-size"}  # fmt: skip
+#: a server sweep's flag (underscored) -> the other server's flag for the same knob: a vLLM
+#: server's tuned ``max_num_seqs`` is SGLang's ``--max-running-requests``, and back
+SAME_KNOB = {**_ACROSS, **{theirs: ours for ours, theirs in _ACROSS.items()}}
 #: the project engine's knobs (the serving workload's, and its server's flags)
 ENGINE_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "policy", "kv_dtype",
                 "weights", "attention_backend", "cuda_graphs")  # fmt: skip
@@ -293,6 +303,9 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
         )
     args: dict[str, Any] = {}
     notes: dict[str, str] = {}
+    knob_of = {"block-size": "block_size", "page-size": "block_size",
+               "max-running-requests": "max_num_seqs", "chunked-prefill-size":
+               "max_num_batched_tokens"}  # fmt: skip
     if workload == "serving" or engine_knobs <= set(config):  # the project engine's names
         args, notes = _engine(config, target, on_cpu=_on_cpu(record))
     if workload == "server":  # the server's own flags, spelled with underscores
@@ -301,15 +314,14 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
             if name in known:
                 continue
             flag = name.replace("_", "-")
+            flag = flag if flag in _SPECS[target] else SAME_KNOB.get(flag, flag)
             if flag in _SPECS[target]:
                 args[flag] = value
+                knob_of.setdefault(flag, name)
             else:
                 notes[name] = (f"{shown(value)}: --{flag} is not among the {target} flags this "
                                "export checks (see VLLM_ARGS / SGLANG_ARGS); pass it yourself "
                                "if your version has it")  # fmt: skip
-    knob_of = {"block-size": "block_size", "page-size": "block_size",
-               "max-running-requests": "max_num_seqs", "chunked-prefill-size":
-               "max_num_batched_tokens"}  # fmt: skip
     args, refused = _expressible(target, args, knob_of)
     check_args(target, args)
     return ServingExport(target, args, {**replayed, **notes, **refused})

@@ -81,6 +81,22 @@ def test_a_server_sweep_exports_the_flags_the_target_has() -> None:
     )
 
 
+def test_a_server_sweeps_knob_reaches_the_other_server_under_its_name() -> None:
+    # a vLLM sweep's max_num_seqs was "not expressed" for SGLang, which has the same knob as
+    # --max-running-requests
+    vllm_sweep = {"workload": "server", "config": {"max_num_seqs": 32, "block_size": 32,
+                                                   "gpu_memory_utilization": 0.8}}  # fmt: skip
+    out = serving_export(vllm_sweep, "sglang")
+    assert out.settings == {"max-running-requests": 32, "page-size": 32,
+                            "mem-fraction-static": 0.8}  # fmt: skip
+    assert out.not_expressed == {}
+    sglang_sweep = {"workload": "server", "config": {"max_running_requests": 0,
+                                                     "chunked_prefill_size": 4096}}  # fmt: skip
+    back = serving_export(sglang_sweep, "vllm")
+    assert back.settings == {"max-num-batched-tokens": 4096}
+    assert "vllm --max-num-seqs does not take it" in back.not_expressed["max_running_requests"]
+
+
 @pytest.mark.parametrize(
     ("args", "match"),
     [({"block-size": 24}, "not one of"), ({"max-num-seqs": "many"}, "not a int"),
@@ -142,8 +158,8 @@ def test_a_value_with_a_line_break_stays_inside_its_comment(config: dict) -> Non
     assert vllm.text.count("\n") == 3  # the usage line, one note, one flag
     sglang = serving_export({"workload": "server", "config": config}, "sglang")
     *notes, command = sglang.text.splitlines()
-    assert len(notes) == 2 and all(n.startswith("# not expressed: ") for n in notes)
-    assert shlex.split(command)[3:] == ["--model-path", "MODEL"]  # max_num_seqs: no such flag
+    assert len(notes) == 1 and notes[0].startswith("# not expressed: ")
+    assert shlex.split(command)[3:] == ["--model-path", "MODEL", "--max-running-requests", "32"]
 
 
 def test_an_engine_value_with_a_newline_stays_inside_its_comment() -> None:
