@@ -154,8 +154,8 @@ def writable_output(
     needs only to be writable.
 
     Raises:
-        UsageError: the path is a folder, the storage's database, or no file can be created
-            where it points.
+        UsageError: the path is a folder, the storage's database, a file that cannot be
+            written, or no file can be created where it points.
 
     Example:
         >>> import tempfile
@@ -206,6 +206,10 @@ def writable_output(
         os.unlink(probe)
     except OSError as exc:
         raise UsageError(f"{option} {path}: cannot write there ({exc.strerror})") from None
+    # the folder takes a new file, but an existing one may refuse its replacement (chattr +i:
+    # a recording measured a config before it found out)
+    if path.resolve().is_file() and not os.access(path.resolve(), os.W_OK):
+        raise UsageError(f"{option} {path}: cannot write there (it is read-only or immutable)")
     return path
 
 

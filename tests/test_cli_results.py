@@ -172,12 +172,19 @@ def test_an_output_that_cannot_be_replaced_is_named_not_the_temporary_file(
         )  # fmt: skip
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
         assert ".tmp" not in done.stderr, done.stderr
-        expected = (f"error: {immutable}: Operation not permitted" if command == "compare"
-                    else f"error: --output {immutable}: cannot write there (Operation not "
-                    "permitted)")  # fmt: skip
+        # refused before any work (a recording measured a config before it found out)
+        expected = f"error: --output {immutable}: cannot write there (it is read-only or immutable)"
         assert done.stderr.strip().splitlines() == [expected], command
         assert immutable.read_text() == "old\n"
         assert [p.name for p in immutable.parent.iterdir()] == ["best.json"]
+    (tmp_path / "s.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 3}\n")
+    recorded = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "record", "faults", "--space", "s.yaml",
+         "--output", str(immutable)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert recorded.returncode == 2 and "cannot write there (it is read-only" in recorded.stderr
+    assert "1/" not in recorded.stderr + recorded.stdout  # no config measured
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
