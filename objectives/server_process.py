@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -115,7 +115,7 @@ def running(
     if tail is not None:
         assert proc.stdout is not None
         tail.follow(proc.stdout)
-    watchdog.watch(proc.pid)
+    watchdog.watch(proc.pid, spare=ours_before)
     note = _note(proc.pid)
     try:
         yield proc
@@ -210,9 +210,12 @@ class GroupWatchdog:
             os.close(read)
         self._open = True
 
-    def watch(self, pgid: int) -> None:
-        """Stop process group ``pgid`` if this process ends before :meth:`release`."""
-        os.write(self._write, f"{pgid}\n".encode())
+    def watch(self, pgid: int, spare: Iterable[int] = ()) -> None:
+        """Stop process group ``pgid`` if this process ends before :meth:`release`, and what
+        its processes started that left it: each child of this process outside its group and
+        not in ``spare`` (those it had before the server), with their descendants
+        (:func:`~autotune.objectives.server_watchdog.server_tree`)."""
+        os.write(self._write, " ".join(map(str, (pgid, os.getpid(), *spare))).encode() + b"\n")
 
     def release(self, timeout_s: float = 5.0) -> None:
         """The group is stopped (or was never started): let the watchdog exit, and reap it."""

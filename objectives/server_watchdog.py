@@ -9,7 +9,9 @@ pipe closes. The pipe's one write end is the trial's, so it closes when the tria
 ends, whatever ends it. If the trial wrote ``done`` (it stopped the group itself), nothing is
 left to do; else the group the trial named gets SIGTERM, then SIGKILL once ``GRACE`` seconds
 pass with a process of it still alive, and the watchdog removes the server's note and
-exits. It has a session of its own: a signal to the trial's process group, or the terminal's
+exits. While the pipe is open, it looks every :data:`SCAN_S` seconds for what the server
+started outside its group (:func:`server_tree`: a ``setsid`` worker, a double fork), which
+gets the same signals: a trial killed at its timeout ends no such process itself. It has a session of its own: a signal to the trial's process group, or the terminal's
 Ctrl-C, does not reach it.
 
 Example:
@@ -144,20 +146,75 @@ def await_leftovers(grace_s: float) -> list[int]:
     return left
 
 
+#: seconds between the watchdog's looks at what the server started
+SCAN_S = 0.5
+
+
+def server_tree(trial: int, spare: set[int], known: dict[int, bytes]) -> dict[int, bytes]:
+    """``known`` (pid -> start time) plus the processes the server started, wherever they
+    went: each child of ``trial`` outside its process group that is not in ``spare`` (the
+    server, and what the server detached that was reparented to the trial, its subreaper),
+    each live process of ``known``, and their descendants (a ``setsid`` child of the server's
+    shell, whose group is its own). A pid whose start time changed is another process.
+
+    Example:
+        >>> import subprocess
+        >>> child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        >>> child.pid in server_tree(os.getpid(), set(), {})
+        True
+        >>> child.kill(); _ = child.wait()
+    """
+    table = {pid: f for pid, f in process_stats() if len(f) > 19 and f[0] != b"Z"}
+    mine = table[trial][2] if trial in table else b""
+    spare = {*spare, os.getpid()}  # the watchdog, a child of the trial in a session of its own
+    found = {pid: start for pid, start in known.items() if pid in table and table[pid][19] == start}
+    found.update({pid: f[19] for pid, f in table.items()
+                  if int(f[1]) == trial and f[2] != mine and pid not in spare})  # fmt: skip
+    grew = True
+    while grew:
+        more = {pid: f[19] for pid, f in table.items() if int(f[1]) in found and pid not in found}
+        found.update(more)
+        grew = bool(more)
+    return found
+
+
 def main(argv: list[str]) -> int:
-    """The watchdog: ``FD GRACE`` (the module's docstring says what it does)."""
+    """The watchdog: ``FD GRACE`` (the module's docstring says what it does). The trial
+    writes ``GROUP TRIAL SPARE...`` (the server's group, its own pid, its children before the
+    server), then ``done`` once it stopped the server itself."""
+    import select
+
     fd, grace = int(argv[0]), float(argv[1])
     said = b""
-    while chunk := os.read(fd, 4096):
-        said += chunk
+    tree: dict[int, bytes] = {}
+    while True:
+        if select.select([fd], [], [], SCAN_S)[0]:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            said += chunk
+        words = said.split()
+        if said.endswith(b"\n") and len(words) > 1 and words[-1] != b"done":
+            tree = server_tree(int(words[1]), {int(w) for w in words[2:]}, tree)
     words = said.split()
     if not words or words[-1] == b"done":
         return 0
     group = int(words[0])
+    tree = server_tree(int(words[1]), {int(w) for w in words[2:]}, tree) if len(words) > 1 else {}
+    _signal_tree(tree, signal.SIGTERM)
     stop_group(group, grace)
+    _signal_tree(tree, signal.SIGKILL)  # those the group's stop missed: they left it
     with contextlib.suppress(OSError):
         (notes_folder() / str(group)).unlink()
     return 0
+
+
+def _signal_tree(tree: dict[int, bytes], sig: int) -> None:
+    """``sig`` to each process of ``tree`` that is still the one it names."""
+    alive = server_tree(-1, set(), tree)
+    for pid in alive:
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
 
 
 if __name__ == "__main__":

@@ -100,3 +100,27 @@ def _sleeping(marker: str) -> bool:
             if argv[:2] == [b"sleep", marker.encode()] and state != "Z":
                 return True
     return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_process_the_server_detaches_ends_when_its_trial_is_killed(until, tmp_path):
+    # the trial's own stop ended what the server detached, but a trial killed at its timeout
+    # runs no stop: its watchdog ended the server's group alone, and the detached process
+    # lived on under init
+    marker = f"{time.time_ns() % 10**9 + 2 * 10**9}"
+    started = tmp_path / "server.pid"
+    trial = subprocess.Popen(
+        [sys.executable, "-c", _TRIAL, str(started), str(tmp_path / "log"),
+         "sh", "-c", f"setsid sleep {marker} & sleep 600"],
+        env={**os.environ, "TMPDIR": str(tmp_path)}, start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert until(lambda: started.exists() and _sleeping(marker), 60), "never started"
+        time.sleep(1.0)  # the watchdog's next look at the server's processes
+        trial.kill()  # a trial timeout: no finally runs
+        trial.wait()
+        assert until(lambda: not _sleeping(marker), 10), "the detached process lived on"
+    finally:
+        trial.kill()
+        trial.wait()
+        subprocess.run(["pkill", "-f", f"sleep {marker}"], check=False)
