@@ -11,8 +11,9 @@ left to do; else the group the trial named gets SIGTERM, then SIGKILL once ``GRA
 pass with a process of it still alive, and the watchdog removes the server's note and
 exits. While the pipe is open, it looks every :data:`SCAN_S` seconds for what the server
 started outside its group (:func:`server_tree`: a ``setsid`` worker, a double fork), which
-gets the same signals: a trial killed at its timeout ends no such process itself. It has a session of its own: a signal to the trial's process group, or the terminal's
-Ctrl-C, does not reach it.
+gets the same signals: a trial killed at its timeout ends no such process itself. It has a
+session of its own: a signal to the trial's process group, or the terminal's Ctrl-C, does not
+reach it.
 
 Example:
     >>> import subprocess
