@@ -108,11 +108,14 @@ def _keep_words(table: pd.DataFrame, path: str) -> None:
     so a categorical choice ``"None"`` (a recompute mode, a quantization off) became a blank.
     Only a blank is missing there; a column of numbers keeps its NaN spellings. A column of
     whole numbers that pandas left as text (one past 64 bits) is read as Python's ints."""
+    raw = pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)
+    # a number written with a leading zero (007: a tag, a code): the table's own space offers
+    # the cells as written (pandas read 010 as 10, which the export wrote); a --space of
+    # numbers still finds the row by its number
+    table.attrs[CODED] = {c: [v.strip() or None for v in raw[c]] for c in raw.columns
+                          if any(_LEADING_ZERO.match(v.strip()) for v in raw[c])}  # fmt: skip
     words = [c for c in table.columns if pd.api.types.is_string_dtype(table[c])
              or pd.api.types.is_object_dtype(table[c])]  # fmt: skip
-    if not words:
-        return
-    raw = pd.read_csv(path, usecols=words, dtype=str, keep_default_na=False, index_col=False)
     for column in words:
         text = raw[column].str.strip()
         if all(_WHOLE.fullmatch(v) for v in text if v):
@@ -122,6 +125,9 @@ def _keep_words(table: pd.DataFrame, path: str) -> None:
 
 
 _WHOLE = re.compile(r"[+-]?\d+")
+_LEADING_ZERO = re.compile(r"[+-]?0\d")
+#: table attrs: column -> its cells as written, for a column of numbers with leading zeros
+CODED = "autotune_coded_columns"
 
 
 def _plain(value: Any) -> Any:
@@ -229,7 +235,9 @@ def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<tab
     missing = [p for p in params if p not in table.columns]
     if missing:
         raise SpaceError(f"{source}: --params names {missing[0]!r}, which is not a column")
-    cells = {name: [_cell(v) for v in table[name]] for name in params}
+    coded = table.attrs.get(CODED, {})
+    cells = {name: coded[name] if name in coded else [_cell(v) for v in table[name]]
+             for name in params}  # fmt: skip
     choices: dict[str, list[Any]] = {}
     for name in params:
         values = list(dict.fromkeys(v for v in cells[name] if v is not None))

@@ -228,3 +228,16 @@ def test_a_sweep_over_a_sparse_table_keeps_to_its_rows(tmp_path, sampler):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "done: 12 trials" in done.stderr and "stopped by trials" in done.stderr
+
+
+def test_a_column_of_codes_with_leading_zeros_is_offered_as_written(tmp_path):
+    # without --space, pandas read the tags 007 and 010 as 7 and 10: the sweep's winner and
+    # its export held a value the table never did
+    table = tmp_path / "codes.csv"
+    table.write_text("tag,BM,ms\n007,16,1.0\n010,32,0.5\n1e3,64,2.0\n")
+    loaded = load_table(str(table))
+    space = space_from_table(loaded, ["tag", "BM"])
+    assert space["tag"].choices == ["007", "010", "1e3"] and space["BM"].choices == [16, 32, 64]
+    objective = ReplayObjective({"table": str(table), "params": ["tag", "BM"], "metric": "ms"})
+    assert objective.evaluate({"tag": "010", "BM": 32}).values["ms"] == 0.5
+    assert objective.evaluate({"tag": 10, "BM": 32}).values["ms"] == 0.5  # a --space of numbers
