@@ -177,6 +177,10 @@ def fingerprint(
         >>> a["key"] == fingerprint("serving", {"rate": 4}, {"name": "cpu"},
         ...                         slo={"ttft_p99_ms": 500.0})["key"]
         False
+        >>> ab, ba = {"a": "maximize", "b": "minimize"}, {"b": "minimize", "a": "maximize"}
+        >>> both = [fingerprint("train", {}, {}, objectives=o)["key"] for o in (ab, ba)]
+        >>> both[0] == both[1]
+        False
     """
     parts = {
         "workload": workload,
@@ -188,6 +192,8 @@ def fingerprint(
     }
     if slo:  # (absent when empty: the keys of sweeps stored before stay as they were)
         parts["slo"] = slo
+    if len(objectives or {}) > 1:  # the first one picks the best config: its order counts
+        parts["objective_order"] = list(objectives or {})
     files = named_files(problem)
     if files:
         parts["files"] = files

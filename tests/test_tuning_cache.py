@@ -29,6 +29,9 @@ def test_the_key_changes_with_anything_the_answer_depends_on():
     assert key(device={**DEVICE, "software": {"torch": "2.11.0", "triton": "3.7.1"}}) != key()
     assert key(source="abd") != key()  # the kernel or the objective was edited
     assert key(objectives={"tflops": "maximize"}) != key()
+    # the first objective picks the best config: a,b and b,a answered each other's sweeps
+    two = {"tokens_per_s": "maximize", "peak_memory_gb": "minimize"}
+    assert key(objectives=two) != key(objectives=dict(reversed(two.items())))
     # telemetry and the optuna version do not change what is fastest
     assert key(device={**DEVICE, "telemetry": {"power_w": 80}}) == key()
 
