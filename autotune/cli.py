@@ -233,8 +233,10 @@ def tune(
         compile_ahead=compile_ahead,
         slo=limits,
     )
-    # the space a workload's class names (beside its file) is known only now
-    writable_output(output, inputs={"the space file the sweep reads": settings.space.source})
+    # the space a workload's class names (beside its file) is known only now, as are the
+    # modules the sweep runs (a kernel file beside the workload's, a built-in kernel)
+    writable_output(output, inputs={"the space file the sweep reads": settings.space.source,
+                                    **_modules_run(settings.workload)})  # fmt: skip
     for note in settings.notes:
         err.print(f"note: {note}", highlight=False, soft_wrap=True)
     if cache and settings.fingerprint and settings.study_name is None:
@@ -473,6 +475,20 @@ def devices() -> None:
 from autotune import cli_reports  # noqa: E402
 
 cli_reports.register(app)
+
+
+def _modules_run(workload: str) -> dict[str, str]:
+    """The source files of the modules a sweep of ``workload`` runs (its objective and the
+    kernels it imports: :func:`~autotune.tuning_cache.source_modules`), each under a line
+    that says so, for ``--output`` to refuse."""
+    from autotune.tuning_cache import source_modules
+
+    try:
+        modules = source_modules(workload)
+    except Exception:  # noqa: BLE001 - a workload that cannot be read: its set-up says why
+        return {}
+    return {f"the module {m.__name__}, which the sweep runs": m.__file__
+            for m in modules if getattr(m, "__file__", None)}  # fmt: skip
 
 
 def main() -> None:

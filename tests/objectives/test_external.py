@@ -448,3 +448,25 @@ def test_a_budget_of_years_does_not_overflow_the_set_up_alarm(tmp_path):
         assert load_external(str(tmp_path / "gen.py")).__name__ == "Gen"
     finally:
         before_budget_ends(None)
+
+
+def test_output_on_a_module_the_sweep_runs_is_refused_and_nothing_stored(tmp_path):
+    # a kernel file beside the workload's (a built-in kernel too) was replaced by the record
+    (tmp_path / "kern.py").write_text("FACTOR = 2\n")
+    (tmp_path / "plain.py").write_text(
+        "from autotune.measurement import Measurement\nimport kern\n" + BASE
+        + "    directions = {'v': 'maximize'}\n"
+        + "    def evaluate(self, config, report=None):\n"
+        + "        return Measurement(values={'v': kern.FACTOR * float(config['X'])})\n"
+        + "OBJECTIVE = T\n"
+    )  # fmt: skip
+    (tmp_path / "x.yaml").write_text("parameters:\n  X: {type: int, low: 1, high: 4}\n")
+    result = autotune("tune", "plain.py", "--space", "x.yaml", "--trials", "2", "--storage",
+                      "sqlite:///s.db", "--finish-top", "0", "--output", "kern.py",
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == ("error: --output kern.py: is the module kern, which the "
+                                     "sweep runs (writing it would destroy it); name another "
+                                     "file")  # fmt: skip
+    assert (tmp_path / "kern.py").read_text() == "FACTOR = 2\n"
+    assert not (tmp_path / "s.db").exists()
