@@ -64,8 +64,10 @@ class AttentionObjective(KernelObjective):
         super().__init__(problem)
         dims = (int(self.problem[key]) for key in ("B", "H", "H_KV", "S", "D"))
         self.B, self.H, self.H_KV, self.S, self.D = dims
-        if min(self.B, self.H_KV, self.S) < 1 or self.H % self.H_KV:
-            raise ValueError("need B, H_KV, S >= 1 and H a multiple of H_KV")
+        B, H, H_KV, S, D = self.B, self.H, self.H_KV, self.S, self.D
+        self.check_sizes({"B": B, "H": H, "H_KV": H_KV, "S": S}, B * S * D * (2 * H + 2 * H_KV))
+        if H % H_KV:
+            raise ValueError(f"H={H} must be a multiple of H_KV={H_KV}")
         if self.D not in (16, 32, 64, 128, 256):
             raise ValueError(f"head dim D={self.D} must be a power of two in 16..256")
         self.causal = bool(self.problem.get("causal", True))

@@ -38,6 +38,7 @@ Example (the RMSNorm objective, under the interpreter on a CPU machine):
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -53,6 +54,26 @@ from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.timing import Timing, interleaved
 from autotune.triton_failures import compile_failure
+
+#: the largest size of a kernel problem: the kernels index with 32-bit offsets
+MOST_SIZE = 2**31 - 1
+
+
+def memory_bytes(device: str) -> int:
+    """The memory of ``device`` ("cuda": the current GPU's; "cpu": the machine's), or 0
+    where it cannot be read.
+
+    Example:
+        >>> memory_bytes("cpu") > 0
+        True
+    """
+    try:
+        if device == "cuda":
+            return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError, RuntimeError):
+        return 0
+
 
 #: On the GPU: the kernel and its references alternate launch by launch, each launch timed
 #: alone after an L2 flush, the order shuffled every iteration, for 5 ms of warm-up and 3 x
@@ -180,6 +201,30 @@ class KernelObjective(Objective):
         self, times: dict[str, Timing], tensors: Tensors
     ) -> tuple[dict[str, float], dict[str, Any]]:
         raise NotImplementedError
+
+    def check_sizes(
+        self, sizes: dict[str, int], tensor_elements: int, element_bytes: int = 2
+    ) -> None:
+        """Refuse, before any trial, a size below 1 or past :data:`MOST_SIZE` (the kernels'
+        32-bit offsets), or tensors (``tensor_elements`` of ``element_bytes``) larger than
+        the device's memory: every trial would crash or run out of memory.
+
+        Example:
+            >>> from autotune.objectives import get_objective
+            >>> get_objective("rmsnorm")({"M": 0, "N": 64})
+            Traceback (most recent call last):
+            ...
+            ValueError: M=0 must be a whole number in 1..2147483647
+        """
+        for name, value in sizes.items():
+            if not 1 <= value <= MOST_SIZE:
+                raise ValueError(f"{name}={value} must be a whole number in 1..{MOST_SIZE}")
+        need, have = tensor_elements * element_bytes, memory_bytes(self.device)
+        if have and need > have:
+            shown = ",".join(f"{name}={value}" for name, value in sizes.items())
+            raise ValueError(f"{shown}: the problem's tensors take {need / 2**30:,.1f} GiB, "
+                             f"more than the {self.device}'s {have / 2**30:,.1f} GiB of "
+                             "memory")  # fmt: skip
 
     def footprint_bytes(self, tensors: Tensors) -> int:
         """Bytes one launch of the kernel reads and writes, which sizes the rotation of input

@@ -56,8 +56,8 @@ class MatmulObjective(KernelObjective):
         self.dtype_name = str(self.problem.get("dtype", "bf16"))
         if self.dtype_name not in kern.DTYPES:
             raise ValueError(f"dtype must be one of {sorted(kern.DTYPES)}, got {self.dtype_name!r}")
-        if min(self.M, self.N, self.K) < 1:
-            raise ValueError(f"M, N, K must be >= 1, got {self.M}, {self.N}, {self.K}")
+        M, N, K = self.M, self.N, self.K
+        self.check_sizes({"M": M, "N": N, "K": K}, M * K + K * N + M * N)
         self.layout = "nk" if self.dtype_name == "fp8" else str(self.problem.get("layout", "kn"))
         if self.layout not in ("kn", "nk"):
             raise ValueError(f"layout must be kn or nk, got {self.layout!r}")

@@ -64,8 +64,8 @@ class QuantMatmulObjective(KernelObjective):
     def __init__(self, problem: dict[str, Any]) -> None:
         super().__init__(problem)
         self.M, self.N, self.K = (int(self.problem[key]) for key in ("M", "N", "K"))
-        if min(self.M, self.N, self.K) < 1:
-            raise ValueError(f"M, N, K must be >= 1, got {self.M}, {self.N}, {self.K}")
+        M, N, K = self.M, self.N, self.K
+        self.check_sizes({"M": M, "N": N, "K": K}, M * K + K * N + M * N)
         self.dtype_name = str(self.problem.get("dtype", "bf16"))
         if self.dtype_name not in kern.DTYPES:
             raise ValueError(f"dtype must be one of {sorted(kern.DTYPES)}")

@@ -52,6 +52,10 @@ class RMSNormObjective(KernelObjective):
         self.dtype = kern.DTYPES[self.dtype_name]
         self.residual = bool(self.problem.get("residual", True))
         self.eps = float(self.problem.get("eps", 1e-6))
+        if not 0 <= self.eps < float("inf"):  # below 0 a row of zeros has no norm
+            raise ValueError(f"eps={self.problem.get('eps')} must be 0 or more, and finite")
+        M, N = self.M, self.N
+        self.check_sizes({"M": M, "N": N}, M * N * (4 if self.residual else 2) + N)
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
