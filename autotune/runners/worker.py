@@ -144,9 +144,28 @@ def _worker_main(
     try:
         objective = get_objective(workload)(problem)
     except Exception as exc:  # noqa: BLE001 - reported to the driver, which records it
-        conn.send(("init_error", f"{type(exc).__name__}: {exc}"))
+        with contextlib.suppress(_DriverGone):
+            _send(conn, ("init_error", f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready",))
+    with contextlib.suppress(_DriverGone):  # a killed driver: nothing is left to tell
+        _serve(conn, objective)
+    close_objective(workload, objective)
+
+
+class _DriverGone(BaseException):
+    """The driver's end of the pipe closed (it was killed): the worker ends quietly."""
+
+
+def _send(conn: Connection, message: object) -> None:
+    try:
+        conn.send(message)
+    except (OSError, EOFError):
+        raise _DriverGone from None
+
+
+def _serve(conn: Connection, objective: Any) -> None:
+    """Evaluate the configs the driver sends until it says stop or is gone."""
+    _send(conn, ("ready",))
     while True:
         try:
             message = conn.recv()
@@ -157,20 +176,25 @@ def _worker_main(
         config = message[1]
 
         def report(step: int, value: float) -> None:
-            conn.send(("report", int(step), float(value)))
-            if conn.recv() == "prune":
+            _send(conn, ("report", int(step), float(value)))
+            try:
+                answer = conn.recv()
+            except (EOFError, OSError):
+                raise _DriverGone from None
+            if answer == "prune":
                 raise Diverged(f"pruned at step {step}: value {value:.4g}")
 
         try:
             measurement = checked_measurement(objective.evaluate(config, report))
+        except _DriverGone:
+            raise
         except BaseException as exc:  # noqa: BLE001 - every failure is data
             failure = classify(exc)
-            conn.send(("result", failure.status.value, str(failure), None))
+            _send(conn, ("result", failure.status.value, str(failure), None))
             if failure.status in _RESTART_AFTER:
                 break
         else:
-            conn.send(("result", TrialStatus.OK.value, "", measurement))
-    close_objective(workload, objective)
+            _send(conn, ("result", TrialStatus.OK.value, "", measurement))
 
 
 def _death_reason(exitcode: int | None) -> str:

@@ -134,6 +134,32 @@ def test_a_worker_ends_when_its_driver_is_killed_mid_trial():
     pytest.fail("the worker outlived its driver by 30 s")
 
 
+REPORTING_DRIVER = """
+import sys, time
+from autotune.runners.worker import IsolatedRunner
+runner = IsolatedRunner("faults", {}, timeout_s=600)
+runner.evaluate({"fault": "none", "score": 1.0})  # the worker is up
+print(runner._process.pid, flush=True)
+# the driver is killed while the trial reports its steps (one every 50 ms)
+runner.evaluate({"fault": "diverge", "steps": 2000}, lambda s, v: time.sleep(0.05) or False)
+"""
+
+
+def test_a_worker_whose_driver_is_killed_while_it_reports_ends_without_a_traceback():
+    # the report's send failed (BrokenPipeError), and so did the failure's: two tracebacks on
+    # the user's terminal after a kill -9 of `autotune tune`
+    import time
+
+    driver = subprocess.Popen([sys.executable, "-c", REPORTING_DRIVER], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    int(driver.stdout.readline())
+    time.sleep(1.0)  # steps are being reported
+    driver.kill()
+    driver.wait(timeout=30)
+    said = driver.stderr.read()  # to its end: the worker, which shares it, is gone too
+    assert "Traceback" not in said, said
+
+
 # An objective written outside autotune (``autotune tune ./modes.py``) that prints, writes to
 # fd 1, starts a child process that prints, exits, or outlasts its time, as its config says.
 MODES = """import os
