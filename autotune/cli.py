@@ -256,7 +256,12 @@ def tune(
             return
     from autotune.objectives import get_objective
 
-    finishing = get_objective(settings.workload).measures and len(settings.objectives) == 1
+    measures = get_objective(settings.workload).measures
+    finishing = measures and len(settings.objectives) == 1
+    if measures and finish_top and not finishing:  # said, not skipped in silence
+        err.print("note: no finish: a sweep of several objectives ends in a Pareto front, not "
+                  "one winner to re-measure; its figures are the sweep's own readings",
+                  highlight=False, soft_wrap=True)  # fmt: skip
     # the time budget holds the finish's estimated time back: it bounds the whole run
     settings.finish_top = finish_top if finishing else 0
     settings.slo = limits

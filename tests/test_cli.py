@@ -874,3 +874,20 @@ def test_finish_top_1_re_measures_the_best_config_it_is_not_off(tmp_path):
     assert "finish: the top configs" in result.stderr
     finish = optuna.load_study(study_name="f", storage=url).user_attrs["finish"]
     assert finish["rows"] and finish["rows"][0]["trial"] is not None
+
+
+def test_a_sweep_of_several_objectives_says_it_has_no_finish(tmp_path):
+    # README promised a finish for every measuring sweep; one of several objectives skipped it
+    # without a word, its "best config" a single noisy reading
+    (tmp_path / "s.yaml").write_text("parameters:\n  score: {type: float, low: 0, high: 1}\n")
+    done = autotune("tune", "faults", "--space", "s.yaml", "--objective", "score,latency_s:min",
+                    "--trials", "3", "--storage", f"sqlite:///{tmp_path / 'p.db'}",
+                    cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "note: no finish: a sweep of several objectives ends in a Pareto front" in done.stderr
+    assert "\nfinish:" not in done.stderr  # the finish's own line
+    quiet = autotune("tune", "faults", "--space", "s.yaml", "--objective",
+                     "score,latency_s:min", "--trials", "3", "--finish-top", "0", "--storage",
+                     "memory", cwd=tmp_path)  # fmt: skip
+    assert quiet.returncode == 0, quiet.stderr
+    assert "no finish" not in quiet.stderr
