@@ -4,7 +4,7 @@ device and toolchain, and nothing else.
 The key is a hash of the workload, its problem (shape, dtype), the source of its objective and
 of every kernel and objective module it imports, directly or through another (a function's
 own import too: the serving model loads its Triton kernels where it first uses them), the
-search space file, the device (name, compute
+search space file and the files it includes, the device (name, compute
 capability, driver) and the software that compiled and ran it (torch, Triton, CUDA). A sweep
 stores its key in the study; ``autotune tune`` finds a stored, finished sweep with the same key
 and answers from it at once. Editing the kernel, upgrading Triton or moving to another GPU
@@ -147,15 +147,23 @@ def _is_module(name: str) -> bool:
 
 def source_hash(workload: str, space_file: str | None = None) -> str:
     """Hash of :func:`source_modules` and of the search space file (``space_file``, default
-    the workload's)."""
+    the workload's) with every file its includes read, at any depth (a space of no includes
+    keeps the hash it had before they counted).
+
+    Example:
+        >>> source_hash("matmul") == source_hash("matmul"), len(source_hash("matmul"))
+        (True, 16)
+    """
     from autotune.objectives import get_objective
     from autotune.space import load_space
 
     parts = [_source(m) for m in source_modules(workload)]
     space = space_file or getattr(get_objective(workload), "space", "")
     if space:
-        path = Path(load_space(space).source)
+        loaded = load_space(space)
+        path = Path(loaded.source)
         parts.append(path.read_text() if path.is_file() else space)
+        parts += [Path(included).read_text() for included in loaded.includes]
     return _sha("\n".join(parts))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.tuning_cache import fingerprint, source_hash, source_modules
+from autotune.tuning_cache import _sha, fingerprint, source_hash, source_modules
 
 DEVICE = {"type": "cuda", "name": "NVIDIA H200", "compute_capability": "9.0",
           "driver": "580.159.04", "software": {"torch": "2.11.0", "triton": "3.6.0"}}  # fmt: skip
@@ -74,6 +74,23 @@ def test_the_source_covers_the_objective_its_kernels_and_the_space(tmp_path):
     space.write_text("parameters:\n  BLOCK_M: {type: pow2, low: 16, high: 64}\n")
     assert source_hash("matmul") != source_hash("matmul", str(space))
     assert source_hash("matmul") != source_hash("rmsnorm")
+
+
+def test_the_source_covers_the_files_a_space_includes_at_any_depth(tmp_path, write_space):
+    """An edit to an included space file (its ranges, here) is another sweep: only the top
+    file's text was hashed, and the cache answered a config outside the space it now reads."""
+    top = write_space("name: top\ninclude:\n  - {space: mid.yaml}\n", "top.yaml")
+    write_space("name: mid\ninclude:\n  - {space: sub.yaml}\n", "mid.yaml")
+    sub = write_space("name: sub\nparameters:\n  score: {type: int, low: 1, high: 4}\n",
+                      "sub.yaml")  # fmt: skip
+    first = source_hash("faults", str(top))
+    assert source_hash("faults", str(top)) == first
+    sub.write_text("name: sub\nparameters:\n  score: {type: int, low: 100, high: 104}\n")
+    assert source_hash("faults", str(top)) != first
+    # a space of no includes keeps its hash: the keys of sweeps stored before stay valid
+    plain = write_space("parameters:\n  score: {type: int, low: 1, high: 4}\n", "plain.yaml")
+    modules = "\n".join(Path(m.__file__).read_text() for m in source_modules("faults"))
+    assert source_hash("faults", str(plain)) == _sha(modules + "\n" + plain.read_text())
 
 
 def test_the_source_follows_imports_through_modules_and_into_functions():

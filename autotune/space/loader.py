@@ -318,11 +318,15 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _load(
-    path: Path, prefix: str, stack: tuple[Path, ...]
+    path: Path, prefix: str, stack: tuple[Path, ...], read: list[Path]
 ) -> tuple[list[Param], list[Constraint], dict[str, Any]]:
+    """The parameters and constraints of the space file ``path`` and of its includes, and its
+    own YAML; each file read is added to ``read`` (once, in the order read)."""
     if path.resolve() in stack:
         raise SpaceError(f"{path}: include cycle ({' -> '.join(p.name for p in stack)})")
     data = _read_yaml(path)
+    if path.resolve() not in read:
+        read.append(path.resolve())
     stack = (*stack, path.resolve())
     params: list[Param] = []
     constraints: list[Constraint] = []
@@ -353,7 +357,7 @@ def _load(
             raise SpaceError(f"{where}.space: {exc}") from None
         for k in range(repeat):
             sub_params, sub_constraints, _ = _load(
-                sub_path, prefix + sub_prefix.replace("{i}", str(k)), stack
+                sub_path, prefix + sub_prefix.replace("{i}", str(k)), stack, read
             )
             params += sub_params
             constraints += sub_constraints
@@ -379,17 +383,26 @@ def _load(
 
 
 def load_space(name: str | Path) -> Space:
-    """Load a space file (a path, or the name of a built-in space such as ``matmul``).
+    """Load a space file (a path, or the name of a built-in space such as ``matmul``); the
+    files its includes read are its ``includes``.
+
+    Example:
+        >>> [Path(f).name for f in load_space("llm_projections").includes]
+        ['matmul.yaml']
 
     Raises:
         SpaceError: with a one-line message naming the file and the key at fault.
     """
     path = resolve_space_path(name)
-    params, constraints, data = _load(path, "", ())
+    read: list[Path] = []
+    params, constraints, data = _load(path, "", (), read)
     names = [p.name for p in params]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise SpaceError(f"{path}: parameter {duplicates[0]!r} defined twice (use a prefix)")
     if not params:
         raise SpaceError(f"{path}: parameters: the space has no parameters")
-    return Space(str(data.get("name", path.stem)), params, constraints, source=str(path))
+    includes = tuple(str(p) for p in read[1:])  # the first is the file itself
+    return Space(
+        str(data.get("name", path.stem)), params, constraints, source=str(path), includes=includes
+    )

@@ -59,6 +59,9 @@ class Space:
     #: at most this many configs pass the constraints, where that is known to be fewer than
     #: the product of the parameters' values (a replay table's rows): bounds :meth:`grid_size`
     max_configs: int | None = None
+    #: the files its includes were read from (each once, in the order read; the file of
+    #: ``source`` itself is not among them): what else its parameters depend on
+    includes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.constraints_from:

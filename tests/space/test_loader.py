@@ -61,6 +61,19 @@ def test_included_constraint_sees_its_own_parameters(write_space, tmp_path):
     assert space.violations({"a.x": 1, "b.x": 3}) == ["b.small"]
 
 
+def test_a_space_names_every_file_its_includes_read_once(write_space):
+    """Nested and repeated includes: each file once, in the order read, the top one not."""
+    inner = write_space("parameters:\n  x: {type: int, low: 0, high: 3}\n", "inner.yaml")
+    middle = write_space("include:\n  - {space: inner.yaml, prefix: 'l{i}.', repeat: 2}\n",
+                         "middle.yaml")  # fmt: skip
+    outer = write_space("include:\n  - {space: middle.yaml, prefix: 'm.'}\n"
+                        "  - {space: inner.yaml, prefix: 'o.'}\n", "outer.yaml")  # fmt: skip
+    space = load_space(outer)
+    assert space.names == ["m.l0.x", "m.l1.x", "o.x"]
+    assert space.includes == (str(middle.resolve()), str(inner.resolve()))
+    assert load_space(inner).includes == ()
+
+
 BAD_FILES = [
     ("parameters: [1, 2", "invalid YAML"),
     ("- just\n- a list\n", "expected a mapping at the top level"),
