@@ -2,13 +2,13 @@
 device and toolchain, and nothing else.
 
 The key is a hash of the workload, its problem (shape, dtype), the source of its objective and
-of every kernel and objective module it imports, directly or through another (a function's
-own import too: the serving model loads its Triton kernels where it first uses them), the
-search space file and the files it includes, the device (name, compute
-capability, driver) and the software that compiled and ran it (torch, Triton, CUDA). A sweep
-stores its key in the study; ``autotune tune`` finds a stored, finished sweep with the same key
-and answers from it at once. Editing the kernel, upgrading Triton or moving to another GPU
-changes the key, so the stale answer is never used.
+of every kernel and objective module it imports, directly or through another (a function's own
+import too: the serving model loads its Triton kernels where it first uses them; a relative
+one, against its package), the search space file and the files it includes, the device (name,
+compute capability, driver) and the software that compiled and ran it (torch, Triton, CUDA). A
+sweep stores its key in the study; ``autotune tune`` finds a stored, finished sweep with the
+same key and answers from it at once. Editing the kernel, upgrading Triton or moving to another
+GPU changes the key, so the stale answer is never used.
 
 Example:
     >>> a = fingerprint("faults", {}, {"name": "cpu", "software": {"torch": "2.13"}})
@@ -23,6 +23,7 @@ import ast
 import contextlib
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import json
 import site
@@ -85,17 +86,26 @@ def _builtin() -> set[str]:
 
 def _imported(module: types.ModuleType, folder: Path | None = None) -> set[str]:
     """The modules of :data:`MEASURED_PACKAGES` (and of ``folder``) that ``module``'s source
-    imports (``import a.b``, ``from a import b`` where b is a module, ``from a.b import c``),
-    wherever the statement stands; an example in a docstring is text, not an import. The
-    packages' own ``__init__`` (the workload registry) is left out: a new workload changes no
-    answer."""
+    imports (``import a.b``, ``from a import b`` where b is a module, ``from a.b import c``,
+    and relative ones, ``from .b import c``, against ``module``'s package), wherever the
+    statement stands; an example in a docstring is text, not an import. The packages' own
+    ``__init__`` (the workload registry) is left out: a new workload changes no answer.
+
+    Example:
+        >>> import autotune.kernels.matmul_triton as kernel
+        >>> "autotune.kernels.tma" in _imported(kernel)
+        True
+    """
     named: set[str] = set()
     for node in ast.walk(ast.parse(_source(module))):
         if isinstance(node, ast.Import):
             named.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            named.add(node.module)
-            named.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, module)
+            if base is None:
+                continue
+            named.add(base)
+            named.update(f"{base}.{alias.name}" for alias in node.names)
     return {
         name
         for name in named
@@ -105,6 +115,28 @@ def _imported(module: types.ModuleType, folder: Path | None = None) -> set[str]:
         )
         and _is_module(name)
     }
+
+
+def _absolute(node: ast.ImportFrom, module: types.ModuleType) -> str | None:
+    """The absolute name of the module a ``from ... import`` statement of ``module`` imports
+    from: a relative one (``from .helpers import f``, ``from .. import g``) is resolved
+    against ``module``'s package; None where it cannot be (a relative import in a module of
+    no package, or reaching above its top package: it fails when run, too).
+
+    Example:
+        >>> pkg = types.ModuleType("pkg.kern"); pkg.__package__ = "pkg"
+        >>> _absolute(ast.parse("from .helpers import f").body[0], pkg)
+        'pkg.helpers'
+        >>> _absolute(ast.parse("from ... import f").body[0], pkg) is None
+        True
+    """
+    if not node.level:
+        return node.module
+    relative = "." * node.level + (node.module or "")
+    try:
+        return importlib.util.resolve_name(relative, module.__package__ or None)
+    except (ImportError, ValueError):
+        return None
 
 
 def _lies_in(name: str, folder: Path) -> bool:

@@ -116,6 +116,62 @@ def test_the_source_follows_imports_through_modules_and_into_functions():
     }
 
 
+RELATIVE_OBJECTIVE = """from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+from relkernels.kern import compute
+
+
+class T(Objective):
+    name = "t"
+    space = "s.yaml"
+    directions = {"score": "maximize"}
+
+    @classmethod
+    def default_problem(cls, device):
+        return {"n": 4}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"score": compute(config["a"])})
+
+
+OBJECTIVE = T
+"""
+
+
+def test_the_source_follows_relative_imports_inside_a_workload_package(tmp_path, monkeypatch):
+    """A kernel package the workload file imports, whose modules import each other relatively
+    (``from .helpers import f``, ``from . import x``, ``from ..y import z``): an edit to any
+    of them is another sweep (relative imports were skipped, and the old answer came back)."""
+    package = tmp_path / "relkernels"
+    (package / "ops").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "kern.py").write_text(
+        "from . import consts\nfrom .helpers import factor\n"
+        "def compute(a):\n    return float(a * factor * consts.K)\n"
+    )
+    (package / "helpers.py").write_text("from .ops.scale import scale\nfactor = scale(1)\n")
+    (package / "consts.py").write_text("K = 1\n")
+    (package / "ops" / "__init__.py").write_text("")
+    (package / "ops" / "scale.py").write_text("from ..consts import K\ndef scale(x):\n"
+                                              "    return x * K\n")  # fmt: skip
+    (tmp_path / "s.yaml").write_text("parameters:\n  a: {type: int, low: 1, high: 4}\n")
+    workload = tmp_path / "obj.py"
+    workload.write_text(RELATIVE_OBJECTIVE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [n for n in sys.modules if n.split(".")[0] == "relkernels"]:
+        monkeypatch.delitem(sys.modules, name)
+    try:
+        names = {m.__name__ for m in source_modules(str(workload))}
+        assert {"relkernels.kern", "relkernels.helpers", "relkernels.consts",
+                "relkernels.ops.scale"} <= names  # fmt: skip
+        first = source_hash(str(workload))
+        (package / "helpers.py").write_text("from .ops.scale import scale\nfactor = scale(-1)\n")
+        assert source_hash(str(workload)) != first
+    finally:  # the package's modules stay this test's own
+        for name in [n for n in sys.modules if n.split(".")[0] == "relkernels"]:
+            del sys.modules[name]
+
+
 def tune(url: str, space, *extra: str):
     return subprocess.run(
         [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "3", "--seed", "0",
