@@ -35,7 +35,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import best_trials
-from autotune.driver.trial_attrs import COMPLETE_STOPS, last_run, stored_info
+from autotune.driver.trial_attrs import COMPLETE_STOPS, is_launched, last_run, stored_info
 
 #: the device fields a compiled kernel and its timing depend on
 _DEVICE_FIELDS = ("type", "name", "compute_capability", "driver")
@@ -304,9 +304,16 @@ def cached_study(
     far as it was asked to (:data:`~autotune.driver.trial_attrs.COMPLETE_STOPS`: a sweep
     stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing), if any; searched
     by the same ``sampler`` (another strategy is another sweep) with at least ``trials``
-    trials (a 20-trial sweep does not answer an ask for 100, unless it measured the whole
-    space). A sweep its time budget stopped answers only an ask with a time budget no longer
-    than its own (a 6-s smoke test does not answer a 1-hour sweep)."""
+    trials launched, counted as ``--trials`` counts them, rejections by a constraint and
+    repeats left out (a 20-trial sweep does not answer an ask for 100, unless it measured the
+    whole space). A sweep its time budget stopped answers only an ask with a time budget no
+    longer than its own (a 6-s smoke test does not answer a 1-hour sweep).
+
+    Example:
+        >>> storage = optuna.storages.InMemoryStorage()
+        >>> cached_study(storage, "a key nothing stored") is None
+        True
+    """
     for summary in reversed(optuna.study.get_all_study_summaries(storage)):
         info = stored_info(summary.user_attrs)
         stored = info.get("fingerprint")
@@ -317,6 +324,7 @@ def cached_study(
         if stopped_by not in COMPLETE_STOPS:
             continue
         searched_all = stopped_by in ("every config tried", "no unvisited config left")
+        # every trial (rejections and repeats too): a bound on the launched, read unloaded
         if info.get("sampler", "auto") != sampler or (
             summary.n_trials < (trials or 0) and not searched_all
         ):
@@ -325,9 +333,27 @@ def cached_study(
                                                        trials):  # fmt: skip
             continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        if launched_trials(study) < (trials or 0) and not searched_all:
+            continue
         if best_trials(study):
             return study
     return None
+
+
+def launched_trials(study: optuna.Study) -> int:
+    """The trials of ``study`` that ran, as the sweep's ``--trials`` budget counts them (a
+    resume of it counts the same): not a config a constraint rejected, nor a repeat answered
+    from the study.
+
+    Example:
+        >>> from autotune.driver.trial_attrs import STATUS
+        >>> study = optuna.create_study()
+        >>> for status in ("ok", "infeasible", "ok"):
+        ...     study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={STATUS: status}))
+        >>> len(study.trials), launched_trials(study)
+        (3, 2)
+    """
+    return sum(is_launched(t) for t in study.get_trials(deepcopy=False))
 
 
 def _budget_covers(stored_s: object, asked_s: float | None, trials: int | None) -> bool:

@@ -218,6 +218,73 @@ def test_another_sampler_or_more_trials_than_the_stored_sweep_ran_is_another_swe
     assert "cached: study faults-" in tune(url, small, "--trials", "50").stderr
 
 
+BOUNDED_OBJECTIVE = """from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Bounded(Objective):
+    name = "bounded"
+    space = "bounded.yaml"
+    directions = {"score": "maximize"}
+
+    @classmethod
+    def default_problem(cls, device):
+        return {"n": 8}
+
+    def default_config(self):
+        return {"a": 1}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"score": float(config["a"])})
+
+
+OBJECTIVE = Bounded
+"""
+
+
+def test_a_sweep_answers_only_as_many_trials_as_it_launched(tmp_path):
+    """A sweep of 3 trials whose warm start's config (a=8, from the n=8 sweep) broke the
+    constraint launched 3 and stored 4: it answered an ask for 4 trials. The stored sweep's
+    launched trials count, as --trials counts them."""
+    (tmp_path / "bounded.py").write_text(BOUNDED_OBJECTIVE)
+    (tmp_path / "bounded.yaml").write_text(
+        "parameters:\n  a: {type: int, low: 1, high: 8}\nconstraints:\n  fits: a <= n\n"
+    )
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+
+    def tune_bounded(n: int, trials: int) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "tune", str(tmp_path / "bounded.py"),
+             "--problem", f"n={n}", "--trials", str(trials), "--seed", "0", "--finish-top",
+             "0", "--executor", "inline", "--storage", url],
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    assert "cached" not in tune_bounded(8, 3)
+    rejected = tune_bounded(4, 3)
+    assert "3 launched" in rejected and "1 rejected by constraints" in rejected, rejected
+    more = tune_bounded(4, 4)
+    assert "cached" not in more and "4 launched" in more, more
+    assert "cached: study bounded-" in tune_bounded(4, 4)
+    assert len(optuna.get_all_study_names(url)) == 3
+
+
+def test_a_repeat_answered_from_the_study_is_no_launched_trial_for_the_cache():
+    from autotune.driver.trial_attrs import LAST_RUN, REPEAT_OF, STATUS, STUDY
+    from autotune.tuning_cache import cached_study
+
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, direction="maximize")
+    study.set_user_attr(STUDY, {"fingerprint": {"key": "k"}, "objectives": {"s": "maximize"}})
+    study.set_user_attr(LAST_RUN, {"stopped_by": "trials"})
+    for attrs in ({STATUS: "ok"}, {STATUS: "ok", REPEAT_OF: 0}, {STATUS: "ok"}):
+        study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs=attrs))
+    assert cached_study(storage, "k", trials=2).study_name == study.study_name
+    assert cached_study(storage, "k", trials=3) is None  # 3 trials stored, 2 launched
+
+
 SLOW = """name: slow
 workload: faults
 parameters:
