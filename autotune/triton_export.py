@@ -571,6 +571,38 @@ def _summary_workload(
     return _workload_seen(info, study_replay(study))
 
 
+def _check_one_problem(problems: list[tuple[str, dict[str, Any]]], key: list[str]) -> None:
+    """Studies that may share a table: their problems (study name, problem) differ in the
+    values of ``key`` alone. A matmul of ``layout=nk`` and one of ``kn``, a causal attention
+    and one that is not, are different kernels' tunings at one shape: a table of both would
+    serve the one's winner to the other.
+
+    Raises:
+        TritonExportError: naming the first value two studies differ in, and the two.
+
+    Example:
+        >>> _check_one_problem([("kn32", {"M": 32, "layout": "kn"}),
+        ...                     ("nk64", {"M": 64, "layout": "nk"})], ["M"])
+        Traceback (most recent call last):
+        ...
+        autotune.triton_export.TritonExportError: one table holds one layout: ... layout='nk' ...
+    """
+    if not problems:
+        return
+    first_name, first = problems[0]
+    for name, problem in problems[1:]:
+        for value in sorted({*first, *problem} - set(key)):
+            if value in first and value in problem and first[value] == problem[value]:
+                continue
+            said = [f"{value}={p[value]!r}" if value in p else f"no {value}"
+                    for p in (first, problem)]  # fmt: skip
+            raise TritonExportError(
+                f"one table holds one {value}: study {first_name!r} has {said[0]}, study "
+                f"{name!r} has {said[1]} (a table's shapes differ only in --key "
+                f"{','.join(key)})"
+            )
+
+
 def triton_table_export(
     studies: list[optuna.Study],
     key: list[str],
@@ -581,8 +613,9 @@ def triton_table_export(
     docstring); ``key`` names the problem values a shape is (``["M", "N", "K"]``).
 
     Raises:
-        TritonExportError: no study with a successful trial, studies of different workloads,
-            dtypes or devices, a key value named twice, or a problem without a key value.
+        TritonExportError: no study with a successful trial, studies of different workloads
+            or devices or whose problems differ in a value not of ``key`` (a dtype, a layout),
+            a key value named twice, or a problem without a key value.
     """
     rename = rename or {}
     if not key:
@@ -595,6 +628,7 @@ def triton_table_export(
     slower: dict[tuple, float] = {}  # shapes where the library kernel beat the winner
     seen: defaultdict[str, set[str]] = defaultdict(set)
     tabled: list[optuna.Study] = []  # the studies with a successful trial
+    problems: list[tuple[str, dict[str, Any]]] = []  # each tabled study's name and problem
     for study in studies:
         ranked = ranked_trials(study, top, rename)
         if not ranked:
@@ -603,8 +637,8 @@ def triton_table_export(
         info, replay = study_info(study), study_replay(study)
         _check_kernel_workload(study.study_name, info, replay)
         problem = info.get("problem", {}) if replay is None else replay["problem"]
+        problems.append((study.study_name, problem))
         for what, value in (("workload", _workload_seen(info, replay)),
-                            ("dtype", problem.get("dtype")),
                             ("device", (info if replay is None else replay).get("device", {})
                              .get("name"))):  # fmt: skip
             seen[what].add(str(value))
@@ -623,12 +657,13 @@ def triton_table_export(
         raise TritonExportError(
             f"one table holds one {mixed[0]}; the studies have {sorted(seen[mixed[0]])}"
         )
+    _check_one_problem(problems, key)
     info, replay = study_info(tabled[0]), study_replay(tabled[0])
     every = [config for entries in rows.values() for config, _ in entries]
     check_rename(rename, {name for config in every for name in config})
     inactive = _renamed(_inactive_values(studies, every), rename)
     twice = {shape: names for shape, names in swept.items() if len(names) > 1}
-    dtype = next(iter(seen["dtype"]))
+    dtype = str(problems[0][1].get("dtype"))
     ordering = _table_ordering(tabled)
     body = (
         _replay_note(tabled)

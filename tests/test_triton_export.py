@@ -198,6 +198,28 @@ def test_one_table_one_dtype(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("differ", "says"),
+    [({"layout": "nk"}, "layout: study 'a' has layout='kn', study 'b' has layout='nk'"),
+     ({"causal": True}, "causal: study 'a' has no causal, study 'b' has causal=True"),
+     ({"max_error": 0.1}, "max_error: study 'a' has max_error=0.01, study 'b' has max_error=0.1")],
+)  # fmt: skip
+def test_one_table_one_problem_but_its_shape(tmp_path, differ, says):
+    # a matmul of B as nn.Linear keeps it (nk) and one of kn shared a table: the one's winner
+    # was served to the other's kernel
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    for name, shape, extra in (("a", (32, 32, 32), {}), ("b", (64, 64, 64), differ)):
+        study = _study(name, shape, _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+        info = study.user_attrs[STUDY]
+        problem = {**info["problem"], "layout": "kn", "max_error": 0.01, **extra}
+        study.set_user_attr(STUDY, {**info, "problem": problem})
+    with pytest.raises(TritonExportError, match=re.escape(f"one table holds one {says} (a ")):
+        triton_table_export(table_studies(storage), ["M", "N", "K"])
+    # a size the key leaves out is a value the table holds one of too
+    with pytest.raises(TritonExportError, match="one table holds one K: study 'a' has K=32, "):
+        triton_table_export(table_studies(storage, ["a", "b"]), ["M", "N"])
+
+
+@pytest.mark.parametrize(
     ("rename", "says"),
     [
         ({"NOPE": "X"}, "the configs have no parameter 'NOPE'"),
@@ -343,9 +365,9 @@ def test_configs_a_rename_makes_one_are_exported_once_and_the_next_fill_the_top(
 def test_a_shape_swept_twice_keeps_the_last_study_and_says_so(tmp_path):
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
     _study("first", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
-    _study("again", (32, 64, 32), _cfg(32, 32, 32, 4), _cfg(16, 16, 16, 1), storage)
-    text = triton_table_export(table_studies(storage), ["M", "K"])
-    assert "Shape (32, 32) was swept by first, again: the last, again, is kept." in text
+    _study("again", (32, 32, 32), _cfg(32, 32, 32, 4), _cfg(16, 16, 16, 1), storage)
+    text = triton_table_export(table_studies(storage), ["M", "N", "K"])
+    assert "Shape (32, 32, 32) was swept by first, again: the last, again, is kept." in text
 
 
 def test_a_shape_swept_twice_is_judged_by_the_kept_winner_alone(tmp_path):
