@@ -43,16 +43,16 @@ class KernelConfig:
 
     def triton_source(self) -> str:
         """The ``triton.Config(...)`` expression for this config."""
-        meta = ", ".join(f"{k!r}: {_literal(v)}" for k, v in self.meta.items())
-        options = "".join(f", {k}={_literal(v)}" for k, v in self.launch.items())
+        meta = ", ".join(f"{k!r}: {literal(v)}" for k, v in self.meta.items())
+        options = "".join(f", {k}={literal(v)}" for k, v in self.launch.items())
         return f"triton.Config({{{meta}}}{options})"
 
 
-def _literal(value: Any) -> str:
+def literal(value: Any) -> str:
     """Python source for a config value; a float that is not finite reads back as itself.
 
     Example:
-        >>> _literal(0.5), _literal(float("nan")), _literal(float("-inf"))
+        >>> literal(0.5), literal(float("nan")), literal(float("-inf"))
         ('0.5', "float('nan')", "float('-inf')")
     """
     if isinstance(value, float) and not math.isfinite(value):

@@ -31,7 +31,7 @@ from autotune import __version__
 from autotune.driver.finish import spread_text
 from autotune.driver.results import objectives_of, ok_trials, study_info
 from autotune.driver.trial_attrs import FINISH, stored_info
-from autotune.kernel_config import LAUNCH_OPTIONS, KernelConfig
+from autotune.kernel_config import LAUNCH_OPTIONS, KernelConfig, literal
 from autotune.reference_verdict import describe, winner_verdict
 from autotune.replay_info import is_replay, study_replay
 
@@ -571,6 +571,18 @@ def _summary_workload(
     return _workload_seen(info, study_replay(study))
 
 
+def _dict_source(values: dict[Any, Any]) -> str:
+    """Python source of ``values``, its keys in order, each value as a config's is written
+    (:func:`~autotune.kernel_config.literal`): a value that is not finite reads back as itself,
+    where its repr (``-inf``) is a name the module does not have.
+
+    Example:
+        >>> _dict_source({"X": float("-inf"), "A": 1})
+        "{'A': 1, 'X': float('-inf')}"
+    """
+    return "{" + ", ".join(f"{k!r}: {literal(v)}" for k, v in sorted(values.items())) + "}"
+
+
 def _check_one_problem(problems: list[tuple[str, dict[str, Any]]], key: list[str]) -> None:
     """Studies that may share a table: their problems (study name, problem) differ in the
     values of ``key`` alone. A matmul of ``layout=nk`` and one of ``kn``, a causal attention
@@ -701,12 +713,12 @@ def triton_table_export(
              "# every config of the table once (for @triton.autotune(configs=...))",
              "configs = [", *(f"    {source}," for source in sources), "]", *table]  # fmt: skip
     lines.append("# shapes where the library kernel beat the winner: shape -> the winner's ratio")
-    lines.append(f"REFERENCE_FASTER = {dict(sorted(slower.items()))!r}")
+    lines.append(f"REFERENCE_FASTER = {_dict_source(slower)}")
     lines.append(
         "# a parameter some winners leave unset (their schedule does not use it): the value"
     )
     lines.append("# heuristics() passes for it then, its space's first")
-    lines.append(f"INACTIVE = {dict(sorted(inactive.items()))!r}")
+    lines.append(f"INACTIVE = {_dict_source(inactive)}")
     return (
         _header(
             f"{info.get('workload') or 'a'} per-shape table"

@@ -3,6 +3,7 @@ tutorial's parameter names) under a real ``@triton.autotune`` and ``@triton.heur
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import time
 
@@ -281,6 +282,30 @@ def test_heuristics_give_a_winner_without_a_conditional_parameter_its_first_choi
     picks = mod["heuristics"]()
     assert picks["EPILOGUE_SUBTILE"]({"M": 32, "N": 32, "K": 32}) == 0  # the tiled winner
     assert picks["EPILOGUE_SUBTILE"]({"M": 256, "N": 256, "K": 256}) == 1
+
+
+def test_a_table_of_values_that_are_not_finite_imports(tmp_path):
+    # INACTIVE = {'X': -inf} and REFERENCE_FASTER = {(32, 32, 32): -inf}: a NameError on import
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    study = _study("small", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage,
+                   winner_median=float("-inf"))  # fmt: skip
+    distributions = {
+        **study.trials[0].distributions,
+        "X": optuna.distributions.CategoricalDistribution([float("-inf"), 1.5]),
+    }
+    study.add_trial(optuna.trial.create_trial(  # a config of a conditional X, unset above
+        params={**_cfg(32, 32, 32, 4), "X": 1.5}, value=0.5, user_attrs={"status": "ok"},
+        distributions=distributions,
+    ))  # fmt: skip
+    module = tmp_path / "nonfinite_table.py"
+    module.write_text(triton_table_export([study], ["M", "N", "K"], top=3))
+    spec = importlib.util.spec_from_file_location("nonfinite_table", module)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # as a kernel's source imports it
+    inactive, faster = mod.INACTIVE, mod.REFERENCE_FASTER
+    assert inactive == {"X": float("-inf")} and faster == {(32, 32, 32): float("-inf")}
+    # the winner leaves X unset: heuristics() passes INACTIVE's
+    assert mod.heuristics()["X"]({"M": 32, "N": 32, "K": 32}) == float("-inf")
 
 
 def test_a_key_must_name_whole_numbers(tmp_path):
