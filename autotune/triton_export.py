@@ -8,8 +8,9 @@ one ran, else best first by each config's one reading),
 (an ``early_config_prune`` hook that keeps the configs tuned for the nearest shape, so that
 ``@triton.autotune`` times only those) and ``heuristics()`` (for ``@triton.heuristics``: the
 winner at the nearest shape, no timing at all). A rename map (``BLOCK_M=BLOCK_SIZE_M``) serves a
-kernel that spells the parameters otherwise; ``NAME=`` (empty) drops a parameter the kernel
-does not have, and the module's docstring says which values it had.
+kernel that spells the parameters otherwise (and, in a table, the key's sizes: ``M=m``);
+``NAME=`` (empty) drops a parameter the kernel does not have, and the module's docstring says
+which values it had.
 
 Example:
     >>> text = triton_config_source([{"BLOCK_M": 64, "num_warps": 4}], ["trial 3"])
@@ -84,6 +85,22 @@ def _renamed(config: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _check_name(old: str, new: str) -> None:
+    """A new name that a kernel's argument can have: a Python identifier, no keyword.
+
+    Raises:
+        TritonExportError: naming the rename's entry.
+
+    Example:
+        >>> _check_name("BLOCK_M", "class")
+        Traceback (most recent call last):
+        ...
+        autotune.triton_export.TritonExportError: --rename BLOCK_M=class: 'class' is not a ...
+    """
+    if not new.isidentifier() or keyword.iskeyword(new):
+        raise TritonExportError(f"--rename {old}={new}: {new!r} is not a Python name")
+
+
 def check_rename(rename: dict[str, str], names: set[str]) -> None:
     """A rename map that a kernel can take: every name it renames is a parameter of the configs
     (``names``), every new name a Python identifier and no keyword (or "" to drop one), no two
@@ -118,8 +135,8 @@ def check_rename(rename: dict[str, str], names: set[str]) -> None:
                 f"--rename {old}={new}: the configs have no parameter {old!r}; "
                 f"they have {', '.join(sorted(names))}"
             )
-        if new and (not new.isidentifier() or keyword.iskeyword(new)):
-            raise TritonExportError(f"--rename {old}={new}: {new!r} is not a Python name")
+        if new:
+            _check_name(old, new)
     final: dict[str, str] = {}
     for name in sorted(names):
         new = rename.get(name, name)
@@ -615,6 +632,44 @@ def _check_one_problem(problems: list[tuple[str, dict[str, Any]]], key: list[str
             )
 
 
+def _key_names(key: list[str], rename: dict[str, str]) -> list[str]:
+    """The kernel's names of the table's ``key``: ``rename`` maps a key value as it maps a
+    parameter (``M=m``), for a kernel whose size arguments are spelled otherwise; the module's
+    ``prune`` and ``heuristics()`` read the launch's arguments by these names.
+
+    Raises:
+        TritonExportError: a key value dropped (``M=``: the module needs its argument), renamed
+            to no Python name or to a launch option, or two renamed to one name.
+
+    Example:
+        >>> _key_names(["M", "N", "K"], {"M": "m", "K": "k_", "BLOCK_M": "BLOCK_SIZE_M"})
+        ['m', 'N', 'k_']
+        >>> _key_names(["M", "N"], {"M": ""})
+        Traceback (most recent call last):
+        ...
+        autotune.triton_export.TritonExportError: --rename M=: M is of the table's --key; ...
+    """
+    names: list[str] = []
+    for k in key:
+        new = rename.get(k, k)
+        if not new:
+            raise TritonExportError(
+                f"--rename {k}=: {k} is of the table's --key; the module reads the kernel's "
+                f"argument for it (name that argument: {k}=NAME)"
+            )
+        if k in rename:
+            _check_name(k, new)
+            if new in LAUNCH_OPTIONS:
+                raise TritonExportError(
+                    f"--rename {k}={new}: {new} is a launch option of triton.Config, not a "
+                    "kernel's size argument"
+                )
+        if new in names:
+            raise TritonExportError(f"--rename {k}={new}: two key values would be called {new}")
+        names.append(new)
+    return names
+
+
 def triton_table_export(
     studies: list[optuna.Study],
     key: list[str],
@@ -622,7 +677,8 @@ def triton_table_export(
     rename: dict[str, str] | None = None,
 ) -> str:
     """A module with a per-shape table of the studies' best configs (see the module
-    docstring); ``key`` names the problem values a shape is (``["M", "N", "K"]``).
+    docstring); ``key`` names the problem values a shape is (``["M", "N", "K"]``); ``rename``
+    maps parameters and key values to the kernel's names (:func:`_key_names`).
 
     Raises:
         TritonExportError: no study with a successful trial, studies of different workloads
@@ -635,6 +691,8 @@ def triton_table_export(
     twice = next((k for k in key if key.count(k) > 1), None)
     if twice is not None:
         raise TritonExportError(f"--key: {twice!r} is named twice")
+    kernel_key = _key_names(key, rename)
+    rename = {old: new for old, new in rename.items() if old not in key}  # the parameters'
     rows: dict[tuple, list[tuple[dict[str, Any], str]]] = {}
     swept: defaultdict[tuple, list[str]] = defaultdict(list)  # shape -> its studies, in order
     slower: dict[tuple, float] = {}  # shapes where the library kernel beat the winner
@@ -673,13 +731,21 @@ def triton_table_export(
     info, replay = study_info(tabled[0]), study_replay(tabled[0])
     every = [config for entries in rows.values() for config, _ in entries]
     check_rename(rename, {name for config in every for name in config})
+    params = {name for config in every for name in _renamed(config, rename)}
+    clash = next((k for k, new in zip(key, kernel_key, strict=True) if new != k and new in params),
+                 None)  # fmt: skip
+    if clash is not None:
+        new = kernel_key[key.index(clash)]
+        raise TritonExportError(f"--rename {clash}={new}: {new} is a parameter of the configs")
     inactive = _renamed(_inactive_values(studies, every), rename)
     twice = {shape: names for shape, names in swept.items() if len(names) > 1}
     dtype = str(problems[0][1].get("dtype"))
     ordering = _table_ordering(tabled)
     body = (
         _replay_note(tabled)
-        + f"A per-shape table over {', '.join(key)} ({len(rows)} shapes"
+        + f"A per-shape table over {', '.join(key)}"
+        + (f" (the kernel's {', '.join(kernel_key)})" if kernel_key != key else "")
+        + f" ({len(rows)} shapes"
         + (f", dtype {dtype}" if dtype != "None" else "")
         + f"), {ordering}.\n"
         f"{_dropped_note(every, rename)}\n"
@@ -687,7 +753,7 @@ def triton_table_export(
             f"Shape {shape} was swept by {', '.join(names)}: the last, {names[-1]}, is kept.\n"
             for shape, names in sorted(twice.items())
         )
-        + f"Use: @triton.autotune(configs=configs, key={list(key)!r},\n"
+        + f"Use: @triton.autotune(configs=configs, key={kernel_key!r},\n"
         '                       prune_configs_by={"early_config_prune": prune})\n'
         "  or @triton.heuristics(heuristics()) for the nearest shape's winner, untimed.\n"
         + (
@@ -709,7 +775,7 @@ def triton_table_export(
             table.append(f"        configs[{sources.index(source)}],  # {_comment(comment)}")
         table.append("    ],")
     table.append("}")
-    lines = [f"KEY = {tuple(key)!r}",
+    lines = [f"KEY = {tuple(kernel_key)!r}",
              "# every config of the table once (for @triton.autotune(configs=...))",
              "configs = [", *(f"    {source}," for source in sources), "]", *table]  # fmt: skip
     lines.append("# shapes where the library kernel beat the winner: shape -> the winner's ratio")

@@ -186,6 +186,65 @@ def test_heuristics_pick_the_winner_without_timing(table_module):
     assert torch.allclose(c, a @ b, atol=1e-3, rtol=1e-3)
 
 
+@triton.jit
+def own_names_matmul(
+    a_ptr, b_ptr, c_ptr, m, n, k_,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+):  # fmt: skip
+    # a kernel whose size arguments are not the problem's M, N, K
+    tutorial_style_matmul(a_ptr, b_ptr, c_ptr, m, n, k_, BLOCK_SIZE_M, BLOCK_SIZE_N,
+                          BLOCK_SIZE_K, GROUP_SIZE_M)  # fmt: skip
+
+
+def test_a_rename_of_the_key_serves_a_kernel_whose_sizes_are_named_otherwise(tmp_path):
+    # the module read named_args['M'] (a KeyError in prune and heuristics) and --rename M=m
+    # was refused: "the configs have no parameter 'M'"
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    _study("small", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    _study("large", (256, 256, 256), _cfg(32, 16, 32, 4), _cfg(16, 32, 16, 8), storage)
+    rename = {**RENAME, "M": "m", "N": "n", "K": "k_"}
+    text = triton_table_export(table_studies(storage), ["M", "N", "K"], top=2, rename=rename)
+    assert "key=['m', 'n', 'k_']" in text
+    mod: dict = {}
+    exec(compile(text, "table.py", "exec"), mod)  # noqa: S102 - as a kernel imports it
+    bench = {"do_bench": lambda call, quantiles: [call() or 1.0] * len(quantiles)}
+    tuned = triton.autotune(
+        configs=mod["configs"], key=["m", "n", "k_"],
+        prune_configs_by={"early_config_prune": mod["prune"]},
+        **(bench if DEVICE == "cpu" else {}),
+    )(own_names_matmul)  # fmt: skip
+    picked = triton.heuristics(mod["heuristics"]())(own_names_matmul)
+    m, n, k_ = 30, 20, 40
+    a, b = torch.randn(m, k_, device=DEVICE), torch.randn(k_, n, device=DEVICE)
+    c = torch.empty(m, n, device=DEVICE)
+
+    def grid(meta):
+        return (triton.cdiv(m, meta["BLOCK_SIZE_M"]) * triton.cdiv(n, meta["BLOCK_SIZE_N"]),)
+
+    tuned[grid](a, b, c, m, n, k_)
+    assert any(tuned.best_config is c for c in mod["TABLE"][(32, 32, 32)])
+    assert torch.allclose(c, a @ b, atol=1e-3, rtol=1e-3)
+    c.zero_()
+    picked[(triton.cdiv(m, 16) * triton.cdiv(n, 16),)](a, b, c, m, n, k_)  # (32,)^3's winner
+    assert torch.allclose(c, a @ b, atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("rename", "says"),
+    [({"M": ""}, "--rename M=: M is of the table's --key"),
+     ({"M": "n"}, "--rename N=n: two key values would be called n"),
+     ({"M": "BLOCK_M"}, "--rename M=BLOCK_M: BLOCK_M is a parameter of the configs"),
+     ({"M": "num_warps"}, "--rename M=num_warps: num_warps is a launch option")],
+)  # fmt: skip
+def test_a_rename_of_the_key_that_loses_it_is_refused(tmp_path, rename, says):
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    _study("small", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    rename = {**rename, "N": "n"} if "two key" in says else rename
+    with pytest.raises(TritonExportError, match=re.escape(says)):
+        triton_table_export(table_studies(storage), ["M", "N", "K"], rename=rename)
+
+
 def test_one_table_one_dtype(tmp_path):
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
     _study("a", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
