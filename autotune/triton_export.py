@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import keyword
 import numbers
+import unicodedata
 from collections import defaultdict
 from typing import Any
 
@@ -85,8 +86,20 @@ def _renamed(config: dict[str, Any], rename: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def _normal(name: str) -> str:
+    """``name`` as Python reads it in source: NFKC-normalized (full-width ``Ａ`` is ``A``).
+
+    Example:
+        >>> _normal("\uff21A")
+        'AA'
+    """
+    return unicodedata.normalize("NFKC", name)
+
+
 def _check_name(old: str, new: str) -> None:
-    """A new name that a kernel's argument can have: a Python identifier, no keyword.
+    """A new name that a kernel's argument can have: a Python identifier, no keyword, and
+    written as Python reads it (NFKC-normalized: the parser reads a full-width ``Ａ`` as ``A``,
+    so a config's ``'ＡA'`` would never match the kernel's argument).
 
     Raises:
         TritonExportError: naming the rename's entry.
@@ -99,6 +112,11 @@ def _check_name(old: str, new: str) -> None:
     """
     if not new.isidentifier() or keyword.iskeyword(new):
         raise TritonExportError(f"--rename {old}={new}: {new!r} is not a Python name")
+    if _normal(new) != new:
+        raise TritonExportError(
+            f"--rename {old}={new}: Python reads {new!r} as {_normal(new)!r} (NFKC); "
+            "write that name"
+        )
 
 
 def check_rename(rename: dict[str, str], names: set[str]) -> None:
@@ -137,17 +155,18 @@ def check_rename(rename: dict[str, str], names: set[str]) -> None:
             )
         if new:
             _check_name(old, new)
-    final: dict[str, str] = {}
+    final: dict[str, str] = {}  # each new name as Python reads it -> its parameter
     for name in sorted(names):
         new = rename.get(name, name)
         if not new:
             continue
-        if new in final:
-            culprit = name if name in rename else final[new]
+        if _normal(new) in final:
+            culprit = name if name in rename else final[_normal(new)]
             raise TritonExportError(
-                f"--rename {culprit}={rename[culprit]}: two parameters would be called {new}"
+                f"--rename {culprit}={rename[culprit]}: two parameters would be called "
+                f"{_normal(new)}"
             )
-        final[new] = name
+        final[_normal(new)] = name
 
 
 def triton_config_source(
@@ -664,7 +683,7 @@ def _key_names(key: list[str], rename: dict[str, str]) -> list[str]:
                     f"--rename {k}={new}: {new} is a launch option of triton.Config, not a "
                     "kernel's size argument"
                 )
-        if new in names:
+        if _normal(new) in map(_normal, names):
             raise TritonExportError(f"--rename {k}={new}: two key values would be called {new}")
         names.append(new)
     return names
@@ -731,9 +750,9 @@ def triton_table_export(
     info, replay = study_info(tabled[0]), study_replay(tabled[0])
     every = [config for entries in rows.values() for config, _ in entries]
     check_rename(rename, {name for config in every for name in config})
-    params = {name for config in every for name in _renamed(config, rename)}
-    clash = next((k for k, new in zip(key, kernel_key, strict=True) if new != k and new in params),
-                 None)  # fmt: skip
+    params = {_normal(name) for config in every for name in _renamed(config, rename)}
+    clash = next((k for k, new in zip(key, kernel_key, strict=True)
+                  if new != k and _normal(new) in params), None)  # fmt: skip
     if clash is not None:
         new = kernel_key[key.index(clash)]
         raise TritonExportError(f"--rename {clash}={new}: {new} is a parameter of the configs")

@@ -16,6 +16,7 @@ import triton.language as tl
 from autotune.driver.trial_attrs import FINISH, METRICS, STUDY
 from autotune.triton_export import (
     TritonExportError,
+    check_rename,
     table_studies,
     triton_export,
     triton_table_export,
@@ -223,7 +224,7 @@ def test_a_rename_of_the_key_serves_a_kernel_whose_sizes_are_named_otherwise(tmp
         return (triton.cdiv(m, meta["BLOCK_SIZE_M"]) * triton.cdiv(n, meta["BLOCK_SIZE_N"]),)
 
     tuned[grid](a, b, c, m, n, k_)
-    assert any(tuned.best_config is c for c in mod["TABLE"][(32, 32, 32)])
+    assert any(tuned.best_config is cfg for cfg in mod["TABLE"][(32, 32, 32)])
     assert torch.allclose(c, a @ b, atol=1e-3, rtol=1e-3)
     c.zero_()
     picked[(triton.cdiv(m, 16) * triton.cdiv(n, 16),)](a, b, c, m, n, k_)  # (32,)^3's winner
@@ -291,6 +292,8 @@ def test_one_table_one_problem_but_its_shape(tmp_path, differ, says):
         ({"num_stages": ""}, "--rename num_stages=: num_stages is a launch option"),
         ({"BLOCK_M": "num_ctas"}, "--rename BLOCK_M=num_ctas: num_ctas is a launch option"),
         ({"GROUP_M": "maxnreg"}, "--rename GROUP_M=maxnreg: maxnreg is a launch option"),
+        # a full-width A is an identifier, but Python reads it as A: the kernel's never matched
+        ({"BLOCK_M": "\uff21A"}, "--rename BLOCK_M=\uff21A: Python reads '\uff21A' as 'AA'"),
     ],
 )
 def test_a_rename_that_loses_or_breaks_a_parameter_is_refused(tmp_path, rename, says):
@@ -301,6 +304,16 @@ def test_a_rename_that_loses_or_breaks_a_parameter_is_refused(tmp_path, rename, 
     with pytest.raises(TritonExportError, match=says):
         triton_export(study, rename=rename)
     assert "'BLOCK_SIZE_M': 16" in triton_export(study, rename=RENAME)  # the tutorial's: fine
+
+
+def test_names_python_reads_as_one_are_one_name(tmp_path):
+    # a replay's column spelled with a full-width letter, and another renamed to its NFKC form
+    with pytest.raises(TritonExportError, match="BLOCK_M=BLOCK_N: two parameters would be call"):
+        check_rename({"BLOCK_M": "BLOCK_N"}, {"BLOCK_M", "\uff22LOCK_N"})
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    study = _study("a", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    with pytest.raises(TritonExportError, match="--rename M=\uff4d: Python reads '\uff4d' as 'm'"):
+        triton_table_export([study], ["M", "N", "K"], rename={"M": "\uff4d"})
 
 
 def test_dropping_a_parameter_the_space_never_had_is_allowed(tmp_path):
