@@ -310,7 +310,7 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
     time left (a time budget bounds the whole run); none when not even the best and the
     default fit."""
     from autotune.driver.finish_costs import stored_times, top_that_fits
-    from autotune.driver.trial_attrs import FINISH
+    from autotune.driver.trial_attrs import stored_finish
 
     top = sweep.settings.finish_top
     if budget_ends is not None:
@@ -330,7 +330,7 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
     rows = sweep.finish(summary.study, top=top, deadline=budget_ends)
     _print_finish(rows, metric, maximize=direction == "maximize",
                   asked=sweep.settings.finish_rounds,
-                  record=summary.study.user_attrs.get(FINISH) or {})  # fmt: skip
+                  record=stored_finish(summary.study.user_attrs))  # fmt: skip
 
 
 def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: int = 0,

@@ -23,7 +23,12 @@ from typing import Any
 
 import optuna
 
-from autotune.driver.trial_attrs import FINISH, is_launched, stored_info, trial_status
+from autotune.driver.trial_attrs import (
+    is_launched,
+    stored_finish,
+    stored_info,
+    trial_status,
+)
 from autotune.replay_info import study_replay
 from autotune.report import _measured
 from autotune.train_export import shown
@@ -34,7 +39,7 @@ def _winner(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
     trials = _measured(study)
     if not trials:
         return None
-    finish = (study.user_attrs.get(FINISH) or {}).get("rows") or []
+    finish = stored_finish(study.user_attrs).get("rows") or []
     if finish:
         chosen = next((t for t in trials if t.number == finish[0]["trial"]), None)
         if chosen is not None:
@@ -47,7 +52,7 @@ def _winner(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
 def _finish_median(study: optuna.Study, winner: optuna.trial.FrozenTrial) -> float:
     """The winner's re-measured median where the sweep ended with the finish, else its
     sweep reading."""
-    for row in (study.user_attrs.get(FINISH) or {}).get("rows") or []:
+    for row in stored_finish(study.user_attrs).get("rows") or []:
         if row["trial"] == winner.number:
             return float(row["median"])
     return winner.values[0]
@@ -61,7 +66,7 @@ def _value_in(study: optuna.Study, params: dict[str, Any]) -> float | None:
     if not match:
         return None
     medians = {row["trial"]: row["median"]
-               for row in (study.user_attrs.get(FINISH) or {}).get("rows") or []}  # fmt: skip
+               for row in stored_finish(study.user_attrs).get("rows") or []}  # fmt: skip
     return next((float(medians[t.number]) for t in match if t.number in medians),
                 match[0].values[0])  # fmt: skip
 

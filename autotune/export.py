@@ -28,7 +28,7 @@ import yaml
 
 from autotune import __version__
 from autotune.driver.results import best_trials, objectives_of, study_info
-from autotune.driver.trial_attrs import FINISH, METRICS, TELEMETRY
+from autotune.driver.trial_attrs import TELEMETRY, stored_finish, trial_metrics
 from autotune.reference_verdict import reference_faster
 from autotune.replay_info import replay_info
 from autotune.std_paths import descriptor_of, write_to_descriptor
@@ -50,8 +50,8 @@ def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[s
     table's source, workload and problem as recorded, and ``replayed_on``)."""
     info = study_info(study)
     objectives = objectives_of(study)
-    metrics = trial.user_attrs.get(METRICS, {})
-    replay = replay_info(info, metrics if isinstance(metrics, dict) else {})
+    metrics = trial_metrics(trial)
+    replay = replay_info(info, metrics)
     record = {
         "autotune_version": __version__,
         "study": study.study_name,
@@ -87,10 +87,11 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
         name = study.study_name
         raise ExportError(f"study {name!r} has no successful trial yet: no best config "
                           f"(`autotune trials --study {name}` says why)")  # fmt: skip
-    finish = study.user_attrs.get(FINISH)
+    finish = stored_finish(study.user_attrs)
     chosen = best[0]
-    if finish and finish.get("rows"):
-        chosen = study.trials[finish["rows"][0]["trial"]]
+    if finish.get("rows"):
+        by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+        chosen = by_number.get(finish["rows"][0]["trial"], chosen)
     record = trial_record(study, chosen)
     if finish:
         record["finish"] = finish

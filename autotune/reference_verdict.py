@@ -25,7 +25,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import objectives_of
-from autotune.driver.trial_attrs import FINISH, METRICS
+from autotune.driver.trial_attrs import stored_finish, trial_metrics
 
 #: the prefix of a metric that is a reference's time over the config's (higher is better)
 RATIO_PREFIX = "ratio_to_"
@@ -79,6 +79,6 @@ def winner_verdict(study: optuna.Study, winner: optuna.trial.FrozenTrial) -> dic
     return reference_faster({
         "objectives": objectives,
         "values": dict(zip(objectives, winner.values or [], strict=False)),
-        "metrics": winner.user_attrs.get(METRICS, {}),
-        "finish": study.user_attrs.get(FINISH) or {},
+        "metrics": trial_metrics(winner),
+        "finish": stored_finish(study.user_attrs),
     })  # fmt: skip

@@ -17,7 +17,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import ok_trials, study_info
-from autotune.driver.trial_attrs import METRICS
+from autotune.driver.trial_attrs import trial_metrics
 
 
 def replay_stamps(metrics: dict[str, Any]) -> dict[str, Any]:
@@ -108,5 +108,5 @@ def study_replay(study: optuna.Study) -> dict[str, Any] | None:
     if not is_replay(study):
         return None
     first = next(iter(ok_trials(study)), None)
-    metrics = (first.user_attrs.get(METRICS) or {}) if first is not None else {}
-    return replay_info(study_info(study), metrics if isinstance(metrics, dict) else {})
+    metrics = trial_metrics(first) if first is not None else {}
+    return replay_info(study_info(study), metrics)

@@ -36,12 +36,12 @@ import optuna
 
 from autotune.driver.trial_attrs import (
     BASELINE,
-    FINISH,
-    METRICS,
     STATUS,
     TELEMETRY,
     is_repeat,
+    stored_finish,
     stored_info,
+    trial_metrics,
     trial_status,
 )
 from autotune.redact import redact
@@ -379,7 +379,7 @@ class Report:
         intensity = 2 * m * n * k / ((m * k + k * n + m * n) * size)
         achieved, compute, bandwidth = [], [], []
         for t in self.trials:
-            metrics = t.user_attrs.get(METRICS) or {}
+            metrics = trial_metrics(t)
             if metrics.get("ms"):
                 achieved.append(2 * m * n * k / (metrics["ms"] * 1e-3) / 1e12)
             if metrics.get("cublas_tflops"):
@@ -415,7 +415,7 @@ class Report:
 
     # -- panels ----------------------------------------------------------------------------
     def winner_panel(self) -> str:
-        finish = self.study.user_attrs.get(FINISH) or {}
+        finish = stored_finish(self.study.user_attrs)
         rows = finish.get("rows") or []
         best = None
         if rows:

@@ -32,7 +32,7 @@ import optuna
 from autotune import __version__
 from autotune.driver.finish import spread_text
 from autotune.driver.results import objectives_of, ok_trials, study_info
-from autotune.driver.trial_attrs import FINISH, stored_info
+from autotune.driver.trial_attrs import stored_finish, stored_info
 from autotune.kernel_config import LAUNCH_OPTIONS, KernelConfig, literal
 from autotune.reference_verdict import describe, winner_verdict
 from autotune.replay_info import is_replay, study_replay
@@ -214,7 +214,7 @@ def ranked_trials(
     sign = 1.0 if direction == "maximize" else -1.0
     by_number = {t.number: t for t in ok_trials(study)}
     ranked: list[tuple[optuna.trial.FrozenTrial, str]] = []
-    finish = study.user_attrs.get(FINISH) or {}
+    finish = stored_finish(study.user_attrs)
     for row in finish.get("rows", []):
         trial = by_number.pop(row["trial"], None)
         if trial is not None:
@@ -530,7 +530,7 @@ def _table_ordering(studies: list[optuna.Study]) -> str:
         >>> _table_ordering([optuna.create_study()])
         "best first by each config's one sweep reading (no noise-aware finish ran)"
     """
-    finished = [bool((s.user_attrs.get(FINISH) or {}).get("rows")) for s in studies]
+    finished = [bool(stored_finish(s.user_attrs).get("rows")) for s in studies]
     if all(finished):
         return "the noise-aware finish's winner first"
     replays = all(is_replay(s) for s in studies)

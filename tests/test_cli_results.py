@@ -253,3 +253,27 @@ def test_a_damaged_study_record_is_passed_over_or_one_line(tmp_path):
     kept = db.execute("SELECT value_json FROM study_user_attributes WHERE key = 'autotune'")
     assert kept.fetchall() == [("not json",)]
     assert db.execute("SELECT count(*) FROM trials").fetchone() == (3,)
+
+
+def test_a_damaged_finish_and_metrics_end_no_reading_command(tmp_path, one_trial_study):
+    # another program wrote the finish and a trial's metrics: each command read them unchecked
+    # and ended in an AttributeError, TypeError or KeyError traceback, exit 1
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'd.db'}"
+    study = one_trial_study(url, "d", "matmul", {"M": 32, "N": 32, "K": 32}, {"BLOCK_M": 16},
+                            "ratio_to_cublas", 1.2)  # fmt: skip
+    study.add_trial(optuna.trial.create_trial(
+        params={"BLOCK_M": 16}, value=1.1, user_attrs={"status": "ok", "metrics": "x"},
+        distributions={"BLOCK_M": optuna.distributions.CategoricalDistribution([16])},
+    ))  # fmt: skip
+    study.set_user_attr("finish", {"rows": [{"trial": 1, "median": None}]})
+    report = ["report", "--output", str(tmp_path / "r.html")]
+    for command in (["best"], ["trials"], report, ["export", "--to", "json"],
+                    ["export", "--to", "yaml"], ["export", "--to", "triton"],
+                    ["export", "--to", "triton", "--table"]):  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", *command, "--storage", url],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)

@@ -90,8 +90,10 @@ def test_a_winners_value_elsewhere_is_that_studys_finish_median_where_it_re_meas
     a = _study("sqlite:///:memory:", "a", {1: (50.0,), 2: (129.0,)})
     b = _study("sqlite:///:memory:", "b", {1: (60.0,), 2: (129.0,)})
     for study in (a, b):
-        study.set_user_attr(FINISH, {"rows": [{"trial": 1, "median": 86.0},
-                                              {"trial": 0, "median": 55.0}]})  # fmt: skip
+        study.set_user_attr(FINISH, {"rows": [
+            {"trial": 1, "median": 86.0, "spread": 0.01, "samples": [86.0, 86.5, 85.9]},
+            {"trial": 0, "median": 55.0, "spread": 0.02, "samples": [55.0, 55.4, 54.3]},
+        ]})  # fmt: skip
     rows = compare_studies([a, b])
     assert [r["winner_value"] for r in rows] == [86.0, 86.0]
     assert rows[0]["elsewhere"] == {"1": 86.0} and rows[1]["elsewhere"] == {"0": 86.0}

@@ -30,7 +30,7 @@ from typing import Any
 
 import optuna
 
-from autotune.driver.trial_attrs import METRICS, STATUS
+from autotune.driver.trial_attrs import STATUS, trial_metrics
 from autotune.objectives.external import WorkloadError, setup_call
 
 #: Share of the device's memory a trial may plan to use.
@@ -144,7 +144,7 @@ class MemoryGuard:
         of a trial that ran out of memory)."""
         ratios, oom_at = [], None
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
-            metrics = t.user_attrs.get(METRICS, {})
+            metrics = trial_metrics(t)
             predicted, measured = (
                 metrics.get("predicted_memory_gb"),
                 metrics.get("measured_memory_gb"),

@@ -20,11 +20,11 @@ import pandas as pd
 
 from autotune.driver.trial_attrs import (
     DURATION,
-    METRICS,
     REASON,
     is_ok,
     is_repeat,
     stored_info,
+    trial_metrics,
     trial_status,
 )
 
@@ -102,7 +102,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         for k, v in params.items():
             kinds.setdefault(k, set()).add(type(v))
         row.update(params)
-        metrics = trial.user_attrs.get(METRICS, {})
+        metrics = trial_metrics(trial)
         metrics = {f"m.{k}": v for k, v in metrics.items() if k not in objectives}
         for k, v in metrics.items():
             if v is not None:

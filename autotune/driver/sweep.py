@@ -53,6 +53,7 @@ from autotune.driver.trial_attrs import (
     LAST_RUN,
     REPEATED,
     is_repeat,
+    stored_finish,
     trial_status,
 )
 from autotune.driver.trial_book import Asked, TrialBook
@@ -169,7 +170,7 @@ class _SweepRun:
         self.times = TrialTimes()  # what the trials took: the finish's cost
         # an earlier run's finish judged the trials of then: once this run adds one, it is no
         # answer (the export, best and report would name its winner over a better new trial)
-        self.stale_finish = bool(study.user_attrs.get(FINISH))
+        self.stale_finish = bool(stored_finish(study.user_attrs))
         self.max_rejected = MAX_REJECTIONS_PER_TRIAL * max(s.n_trials or 0, 100)
         self.repair = ConstraintRepair(s.space, s.problem, s.device, s.seed)
         self.last_reap = self.last_poll = time.monotonic()

@@ -97,6 +97,67 @@ def _kind_fits(field: str, value: Any) -> bool:
     return isinstance(value, kind) and not (kind == (int, type(None)) and isinstance(value, bool))
 
 
+def stored_finish(user_attrs: dict[str, Any]) -> dict[str, Any]:
+    """A study's noise-aware finish record (:data:`FINISH`) from its user attributes: empty
+    where there is none, or where what is stored there is not one (not a record, a ``metric``
+    or ``protocol`` that is no text, ``rows`` that are not a list of rows each with a whole
+    ``trial``, a numeric ``median`` and ``spread``, and a list of numeric ``samples``, one at
+    least): a damaged finish is passed over as if it never ran, every reader alike.
+
+    Example:
+        >>> row = {"trial": 3, "median": 1.2, "spread": 0.01, "samples": [1.2, 1.19]}
+        >>> stored_finish({"finish": {"metric": "tflops", "rows": [row]}})["rows"][0]["trial"]
+        3
+        >>> stored_finish({"finish": "junk"}), stored_finish({"finish": {"rows": [1]}})
+        ({}, {})
+        >>> stored_finish({"finish": {"rows": [{**row, "median": None}]}})
+        {}
+    """
+    finish = user_attrs.get(FINISH)
+    if not isinstance(finish, dict) or any(
+        not isinstance(finish.get(k, ""), str) for k in ("metric", "protocol")
+    ):
+        return {}
+    rows = finish.get("rows", [])
+    if not isinstance(rows, list) or not all(_row_fits(row) for row in rows):
+        return {}
+    return finish
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _row_fits(row: Any) -> bool:
+    """Whether ``row`` is a finish row as its readers read it."""
+    if not isinstance(row, dict):
+        return False
+    samples = row.get("samples")
+    return (
+        isinstance(row.get("trial"), int) and not isinstance(row.get("trial"), bool)
+        and _number(row.get("median")) and _number(row.get("spread"))
+        and isinstance(samples, list) and bool(samples) and all(map(_number, samples))
+        and isinstance(row.get("config", {}), dict)
+    )  # fmt: skip
+
+
+def trial_metrics(trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """A trial's :data:`METRICS`: empty where there are none, or where what is stored there
+    is not a record of named metrics (a value another program wrote): treated as absent.
+
+    Example:
+        >>> trial = optuna.trial.create_trial(value=1.0, user_attrs={METRICS: {"ms": 0.5}})
+        >>> trial_metrics(trial)
+        {'ms': 0.5}
+        >>> trial_metrics(optuna.trial.create_trial(value=1.0, user_attrs={METRICS: "x"}))
+        {}
+    """
+    metrics = trial.user_attrs.get(METRICS)
+    if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
+        return {}
+    return metrics
+
+
 def last_run(user_attrs: dict[str, Any]) -> dict[str, Any]:
     """A study's :data:`LAST_RUN` record, empty where there is none or it is not a record."""
     run = user_attrs.get(LAST_RUN)
