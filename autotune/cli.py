@@ -236,6 +236,8 @@ def tune(
     # the space a workload's class names (beside its file) is known only now, as are the
     # modules the sweep runs (a kernel file beside the workload's, a built-in kernel)
     writable_output(output, inputs={"the space file the sweep reads": settings.space.source,
+                                    **{f"the space file {f} the sweep's space includes": f
+                                       for f in settings.space.includes},
                                     **_modules_run(settings.workload)})  # fmt: skip
     for note in settings.notes:
         err.print(f"note: {note}", highlight=False, soft_wrap=True)

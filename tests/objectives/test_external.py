@@ -450,7 +450,7 @@ def test_a_budget_of_years_does_not_overflow_the_set_up_alarm(tmp_path):
         before_budget_ends(None)
 
 
-def test_output_on_a_module_the_sweep_runs_is_refused_and_nothing_stored(tmp_path):
+def test_output_on_a_module_or_included_space_the_sweep_reads_is_refused(tmp_path):
     # a kernel file beside the workload's (a built-in kernel too) was replaced by the record
     (tmp_path / "kern.py").write_text("FACTOR = 2\n")
     (tmp_path / "plain.py").write_text(
@@ -470,3 +470,11 @@ def test_output_on_a_module_the_sweep_runs_is_refused_and_nothing_stored(tmp_pat
                                      "file")  # fmt: skip
     assert (tmp_path / "kern.py").read_text() == "FACTOR = 2\n"
     assert not (tmp_path / "s.db").exists()
+    # a space file the sweep's space includes: replaced too, and the study could not resume
+    (tmp_path / "top.yaml").write_text("include:\n  - {space: x.yaml}\n")
+    result = autotune("tune", "plain.py", "--space", "top.yaml", "--trials", "2", "--storage",
+                      "sqlite:///s.db", "--finish-top", "0", "--output", "x.yaml",
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "the sweep's space includes (writing it would destroy it)" in result.stderr
+    assert (tmp_path / "x.yaml").read_text().startswith("parameters:")
