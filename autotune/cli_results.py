@@ -291,13 +291,16 @@ def export(
         keys = [k.strip() for k in key.split(",") if k.strip()]
         text = triton_table_export(chosen, keys, top, names)
     elif to in TRAIN_TARGETS or to in SERVING_TARGETS:  # a training stack or a server
-        from autotune.export import best_record
+        from autotune.export import best_record, pareto_pick
         from autotune.serving_export import serving_export
         from autotune.train_export import training_export
 
         record = best_record(load_study(open_storage(storage, existing=True), study))
         make = training_export if to in TRAIN_TARGETS else serving_export
         exported = make(record, to)
+        picked = pareto_pick(record)
+        if picked is not None:  # one config of several: which, and by what rule
+            err.print(f"note: {picked}", markup=False, highlight=False, soft_wrap=True)
         text = exported.text
         notes = exported.not_expressed and not exported.notes_inline  # else in the text
         side = _side_file(output, storage, read) if notes else None  # before anything is said

@@ -110,6 +110,25 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     return record
 
 
+def pareto_pick(record: dict[str, Any]) -> str | None:
+    """What a record of several objectives exports: one config of the Pareto front, the best
+    by the first objective; None for a record of one objective (or a front of one).
+
+    Example:
+        >>> front = [{"trial": 3, "values": {"tok_s": 9.0, "gb": 2.0}},
+        ...          {"trial": 0, "values": {"tok_s": 5.0, "gb": 1.0}}]
+        >>> pareto_pick({"trial": 3, "pareto_front": front})
+        'trial 3 is one of 2 configs on the Pareto front of tok_s and gb: the best by tok_s, ...'
+    """
+    front = record.get("pareto_front") or []
+    if len(front) < 2:
+        return None
+    names = list(front[0].get("values") or {})
+    return (f"trial {record['trial']} is one of {len(front)} configs on the Pareto front of "
+            f"{' and '.join(names)}: the best by {names[0]}, the first objective (`autotune "
+            "best` lists the others)")  # fmt: skip
+
+
 class _PlainDumper(yaml.SafeDumper):
     """YAML without anchors: one dict that stands twice in a record (a replay's device) is
     written out twice, not as ``&id001`` and ``*id001``.

@@ -34,6 +34,7 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.results import best_trials
 from autotune.driver.trial_attrs import (
     BASELINE,
     STATUS,
@@ -426,8 +427,17 @@ class Report:
             return "<p>No trial succeeded.</p>"
         self.data["winner_trial"] = best.number
         self.data["winner_value"] = best.values[0]
+        front = best_trials(self.study) if len(self.metrics) > 1 else []
+        chosen = (
+            (
+                f" (one of {len(front)} on the Pareto front: the best by "
+                f"{html.escape(self.metric)}, the first objective)"
+            )
+            if len(front) > 1
+            else ""
+        )
         parts = [
-            f"<h2>Winner: trial {best.number}</h2>",
+            f"<h2>Winner: trial {best.number}{chosen}</h2>",
             f"<p class='winner-value'>{html.escape(readable(self.metric, best.values[0]))} "
             f"({html.escape(self.metric)}, its sweep reading)</p>",
             "<pre>" + html.escape(json.dumps(best.params, indent=2)) + "</pre>",

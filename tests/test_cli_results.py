@@ -277,3 +277,28 @@ def test_a_damaged_finish_and_metrics_end_no_reading_command(tmp_path, one_trial
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)
+
+
+def test_an_export_of_a_pareto_study_says_which_config_of_the_front_it_wrote(tmp_path):
+    # a two-objective serving study was exported as one config with no word that two were
+    # on its front, nor by what rule this one was picked
+    import optuna
+
+    from autotune.driver.trial_attrs import STUDY
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    study = optuna.create_study(study_name="sv", storage=url, directions=["maximize", "minimize"])
+    study.set_user_attr(STUDY, {"workload": "serving", "problem": {}, "objectives": {
+        "goodput_tok_s": "maximize", "ttft_p99_ms": "minimize"}})  # fmt: skip
+    for seqs, values in ((64, [900.0, 400.0]), (8, [300.0, 90.0])):
+        study.add_trial(optuna.trial.create_trial(
+            params={"max_num_seqs": seqs}, values=values, user_attrs={"status": "ok"},
+            distributions={"max_num_seqs": optuna.distributions.CategoricalDistribution([8, 64])},
+        ))  # fmt: skip
+    done = _cli("export", "--to", "vllm", "--storage", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "max-num-seqs: 64" in done.stdout
+    assert (
+        "note: trial 0 is one of 2 configs on the Pareto front of goodput_tok_s and "
+        "ttft_p99_ms: the best by goodput_tok_s, the first objective"
+    ) in done.stderr

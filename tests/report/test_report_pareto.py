@@ -1,0 +1,28 @@
+"""The report of a study of several objectives says which config of its front it heads."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+pytest.importorskip("plotly")
+
+
+def test_the_winner_of_a_pareto_study_is_said_to_be_one_of_its_front() -> None:
+    # "Winner: trial 3" headed the page with no word that two more were on the front
+    from autotune.driver.trial_attrs import STUDY
+    from autotune.report import report_html
+
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.set_user_attr(STUDY, {"workload": "toy", "problem": {},
+                                "objectives": {"tok_s": "maximize", "gb": "minimize"}})  # fmt: skip
+    for x, values in ((1, [9.0, 4.0]), (2, [5.0, 1.0]), (3, [4.0, 2.0])):  # 3 is dominated
+        study.add_trial(optuna.trial.create_trial(
+            params={"x": x}, values=values, user_attrs={"status": "ok"},
+            distributions={"x": optuna.distributions.IntDistribution(1, 3)},
+        ))  # fmt: skip
+    page = report_html(study)
+    assert (
+        "<h2>Winner: trial 0 (one of 2 on the Pareto front: the best by tok_s, the first "
+        "objective)</h2>"
+    ) in page
