@@ -40,6 +40,7 @@ from autotune.train_export import (
     TrainExport,
     as_recorded,
     comment_lines,
+    measured_on_cpu,
     replay_note,
     shown,
     which_sweep,
@@ -273,20 +274,6 @@ def _engine(
     return args, notes
 
 
-def _on_cpu(record: dict[str, Any]) -> bool | None:
-    """Whether the record's config was measured on a CPU; None for a replay whose table does
-    not record its device (it may have been).
-
-    Example:
-        >>> _on_cpu({"device": {"type": "cpu"}}), _on_cpu({"device": {}, "replay": {}})
-        (True, None)
-    """
-    kind = (record.get("device") or {}).get("type")
-    if kind is None and isinstance(record.get("replay"), dict):
-        return None
-    return kind == "cpu"
-
-
 def serving_export(record: dict[str, Any], target: str) -> TrainExport:
     """``target``'s flags for a ``serving`` or ``server`` sweep's best config, or a replay of
     a table either recorded (its ``workload`` column says so: ``as_recorded``), labelled as a
@@ -307,7 +294,7 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
                "max-running-requests": "max_num_seqs", "chunked-prefill-size":
                "max_num_batched_tokens"}  # fmt: skip
     if workload == "serving" or engine_knobs <= set(config):  # the project engine's names
-        args, notes = _engine(config, target, on_cpu=_on_cpu(record))
+        args, notes = _engine(config, target, on_cpu=measured_on_cpu(record))
     if workload == "server":  # the server's own flags, spelled with underscores
         known = set(ENGINE_KNOBS) if engine_knobs <= set(config) else set()
         for name, value in config.items():

@@ -303,6 +303,28 @@ def _hf_checkpointing_name() -> str:
     )
 
 
+#: the note of an export whose sweep ran on a CPU, where it is written to run
+_CPU_NOTE = ("on: the sweep ran on a CPU, so the config is written to run there (with bf16, "
+             "TrainingArguments refuses a machine without a GPU otherwise); drop it to train on "
+             "a GPU, where these figures were not measured")  # fmt: skip
+
+
+def measured_on_cpu(record: dict[str, Any]) -> bool | None:
+    """Whether the record's config was measured on a CPU; None for a replay whose table does
+    not record its device (it may have been).
+
+    Example:
+        >>> measured_on_cpu({"device": {"type": "cpu"}})
+        True
+        >>> measured_on_cpu({"device": {}, "replay": {}}) is None
+        True
+    """
+    kind = (record.get("device") or {}).get("type")
+    if kind is None and isinstance(record.get("replay"), dict):
+        return None
+    return kind == "cpu"
+
+
 def hf_export(record: dict[str, Any]) -> TrainExport:
     """Keyword arguments of ``transformers.TrainingArguments``:
     ``TrainingArguments(output_dir=..., **settings)``."""
@@ -324,6 +346,9 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
     if precision == "tf32":
         settings["tf32"] = True
     notes = _common_notes(config)
+    if measured_on_cpu(record):  # TrainingArguments refuses bf16 without a GPU unless told
+        settings["use_cpu"] = True
+        notes["use_cpu"] = _CPU_NOTE
     if config.get("compile") and config.get("compile_mode", "default") != "default":
         settings["torch_compile_mode"] = config["compile_mode"]
         notes.pop("compile_mode")
@@ -363,7 +388,7 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
         "num_processes": world_size(record),
         "machine_rank": 0,
         "gpu_ids": "all",
-        "use_cpu": False,
+        "use_cpu": bool(measured_on_cpu(record)),
         "downcast_bf16": "no",
         "main_training_function": "main",
         "debug": False,
@@ -392,6 +417,8 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
         notes["activation_checkpointing"] = "model.gradient_checkpointing_enable()"
     if precision == "tf32":
         notes["precision"] = "tf32: torch.backends.cuda.matmul.allow_tf32 = True"
+    if measured_on_cpu(record):
+        notes["use_cpu"] = _CPU_NOTE
     if precision == "fp16" and _loss_scale_set(config):
         notes["loss_scale_init"] = (
             f"{_loss_scale(config):g}: GradScaler(init_scale=...) through "

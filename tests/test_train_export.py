@@ -372,3 +372,19 @@ def test_the_cli_exports_a_stamped_train_step_replay_once_given_a_global_batch(t
     exported = autotune("export", "--to", "hf", "--study", "G")
     assert exported.returncode == 0, exported.stderr
     assert json.loads(exported.stdout)["gradient_accumulation_steps"] >= 1
+
+
+def test_a_sweep_on_a_cpu_is_exported_to_run_there(tmp_path):
+    # TrainingArguments(**export) refused a CPU sweep's bf16 config on that same machine
+    # ("Your setup doesn't support bf16/gpu"), and accelerate's said use_cpu: false
+    transformers = pytest.importorskip("transformers")
+    on_cpu = {**_record(precision="bf16"), "device": {"type": "cpu", "name": "cpu"}}
+    hf = training_export(on_cpu, "hf")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), **json.loads(hf.text))
+    assert args.use_cpu and args.bf16
+    assert "drop it to train on a GPU" in hf.not_expressed["use_cpu"]
+    accelerate = training_export(on_cpu, "accelerate")
+    assert accelerate.settings["use_cpu"] is True and "use_cpu" in accelerate.not_expressed
+    on_gpu = {**_record(precision="bf16"), "device": {"type": "cuda", "name": "H100"}}
+    assert "use_cpu" not in training_export(on_gpu, "hf").settings
+    assert training_export(on_gpu, "accelerate").settings["use_cpu"] is False
