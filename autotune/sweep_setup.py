@@ -457,7 +457,9 @@ def build_settings(
         from autotune.executors.ray import INSTALL_HINT  # (it imports no Ray)
 
         raise SetupError(f"--executor ray needs Ray: {INSTALL_HINT}")
-    _check_sampler(sampler, space_obj, objectives, problem, device)
+    sampler_note = _check_sampler(sampler, space_obj, objectives, problem, device)
+    if sampler_note is not None:
+        notes.append(sampler_note)
     settings = SweepSettings(
         workload=workload,
         problem=problem,
@@ -494,10 +496,11 @@ def _check_sampler(
     objectives: dict[str, str],
     problem: dict[str, Any] | None = None,
     device: dict[str, Any] | None = None,
-) -> None:
+) -> str | None:
     """``--sampler`` names ``auto`` or a registered sampler that serves this space and these
     objectives, as the driver will build it: refused while the sweep is set up, so also when
-    the tuning cache would answer.
+    the tuning cache would answer. Returns what the sweep should say of how it serves the
+    space (its ``note``), or None.
 
     Raises:
         SetupError: an unknown sampler, or one that cannot serve (naming why).
@@ -525,6 +528,7 @@ def _check_sampler(
     why_not = spec.serves(ctx)
     if why_not is not None:
         raise SetupError(f"--sampler: {spec.name}: {why_not}")
+    return spec.note(ctx)
 
 
 def _check_warm_start(settings: SweepSettings) -> None:

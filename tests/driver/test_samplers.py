@@ -61,3 +61,21 @@ def test_bo_stops_the_sweep_once_every_feasible_config_was_tried():
     )).run()  # fmt: skip
     assert summary.stopped_by in ("every config tried", "no unvisited config left")
     assert summary.trials_total == 4
+
+
+def test_cmaes_says_which_parameters_it_draws_at_random(tmp_path):
+    # `--sampler cmaes` on matmul searched num_stages alone, the tiles drawn at random by
+    # Optuna's independent sampler, with its warning turned off: nothing said so
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "matmul", "--sampler", "cmaes",
+         "--trials", "1", "--finish-top", "0", "--storage", "memory"],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "note: cmaes searches the int and float parameters (num_stages); the other 8 "
+        "(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, ...) are drawn at random"
+    ) in done.stderr

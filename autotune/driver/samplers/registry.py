@@ -48,12 +48,14 @@ class SamplerSpec:
         build: the factory.
         summary: one line for ``--help`` and the docs.
         serves: None where the sampler can serve ``ctx``, else the reason it cannot.
+        note: what a user should know of how it serves ``ctx`` (a sweep prints it), or None.
     """
 
     name: str
     build: Callable[[SamplerContext], optuna.samplers.BaseSampler]
     summary: str
     serves: Callable[[SamplerContext], str | None] = lambda ctx: None
+    note: Callable[[SamplerContext], str | None] = lambda ctx: None
 
 
 _REGISTRY: dict[str, SamplerSpec] = {}
