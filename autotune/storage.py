@@ -84,7 +84,7 @@ def open_storage(
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
         if existing and not path.exists():
             raise StorageError(f"storage URL {shown!r}: no journal at {path} (nothing to read)")
-        _check_journal(path, shown)
+        _check_journal(path, shown, writes=not existing)
         backend = optuna.storages.journal.JournalFileBackend(str(path))
         try:
             return optuna.storages.JournalStorage(backend)  # replays the file's records
@@ -179,9 +179,12 @@ def storage_files(url: str) -> list[Path]:
     return []
 
 
-def _check_journal(path: Path, shown: str) -> None:
+def _check_journal(path: Path, shown: str, writes: bool = False) -> None:
     """A journal file that exists begins with a journal record (a JSON object with an
-    ``op_code``): another kind of file (a SQLite database, text) is refused, not parsed.
+    ``op_code``): another kind of file (a SQLite database, text) is refused, not parsed. One
+    that a command ``writes`` ends its last record with a newline: after a cut-off write,
+    Optuna's next record would be joined to the partial one and both lost (``tune`` failed on
+    Optuna's "Should not reach" and appended to it still); a reader passes it over.
 
     Raises:
         StorageError: naming the file.
@@ -190,6 +193,8 @@ def _check_journal(path: Path, shown: str) -> None:
         return
     with path.open("rb") as file:
         first = file.readline(1 << 20)
+        file.seek(-1, os.SEEK_END)
+        cut_off = file.read(1) != b"\n"
     try:
         record = json.loads(first)
     except ValueError:
@@ -197,6 +202,11 @@ def _check_journal(path: Path, shown: str) -> None:
     if not isinstance(record, dict) or "op_code" not in record:
         raise StorageError(f"storage URL {shown!r}: {path} is not an Optuna journal (its first "
                            "line is not a journal record)")  # fmt: skip
+    if writes and cut_off:
+        raise StorageError(f"storage URL {shown!r}: the journal {path} ends in a cut-off record "
+                           "(a write was interrupted), which a new record would be joined to: "
+                           "remove its partial last line (after the last newline) to go "
+                           "on")  # fmt: skip
 
 
 #: what SQLAlchemy's pysqlite dialect takes from a sqlite:// URL's query (it drops the rest

@@ -236,3 +236,18 @@ def test_a_sweeps_database_in_a_read_only_folder_says_why_it_cannot_be_read(tmp_
     assert done.returncode == 2, done.stderr
     assert "s.db is in write-ahead-log mode and its folder" in done.stderr
     assert "is read-only" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_journal_cut_off_mid_record_is_read_but_not_written(tmp_path):
+    # tune ended in Optuna's "AssertionError: Should not reach." and appended to it still:
+    # its new record was joined to the partial one
+    url = f"journal:///{tmp_path / 'j.log'}"
+    optuna.create_study(study_name="s", storage=open_storage(url)).add_trial(
+        optuna.trial.create_trial(params={}, distributions={}, value=1.0)
+    )
+    whole = (tmp_path / "j.log").read_bytes()
+    (tmp_path / "j.log").write_bytes(whole[:-20])  # a write cut off mid-record
+    assert study_names(open_storage(url, existing=True)) == ["s"]  # a reader passes it over
+    with pytest.raises(StorageError, match=r"ends in a cut-off record .* remove its partial"):
+        open_storage(url)
+    assert (tmp_path / "j.log").read_bytes() == whole[:-20]
