@@ -531,11 +531,14 @@ def _stop_signals_interrupt() -> None:
     (the finish, an export); a sweep sets its own while it runs and puts these back."""
     import signal
 
+    from autotune.driver.signals import taken_signals
+
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, interrupt)
+    for sig in taken_signals():  # not one the process was started ignoring (nohup's SIGHUP)
+        if sig != signal.SIGINT:  # Python's own handler raises KeyboardInterrupt already
+            signal.signal(sig, interrupt)
 
 
 if __name__ == "__main__":

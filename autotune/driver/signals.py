@@ -39,7 +39,8 @@ def interrupt_deferred() -> Iterator[None]:
 
 
 def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
-    """Make SIGINT, SIGTERM and SIGHUP stop the sweep (the trials in flight marked interrupted,
+    """Make SIGINT, SIGTERM and SIGHUP (each unless the process was started ignoring it:
+    :func:`taken_signals`) stop the sweep (the trials in flight marked interrupted,
     workers ended): the handler sets ``stop``, which the loop checks at every turn, and raises
     KeyboardInterrupt to cut a wait short, except while a measured trial is being told (Python
     drops an exception raised inside a garbage collector's callback; the flag still stops the
@@ -53,13 +54,25 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
         if not _DEFERRED.is_set():
             raise KeyboardInterrupt(f"signal {signum}")
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
+    previous = {sig: signal.signal(sig, interrupt) for sig in taken_signals()}
 
     def restore() -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
     return restore
+
+
+def taken_signals() -> tuple[signal.Signals, ...]:
+    """The stop signals this process takes: those it was not started ignoring. ``nohup``
+    starts a command with SIGHUP ignored, a shell its background jobs with SIGINT ignored, so
+    that a closed terminal or a Ctrl-C meant for the foreground leaves them running.
+
+    Example:
+        >>> signal.SIGTERM in taken_signals()
+        True
+    """
+    return tuple(sig for sig in STOP_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN)
 
 
 @contextlib.contextmanager

@@ -54,3 +54,30 @@ def test_while_the_sweep_closes_a_second_signal_is_ignored():
         assert not stop.is_set()  # not even seen: the close runs to its end
     finally:
         restore()
+
+
+def test_a_sweep_started_under_nohup_runs_on_when_the_terminal_closes(tmp_path):
+    # the command and the sweep put their own handlers over nohup's ignored SIGHUP: a closed
+    # terminal (or SSH session) stopped the sweep nohup was meant to keep running
+    import subprocess
+    import sys
+
+    (tmp_path / "s.yaml").write_text(
+        "parameters:\n  score: {type: float, low: 0, high: 1}\n  delay: {type: float, low: 0.5,"
+        " high: 0.5}\n"
+    )  # fmt: skip
+    command = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", "s.yaml",
+               "--trials", "6", "--finish-top", "0", "--storage", "memory"]  # fmt: skip
+    ignoring = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),  # as nohup starts it
+    )  # fmt: skip
+    taking = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    for process in (ignoring, taking):
+        while not process.stderr.readline().startswith("[1/"):  # its first trial is in
+            assert process.poll() is None, process.stderr.read()
+        process.send_signal(signal.SIGHUP)
+    assert ignoring.wait(timeout=120) == 0, ignoring.stderr.read()
+    assert "done: 6 trials" in ignoring.stderr.read()
+    assert taking.wait(timeout=120) == 130  # a SIGHUP it was not started ignoring stops it
