@@ -133,6 +133,11 @@ def _check_program(template: str) -> None:
     program = shlex.split(template)[0]
     if "{" in program:
         return
+    name, equals, _ = program.partition("=")
+    if equals and name.isidentifier():  # HF_TOKEN=... vllm serve: a shell's way
+        raise ValueError(f"command={template!r}: {name}= sets a variable, which only a shell "
+                         "reads, and the command runs without one: write env "
+                         f"{name}=... before the program")  # fmt: skip
     if os.sep in program:
         if not (os.path.isfile(program) and os.access(program, os.X_OK)):
             raise ValueError(f"command={template!r}: {program} is not an executable file: no "

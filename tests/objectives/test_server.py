@@ -355,6 +355,9 @@ def test_a_program_this_machine_cannot_run_is_refused_before_the_sweep(tmp_path)
     with pytest.raises(ValueError, match=r"serve.sh is not an executable file"):
         _objective(command=f"{not_executable} --port {{port}}").check_space([])
     _objective(command="{engine} --port {port}", engine="vllmx").check_space([])  # its trials'
+    with pytest.raises(ValueError, match=r"HF_TOKEN= sets a variable, .* write env HF_TOKEN="):
+        _objective(command="HF_TOKEN=x vllmx serve --port {port}").check_space([])
+    _objective(command="env HF_TOKEN=x true --port {port}").check_space([])
     done = subprocess.run(
         [sys.executable, "-m", "autotune.cli", "tune", "server", "--problem",
          "command=" + ENGINE.replace(shlex.quote(sys.executable), "vllmx", 1),
