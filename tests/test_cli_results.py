@@ -184,7 +184,7 @@ def test_an_output_that_cannot_be_replaced_is_named_not_the_temporary_file(
         capture_output=True, text=True, timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert recorded.returncode == 2 and "cannot write there (it is read-only" in recorded.stderr
-    assert "1/" not in recorded.stderr + recorded.stdout  # no config measured
+    assert "[1/" not in recorded.stderr + recorded.stdout  # no config measured
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
