@@ -423,7 +423,9 @@ class ReplayObjective(Objective):
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         key = tuple(_cell(config.get(p)) for p in self.params)  # absent: a blank cell
         row = self._rows.get(key)
-        if any(isinstance(v, str) for v in key):  # a word: the cells as written hold it
+        # a word: the cells as written hold it; so do they a number of a column that holds
+        # words too (8, 16, auto: read as text), which the numbers' own key misses
+        if row is None or any(isinstance(v, str) for v in key):
             text = tuple("" if v is None else str(v) for v in key)
             row = self._rows_by_text.get(text, row)
         if row is None:

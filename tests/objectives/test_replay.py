@@ -241,3 +241,15 @@ def test_a_column_of_codes_with_leading_zeros_is_offered_as_written(tmp_path):
     objective = ReplayObjective({"table": str(table), "params": ["tag", "BM"], "metric": "ms"})
     assert objective.evaluate({"tag": "010", "BM": 32}).values["ms"] == 0.5
     assert objective.evaluate({"tag": 10, "BM": 32}).values["ms"] == 0.5  # a --space of numbers
+
+
+def test_a_column_of_numbers_and_words_replays_its_numbers(tmp_path):
+    # a --space of choices [8, 16, auto]: the column was read as text, so 8 and 16 were "not in
+    # the recorded table" and the sweep's best was auto at 2.0, not 16 at 5.0
+    table = tmp_path / "mixed.csv"
+    table.write_text("X,m\n8,1.0\n16,5.0\nauto,2.0\n")
+    objective = ReplayObjective({"table": str(table), "params": ["X"], "metric": "m"})
+    assert objective.evaluate({"X": 16}).values["m"] == 5.0
+    assert objective.evaluate({"X": "auto"}).values["m"] == 2.0
+    with pytest.raises(Infeasible):
+        objective.evaluate({"X": 32})
