@@ -53,17 +53,31 @@ def builtin_space_path(name: str) -> Path:
 
 
 def resolve_space_path(name: str | Path, relative_to: Path | None = None) -> Path:
-    """Find a space file: as given, next to ``relative_to``, or among the built-in spaces."""
+    """Find a space file. A space given on its own (``relative_to`` None: ``--space``) is read
+    as given, from the working folder, else among the built-in spaces. An include
+    (``relative_to`` the including file) is read next to the including file, else among the
+    built-in spaces: never from the working folder, so a space reads the same files from any
+    folder (a sweep resumed elsewhere finds the space it swept).
+
+    Example:
+        >>> resolve_space_path("matmul.yaml", relative_to=Path("/nowhere/top.yaml")).name
+        'matmul.yaml'
+
+    Raises:
+        SpaceError: naming the file not found (or a folder given instead).
+    """
     path = Path(name)
-    candidates = [path]
-    if relative_to is not None and not path.is_absolute():
-        candidates.append(relative_to.parent / path)
-    candidates.append(builtin_space_path(path.name if path.suffix else f"{path}.yaml"))
+    beside = relative_to is not None and not path.is_absolute()
+    candidates = [relative_to.parent / path if beside else path,
+                  builtin_space_path(path.name if path.suffix else f"{path}.yaml")]  # fmt: skip
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    if path.is_dir():
+    if candidates[0].is_dir():
         raise SpaceError(f"{name}: is a folder, not a space file")
+    if beside:
+        raise SpaceError(f"{name}: space file not found (looked next to {relative_to} and "
+                         "among the built-in spaces)")  # fmt: skip
     raise SpaceError(f"{name}: space file not found")
 
 

@@ -333,3 +333,24 @@ def test_a_parameter_named_like_a_problem_key_that_an_expression_reads_is_refuse
         "  loss_scale_init: {type: pow2, low: 256, high: 65536, when: \"precision == 'fp16'\"}\n"
     )
     load_space(fp16).validate_names({"loss_scale_init": 65536.0})
+
+
+def test_an_include_is_read_next_to_the_including_file_from_any_folder(tmp_path, monkeypatch):
+    # a sub.yaml in the working folder was read before the one beside top.yaml: a sweep run from
+    # one folder swept l.Y, and its resume from another found a space without it
+    spaces, elsewhere = tmp_path / "spaces", tmp_path / "elsewhere"
+    spaces.mkdir()
+    elsewhere.mkdir()
+    (spaces / "sub.yaml").write_text("parameters:\n  X: {type: int, low: 0, high: 3}\n")
+    (elsewhere / "sub.yaml").write_text("parameters:\n  Y: {type: int, low: 0, high: 3}\n")
+    (spaces / "top.yaml").write_text("include:\n  - {space: sub.yaml, prefix: 'l.'}\n")
+    (elsewhere / "only_here.yaml").write_text("parameters:\n  Z: {type: bool}\n")
+    (spaces / "lost.yaml").write_text("include:\n  - {space: only_here.yaml}\n")
+    monkeypatch.chdir(elsewhere)
+    space = load_space("../spaces/top.yaml")
+    assert space.names == ["l.X"]
+    assert space.includes == (str((spaces / "sub.yaml").resolve()),)
+    assert load_space("sub.yaml").names == ["Y"]  # a space given on its own: from the folder
+    with pytest.raises(SpaceError, match=r"lost.yaml: include\[0\].space: only_here.yaml: space "
+                                         r"file not found \(looked next to"):  # fmt: skip
+        load_space("../spaces/lost.yaml")
