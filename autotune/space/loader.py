@@ -24,6 +24,7 @@ from __future__ import annotations
 import decimal
 import keyword
 import math
+import sys
 import unicodedata
 from importlib import resources
 from pathlib import Path
@@ -81,6 +82,35 @@ def resolve_space_path(name: str | Path, relative_to: Path | None = None) -> Pat
     raise SpaceError(f"{name}: space file not found")
 
 
+#: the largest integer an int or pow2 parameter may reach (and the least, negated): Optuna
+#: holds an int parameter's value as a float, exact up to 2**53 (above it, 2**53 + 1 would be
+#: sampled as 2**53)
+MAX_INT = 2**53
+
+
+def _shown(value: Any) -> str:
+    """A value as a message names it: a huge integer by its length, not its thousand digits
+    (past 4300 of them, Python will not even write it).
+
+    Example:
+        >>> _shown(2**53 + 1), _shown(10**400), _shown(0.5)
+        ('9007199254740993', 'an integer of about 401 digits', '0.5')
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        return f"an integer of about {int(math.log10(abs(value))) + 1} digits"
+    return repr(value)
+
+
+def _float(value: int, where: str) -> float:
+    """An integer as a float (Optuna reads every number of a space as one), or refused in one
+    line when it is too large for one."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise SpaceError(f"{where}: {_shown(value)} is too large: Optuna reads it as a float, "
+                         f"at most about {sys.float_info.max:.1e}") from None  # fmt: skip
+
+
 def _number(value: Any, where: str, integer: bool = False) -> float | int:
     if isinstance(value, str):  # YAML 1.1 reads 1e-5 as a string
         try:
@@ -89,13 +119,34 @@ def _number(value: Any, where: str, integer: bool = False) -> float | int:
             raise SpaceError(f"{where}: {value!r} is not a number") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SpaceError(f"{where}: {value!r} is not a number")
+    if isinstance(value, int):  # exact, of any size (YAML reads 1 and 400 zeros)
+        return value if integer else _float(value, where)
     if not math.isfinite(value):  # YAML's .nan and .inf
         raise SpaceError(f"{where}: {value!r} is not a finite number")
     if integer:
-        if float(value) != int(value):
+        if not value.is_integer():
             raise SpaceError(f"{where}: {value!r} is not an integer")
         return int(value)
-    return float(value)
+    return value
+
+
+def _integer_bound(value: Any, where: str) -> int:
+    """An int or pow2 parameter's ``low``/``high``: an integer within -2**53..2**53.
+
+    Example:
+        >>> _integer_bound(2**53, "s.yaml: parameters.A.high")
+        9007199254740992
+        >>> try:
+        ...     _integer_bound(2**53 + 1, "s.yaml: parameters.A.high")
+        ... except SpaceError as exc:
+        ...     print(exc)  # doctest: +ELLIPSIS
+        s.yaml: parameters.A.high: 9007199254740993 is outside -2**53..2**53, ...
+    """
+    number = int(_number(value, where, integer=True))
+    if abs(number) > MAX_INT:
+        raise SpaceError(f"{where}: {_shown(number)} is outside -2**53..2**53, the integers "
+                         "Optuna holds exactly (it reads an int parameter as a float)")  # fmt: skip
+    return number
 
 
 def _expression(source: Any, where: str) -> Expression:
@@ -195,6 +246,9 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
         odd = next((c for c in choices if not isinstance(c, (str, int, float, bool))), None)
         if odd is not None or any(c is None for c in choices):
             raise SpaceError(f"{where}.choices: {odd!r} is not a number, text or bool")
+        for choice in choices:  # Optuna reads each number as a float, to tell a nan
+            if isinstance(choice, int):
+                _float(choice, f"{where}.choices")
         if len({repr(c) for c in choices}) != len(choices):
             raise SpaceError(f"{where}.choices: repeated values")
         equal = _equal_choices(choices)
@@ -207,9 +261,9 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
         for key in ("low", "high"):
             if key not in spec:
                 raise SpaceError(f"{where}: missing {key!r}")
-        integer = kind in ("int", "pow2")
-        param.low = _number(spec["low"], f"{where}.low", integer)
-        param.high = _number(spec["high"], f"{where}.high", integer)
+        bound = _integer_bound if kind in ("int", "pow2") else _number
+        param.low = bound(spec["low"], f"{where}.low")
+        param.high = bound(spec["high"], f"{where}.high")
         if param.low > param.high:
             raise SpaceError(f"{where}: low {param.low} is greater than high {param.high}")
         if not math.isfinite(param.high - param.low):
@@ -224,7 +278,7 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
         if "step" in spec and kind == "float":
             param.step = _float_step(param, spec["step"], where)
         elif "step" in spec:
-            param.step = int(_number(spec["step"], f"{where}.step", integer=True))
+            param.step = _integer_bound(spec["step"], f"{where}.step")
             if param.step <= 0:
                 raise SpaceError(f"{where}.step: must be positive")
             if (param.high - param.low) % param.step:  # Optuna would cut high, with a warning
@@ -323,6 +377,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise SpaceError(f"{path}:{line}: invalid YAML: {problem}") from None
     except OSError as exc:
         raise SpaceError(f"{path}: cannot read: {exc.strerror}") from None
+    except ValueError as exc:  # after UnicodeDecodeError, one of them: a value YAML reads and
+        # Python cannot hold (a date 2024-13-45, an integer of more than 4300 digits)
+        raise SpaceError(f"{path}: invalid YAML: {str(exc).split(';')[0]}") from None
     if not isinstance(data, dict):
         raise SpaceError(f"{path}: expected a mapping at the top level")
     unknown = set(data) - _TOP_KEYS
@@ -361,7 +418,7 @@ def _load(
                 raise SpaceError(f"{where}.{key}: must be text, not {entry[key]!r}")
         repeat = int(_number(entry.get("repeat", 1), f"{where}.repeat", integer=True))
         if not 0 <= repeat <= MAX_REPEAT:
-            raise SpaceError(f"{where}.repeat: {repeat} is not within 0..{MAX_REPEAT}")
+            raise SpaceError(f"{where}.repeat: {_shown(repeat)} is not within 0..{MAX_REPEAT}")
         sub_prefix = entry.get("prefix", "")
         if repeat > 1 and "{i}" not in sub_prefix:
             raise SpaceError(f"{where}.prefix: a repeated include needs '{{i}}' in its prefix")

@@ -189,6 +189,39 @@ BAD_FILES = [
         + 'x > 0"\n',
         "nested too deeply",
     ),
+    # huge integers: Optuna reads a space's numbers as floats (an OverflowError mid-sweep, or a
+    # traceback while loading), exact for an int up to 2**53 ('is not an integer' above it)
+    (
+        "parameters:\n  A: {type: categorical, choices: [1, 1" + "0" * 400 + "]}\n",
+        "parameters.A.choices: an integer of about 401 digits is too large: Optuna reads it as a "
+        "float",
+    ),
+    (
+        "parameters:\n  A: {type: categorical, choices: [1, 0x1" + "0" * 5000 + "]}\n",
+        "parameters.A.choices: an integer of about 6021 digits is too large",
+    ),
+    (
+        "parameters:\n  A: {type: int, low: 0, high: 1" + "0" * 400 + "}\n",
+        "parameters.A.high: an integer of about 401 digits is outside -2**53..2**53",
+    ),
+    (
+        "parameters:\n  A: {type: int, low: 0, high: 9007199254740993}\n",
+        "parameters.A.high: 9007199254740993 is outside -2**53..2**53, the integers Optuna holds "
+        "exactly",
+    ),
+    ("parameters:\n  A: {type: pow2, low: 1, high: 9223372036854775808}\n", "A.high: 92233720"),
+    (
+        "parameters:\n  A: {type: int, low: -9223372036854775807, high: 0}\n",
+        "A.low: -9223372036854775807 is outside",
+    ),
+    ("parameters:\n  A: {type: int, low: 0, high: 0, step: 1" + "0" * 400 + "}\n", "A.step: an"),
+    ("parameters:\n  A: {type: float, low: 0, high: 1" + "0" * 400 + "}\n", "A.high: an integ"),
+    ("parameters:\n  A: {type: int, low: 0, high: 1" + "0" * 5000 + "}\n", "invalid YAML: Exce"),
+    ("parameters:\n  A: {type: int, low: 0, high: 2024-13-45}\n", "invalid YAML: month must"),
+    (
+        "include:\n  - {space: matmul.yaml, prefix: 'l{i}.', repeat: 0x1" + "0" * 5000 + "}\n",
+        "include[0].repeat: an integer of about 6021 digits is not within 0..1024",
+    ),
 ]
 
 
@@ -354,3 +387,32 @@ def test_an_include_is_read_next_to_the_including_file_from_any_folder(tmp_path,
     with pytest.raises(SpaceError, match=r"lost.yaml: include\[0\].space: only_here.yaml: space "
                                          r"file not found \(looked next to"):  # fmt: skip
         load_space("../spaces/lost.yaml")
+
+
+def test_the_largest_integers_optuna_holds_are_taken(write_space):
+    path = write_space(
+        "parameters:\n  A: {type: int, low: -9007199254740992, high: 9007199254740992}\n"
+        "  B: {type: pow2, low: 1, high: 9007199254740992}\n"
+        "  C: {type: categorical, choices: [1, 1" + "0" * 300 + "]}\n"
+    )
+    space = load_space(path)
+    assert (space["A"].low, space["A"].high, space["B"].high) == (-(2**53), 2**53, 2**53)
+    assert space["C"].choices == [1, 10**300]
+
+
+def test_a_huge_categorical_choice_is_refused_before_a_study_is_stored(tmp_path):
+    # the sweep began, Optuna's OverflowError ended it in a traceback, and the study kept one
+    # interrupted trial
+    import subprocess
+    import sys
+
+    (tmp_path / "space.yaml").write_text(
+        "parameters:\n  A: {type: categorical, choices: [1, 1" + "0" * 400 + "]}\n"
+    )
+    db = tmp_path / "a.db"
+    command = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "2",
+               "--space", str(tmp_path / "space.yaml"), "--storage", f"sqlite:///{db}"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "parameters.A.choices: an integer" in done.stderr
+    assert not db.exists()
