@@ -56,6 +56,10 @@ FUNCTIONS = {
 # Namespaces readable with attribute syntax (device.max_shared_memory, problem.M).
 NAMESPACES = ("device", "problem")
 _MAX_POWER = 64  # keeps `2 ** huge` from eating the machine
+#: the most characters (or items) a text or tuple an expression builds may hold: `'ab' * 10**9`
+#: took 2 GB and `(0,) * 10**10` would take 80 GB, per config
+MAX_SEQUENCE = 4096
+_BUILT = (str, tuple)  # what an expression's operators can build: lists evaluate as tuples
 MAX_SOURCE_CHARS = 2000  # an expression is a line; a longer one is a mistake
 
 
@@ -66,6 +70,55 @@ class ExpressionError(ValueError):
 class UndefinedValue(ExpressionError):
     """An expression whose arithmetic has no value at these values (a division by zero, the
     log of 0, an overflow): a constraint holds for no config where it is undefined."""
+
+
+def _count(value: int) -> str:
+    """An integer as a message shows it: a huge one by its size (Python will not write one of
+    more than 4300 digits)."""
+    return str(value) if abs(value) < 10**20 else f"about 2**{value.bit_length() - 1}"
+
+
+def _sized(op: type[ast.operator], fn: Callable[[Any, Any], Any], source: str
+           ) -> Callable[[Any, Any], Any]:  # fmt: skip
+    """``fn`` (the operator ``op``), refusing a text or tuple it would build past
+    :data:`MAX_SEQUENCE` before building it: a repetition (``*``), a join (``+``); text
+    formatting (``'%*d' % (10**9, 1)``) is refused whatever its size, which only running it
+    tells.
+
+    Example:
+        >>> times = _sized(ast.Mult, operator.mul, "'ab' * n")
+        >>> times("ab", 3)
+        'ababab'
+        >>> try:
+        ...     times("ab", 10**9)
+        ... except ExpressionError as exc:
+        ...     print(exc)
+        a text of 2 characters repeated 1000000000 times, too large (more than 4096) in "'ab' * n"
+    """
+
+    def check(lhs: Any, rhs: Any) -> None:
+        if op is ast.Mod and isinstance(lhs, str):
+            raise ExpressionError(f"text formatting (text % values) is not allowed in {source!r}")
+        joined = op is ast.Add and isinstance(lhs, _BUILT) and isinstance(rhs, _BUILT)
+        if joined and len(lhs) + len(rhs) > MAX_SEQUENCE:
+            raise ExpressionError(f"a join of {len(lhs)} and {len(rhs)} items, too large (more "
+                                  f"than {MAX_SEQUENCE}) in {source!r}")  # fmt: skip
+        if op is ast.Mult:
+            seq, times = (lhs, rhs) if isinstance(lhs, _BUILT) else (rhs, lhs)
+            if isinstance(times, int) and len(seq) * times > MAX_SEQUENCE:
+                unit = "character" if isinstance(seq, str) else "item"
+                what = f"{'text' if isinstance(seq, str) else 'tuple'} of {len(seq)} {unit}"
+                what += "s" if len(seq) != 1 else ""
+                raise ExpressionError(f"a {what} repeated {_count(times)} "
+                                      f"times, too large (more than {MAX_SEQUENCE}) in "
+                                      f"{source!r}")  # fmt: skip
+
+    def guarded(lhs: Any, rhs: Any) -> Any:
+        if isinstance(lhs, _BUILT) or isinstance(rhs, _BUILT):  # numbers: no check to make
+            check(lhs, rhs)
+        return fn(lhs, rhs)
+
+    return guarded
 
 
 class Expression:
@@ -185,6 +238,8 @@ class Expression:
                         return fn(base, exponent)
 
                     return power
+                if isinstance(op, ast.Mult | ast.Add | ast.Mod):  # they build text and tuples
+                    fn = _sized(type(op), fn, source)
                 return lambda env: fn(lhs(env), rhs(env))
             case ast.UnaryOp(op=op, operand=operand):
                 inner, fn = self._compile(operand), _UNARY[type(op)]

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from autotune.space.expr import Expression, ExpressionError
@@ -64,3 +66,29 @@ def test_a_power_too_large_to_hold_is_refused_not_computed():
     with pytest.raises(ExpressionError, match="too large"):
         Expression("((10**64)**64)**64 > 1").evaluate({})
     assert Expression("2**64 > 1").evaluate({})
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        # 'ab' * 10**9 took 44 s and 2.3 GB per config, (0,) * 10**10 would take 80 GB: sizes
+        # past the limit are refused before anything is built (small ones here, so that a
+        # regression fails rather than eats the machine)
+        ("'ab' * 2049 != 'x' * A", "a text of 2 characters repeated 2049 times, too large"),
+        ("(0,) * 5000 != (A,)", "a tuple of 1 item repeated 5000 times, too large"),
+        ("5000 * (A, A) == ()", "a tuple of 2 items repeated 5000 times"),
+        ("A * ((10**64)**4 * 'x') == ''", "repeated about 2**850 times, too large"),
+        ("('a' * 4000) + ('b' * 4000) != ''", "a join of 4000 and 4000 items, too large"),
+        ("'%0*d' % (5000, A) != ''", "text formatting (text % values) is not allowed"),
+    ],
+)
+def test_a_text_or_tuple_too_large_to_build_is_refused_not_built(source, message):
+    with pytest.raises(ExpressionError, match=re.escape(message)):
+        Expression(source).evaluate({"A": 1})
+
+
+def test_small_texts_and_tuples_are_still_built():
+    env = {"A": 2, "mode": "ab"}
+    assert Expression("mode * A == 'abab' and (A,) * 3 == (2, 2, 2)").evaluate(env)
+    assert Expression("'x' * 4096 + '' != mode + 'c'").evaluate(env)
+    assert Expression("A * 3 + 7 % A == 7").evaluate(env)
