@@ -26,6 +26,7 @@ import keyword
 import math
 import sys
 import unicodedata
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -358,6 +359,42 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 #: most layers a repeated include may expand to (a decoder has tens; a typo can have millions)
 MAX_REPEAT = 1024
+#: most parameters (and, apart, constraints) a space may expand to, its includes counted: a
+#: decoder's every projection of 128 layers is 4608 matmul parameters; nested repeated includes
+#: can make a million, which took minutes to load and no sampler could search
+MAX_PARAMS = 20_000
+
+
+@dataclass
+class _Reading:
+    """What one :func:`load_space` has read so far: each file's YAML, once, in the order read
+    (a file included 1024 times is parsed once), and how many parameters and constraints the
+    space has come to."""
+
+    files: dict[Path, dict[str, Any]] = field(default_factory=dict)
+    params: int = 0
+    constraints: int = 0
+
+    def grow(self, params: int, constraints: int, where: str, *, counted: bool = True) -> None:
+        """Count ``params`` and ``constraints`` more (or, not ``counted``, see that they would
+        fit), refusing a space past :data:`MAX_PARAMS` of either.
+
+        Example:
+            >>> reading = _Reading()
+            >>> reading.grow(9, 10, "s.yaml: parameters")
+            >>> reading.grow(20_000, 0, "s.yaml: include[0]", counted=False)
+            Traceback (most recent call last):
+            ...
+            autotune.space.space.SpaceError: s.yaml: include[0]: the space expands to 20009 \
+parameters, more than 20000 (nested or repeated includes?)
+        """
+        counts = (self.params + params, self.constraints + constraints)
+        for count, what in zip(counts, ("parameters", "constraints"), strict=True):
+            if count > MAX_PARAMS:
+                raise SpaceError(f"{where}: the space expands to {count} {what}, more than "
+                                 f"{MAX_PARAMS} (nested or repeated includes?)")  # fmt: skip
+        if counted:
+            self.params, self.constraints = counts
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -389,16 +426,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _load(
-    path: Path, prefix: str, stack: tuple[Path, ...], read: list[Path]
+    path: Path, prefix: str, stack: tuple[Path, ...], read: _Reading
 ) -> tuple[list[Param], list[Constraint], dict[str, Any]]:
     """The parameters and constraints of the space file ``path`` and of its includes, and its
-    own YAML; each file read is added to ``read`` (once, in the order read)."""
-    if path.resolve() in stack:
+    own YAML; each file read is kept in ``read`` (once, in the order read), which counts the
+    parameters and constraints as they come."""
+    resolved = path.resolve()
+    if resolved in stack:
         raise SpaceError(f"{path}: include cycle ({' -> '.join(p.name for p in stack)})")
-    data = _read_yaml(path)
-    if path.resolve() not in read:
-        read.append(path.resolve())
-    stack = (*stack, path.resolve())
+    data = read.files.get(resolved)
+    if data is None:
+        data = read.files[resolved] = _read_yaml(path)
+    stack = (*stack, resolved)
     params: list[Param] = []
     constraints: list[Constraint] = []
 
@@ -430,6 +469,10 @@ def _load(
             sub_params, sub_constraints, _ = _load(
                 sub_path, prefix + sub_prefix.replace("{i}", str(k)), stack, read
             )
+            if k == 0:  # each layer is as large as the first: refuse before expanding them all
+                more = repeat - 1
+                read.grow(len(sub_params) * more, len(sub_constraints) * more, where,
+                          counted=False)  # fmt: skip
             params += sub_params
             constraints += sub_constraints
 
@@ -439,6 +482,7 @@ def _load(
     for name, spec in raw_params.items():
         check_name(name, f"{path}: parameters.{name}")
         params.append(_parse_param(str(name), spec, f"{path}: parameters.{name}", prefix))
+        read.grow(1, 0, f"{path}: parameters.{name}")
 
     raw_constraints = data.get("constraints") or {}
     if isinstance(raw_constraints, list):
@@ -450,6 +494,7 @@ def _load(
         constraints.append(
             Constraint(prefix + str(cname), _expression(source, where), prefix, where)
         )
+        read.grow(0, 1, where)
     return params, constraints, data
 
 
@@ -465,15 +510,17 @@ def load_space(name: str | Path) -> Space:
         SpaceError: with a one-line message naming the file and the key at fault.
     """
     path = resolve_space_path(name)
-    read: list[Path] = []
+    read = _Reading()
     params, constraints, data = _load(path, "", (), read)
-    names = [p.name for p in params]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    seen: set[str] = set()
+    duplicates: set[str] = set()
+    for param in params:  # a set, not names.count: 36,864 names took 10 s
+        (duplicates if param.name in seen else seen).add(param.name)
     if duplicates:
-        raise SpaceError(f"{path}: parameter {duplicates[0]!r} defined twice (use a prefix)")
+        raise SpaceError(f"{path}: parameter {min(duplicates)!r} defined twice (use a prefix)")
     if not params:
         raise SpaceError(f"{path}: parameters: the space has no parameters")
-    includes = tuple(str(p) for p in read[1:])  # the first is the file itself
+    includes = tuple(str(p) for p in list(read.files)[1:])  # the first is the file itself
     return Space(
         str(data.get("name", path.stem)), params, constraints, source=str(path), includes=includes
     )

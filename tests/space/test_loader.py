@@ -416,3 +416,51 @@ def test_a_huge_categorical_choice_is_refused_before_a_study_is_stored(tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and "parameters.A.choices: an integer" in done.stderr
     assert not db.exists()
+
+
+def test_a_space_past_max_params_is_refused_as_its_includes_expand(write_space, monkeypatch):
+    from autotune.space import loader
+
+    monkeypatch.setattr(loader, "MAX_PARAMS", 100)
+    write_space("parameters:\n  b: {type: bool}\nconstraints:\n  c: b or not b\n", "leaf.yaml")
+    write_space("include:\n  - {space: leaf.yaml, prefix: 'l{i}.', repeat: 20}\n", "mid.yaml")
+    top = write_space("include:\n  - {space: mid.yaml, prefix: 'm{i}.', repeat: 20}\n", "top.yaml")
+    with pytest.raises(SpaceError) as info:
+        load_space(top)
+    assert str(info.value) == (
+        f"{top}: include[0]: the space expands to 400 parameters, more than 100 (nested or "
+        "repeated includes?)"
+    )
+    assert len(load_space(top.parent / "mid.yaml")) == 20
+    many = write_space("include:\n  - {space: leaf.yaml, prefix: 'l{i}.', repeat: 101}\n")
+    with pytest.raises(SpaceError, match=r"include\[0\]: the space expands to 101 parameters"):
+        load_space(many)
+    write_space(
+        "parameters:\n  b: {type: bool}\nconstraints:\n"
+        + "".join(f"  c{i}: b or not b\n" for i in range(60)),
+        "constrained.yaml",
+    )
+    twice = write_space("include:\n  - {space: constrained.yaml, prefix: 'l{i}.', repeat: 2}\n")
+    with pytest.raises(SpaceError, match="the space expands to 120 constraints, more than 100"):
+        load_space(twice)
+
+
+def test_nested_repeated_includes_are_refused_at_once(tmp_path):
+    # 1024 x 1024 layers of one bool: the load ran until killed
+    import subprocess
+    import sys
+
+    (tmp_path / "leaf.yaml").write_text("parameters:\n  b: {type: bool}\n")
+    (tmp_path / "mid.yaml").write_text(
+        "include:\n  - {space: leaf.yaml, prefix: 'l{i}.', repeat: 1024}\n"
+    )
+    (tmp_path / "top.yaml").write_text(
+        "include:\n  - {space: mid.yaml, prefix: 'm{i}.', repeat: 1024}\n"
+    )
+    db = tmp_path / "a.db"
+    command = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "2",
+               "--space", str(tmp_path / "top.yaml"), "--storage", f"sqlite:///{db}"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "top.yaml: include[0]: the space expands to 1048576 parameters" in done.stderr
+    assert not db.exists()
