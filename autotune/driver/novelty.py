@@ -4,7 +4,8 @@ Samplers over discrete spaces re-propose configs they have already seen (TPE did
 a third of 100 trials on a recorded tile-size landscape). A repeat is answered from the
 study without launching anything, and the next trial is steered to an unvisited config: a
 neighbour of the best one found (one parameter moved one step in its ordered values), or, when
-all neighbours are known, a random unvisited config.
+all neighbours are known, a random unvisited config (a float without a step at a fresh value:
+such a parameter, where active, always has one).
 
 Example:
     >>> from autotune.space import Param, Space
@@ -17,11 +18,12 @@ Example:
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 from typing import Any
 
-from autotune.space import Space
+from autotune.space import Param, Space
 
 _RANDOM_ATTEMPTS = 200
 
@@ -37,16 +39,41 @@ def _complete(
     rng: random.Random,
     problem: Mapping[str, Any],
     device: Mapping[str, Any],
-) -> dict[str, Any] | None:
-    """Fill in the parameters ``partial`` lacks (randomly), dropping inactive ones."""
+) -> dict[str, Any]:
+    """Fill in the parameters ``partial`` lacks (randomly: a float without a step at a fresh
+    value of its range), dropping inactive ones."""
     config: dict[str, Any] = {}
     for param in space.params:
         if not space.is_active(param, config, problem, device):
             continue
-        if not param.discrete:
-            return None  # continuous spaces rarely repeat; nothing to steer
-        config[param.name] = partial.get(param.name, rng.choice(param.values()))
+        if param.discrete:
+            config[param.name] = partial.get(param.name, rng.choice(param.values()))
+        elif param.name in partial:
+            config[param.name] = partial[param.name]
+        else:
+            config[param.name] = draw_float(param, rng)
     return config
+
+
+def draw_float(param: Param, rng: random.Random) -> float:
+    """A value of a float parameter without a step, uniform over its range (in log space for
+    a log one); its one value where ``low == high``.
+
+    Example:
+        >>> x = Param("x", "float", low=0.001, high=0.1, log=True)
+        >>> 0.001 <= draw_float(x, random.Random(0)) <= 0.1
+        True
+        >>> draw_float(Param("y", "float", low=0.5, high=0.5), random.Random(0))
+        0.5
+    """
+    low, high = float(param.low), float(param.high)
+    if low >= high:
+        return low
+    if param.log:
+        value = math.exp(rng.uniform(math.log(low), math.log(high)))
+    else:
+        value = rng.uniform(low, high)
+    return min(max(value, low), high)  # exp(log(x)) may step past a bound
 
 
 def unvisited_config(
@@ -71,7 +98,10 @@ def unvisited_config(
     if best:
         moves = []
         for param in space.params:
-            if param.name not in best or not param.discrete:
+            if param.name not in best:
+                continue
+            if not param.discrete:  # a float moves to a fresh value (the constraints may
+                moves.append((param.name, draw_float(param, rng)))  # forbid every neighbour)
                 continue
             values = param.values()
             if best[param.name] not in values:

@@ -85,8 +85,9 @@ class Outcome:
 
 
 #: repeats in a row for which no unvisited config was found (each after the draws of
-#: :func:`~autotune.driver.novelty.unvisited_config`) before a space with floats counts as
-#: measured completely: its floats are fixed (low == high) or never active
+#: :func:`~autotune.driver.novelty.unvisited_config`, a fresh value for every active float
+#: among them) before a space with floats counts as measured completely: its floats are fixed
+#: (low == high), or active only where the constraints forbid them
 UNSTEERED_IN_A_ROW = 5
 
 # What Optuna raises when a trial was already finished (another driver found it stale).
@@ -250,8 +251,9 @@ class TrialBook:
         )
         if steer is None:
             # in a discrete space: every config the constraints allow has been measured; in
-            # one with floats, draws that find only visited configs, repeat after repeat,
-            # mean its floats cannot vary (repeats were stored forever, never reaching --trials)
+            # one with floats, draws of fresh float values that find only visited or
+            # forbidden configs, repeat after repeat, mean its floats cannot vary (repeats
+            # were stored forever, never reaching --trials)
             self.unsteered += 1
             self.exhausted = (
                 all(p.discrete for p in s.space.params) or self.unsteered >= UNSTEERED_IN_A_ROW

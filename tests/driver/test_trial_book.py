@@ -146,3 +146,22 @@ def test_a_server_that_echoes_its_commands_password_fails_with_the_password_left
         assert COMMAND_SECRET not in reason
     assert COMMAND_SECRET not in out.getvalue()
     assert COMMAND_SECRET not in db.read_bytes().decode("latin-1")
+
+
+@pytest.mark.parametrize("sampler", ["auto", "tpe"])
+def test_a_space_with_a_float_that_can_vary_is_never_measured_completely(
+    write_space, sampler: str
+) -> None:
+    # steering found no unvisited config once the float was active, and after 5 such repeats
+    # the book took the space as measured completely: 6 or 7 trials of 20 ran
+    path = write_space(
+        "parameters:\n  mode: {type: categorical, choices: [a, b, c]}\n"
+        "  score: {type: float, low: 0.0001, high: 0.1, log: true, when: \"mode == 'b'\"}\n"
+    )
+    settings = SweepSettings(
+        workload="faults", problem={}, space=load_space(path), objectives={"score": "maximize"},
+        sampler=sampler, n_trials=20, seed=0, storage="memory", executor="inline",
+        device={"type": "cpu"},
+    )  # fmt: skip
+    summary = Sweep(settings).run()
+    assert summary.stopped_by == "trials" and summary.trials_run == 20
