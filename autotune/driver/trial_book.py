@@ -36,6 +36,7 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.enumeration import is_enumerable
 from autotune.driver.novelty import config_key, unvisited_config
 from autotune.driver.read_snapshot import batched_writes
 from autotune.driver.results import best_trials
@@ -105,7 +106,7 @@ class TrialBook:
         self.visited: dict[tuple, Outcome] = {}
         self._known: set[int] = set()
         self.running: set[tuple] = set()  # configs in flight: steering must not pick them
-        self.exhausted = False  # a discrete space measured completely
+        self.exhausted = False  # a space known to be measured completely
         self.unsteered = 0  # repeats in a row with no unvisited config found
         # the passwords a reason may echo outside a URL (a server printing its command line)
         self.secrets = settings.secrets
@@ -250,17 +251,29 @@ class TrialBook:
             s.device,
         )
         if steer is None:
-            # in a discrete space: every config the constraints allow has been measured; in
-            # one with floats, draws of fresh float values that find only visited or
-            # forbidden configs, repeat after repeat, mean its floats cannot vary (repeats
-            # were stored forever, never reaching --trials)
             self.unsteered += 1
-            self.exhausted = (
-                all(p.discrete for p in s.space.params) or self.unsteered >= UNSTEERED_IN_A_ROW
-            )
+            self.exhausted = self._measured_completely()
         else:
             self.unsteered = 0
             self.study.enqueue_trial(steer, skip_if_exists=True)
+
+    def _measured_completely(self) -> bool:
+        """Whether a steer that found no unvisited config proves the space measured.
+
+        A discrete space listed whole (:func:`~autotune.driver.enumeration.is_enumerable`):
+        every config the constraints allow has been measured. One too large to list is not
+        known to be: its draws miss a sparse feasible set (1,000 configs of 1,000,000, the rows
+        of a 60,000-row replay table), and it stopped after a handful of trials; the sampler's
+        proposals go on (a rejection or a repeat costs no trial) until --trials, the time
+        budget, or the sweep's limit on configs not launched in a row. In a space with floats,
+        draws of fresh float values that find only visited or forbidden configs, repeat after
+        repeat, mean its floats cannot vary (repeats were stored forever, never reaching
+        --trials).
+        """
+        space = self.settings.space
+        if all(p.discrete for p in space.params):
+            return is_enumerable(space)
+        return self.unsteered >= UNSTEERED_IN_A_ROW
 
     def mark_interrupted(self, trial: optuna.Trial | int, reason: str) -> None:
         """Close a trial of this driver (or its number) that will not be told a result."""

@@ -165,3 +165,41 @@ def test_a_space_with_a_float_that_can_vary_is_never_measured_completely(
     )  # fmt: skip
     summary = Sweep(settings).run()
     assert summary.stopped_by == "trials" and summary.trials_run == 20
+
+
+def _ints(names: str, thin: str) -> str:
+    """A space of ints 0..9, one each of ``names`` (10**6 configs: too many to list), and a
+    constraint ``thin`` that few of them pass."""
+    ints = "".join(f"  {n}: {{type: int, low: 0, high: 9}}\n" for n in names)
+    return f'parameters:\n{ints}constraints:\n  thin: "{thin}"\n'
+
+
+def test_a_space_too_large_to_list_is_not_taken_as_measured_when_draws_miss_its_configs(
+    write_space,
+) -> None:
+    # 1,000 feasible configs of 10**6: one steer's 200 draws missed them all, and the book
+    # took the space as measured completely after 8 trials of 30
+    path = write_space(_ints("ABCDEF", "A == B and B == C and C == D"))
+    settings = SweepSettings(
+        workload="faults", problem={}, space=load_space(path), objectives={"score": "maximize"},
+        n_trials=30, seed=0, storage="memory", executor="inline", device={"type": "cpu"},
+    )  # fmt: skip
+    summary = Sweep(settings).run()
+    assert summary.stopped_by == "trials" and summary.trials_run == 30
+
+
+def test_a_space_too_large_to_list_measured_completely_still_ends(write_space, monkeypatch):
+    # its 10 feasible configs measured, the sampler's proposals are all repeats or rejected:
+    # the sweep's limit on configs not launched in a row ends it (5000 here without the patch)
+    import autotune.driver.sweep as sweep
+
+    monkeypatch.setattr(sweep, "MAX_REJECTIONS_PER_TRIAL", 10)
+    path = write_space(_ints("ABCDEF", "A + B + C + D + E == 0"))
+    settings = SweepSettings(
+        workload="faults", problem={}, space=load_space(path), objectives={"score": "maximize"},
+        sampler="random", n_trials=20, seed=0, storage="memory", executor="inline",
+        device={"type": "cpu"},
+    )  # fmt: skip
+    summary = Sweep(settings).run()
+    assert summary.trials_run == 10
+    assert summary.stopped_by == "constraints rejected 1000 configs in a row"
