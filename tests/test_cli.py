@@ -116,9 +116,10 @@ def test_an_in_memory_sweep_reports_and_writes_its_best(tmp_path, replay_table):
 def test_output_to_stdout_leaves_one_json_document_there(tmp_path, replay_table, stdout):
     # stdout held the config's JSON and then the export record: no JSON reader took it;
     # `--output -` wrote a file named '-'
+    # seeded: three trials of an unseeded sweep once all drew recorded failures (exit 1)
     result = autotune("tune", "--replay", str(replay_table), "--params", "BM,BN", "--metric",
-                      "tflops", "--maximize", "--trials", "3", "--storage", "memory",
-                      "--output", stdout, cwd=tmp_path)  # fmt: skip
+                      "tflops", "--maximize", "--trials", "3", "--seed", "0", "--storage",
+                      "memory", "--output", stdout, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["config"].keys() == {"BM", "BN"} and record["workload"] == "replay"
