@@ -231,10 +231,12 @@ class Expression:
 
                     def power(env: Mapping[str, Any]) -> Any:
                         base, exponent = lhs(env), rhs(env)
+                        # too large to compute at these values: no value there (a config
+                        # ruled out), as an overflow has none; at every config, a refusal
                         if abs(exponent) > _MAX_POWER:
-                            raise ExpressionError(f"exponent {exponent} too large in {source!r}")
+                            raise UndefinedValue(f"exponent {exponent} too large in {source!r}")
                         if isinstance(base, int) and base.bit_length() * abs(exponent) > 4096:
-                            raise ExpressionError(f"{base} ** {exponent} too large in {source!r}")
+                            raise UndefinedValue(f"{base} ** {exponent} too large in {source!r}")
                         return fn(base, exponent)
 
                     return power

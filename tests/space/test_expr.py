@@ -92,3 +92,23 @@ def test_small_texts_and_tuples_are_still_built():
     assert Expression("mode * A == 'abab' and (A,) * 3 == (2, 2, 2)").evaluate(env)
     assert Expression("'x' * 4096 + '' != mode + 'c'").evaluate(env)
     assert Expression("A * 3 + 7 % A == 7").evaluate(env)
+
+
+def test_a_power_too_large_at_some_configs_rules_out_those_configs_only(tmp_path):
+    # `2 ** A <= 2 ** 40` over A in 0..100 refused the whole space ("exponent 65 too large"),
+    # though every A up to 40 meets it; at every config (a constant) it is still refused
+    from autotune.space import load_space
+    from autotune.space.expr import UndefinedValue
+    from autotune.space.feasibility import check_satisfiable
+    from autotune.space.space import SpaceError
+
+    with pytest.raises(UndefinedValue, match="too large"):
+        Expression("2 ** n").evaluate({"n": 10**6})
+    path = tmp_path / "s.yaml"
+    path.write_text("parameters:\n  A: {type: int, low: 0, high: 100}\n"
+                    "constraints:\n  c: '2 ** A <= 2 ** 40'\n")  # fmt: skip
+    assert [c["A"] for c in load_space(str(path)).grid({}, {})] == list(range(41))
+    path.write_text("parameters:\n  A: {type: int, low: 0, high: 100}\n"
+                    "constraints:\n  c: '10 ** 10 ** 10 > A'\n")  # fmt: skip
+    with pytest.raises(SpaceError, match="constraints.c: exponent 10000000000 too large"):
+        check_satisfiable(load_space(str(path)), {}, {})
