@@ -47,7 +47,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.storage import StorageError
     from autotune.sweep_setup import SetupError
     from autotune.train_export import TrainExportError
-    from autotune.triton_export import TritonExportError
+    from autotune.triton_names import TritonExportError
 
     return (
         UsageError,

@@ -281,7 +281,7 @@ def export(
     if table:
         if to != "triton":
             raise UsageError("--table needs --to triton")
-        from autotune.triton_export import table_studies, triton_table_export
+        from autotune.triton_table import table_studies, triton_table_export
 
         chosen = table_studies(
             open_storage(storage, existing=True),

@@ -17,7 +17,7 @@ from autotune.export import (
     write_atomic,
 )
 from autotune.space import Param, Space
-from autotune.triton_export import triton_config_source
+from autotune.triton_source import triton_config_source
 
 
 @pytest.fixture(scope="module")

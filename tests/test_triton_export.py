@@ -14,13 +14,9 @@ import triton
 import triton.language as tl
 
 from autotune.driver.trial_attrs import FINISH, METRICS, STUDY
-from autotune.triton_export import (
-    TritonExportError,
-    check_rename,
-    table_studies,
-    triton_export,
-    triton_table_export,
-)
+from autotune.triton_export import triton_export
+from autotune.triton_names import TritonExportError, check_rename
+from autotune.triton_table import table_studies, triton_table_export
 
 RENAME = {"BLOCK_M": "BLOCK_SIZE_M", "BLOCK_N": "BLOCK_SIZE_N", "BLOCK_K": "BLOCK_SIZE_K",
           "GROUP_M": "GROUP_SIZE_M", "SPLIT_K": "", "SCHEDULE": ""}  # fmt: skip

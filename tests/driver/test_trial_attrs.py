@@ -14,7 +14,7 @@ from autotune.driver.results import trials_frame
 from autotune.driver.trial_attrs import FINISH, METRICS, STUDY, stored_finish, trial_metrics
 from autotune.export import export_text
 from autotune.report import report_html
-from autotune.triton_export import triton_table_export
+from autotune.triton_table import triton_table_export
 
 ROW = {"trial": 0, "median": 1.1, "spread": 0.01, "samples": [1.1, 1.1, 1.09]}
 DAMAGED_FINISHES = [
