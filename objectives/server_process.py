@@ -150,22 +150,18 @@ def _adopt_orphans(on: bool) -> bool:
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-def _children(apart: bool = False) -> set[int]:
-    """The pids whose parent is this process (from ``/proc``; none without it); ``apart``:
-    only those in a process group not this process's (a compile worker another thread
-    started is in it)."""
-    me, mine = os.getpid(), os.getpgrp()
-    return {
-        pid
-        for pid, fields in server_watchdog.process_stats()
-        if int(fields[1]) == me and not (apart and int(fields[2]) == mine)
-    }
+def _children() -> set[int]:
+    """The pids whose parent is this process (from ``/proc``; none without it)."""
+    me = os.getpid()
+    return {pid for pid, fields in server_watchdog.process_stats() if int(fields[1]) == me}
 
 
 def _end_adopted(ours_before: set[int]) -> None:
-    """SIGKILL and reap the children this process gained while the server ran and that are
-    not its own: what the server detached, reparented here."""
-    for pid in _children(apart=True) - ours_before:
+    """SIGKILL and reap the children this process gained while the server ran outside its
+    process group (a compile worker another thread started is in it): what the server
+    detached, reparented here (zombies too: they are reaped)."""
+    table = dict(server_watchdog.process_stats())
+    for pid in server_watchdog.detached_children(os.getpid(), ours_before, table):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError, OSError):

@@ -151,6 +151,26 @@ def await_leftovers(grace_s: float) -> list[int]:
 SCAN_S = 0.5
 
 
+def detached_children(parent: int, spare: set[int], table: dict[int, list[bytes]]) -> set[int]:
+    """The children of ``parent`` outside its process group and not in ``spare`` (those it had
+    before the server started): what the server detached, reparented to ``parent``, its
+    subreaper. ``table`` maps pid -> :func:`process_stats` fields.
+
+    Example:
+        >>> import subprocess
+        >>> child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+        >>> table = dict(process_stats())
+        >>> child.pid in detached_children(os.getpid(), set(), table)
+        True
+        >>> child.pid in detached_children(os.getpid(), {child.pid}, table)
+        False
+        >>> child.kill(); _ = child.wait()
+    """
+    group = table[parent][2] if parent in table else b""
+    return {pid for pid, fields in table.items()
+            if int(fields[1]) == parent and fields[2] != group and pid not in spare}  # fmt: skip
+
+
 def server_tree(trial: int, spare: set[int], known: dict[int, bytes]) -> dict[int, bytes]:
     """``known`` (pid -> start time) plus the processes the server started, wherever they
     went: each child of ``trial`` outside its process group that is not in ``spare`` (the
@@ -166,11 +186,9 @@ def server_tree(trial: int, spare: set[int], known: dict[int, bytes]) -> dict[in
         >>> child.kill(); _ = child.wait()
     """
     table = {pid: f for pid, f in process_stats() if len(f) > 19 and f[0] != b"Z"}
-    mine = table[trial][2] if trial in table else b""
     spare = {*spare, os.getpid()}  # the watchdog, a child of the trial in a session of its own
     found = {pid: start for pid, start in known.items() if pid in table and table[pid][19] == start}
-    found.update({pid: f[19] for pid, f in table.items()
-                  if int(f[1]) == trial and f[2] != mine and pid not in spare})  # fmt: skip
+    found.update({pid: table[pid][19] for pid in detached_children(trial, spare, table)})
     grew = True
     while grew:
         more = {pid: f[19] for pid, f in table.items() if int(f[1]) in found and pid not in found}
