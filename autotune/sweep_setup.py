@@ -431,7 +431,10 @@ def build_settings(
         notes += outside
         if objective_cls.measures:
             source = source_hash(workload, space_obj.source if space else None)
-            key = fingerprint(workload, problem, device, source, objectives, slo)
+            external = getattr(objective_obj, "cache_parts", None)  # a program outside ours
+            with setup_call(workload, objective_cls, "cache_parts"):
+                outside_parts = external() if external is not None else None
+            key = fingerprint(workload, problem, device, source, objectives, slo, outside_parts)
         if trials is None and time_budget_s is None:
             cpu_job = default_job and device.get("type") == "cpu"
             trials = DEFAULT_CPU_JOB_TRIALS if cpu_job else DEFAULT_TRIALS

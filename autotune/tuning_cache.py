@@ -206,9 +206,12 @@ def fingerprint(
     source: str = "",
     objectives: dict[str, str] | None = None,
     slo: dict[str, float] | None = None,
+    external: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The cache key of a sweep and the parts it was made of: a limit of ``--slo`` and the
-    contents of a file a problem value names (``trace=requests.jsonl``) are parts of it.
+    """The cache key of a sweep and the parts it was made of: a limit of ``--slo``, the
+    contents of a file a problem value names (``trace=requests.jsonl``) and what the objective
+    says of a program outside autotune that it measures (``external``: a server's files and
+    package version, its ``cache_parts()``) are parts of it.
 
     Example:
         >>> a = fingerprint("serving", {"rate": 4}, {"name": "cpu"})
@@ -237,6 +240,8 @@ def fingerprint(
     files = named_files(problem)
     if files:
         parts["files"] = files
+    if external:
+        parts["external"] = external
     return {"key": _sha(json.dumps(parts, sort_keys=True, default=str)), "parts": parts}
 
 

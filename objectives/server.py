@@ -43,6 +43,7 @@ from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialFailure, Tr
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.objectives.server_process import OutputTail, running
+from autotune.objectives.server_program import server_program_parts
 from autotune.objectives.serving import (
     LATENCY_FIGURES,
     SLO_PROBLEM_KEYS,
@@ -297,6 +298,11 @@ class ServerObjective(Objective):
                              "the space: no trial would pass it to the server; name it in the "
                              "command or tune a --space without it")  # fmt: skip
         _check_program(template)
+
+    def cache_parts(self) -> dict[str, str]:
+        """The server program's files and package version, for the tuning cache's key
+        (:func:`~autotune.objectives.server_program.server_program_parts`)."""
+        return server_program_parts(str(self.problem["command"]))
 
     def check_slo(self, slo: dict[str, float]) -> None:
         """Refuse a ``--slo`` limit no trial could measure (:func:`~autotune.objectives.
