@@ -36,6 +36,7 @@ from autotune.driver.finish import FinishRow, finish
 from autotune.driver.finish_costs import TrialTimes, finish_reserve_s
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
 from autotune.driver.memory_guard import MemoryGuard
+from autotune.driver.novelty import config_key
 from autotune.driver.pruning import prune_check
 from autotune.driver.read_snapshot import batched_writes, snapshot_reads
 from autotune.driver.results import best_trials
@@ -375,7 +376,7 @@ class _SweepRun:
             if broken:
                 result = TrialResult(TrialStatus.INFEASIBLE, broken)
                 self.account(self.book.tell_result(asked, result))
-                self.repair.after_rejection(self.study, config, self.rejected)
+                self.repair.after_rejection(self.study, config, self.rejected, self.unmeasured)
             elif twin is not None:
                 self.account(self.book.tell_claimed(asked, twin))
             elif previous is not None:
@@ -388,6 +389,12 @@ class _SweepRun:
             self.heartbeat.discard(trial.number)
             return None
         return asked
+
+    def unmeasured(self, config: dict) -> bool:
+        """Whether ``config`` is neither measured, running, nor asked for ahead."""
+        key = config_key(config)
+        return (key not in self.book.visited and key not in self.book.running
+                and all(a.key != key for a in self.ahead))  # fmt: skip
 
     def broken_constraints(self, config: dict) -> str:
         """Why ``config`` must not launch (the space's static constraints, then the workload's

@@ -13,8 +13,9 @@ Example:
 from __future__ import annotations
 
 import math
+import random
 import reprlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,31 @@ import optuna
 
 from autotune.space.expr import Expression, ExpressionError, UndefinedValue
 from autotune.space.params import Constraint, Param
+
+#: values tried by :meth:`Space.nearest` before it gives up
+NEAREST_TRIES = 20_000
+_INACTIVE = object()  # a parameter inactive where :meth:`Space.nearest` has reached
+_DONE = object()  # a parameter's values all tried
+
+
+def _nearest_first(values: Sequence[Any], preferred: Any, rng: random.Random) -> list[Any]:
+    """``values`` in the order :meth:`Space.nearest` tries them: ``preferred`` first, then the
+    others by their distance from it in ``values`` (ties at random); all at random where
+    ``preferred`` is not among them.
+
+    Example:
+        >>> order = _nearest_first([1, 2, 3, 4, 5], 2, random.Random(0))
+        >>> order[0], sorted(order[1:3]), order[3:]
+        (2, [1, 3], [4, 5])
+        >>> sorted(_nearest_first([1, 2, 3], None, random.Random(0)))
+        [1, 2, 3]
+    """
+    at = next((i for i, v in enumerate(values) if v == preferred and type(v) is type(preferred)),
+              None)  # fmt: skip
+    if at is None:
+        return rng.sample(list(values), len(values))
+    keys = {i: (abs(i - at), rng.random()) for i in range(len(values))}
+    return [values[i] for i in sorted(keys, key=keys.__getitem__)]
 
 
 class SpaceError(ValueError):
@@ -304,6 +330,76 @@ class Space:
             del values[param.name]
 
         yield from expand(0, {})
+
+    def nearest(
+        self,
+        config: Mapping[str, Any],
+        rng: random.Random,
+        problem: Mapping[str, Any] | None = None,
+        device: Mapping[str, Any] | None = None,
+        accept: Callable[[dict[str, Any]], bool] | None = None,
+        budget: int = NEAREST_TRIES,
+    ) -> dict[str, Any] | None:
+        """A config of a discrete space that satisfies the constraints (and ``accept``), near
+        ``config``: found as :meth:`grid` lists configs, a branch cut as soon as a constraint
+        whose parameters all have values breaks, but depth first from ``config``: each
+        parameter tries its value in ``config`` first, then its other values nearest first in
+        their order (ties at random; a parameter ``config`` lacks, all at random). None where
+        none is found within ``budget`` values tried, or the space has a float without a step.
+
+        Where the constraints read the parameters in order (a replay table's rows, checked
+        prefix by prefix), every value they let through leads to a config, so one is found in
+        about as many tries as the parameters have values, however few configs of the product
+        pass: draws of whole configs from the product missed 60,000 rows of 10**9 but once in
+        17,000.
+
+        Example:
+            >>> from autotune.space.params import Param
+            >>> space = Space("s", [Param("x", "int", low=0, high=9), Param("y", "int", low=0,
+            ...               high=9)], constraints_from={"few": "x == y and x % 3 == 0"})
+            >>> space.nearest({"x": 5, "y": 1}, random.Random(0))
+            {'x': 6, 'y': 6}
+            >>> space.nearest({"x": 5, "y": 1}, random.Random(0), accept=lambda c: c["x"] > 6)
+            {'x': 9, 'y': 9}
+        """
+        if not all(p.discrete for p in self.params):
+            return None
+        problem, device = problem or {}, device or {}
+        after = self._checked_after()
+        if self._broken(after[0], {}, problem, device):
+            return None
+        if not self.params:  # one config, empty
+            return {} if accept is None or accept({}) else None
+        values: dict[str, Any] = {}
+
+        def options(index: int) -> Iterator[Any]:
+            param = self.params[index]
+            if not self.is_active(param, values, problem, device):
+                return iter((_INACTIVE,))
+            return iter(_nearest_first(param.values(), config.get(param.name, _INACTIVE), rng))
+
+        pending = [options(0)]  # the values left to try of each parameter so far
+        tries = 0
+        while pending:
+            index = len(pending) - 1
+            name = self.params[index].name
+            value = next(pending[-1], _DONE)
+            values.pop(name, None)
+            if value is _DONE:
+                pending.pop()
+                continue
+            if tries >= budget:
+                return None
+            tries += 1
+            if value is not _INACTIVE:
+                values[name] = value
+            if self._broken(after[index + 1], values, problem, device):
+                continue
+            if index + 1 < len(self.params):
+                pending.append(options(index + 1))
+            elif accept is None or accept(dict(values)):
+                return dict(values)
+        return None
 
     def grid_size(self) -> int:
         """Size of the unconstrained cartesian grid (conditions ignored), or

@@ -100,3 +100,16 @@ def test_a_float_of_the_best_config_moves_where_the_constraints_forbid_every_oth
         steer = unvisited_config(space, best, {config_key(best)}, random.Random(seed))
         assert steer is not None and steer["x"] != 0.25
         assert [steer[n] for n in "ABCD"] == [3, 3, 3, 3]
+
+
+def test_a_space_too_large_to_list_gives_an_unvisited_config_its_draws_miss():
+    # 10 configs of 10**6 (a replay table's rows of a large product, say): the 200 random
+    # draws missed them, and steering gave up (the sampler's proposals missed them as often)
+    space = Space("thin", [Param(n, "int", low=0, high=9) for n in "abcdef"],
+                  constraints_from={"ab": "a == b", "bc": "b == c", "cd": "c == d",
+                                    "de": "d == e", "ef": "e == f"})  # fmt: skip
+    visited = {config_key(dict.fromkeys("abcdef", v)) for v in range(9)}
+    steer = unvisited_config(space, dict.fromkeys("abcdef", 0), visited, random.Random(0))
+    assert steer == dict.fromkeys("abcdef", 9)
+    visited.add(config_key(steer))
+    assert unvisited_config(space, steer, visited, random.Random(0)) is None

@@ -121,3 +121,21 @@ def test_a_wide_int_range_is_counted_and_checked_without_listing_it():
     assert space.grid_size() == (10**10 + 1) * 5 and not is_enumerable(space)
     assert wide.contains(10**11) and wide.contains(30.0) and not wide.contains(35)
     assert not wide.contains(10**11 + 10) and not wide.contains(True)
+
+
+def test_nearest_finds_a_config_that_draws_from_the_product_miss():
+    import random
+
+    # a config in 10**8 passes: each constraint cuts a branch as soon as it can be read
+    names = [f"p{i}" for i in range(8)]
+    chain = {f"c{i}": f"p{i} == p{i + 1}" for i in range(7)}
+    space = Space("chain", [Param(n, "int", low=0, high=9) for n in names],
+                  constraints_from=chain)  # fmt: skip
+    near = space.nearest(dict.fromkeys(names, 4) | {"p5": 7}, random.Random(0))
+    assert near == dict.fromkeys(names, 4)  # the proposal kept as far as it holds
+    taken = space.nearest({}, random.Random(1), accept=lambda c: c["p0"] > 7)
+    assert taken in (dict.fromkeys(names, 8), dict.fromkeys(names, 9))
+    assert space.nearest({}, random.Random(0), accept=lambda c: False) is None
+    assert space.nearest({}, random.Random(0), budget=5) is None  # 5 values tried: none
+    floats = Space("f", [Param("x", "float", low=0.0, high=1.0)])
+    assert floats.nearest({}, random.Random(0)) is None
