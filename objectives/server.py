@@ -1,21 +1,23 @@
 """Server workload: tune any OpenAI-compatible server (vLLM, SGLang, the project's own engine)
 started per trial from a command template, measured over real HTTP with streaming.
 
-Each trial formats ``command`` with the config and the problem (``{max_num_seqs}``,
-``{port}``: a free port picked per trial), starts it in its own process group (no shell: the
-template is split into arguments, never evaluated), waits until ``GET {health_path}`` answers
-200, replays the trace (Poisson arrivals, random token-id prompts) as streaming
-``POST /v1/completions`` requests, timing each one's first token (TTFT) and the gaps after
-(TPOT), with ``Authorization: Bearer KEY`` where the command passes ``--api-key KEY``, and
-stops the whole process group (SIGTERM, then SIGKILL), so its port is free for the
-next trial. The group ends however the trial ends (:mod:`~autotune.objectives.server_process`):
-a watchdog process started beside the server stops it when the trial's process dies, even by
-SIGKILL (a trial timeout), where no ``finally`` runs. ``trace=FILE.jsonl`` replays a recorded
-trace instead of the Poisson one (:func:`~autotune.objectives.serving_trace.load_trace`). A
-server that exits before it is healthy is a ``crashed`` trial with the last lines of its output
-(``oom`` where they say out of memory), one that never becomes healthy a ``timeout``, one that
-fails every request ``crashed`` with the first failure. Metrics and goodput are the serving
-workload's.
+Each trial formats ``command`` with the config and the problem (``{max_num_seqs}``, ``{port}``:
+a free port picked per trial), starts it in its own process group (no shell: the template is
+split into arguments, never evaluated), waits until ``GET {health_path}`` answers 200, replays
+the trace (Poisson arrivals, random token-id prompts) as streaming ``POST /v1/completions``
+requests, timing each one's first token (TTFT) and the mean gap between its later tokens
+(TPOT), counting tokens, not the events that carry them (:class:`StreamTokens`: a server's
+``usage``, which the requests ask for, else token ids, else the ``max_tokens`` each request
+forces where it finished for ``length``), with ``Authorization: Bearer KEY`` where the command
+passes ``--api-key KEY``, and stops the whole process group (SIGTERM, then SIGKILL), so its
+port is free for the next trial. The group ends however the trial ends
+(:mod:`~autotune.objectives.server_process`): a watchdog process started beside the server
+stops it when the trial's process dies, even by SIGKILL (a trial timeout), where no ``finally``
+runs. ``trace=FILE.jsonl`` replays a recorded trace instead of the Poisson one
+(:func:`~autotune.objectives.serving_trace.load_trace`). A server that exits before it is
+healthy is a ``crashed`` trial with the last lines of its output (``oom`` where they say out of
+memory), one that never becomes healthy a ``timeout``, one that fails every request ``crashed``
+with the first failure. Metrics and goodput are the serving workload's.
 
     autotune tune server --problem 'command=vllm serve MODEL --port {port} --max-num-seqs
         {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}' --space my_vllm.yaml
@@ -366,7 +368,8 @@ class ServerObjective(Objective):
                 time.sleep(delay)
             prompt = [rng.randrange(int(p["vocab"])) for _ in range(entry.prompt_len)]
             body = {"model": p["model"], "prompt": prompt, "max_tokens": entry.output_len,
-                    "stream": True, "ignore_eos": True, "min_tokens": entry.output_len}  # fmt: skip
+                    "stream": True, "stream_options": {"include_usage": True},
+                    "ignore_eos": True, "min_tokens": entry.output_len}  # fmt: skip
             t = threading.Thread(target=_stream, args=(port, body, results[index], key),
                                  daemon=True)  # fmt: skip
             t.start()
@@ -395,11 +398,12 @@ def api_key(argv: list[str]) -> str | None:
 
 
 def _stream(port: int, body: dict[str, Any], out: dict[str, Any], key: str | None = None) -> None:
-    """One streaming completion: the send time, each token's arrival, or the error (an HTTP
-    status with its reason and the body's error message, an error event, no token at all).
-    ``key``: sent as ``Authorization: Bearer KEY``, as OpenAI's clients send it."""
+    """One streaming completion: its send time, when its first and last tokens came and how
+    many it got (:class:`StreamTokens`), or the error (an HTTP status with its reason and the
+    body's error message, an error event, no token at all). ``key``: sent as
+    ``Authorization: Bearer KEY``, as OpenAI's clients send it."""
     sent = time.perf_counter()
-    times: list[float] = []
+    tokens = StreamTokens()
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -424,14 +428,113 @@ def _stream(port: int, body: dict[str, Any], out: dict[str, Any], key: str | Non
             if isinstance(event, dict) and "error" in event:
                 out["error"] = f"an error event: {_message(event)}"
                 break
-            count = max(1, len(event["choices"][0].get("token_ids") or [0]))
-            now = time.perf_counter()
-            times.extend([now] * count)
-        if not times and "error" not in out:
+            tokens.add(event, time.perf_counter())
+        if tokens.first is None and "error" not in out:
             out["error"] = "HTTP 200 but no token streamed"
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
-    out.update(sent=sent, times=times)
+    out.update(sent=sent, first=tokens.first, last=tokens.last,
+               tokens=tokens.count(body))  # fmt: skip
+
+
+class StreamTokens:
+    """How many tokens a completion's stream carried, and when the first and the last came.
+
+    An event is not a token: a server packs several into one (SGLang's ``--stream-interval``,
+    vLLM under load) and ends with an empty chunk that carries only ``finish_reason``. The
+    count is the server's own ``usage.completion_tokens`` (the last event's, which
+    ``stream_options: {"include_usage": true}`` asks for) where it sends one; else the
+    ``token_ids`` (or ``logprobs``) of the events, where each says; else the ``max_tokens``
+    the request forced (``ignore_eos``, or ``min_tokens`` as many) where the stream finished
+    for ``length``; else one token an event of text, as few as it could have been. The
+    first and last are the first and last events that carried content.
+
+    Example:
+        >>> s = StreamTokens()
+        >>> s.add({"choices": [{"text": " a b c d", "finish_reason": None}]}, 1.0)
+        >>> s.add({"choices": [{"text": " e f", "finish_reason": None}]}, 2.0)
+        >>> s.add({"choices": [{"text": "", "finish_reason": "length"}]}, 2.5)
+        >>> s.first, s.last, s.count({"max_tokens": 6, "ignore_eos": True})
+        (1.0, 2.0, 6)
+        >>> s.count({"max_tokens": 6}), s.known()
+        (2, False)
+        >>> s.add({"choices": [], "usage": {"completion_tokens": 6}}, 2.6)
+        >>> s.count({"max_tokens": 6}), s.known()
+        (6, True)
+    """
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+        self.last: float | None = None
+        self.counted = 0  # the tokens of events that said how many
+        self.uncounted = 0  # events of text that did not
+        self.usage: int | None = None
+        self.finish: str | None = None
+
+    def add(self, event: Any, now: float) -> None:
+        """Take in one ``data:`` event that arrived at ``now``."""
+        usage = event.get("usage")
+        if isinstance(usage, dict) and type(usage.get("completion_tokens")) is int:
+            self.usage = usage["completion_tokens"]
+        for choice in event.get("choices") or []:
+            if choice.get("finish_reason"):
+                self.finish = str(choice["finish_reason"])
+            carried = _choice_tokens(choice)
+            if carried == 0:
+                continue
+            if self.first is None:
+                self.first = now
+            self.last = now
+            if carried is None:
+                self.uncounted += 1
+            else:
+                self.counted += carried
+
+    def known(self) -> bool:
+        """Whether the stream said how many tokens it carried (usage, or every event's ids)."""
+        return self.usage is not None or not self.uncounted
+
+    def count(self, body: dict[str, Any]) -> int:
+        """The tokens streamed for the request ``body`` (see the class docstring)."""
+        if self.usage is not None:
+            return self.usage
+        if not self.uncounted:
+            return self.counted
+        if forced_tokens(body) and self.finish == "length":
+            return int(body["max_tokens"])
+        return self.counted + self.uncounted
+
+
+def _choice_tokens(choice: dict[str, Any]) -> int | None:
+    """The tokens one choice of an event carries: its ``token_ids``' or its ``logprobs``'
+    (a completion's ``tokens``, a chat's ``content``) where it has them, 0 for no text, None
+    for text that does not say how many."""
+    ids = choice.get("token_ids")
+    if isinstance(ids, list):
+        return len(ids)
+    logprobs = choice.get("logprobs")
+    if isinstance(logprobs, dict):
+        listed = logprobs.get("tokens", logprobs.get("content"))
+        if isinstance(listed, list):
+            return len(listed)
+    text = choice.get("text")
+    if text is None and isinstance(choice.get("delta"), dict):
+        text = choice["delta"].get("content")
+    return None if text else 0
+
+
+def forced_tokens(body: dict[str, Any]) -> bool:
+    """Whether the request ``body`` makes the server generate all its ``max_tokens``
+    (``ignore_eos``, or ``min_tokens`` as many: vLLM's and SGLang's sampling options).
+
+    Example:
+        >>> forced_tokens({"max_tokens": 8, "ignore_eos": True}), forced_tokens({"max_tokens": 8})
+        (True, False)
+    """
+    wanted = body.get("max_tokens")
+    return bool(body.get("ignore_eos")) or (
+        isinstance(wanted, int) and (body.get("min_tokens") or 0) >= wanted
+    )
 
 
 def _http_error(response: http.client.HTTPResponse) -> str:
@@ -465,11 +568,9 @@ def summarise(
 ) -> dict[str, Any]:
     """TTFT/TPOT percentiles, throughput and goodput of the streamed requests."""
     rows = [
-        RequestTiming(
-            r["sent"], r["times"][0], r["times"][-1], len(r["times"]), complete="error" not in r
-        )
+        RequestTiming(r["sent"], r["first"], r["last"], r["tokens"], complete="error" not in r)
         for r in results
-        if r.get("times")
+        if r.get("first") is not None
     ]
     return {
         **latency_summary(rows, wall, slo_ttft_ms, slo_tpot_ms),

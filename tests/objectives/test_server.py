@@ -366,3 +366,65 @@ def test_a_program_this_machine_cannot_run_is_refused_before_the_sweep(tmp_path)
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "no program vllmx on PATH" in done.stderr
+
+
+# An OpenAI-compatible server that streams max_tokens tokens of text in events of INTERVAL
+# tokens each (SGLang's --stream-interval; vLLM merges deltas so under load), then an empty
+# chunk with finish_reason "length". SAYS how many tokens an event holds: "length" nowhere
+# (the request forced max_tokens), "ids" in each event's token_ids, "usage" in a last usage
+# chunk (where the request asks for one, as vLLM and SGLang send it).
+_PACKING = """
+import json, sys, time
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+port, interval, says = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def send(self, event):
+        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\\n\\n")
+        self.wfile.flush()
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        wanted, sent = body["max_tokens"], 0
+        while sent < wanted:
+            k = min(interval, wanted - sent)
+            sent += k
+            time.sleep(0.05)
+            choice = {"index": 0, "text": " tok" * k, "finish_reason": None}
+            if says == "ids":
+                choice["token_ids"] = list(range(k))
+            self.send({"choices": [choice]})
+        self.send({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
+        if says == "usage" and body.get("stream_options", {}).get("include_usage"):
+            self.send({"choices": [], "usage": {"completion_tokens": wanted}})
+        self.wfile.write(b"data: [DONE]\\n\\n")
+        self.wfile.flush()
+        self.close_connection = True
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+@pytest.mark.parametrize("interval, says", [(1, "length"), (4, "length"), (16, "length"),
+                                            (4, "ids"), (4, "usage")])  # fmt: skip
+def test_tokens_are_counted_not_the_events_that_carry_them(tmp_path, interval, says) -> None:
+    # each event was one token and the empty last chunk one more: 8 requests of 16 tokens at
+    # the same speed read 292, 90 and 39 tokens/s at stream intervals 1, 4 and 16
+    (tmp_path / "packing.py").write_text(_PACKING)
+    command = f"{sys.executable} {tmp_path / 'packing.py'} {{port}} {interval} {says}"
+    obj = _objective(command=command, output_len=8, slo_ttft_ms=60_000.0, slo_tpot_ms=60_000.0)
+    m = obj.evaluate({})
+    assert m.metrics["errors"] == 0
+    assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(sum(_lengths(obj)))
+    assert m.values["goodput_tok_s"] == pytest.approx(m.metrics["output_tok_s"])
+    if interval == 4:  # 4-8 tokens in 2 events 50 ms apart: about 50 ms over 3-7 gaps
+        assert m.metrics["tpot_p99_ms"] < 30  # not 50 ms over the events' 1-2 gaps
