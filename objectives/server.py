@@ -15,9 +15,12 @@ port is free for the next trial. The group ends however the trial ends
 stops it when the trial's process dies, even by SIGKILL (a trial timeout), where no ``finally``
 runs. ``trace=FILE.jsonl`` replays a recorded trace instead of the Poisson one
 (:func:`~autotune.objectives.serving_trace.load_trace`). A server that exits before it is
-healthy is a ``crashed`` trial with the last lines of its output (``oom`` where they say out of
-memory), one that never becomes healthy a ``timeout``, one that fails every request ``crashed``
-with the first failure. Metrics and goodput are the serving workload's.
+healthy, or while it serves the trace, is a ``crashed`` trial with the last lines of its output
+(``oom`` where they say out of memory), one that never becomes healthy a ``timeout``, one that
+fails any request (an error status or event, a stream cut short before ``[DONE]``, fewer tokens
+than the request forces: :func:`_incomplete`) ``crashed`` with how many failed and the first
+failure; a failed request counts in no token, goodput or latency. Metrics and goodput are the
+serving workload's.
 
     autotune tune server --problem 'command=vllm serve MODEL --port {port} --max-num-seqs
         {max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens}' --space my_vllm.yaml
@@ -326,10 +329,18 @@ class ServerObjective(Objective):
             with running(argv, log) as proc:
                 self._wait_healthy(proc, port, log)
                 started = time.perf_counter()
-                results = self._replay(port, api_key(argv))
+                results = self._replay(port, api_key(argv), proc)
                 wall = time.perf_counter() - started
-            failed = [r["error"] for r in results if "error" in r]
-            if failed and len(failed) == len(results):  # answers, but serves nothing
+                failed = [r["error"] for r in results if "error" in r]
+                if failed and proc.poll() is None:  # a crash cut the streams: its exit may
+                    with contextlib.suppress(subprocess.TimeoutExpired):  # lag a moment
+                        proc.wait(timeout=2)
+                if proc.poll() is not None:  # it exited during the trace: what it served is
+                    share = f" ({len(failed)}/{len(results)} requests failed)" if failed else ""
+                    raise _exit_failure(proc.returncode, log, serving=share)  # no measurement
+            # a request that failed served nothing: a server that fails some under this load
+            # (an error status, an error event, a stream cut short) is no config to take
+            if failed:
                 raise Crashed(f"{len(failed)}/{len(results)} requests failed: {failed[0]}")
         metrics = summarise(results, wall, float(p["slo_ttft_ms"]), float(p["slo_tpot_ms"]))
         report(0, metrics["goodput_tok_s"])
@@ -343,7 +354,7 @@ class ServerObjective(Objective):
         deadline = time.monotonic() + float(self.problem["startup_timeout_s"])
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise _startup_failure(proc.returncode, log)
+                raise _exit_failure(proc.returncode, log)
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
                 conn.request("GET", str(self.problem["health_path"]))
@@ -355,7 +366,12 @@ class ServerObjective(Objective):
         raise TrialTimeout(f"the server was not healthy within {self.problem['startup_timeout_s']}"
                            " s")  # fmt: skip
 
-    def _replay(self, port: int, key: str | None = None) -> list[dict[str, Any]]:
+    def _replay(
+        self, port: int, key: str | None = None, proc: subprocess.Popen | None = None
+    ) -> list[dict[str, Any]]:
+        """Each request of the trace streamed at its arrival time, on a thread of its own: what
+        :func:`_stream` recorded of each, or its ``error``. Once ``proc`` (the server) has
+        exited, no further request is sent."""
         p = self.problem
         trace = self.trace
         rng = random.Random(int(p["seed"]) + 1)
@@ -366,6 +382,10 @@ class ServerObjective(Objective):
             delay = entry.arrival_s - (time.perf_counter() - start)
             if delay > 0:
                 time.sleep(delay)
+            if proc is not None and proc.poll() is not None:
+                for unsent in results[index:]:
+                    unsent["error"] = "not sent: the server had exited"
+                break
             prompt = [rng.randrange(int(p["vocab"])) for _ in range(entry.prompt_len)]
             body = {"model": p["model"], "prompt": prompt, "max_tokens": entry.output_len,
                     "stream": True, "stream_options": {"include_usage": True},
@@ -376,6 +396,9 @@ class ServerObjective(Objective):
             threads.append(t)
         for t in threads:
             t.join(timeout=600)
+        for result in results:  # a thread still waiting, or one that died unrecorded
+            if "error" not in result and result.get("first") is None:
+                result["error"] = "no answer within 600 s"
         return results
 
 
@@ -404,6 +427,7 @@ def _stream(port: int, body: dict[str, Any], out: dict[str, Any], key: str | Non
     ``Authorization: Bearer KEY``, as OpenAI's clients send it."""
     sent = time.perf_counter()
     tokens = StreamTokens()
+    done = False
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -423,18 +447,56 @@ def _stream(port: int, body: dict[str, Any], out: dict[str, Any], key: str | Non
                 continue
             data = line[5:].strip()
             if data == b"[DONE]":
+                done = True
                 break
             event = json.loads(data)
             if isinstance(event, dict) and "error" in event:
                 out["error"] = f"an error event: {_message(event)}"
                 break
             tokens.add(event, time.perf_counter())
-        if tokens.first is None and "error" not in out:
-            out["error"] = "HTTP 200 but no token streamed"
-    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        if "error" not in out:
+            fault = _incomplete(tokens, body, done)
+            if fault:
+                out["error"] = fault
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+            http.client.HTTPException) as exc:  # fmt: skip
         out["error"] = f"{type(exc).__name__}: {exc}"
     out.update(sent=sent, first=tokens.first, last=tokens.last,
                tokens=tokens.count(body))  # fmt: skip
+
+
+def _incomplete(tokens: StreamTokens, body: dict[str, Any], done: bool) -> str | None:
+    """Why a stream that ended without an error is no complete answer to ``body``, or None:
+    it closed before ``data: [DONE]`` (a server that crashed, or cut it short), carried no
+    token, or fewer than the ``max_tokens`` the request forces (``ignore_eos``,
+    ``min_tokens``), by the server's count or, where it gave none, by its events of text
+    where it did not finish for ``length``.
+
+    Example:
+        >>> s = StreamTokens()
+        >>> s.add({"choices": [{"text": " a", "token_ids": [7]}]}, 1.0)
+        >>> _incomplete(s, {"max_tokens": 4, "ignore_eos": True}, done=False)
+        'the stream ended without [DONE] after 1 token (the server closed it)'
+        >>> _incomplete(s, {"max_tokens": 4, "ignore_eos": True}, done=True)
+        '1 token of the 4 the request forces (ignore_eos, min_tokens): the server stopped early'
+        >>> _incomplete(s, {"max_tokens": 4}, done=True) is None
+        True
+    """
+    count = tokens.count(body)
+    if not done:
+        return (f"the stream ended without [DONE] after {count} token{'s' * (count != 1)} (the "
+                "server closed it)")  # fmt: skip
+    if tokens.first is None:
+        return "HTTP 200 but no token streamed"
+    wanted = body.get("max_tokens")
+    if not forced_tokens(body) or not isinstance(wanted, int) or count >= wanted:
+        return None
+    if tokens.known():
+        return (f"{count} token{'s' * (count != 1)} of the {wanted} the request forces "
+                "(ignore_eos, min_tokens): the server stopped early")  # fmt: skip
+    return (f"{count} events of text, finished for {tokens.finish or 'no reason'}: not the "
+            f"{wanted} tokens the request forces (ignore_eos, min_tokens), and no count of them "
+            "(usage, token_ids) to tell")  # fmt: skip
 
 
 class StreamTokens:
@@ -566,11 +628,20 @@ def _message(body: dict[str, Any]) -> str:
 def summarise(
     results: list[dict[str, Any]], wall: float, slo_ttft_ms: float, slo_tpot_ms: float
 ) -> dict[str, Any]:
-    """TTFT/TPOT percentiles, throughput and goodput of the streamed requests."""
+    """TTFT/TPOT percentiles, throughput and goodput of the streamed requests; a failed one
+    (its ``error``) counts in ``errors`` alone, never in the tokens or the latencies.
+
+    Example:
+        >>> served = {"sent": 0.0, "first": 0.1, "last": 0.4, "tokens": 4}
+        >>> cut = {**served, "error": "the stream ended without [DONE] after 4 tokens"}
+        >>> m = summarise([served, cut], wall=1.0, slo_ttft_ms=500, slo_tpot_ms=200)
+        >>> m["output_tok_s"], m["goodput_tok_s"], m["errors"]
+        (4.0, 4.0, 1)
+    """
     rows = [
-        RequestTiming(r["sent"], r["first"], r["last"], r["tokens"], complete="error" not in r)
+        RequestTiming(r["sent"], r["first"], r["last"], r["tokens"], complete=True)
         for r in results
-        if r.get("first") is not None
+        if "error" not in r and r.get("first") is not None
     ]
     return {
         **latency_summary(rows, wall, slo_ttft_ms, slo_tpot_ms),
@@ -601,10 +672,20 @@ def _passwords_left_out(secrets: frozenset[str]) -> Iterator[None]:
         raise type(exc)(clean) from None
 
 
-def _startup_failure(code: int, log: OutputTail) -> TrialFailure:
+def _exit_failure(code: int, log: OutputTail, serving: str | None = None) -> TrialFailure:
+    """A server that exited with ``code``: ``oom`` where its last lines say out of memory,
+    else ``crashed``, with those lines; while starting, or (``serving``: what it left of the
+    requests, ``" (1/8 requests failed)"`` or ``""``) while it served the trace."""
     tail = deque(log.text().splitlines(), maxlen=3)
     text = " | ".join(line.strip() for line in tail)[-400:] or "(it printed nothing)"
-    if "out of memory" in text.lower():
+    oom = "out of memory" in text.lower()
+    if serving is not None:
+        if oom:
+            return OutOfMemory(f"the server ran out of memory while serving the trace{serving}: "
+                               f"{text}")  # fmt: skip
+        return Crashed(f"the server exited with code {code} while serving the trace{serving}: "
+                       f"{text}")  # fmt: skip
+    if oom:
         return OutOfMemory(f"the server ran out of memory while starting: {text}")
     return Crashed(f"the server exited with code {code} before it was healthy: {text}")
 

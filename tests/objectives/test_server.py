@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.failures import Crashed, Infeasible, TrialTimeout
+from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialTimeout
 from autotune.objectives.server import ENGINE_COMMAND, ServerObjective, _stream, format_command
 from autotune.objectives.server_process import GroupWatchdog, running
 from autotune.objectives.train_parallel import free_port
@@ -428,3 +428,98 @@ def test_tokens_are_counted_not_the_events_that_carry_them(tmp_path, interval, s
     assert m.values["goodput_tok_s"] == pytest.approx(m.metrics["output_tok_s"])
     if interval == 4:  # 4-8 tokens in 2 events 50 ms apart: about 50 ms over 3-7 gaps
         assert m.metrics["tpot_p99_ms"] < 30  # not 50 ms over the events' 1-2 gaps
+
+
+# An OpenAI-compatible server that streams each request's max_tokens tokens, one an event, with
+# a last usage chunk and [DONE], except its FAULT on request K (1: the first to arrive): "oom"
+# and "exit" end the process mid-stream, saying why; "cut" closes the stream before [DONE];
+# "short" stops at 2 tokens (finish_reason "stop", and says so in usage); "500" answers every
+# request from the K-th on with HTTP 500 every second one.
+_FAULTY = """
+import json, os, sys, threading
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+port, fault, k = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+arrived = [0]
+lock = threading.Lock()
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+    def send(self, event):
+        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\\n\\n")
+        self.wfile.flush()
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with lock:
+            arrived[0] += 1
+            n = arrived[0]
+        if fault == "500" and n >= k and n % 2 == 0:
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        wanted = 2 if fault == "short" and n == k else body["max_tokens"]
+        for i in range(wanted):
+            if n == k and i == 2 and fault in ("oom", "exit"):
+                print("RuntimeError: CUDA out of memory" if fault == "oom" else "Aborted: bad step",
+                      flush=True)
+                os._exit(1)
+            if n == k and i == 2 and fault == "cut":
+                self.close_connection = True
+                return
+            self.send({"choices": [{"index": 0, "text": " x", "finish_reason": None}]})
+        reason = "stop" if wanted < body["max_tokens"] else "length"
+        self.send({"choices": [{"index": 0, "text": "", "finish_reason": reason}]})
+        self.send({"choices": [], "usage": {"completion_tokens": wanted}})
+        self.wfile.write(b"data: [DONE]\\n\\n")
+        self.wfile.flush()
+        self.close_connection = True
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+
+
+@pytest.mark.parametrize("fault, k, failure, says", [
+    # the server exited during the trace: 6 requests, the last cut at its 3rd token
+    ("oom", 6, OutOfMemory, r"^the server ran out of memory while serving the trace \(1/6 "
+                            r"requests failed\): .*RuntimeError: CUDA out of memory$"),
+    ("exit", 6, Crashed, r"^the server exited with code 1 while serving the trace \(1/6 requests "
+                         r"failed\): .*Aborted: bad step$"),
+    # ... on the 2nd: the requests after it failed too, or were never sent
+    ("exit", 2, Crashed, r"^the server exited with code 1 while serving the trace \([2-6]/6 "
+                         r"requests failed\): .*Aborted: bad step$"),
+    # the server stays up
+    ("cut", 3, Crashed, r"^1/6 requests failed: the stream ended without \[DONE\] after 2 tokens "
+                        r"\(the server closed it\)$"),
+    ("short", 3, Crashed, r"^1/6 requests failed: 2 tokens of the [4-8] the request forces "
+                          r"\(ignore_eos, min_tokens\): the server stopped early$"),
+    ("500", 1, Crashed, r"^3/6 requests failed: HTTP 500 Internal Server Error$"),
+])  # fmt: skip
+def test_a_server_that_crashes_or_fails_requests_mid_trace_is_no_ok_trial(
+    tmp_path, fault, k, failure, says
+) -> None:
+    # a server that exited with 'CUDA out of memory' on its last request, a stream cut short
+    # without [DONE] (its 3 tokens of 16 counted within the SLO), or HTTP 500 on half the
+    # requests was an ok trial, and the crashing configs scored highest and won
+    (tmp_path / "faulty.py").write_text(_FAULTY)
+    command = f"{sys.executable} {tmp_path / 'faulty.py'} {{port}} {fault} {k}"
+    obj = _objective(command=command, slo_ttft_ms=60_000.0, slo_tpot_ms=60_000.0)
+    with pytest.raises(failure, match=says):
+        obj.evaluate({})
+
+
+def test_the_faulty_server_serves_a_whole_trace_where_it_has_no_fault(tmp_path) -> None:
+    (tmp_path / "faulty.py").write_text(_FAULTY)
+    command = f"{sys.executable} {tmp_path / 'faulty.py'} {{port}} exit 99"
+    obj = _objective(command=command, slo_ttft_ms=60_000.0, slo_tpot_ms=60_000.0)
+    m = obj.evaluate({})
+    assert m.metrics["errors"] == 0
+    assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(sum(_lengths(obj)))
