@@ -315,8 +315,21 @@ class ServerObjective(Objective):
         check_tpot_measurable(self.trace, slo)
 
     def default_config(self) -> dict[str, Any]:
-        return {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,
-                "policy": "fcfs"}  # fmt: skip
+        """The engine server's defaults for the knobs the command passes: what an untuned
+        server runs (trial 0). A knob no placeholder passes reached no server (``vllm serve
+        ... --max-num-seqs {max_num_seqs}`` ran vLLM's own block size, not the engine's 16):
+        it is no untuned default, and the exports do not list it as one (``untuned``).
+
+        Example:
+            >>> problem = ServerObjective.default_problem({})
+            >>> ServerObjective({**problem, "command": "srv --port {port} -n {max_num_seqs}"}
+            ...                 ).default_config()
+            {'max_num_seqs': 256}
+        """
+        defaults = {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,
+                    "policy": "fcfs"}  # fmt: skip
+        passed = template_names(str(self.problem["command"]))
+        return {k: v for k, v in defaults.items() if k in passed}
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         p = self.problem

@@ -4,6 +4,7 @@ HTTP server, started per trial on the CPU, streamed to, and stopped."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -523,3 +524,28 @@ def test_the_faulty_server_serves_a_whole_trace_where_it_has_no_fault(tmp_path) 
     m = obj.evaluate({})
     assert m.metrics["errors"] == 0
     assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(sum(_lengths(obj)))
+
+
+def test_the_export_lists_as_untuned_only_the_knobs_the_command_passed(tmp_path) -> None:
+    # a command that passes --max-num-seqs alone exported the engine's max_num_batched_tokens
+    # 2048, block_size 16 and policy fcfs as what the trials ran untuned: no server saw them
+    space = tmp_path / "seqs.yaml"
+    space.write_text("name: seqs\nworkload: server\nparameters:\n"
+                     "  max_num_seqs: {type: categorical, choices: [4]}\n")  # fmt: skip
+    command = (f"{sys.executable} -m autotune.objectives.engine_server --port {{port}} "
+               "--max-num-seqs {max_num_seqs}")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cli = [sys.executable, "-m", "autotune.cli"]
+    tuned = subprocess.run(
+        [*cli, "tune", "server", "--space", str(space), "--sampler", "grid", "--problem",
+         f"command={command},num_requests=2,output_len=2,prompt_len=4",
+         "--trials", "1", "--finish-top", "0", "--storage", url, "--study", "s"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    exported = subprocess.run([*cli, "export", "--storage", url, "--study", "s", "--to", "json"],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    record = json.loads(exported.stdout)
+    assert record["config"] == {"max_num_seqs": 4}
+    assert record["untuned"] == {}
