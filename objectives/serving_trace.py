@@ -1,6 +1,7 @@
 """Request traces for the serving workload: Poisson arrivals at a set rate with prompt and
 output lengths drawn uniformly around their means, or a JSONL file of
-``{"arrival": seconds, "prompt_len": n, "output_len": m}`` lines.
+``{"arrival": seconds, "prompt_len": n, "output_len": m}`` lines, whose arrivals are replayed
+from the first one on (a recorded trace's Unix timestamps do not wait for that hour to come).
 
 Example:
     >>> trace = poisson_trace(rate=10.0, num_requests=4, prompt_len=32, output_len=8, seed=0)
@@ -18,7 +19,7 @@ import math
 import os
 import random
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,9 @@ def without_poisson_keys(problem: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_trace(path: str | Path) -> list[TraceEntry]:
-    """A JSONL trace file, sorted by arrival.
+    """A JSONL trace file, sorted by arrival, its arrivals shifted so that the first is at 0:
+    a recorded trace's timestamps (``1733500000.0``: seconds since 1970) are replayed as the
+    gaps between them, not waited for.
 
     Raises:
         ValueError: in one line naming the file and line: a line that is not UTF-8 or not a
@@ -161,6 +164,12 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
         Traceback (most recent call last):
         ...
         ValueError: ...t.jsonl:2: prompt_len must be a whole number of tokens, not 10.9
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = Path(folder, "t.jsonl")
+        ...     _ = path.write_text('{"arrival": 1733500000.5, "prompt_len": 8, "output_len": 4}\\n'
+        ...                         '{"arrival": 1733500000, "prompt_len": 9, "output_len": 4}\\n')
+        ...     [(e.arrival_s, e.prompt_len) for e in load_trace(path)]
+        [(0.0, 9), (0.5, 8)]
     """
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO blocks the command; a process
@@ -193,7 +202,9 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
         entries.append(entry)
     if not entries:
         raise ValueError(f"{path}: the trace holds no request")
-    return sorted(entries, key=lambda e: e.arrival_s)
+    entries.sort(key=lambda e: e.arrival_s)
+    first = entries[0].arrival_s  # each trial (and the warm-up) waited this long for a request
+    return [replace(e, arrival_s=e.arrival_s - first) for e in entries]
 
 
 class _Written(float):

@@ -33,6 +33,22 @@ def test_a_trace_is_served_and_timed_per_request() -> None:
     assert set(obj.slo_metrics()) <= set(m.all_metrics())
 
 
+def test_the_warm_up_sends_its_two_requests_at_once(tmp_path) -> None:
+    # the warm-up replayed the trace's first two requests at their arrivals: a trial waited
+    # out the gap between them (an hour's lull of a recorded trace) before measuring anything
+    import time
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0.0, "prompt_len": 8, "output_len": 4}\n'
+                     '{"arrival": 3.0, "prompt_len": 8, "output_len": 4}\n')  # fmt: skip
+    obj = _objective(trace=str(trace), slo_ttft_ms=60_000.0, slo_tpot_ms=60_000.0)
+    started = time.perf_counter()
+    m = obj.evaluate(obj.default_config())
+    elapsed = time.perf_counter() - started
+    assert m.metrics["finished"] == 2 and m.metrics["wall_s"] >= 3.0  # the replay keeps the gap
+    assert elapsed - m.metrics["wall_s"] < 2.0  # the warm-up does not (it took 3.5 s more)
+
+
 def test_an_impossible_slo_leaves_no_goodput() -> None:
     obj = _objective(slo_ttft_ms=1e-6)
     m = obj.evaluate(obj.default_config())

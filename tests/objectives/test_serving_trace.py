@@ -50,8 +50,26 @@ def test_a_trace_no_server_could_replay_is_refused_naming_the_line(tmp_path, tex
 
 def test_whole_numbers_written_as_floats_are_lengths(tmp_path):
     path = tmp_path / "t.jsonl"
-    path.write_text('{"arrival": 1, "prompt_len": 8.0, "output_len": 4}\n')
-    assert load_trace(path) == [TraceEntry(1.0, 8, 4)]
+    path.write_text('{"arrival": 0, "prompt_len": 8.0, "output_len": 4}\n')
+    assert load_trace(path) == [TraceEntry(0.0, 8, 4)]
+
+
+@pytest.mark.parametrize("workload", ["serving", "server"])
+def test_a_recorded_traces_timestamps_are_replayed_from_its_first_arrival(tmp_path, workload):
+    # arrivals of Unix time (1733500000.0) had every trial wait 55 years for its first request:
+    # each one timed out ("no result after 300.0 s; worker killed"), the trace never named
+    from autotune.objectives.server import ServerObjective
+    from autotune.objectives.serving import ServingObjective
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"arrival": 1733500000.75, "prompt_len": 8, "output_len": 4}\n'
+                    '{"arrival": 1733500000.0, "prompt_len": 16, "output_len": 2}\n'
+                    '{"arrival": 1733500000.5, "prompt_len": 4, "output_len": 3}\n')  # fmt: skip
+    shifted = [TraceEntry(0.0, 16, 2), TraceEntry(0.5, 4, 3), TraceEntry(0.75, 8, 4)]
+    assert load_trace(path) == shifted
+    cls = {"serving": ServingObjective, "server": ServerObjective}[workload]
+    obj = cls({**cls.default_problem({"type": "cpu"}), "device": "cpu", "trace": str(path)})
+    assert (obj.entries if workload == "serving" else obj.trace) == shifted
 
 
 def test_a_file_that_is_not_utf8_or_cannot_be_read_is_refused_naming_it(tmp_path):
