@@ -38,19 +38,29 @@ class TraceEntry:
 #: the most requests a generated trace holds (hours of serving at any useful rate)
 MOST_REQUESTS = 1_000_000
 
+#: the most tokens a request's prompt, and its output, may hold (2**20: past any model's
+#: context a server is tuned at; each trial builds every prompt as a list of token ids, and one
+#: of 10**10 took 9 GB before a request was sent)
+MOST_TOKENS = 2**20
+
 
 def poisson_trace(
     rate: float, num_requests: int, prompt_len: int, output_len: int, seed: int = 0,
     spread: float = 0.5,
 ) -> list[TraceEntry]:  # fmt: skip
     """``num_requests`` arrivals of a Poisson process of ``rate`` requests a second; lengths
-    uniform in ``mean * (1 +- spread)``."""
+    uniform in ``mean * (1 +- spread)``, at most :data:`MOST_TOKENS` (a mean whose draws could
+    pass it is refused)."""
     if rate <= 0 or num_requests < 1:
         raise ValueError("a trace needs rate > 0 and at least one request")
     if num_requests > MOST_REQUESTS:  # made in memory before any trial: 1e8 took gigabytes
         raise ValueError(f"num_requests={num_requests}: at most {MOST_REQUESTS:,} (a trace of "
                          f"{num_requests / rate:,.0f} s at rate={rate:g}; a longer one goes in "
                          "a trace file)")  # fmt: skip
+    for key, mean in (("prompt_len", prompt_len), ("output_len", output_len)):
+        if (longest := round(mean * (1 + spread))) > MOST_TOKENS:
+            raise ValueError(f"{key}={mean}: its requests are drawn up to {longest:,} tokens; a "
+                             f"request holds at most {MOST_TOKENS:,} (2**20)")  # fmt: skip
     rng = random.Random(seed)
     t, entries = 0.0, []
     for _ in range(num_requests):
@@ -151,8 +161,9 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
         ValueError: in one line naming the file and line: a line that is not UTF-8 or not a
             JSON object with the three fields, an arrival that is not a finite number of
             seconds, a length that is not a whole number (``10.9``, ``true``, ``1e400``), a
-            request no server could take (a negative arrival, an empty prompt or output); a
-            file that cannot be read or holds no request.
+            request no server could take (a negative arrival, an empty prompt or output, one
+            of more than :data:`MOST_TOKENS` tokens of prompt or of output); a file that
+            cannot be read or holds no request.
 
     Example:
         >>> import tempfile
@@ -199,6 +210,10 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
         if not (entry.arrival_s >= 0 and entry.prompt_len >= 1 and entry.output_len >= 1):
             raise ValueError(f"{path}:{number}: a request needs arrival >= 0, prompt_len >= 1 "
                              f"and output_len >= 1: {line.strip()}")  # fmt: skip
+        if (longest := max(entry.prompt_len, entry.output_len)) > MOST_TOKENS:
+            key = "prompt_len" if longest == entry.prompt_len else "output_len"
+            raise ValueError(f"{path}:{number}: {key}={longest:,}: a request holds at most "
+                             f"{MOST_TOKENS:,} (2**20) tokens of prompt and of output")  # fmt: skip
         entries.append(entry)
     if not entries:
         raise ValueError(f"{path}: the trace holds no request")

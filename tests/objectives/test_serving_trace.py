@@ -184,3 +184,34 @@ def test_a_tpot_limit_over_a_trace_of_one_token_outputs_is_refused(tmp_path, wor
     assert build({"ttft_p99_ms": 500.0}).problem["slo_ttft_ms"] == 500.0  # TTFT is measured
     trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 2}\n')
     build({"tpot_p99_ms": 50.0})  # one gap to time
+
+
+@pytest.mark.parametrize("line, says", [
+    ('{"arrival": 0, "prompt_len": 10000000000, "output_len": 4}',
+     "h.jsonl:2: prompt_len=10,000,000,000: a request holds at most 1,048,576 (2**20) tokens"),
+    ('{"arrival": 0, "prompt_len": 4, "output_len": 1048577}',
+     "h.jsonl:2: output_len=1,048,577: a request holds at most 1,048,576 (2**20) tokens"),
+])  # fmt: skip
+def test_a_request_longer_than_any_server_takes_is_refused_before_the_sweep(tmp_path, line, says):
+    # the server workload took a prompt of 10**10 tokens: each trial's worker built it as a
+    # list of token ids (9 GB) until the trial timed out; serving refused it (max_context)
+    import subprocess
+    import sys
+
+    from autotune.objectives.serving_trace import MOST_TOKENS, poisson_trace
+
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"arrival": 0, "prompt_len": 1048576, "output_len": 1048576}\n' + line)
+    with pytest.raises(ValueError) as refused:
+        load_trace(path)
+    assert str(refused.value).startswith(f"{path}:2: ") and says in str(refused.value)
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "server", "--problem", f"trace={path}",
+         "--trials", "1", "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert says in done.stderr
+    with pytest.raises(ValueError, match=r"^prompt_len=700000: its requests are drawn up to "):
+        poisson_trace(rate=1.0, num_requests=1, prompt_len=700_000, output_len=4)
+    assert poisson_trace(1.0, 1, MOST_TOKENS * 2 // 3, 4)[0].prompt_len <= MOST_TOKENS
