@@ -2,8 +2,9 @@
 log lines and error messages show a database URL's password as ``***``, whether it stands
 before the host (``user:password@``) or in the query string (``?password=``, as libpq and
 SQLAlchemy's drivers also take it); a server command's option that takes a secret
-(``--api-key X``, ``--password=X``, ``--hf-token X``) or environment assignment
-(``env HF_TOKEN=X``, ``PGPASSWORD=X``) shows it so too.
+(``--api-key X``, ``--password=X``, ``--hf-token X``, ``--aws-secret-access-key X``), a URL's
+credential in its query (``?access_token=X``, ``?X-Amz-Signature=X``, ``?sig=X``) or an
+environment assignment (``env HF_TOKEN=X``, ``PGPASSWORD=X``) shows it so too.
 
 Example:
     >>> redact_url("postgresql://tuner:s3cret@db.internal:5432/sweeps")
@@ -43,8 +44,18 @@ _QUOTED_CREDENTIALS = re.compile(
 _URL_CREDENTIALS = re.compile(rf"(?P<head>{_SCHEME}[^:/\\@\s]*:)(?P<secret>.*)@")
 # ?password=... or &password=... (also sslpassword, passwd, pwd, secret; any case; a key
 # written with %-escapes, ?pass%77ord=, as the driver decodes it) up to the next & (or, in
-# running text, a blank or a quote)
-_SECRET_KEY = re.compile(r"[a-z_]*password|passwd|pwd|[a-z_]*secret", re.IGNORECASE)
+# running text, a blank or a quote); and the keys that carry a credential in a URL a server is
+# given: OAuth's ?access_token= (and token, id_, refresh_, auth_, session_), ?api_key= (apikey,
+# key, x-api-key, access_key, secret_key), a signed URL's ?sig= and ?signature= (Azure's SAS),
+# ?X-Amz-Signature=, ?X-Amz-Credential=, ?X-Amz-Security-Token= (S3's); not ?csrf_token= or
+# ?sslkey= (a file's path)
+_SECRET_KEY = re.compile(
+    r"[a-z_]*password|passwd|pwd|[a-z_]*secret"
+    r"|(?:access|id|refresh|auth|session|x-amz-security)?[_-]?token"
+    r"|(?:x-)?api[_-]?key|key|(?:access|secret|private)[_-]?key"
+    r"|sig|signature|x-amz-signature|x-amz-credential",
+    re.IGNORECASE,
+)
 _QUERY_KEY = r"[?&](?P<key>(?:[A-Za-z0-9_.\-]|%[0-9A-Fa-f]{2})+)="
 _QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&\s'\"]*)")
 _URL_QUERY_SECRET = re.compile(rf"(?P<head>{_QUERY_KEY})(?P<secret>[^&]*)")
@@ -63,10 +74,13 @@ def _blank_query_secrets(pattern: re.Pattern[str], text: str) -> str:
     return pattern.sub(blank, text)
 
 
-# a command-line option that takes a secret (--password X, --api-key=X, --hf-token X: as
-# servers take them), its value up to a blank, or quoted; not --max-num-batched-tokens 2048
+# a command-line option that takes a secret (--password X, --api-key=X, --hf-token X,
+# --aws-secret-access-key X, --key X, --client-credentials X: as servers and their storage
+# clients take them): one whose last word says so, its value up to a blank, or quoted; not
+# --max-num-batched-tokens 2048, --long-prefill-token-threshold 0 or --secret-file PATH
 _FLAG_SECRET = re.compile(
-    r"(?P<head>(?<![\w-])--(?:[A-Za-z0-9]+[-_])*(?:password|passwd|secret|token|api[-_]?key)"
+    r"(?P<head>(?<![\w-])--(?:[A-Za-z0-9]+[-_])*"
+    r"(?:password|passwd|secret|token|key|apikey|credentials?|signature)"
     r"(?:=|\s+)(?P<quote>['\"])?)(?P<secret>(?(quote)[^'\"]*|(?!--)[^\s'\"]+))",
     re.IGNORECASE,
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -223,8 +224,72 @@ def test_an_option_that_takes_a_secret_is_blanked_and_its_value_known(
 
 def test_options_that_only_look_like_secrets_are_left_alone() -> None:
     line = ("vllm serve m --max-num-batched-tokens 2048 --tokenizer t --secret-file /s "
-            "--password --port 80 max_tokens=16 --x=a&csrf_token=1")  # fmt: skip
+            "--password --port 80 max_tokens=16 --x=a&csrf_token=1 --long-prefill-token-threshold "
+            "0 --ssl-keyfile /k.pem --token-file /t --key-cache-dtype fp8 "
+            "--db postgresql://h/d?sslkey=/k.pem&max_tokens=8&keys=2")  # fmt: skip
     assert redact(line) == line and secrets_in(line) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("srv --uri http://x/y?access_token=SEKRET5555", "srv --uri http://x/y?access_token=***"),
+        ("srv --model-url 'https://b.s3.amazonaws.com/m?X-Amz-Credential=AKIA%2F20241206&"
+         "X-Amz-Signature=SEKRET5555&X-Amz-Security-Token=SEKRET6666&X-Amz-Expires=3600'",
+         "srv --model-url 'https://b.s3.amazonaws.com/m?X-Amz-Credential=***&"
+         "X-Amz-Signature=***&X-Amz-Security-Token=***&X-Amz-Expires=3600'"),
+        ("srv --blob https://a.blob.core.windows.net/c?sv=2022&sig=SEKRET5555",
+         "srv --blob https://a.blob.core.windows.net/c?sv=2022&sig=***"),
+        ("srv --hook http://h/x?token=SEKRET5555&apikey=SEKRET6666&key=SEKRET7777",
+         "srv --hook http://h/x?token=***&apikey=***&key=***"),
+        ("srv --hook http://h/x?api_key=SEKRET5555&signature=SEKRET6666",
+         "srv --hook http://h/x?api_key=***&signature=***"),
+        ("srv --aws-secret-access-key SEKRET5555 --aws-access-key-id AKIA1",
+         "srv --aws-secret-access-key *** --aws-access-key-id AKIA1"),
+        ("srv --access-key=SEKRET5555 --secret SEKRET6666 --key SEKRET7777",
+         "srv --access-key=*** --secret *** --key ***"),
+        ("srv --auth-token SEKRET5555 --client-credentials 'SEKRET 6666'",
+         "srv --auth-token *** --client-credentials '***'"),
+    ],
+)  # fmt: skip
+def test_a_credential_in_a_urls_query_or_an_option_is_blanked_and_known(command, shown) -> None:
+    # ?access_token=, ?X-Amz-Signature=, --aws-secret-access-key and --key X were stored,
+    # shown in the sweep's header and echoed in a crashed server's reason in clear
+    from autotune.redact import redact_values, redacted_keys
+
+    assert redact(command) == shown
+    secrets = secrets_of_values({"command": command})
+    assert {"SEKRET5555"} <= secrets
+    echoed = f"starting with {shlex.split(command)!r}, {command}"
+    assert "SEKRET" not in redact(echoed, secrets)
+    assert redacted_keys(redact_values({"command": command})) == ["command"]  # given again
+
+
+ECHO = """
+import sys
+print("starting with", sys.argv, flush=True)
+sys.exit(3)
+"""
+
+
+def test_a_crashed_servers_echo_of_its_credentials_stays_out_of_everything(tmp_path) -> None:
+    # the header, the stored problem and the crashed reason held the access token and the
+    # secret access key the server printed
+    (tmp_path / "echo.py").write_text(ECHO)
+    (tmp_path / "s.yaml").write_text("workload: server\nparameters:\n"
+                                     "  max_num_seqs: {type: pow2, low: 4, high: 8}\n")  # fmt: skip
+    command = (f"command={sys.executable} echo.py --port {{port}} -n {{max_num_seqs}} --uri "
+               "http://x/y?access_token=SEKRET5555&X-Amz-Signature=SEKRET6666 "
+               "--aws-secret-access-key SEKRET7777")  # fmt: skip
+    done = _cli("tune", "server", "--space", "s.yaml", "--problem", command, "--trials", "1",
+                "--finish-top", "0", "--storage", "sqlite:///s.db", "--study", "s",
+                cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1 and "--aws-secret-access-key ***" in done.stderr, done.stderr
+    trials = _cli("trials", "--storage", "sqlite:///s.db", "--format", "csv", cwd=tmp_path)
+    assert "crashed" in trials.stdout and "'--aws-secret-access-key', '***'" in trials.stdout
+    for text in (done.stdout, done.stderr, trials.stdout, trials.stderr):
+        assert "SEKRET" not in text
+    assert b"SEKRET" not in (tmp_path / "s.db").read_bytes()
 
 
 PLAIN = """
