@@ -414,7 +414,10 @@ def build_settings(
             keys = objective_obj.config_keys()
         _check_config_keys(space_obj, workload, keys)
         # optional checks against the space (a server's template) and the SLO (a trace)
-        for hook, given, option in (("check_space", space_obj.names, "--problem"),
+        # (check_space: each parameter by its name, whose values a server's template is
+        # test-formatted with)
+        params = {param.name: param for param in space_obj.params}
+        for hook, given, option in (("check_space", params, "--problem"),
                                     ("check_slo", dict(slo or {}), "--slo")):  # fmt: skip
             check = getattr(objective_obj, hook, None)
             if check is None:

@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialFailure, TrialTimeout
@@ -91,7 +91,7 @@ def format_command(template: str, values: dict[str, Any]) -> list[str]:
     except KeyError as exc:
         raise Infeasible(f"the command template names {{{exc.args[0]}}}, which is neither a "
                          "parameter nor a problem value") from None  # fmt: skip
-    except (ValueError, IndexError, AttributeError, TypeError) as exc:
+    except (ValueError, IndexError, AttributeError, TypeError, OverflowError) as exc:
         raise Infeasible(f"command={template!r} cannot be filled in: {exc}") from None
 
 
@@ -151,6 +151,55 @@ def _check_program(template: str) -> None:
     elif shutil.which(program) is None:
         raise ValueError(f"command={template!r}: no program {program} on PATH: no trial's "
                          "server could start (install it, or give its full path)")  # fmt: skip
+
+
+def _check_formats(template: str, params: Mapping[str, Any], problem: dict[str, Any]) -> None:
+    """Refuse a template that one of a parameter's values cannot fill in (``{n:s}`` over an
+    int, ``{x:d}`` over a float or a text choice): each value of a parameter with few of them,
+    the ends of one with many (:func:`_standing_values`), the others' values standing in as
+    :class:`_AnyValue`.
+
+    Raises:
+        ValueError: naming the template, the parameter's value and the formatting's error.
+
+    Example:
+        >>> from autotune.space.params import Param
+        >>> _check_formats("srv --port {port} -n {n:s}", {"n": Param("n", "pow2", 4, 64)}, {})
+        Traceback (most recent call last):
+        ...
+        ValueError: command='srv --port {port} -n {n:s}' cannot be filled in at n=4, a value of ...
+    """
+    probe: dict[str, Any] = {name: _AnyValue() for name in template_names(template)}
+    probe.update({k: v for k, v in problem.items() if k in probe}, port=8000)
+    parts = shlex.split(template)
+    for name, param in params.items():
+        if name not in probe:
+            continue
+        for value in _standing_values(param):
+            try:
+                for part in parts:
+                    part.format(**{**probe, name: value})
+            except (ValueError, IndexError, AttributeError, TypeError, OverflowError) as exc:
+                raise ValueError(f"command={template!r} cannot be filled in at {name}={value!r}, "
+                                 f"a value of the space: {exc}") from None  # fmt: skip
+
+
+def _standing_values(param: Any) -> list[Any]:
+    """Values that stand for all a space's parameter takes, as a trial's config holds them:
+    every one where it takes at most 64, else its ends (a float's as floats).
+
+    Example:
+        >>> from autotune.space.params import Param
+        >>> _standing_values(Param("x", "float", low=0, high=1))
+        [0.0, 1.0]
+        >>> _standing_values(Param("n", "int", low=1, high=10**6))
+        [1, 1000000]
+    """
+    if param.kind == "float" and (param.step is None or param.count() > 64):
+        return [float(param.low), float(param.high)]
+    if param.kind in ("categorical", "bool") or param.count() <= 64:
+        return list(param.values())
+    return [int(param.low), int(param.high)]
 
 
 def _placeholders(template: str, text: str, names: list[str]) -> None:
@@ -271,13 +320,16 @@ class ServerObjective(Objective):
         #: the requests every trial replays: ``trace=FILE.jsonl``'s, or Poisson arrivals
         self.trace: list[TraceEntry] = problem_trace(p)
 
-    def check_space(self, names: Iterable[str]) -> None:
+    def check_space(self, names: Iterable[str] | Mapping[str, Any]) -> None:
         """Refuse, before the sweep, a template placeholder that no config or problem fills:
         one that is neither a parameter of the space (``names``), a problem value nor
-        ``{port}`` would make every trial infeasible.
+        ``{port}`` would make every trial infeasible; and, where ``names`` maps each name to
+        its parameter (:class:`~autotune.space.params.Param`, as ``autotune tune`` passes
+        them), a format spec one of the parameter's values does not take (``{max_num_seqs:s}``
+        over a pow2 parameter), which would reject every config the sweep drew.
 
         Raises:
-            ValueError: naming the template and the first such placeholder.
+            ValueError: naming the template and the first such placeholder (or value).
 
         Example:
             >>> problem = ServerObjective.default_problem({})
@@ -287,7 +339,7 @@ class ServerObjective(Objective):
             ...
             ValueError: command='srv --port {port} {bogus}' names {bogus}, which is neither ...
         """
-        names = list(names)
+        names_given, names = names, list(names)
         known = {*names, *self.problem, "port"}
         template = str(self.problem["command"])
         unknown = [name for name in template_names(template) if name not in known]
@@ -302,6 +354,8 @@ class ServerObjective(Objective):
             raise ValueError(f"command={template!r} never names {{{unused[0]}}}, a parameter of "
                              "the space: no trial would pass it to the server; name it in the "
                              "command or tune a --space without it")  # fmt: skip
+        if isinstance(names_given, Mapping):
+            _check_formats(template, names_given, self.problem)
         _check_program(template)
 
     def cache_parts(self) -> dict[str, str]:

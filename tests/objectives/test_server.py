@@ -549,3 +549,62 @@ def test_the_export_lists_as_untuned_only_the_knobs_the_command_passed(tmp_path)
     record = json.loads(exported.stdout)
     assert record["config"] == {"max_num_seqs": 4}
     assert record["untuned"] == {}
+
+
+@pytest.mark.parametrize("parameter, placeholder, says", [
+    ("{type: pow2, low: 4, high: 64}", "{x:s}", "at x=4, a value of the space: Unknown format "
+                                                "code 's' for object of type 'int'"),
+    ("{type: float, low: 0.5, high: 0.95}", "{x:d}", "at x=0.5, a value of the space: Unknown "
+                                                     "format code 'd' for object of type 'float'"),
+    ("{type: categorical, choices: [16, auto]}", "{x:d}", "at x='auto', a value of the space"),
+    ("{type: int, low: 1, high: 2000000}", "{x:c}", "at x=2000000, a value of the space"),
+    ("{type: bool}", "{x:s}", "at x=False, a value of the space"),
+])  # fmt: skip
+def test_a_format_spec_a_parameters_value_does_not_take_is_refused_before_the_sweep(
+    tmp_path, parameter, placeholder, says
+) -> None:
+    # every config the sweep drew was 'rejected by constraints (not launched)': 0 trials,
+    # exit 1, each reason "Unknown format code 's' for object of type 'int'"
+    from autotune.setup_error import SetupError
+    from autotune.sweep_setup import build_settings
+
+    space = tmp_path / "s.yaml"
+    space.write_text(f"workload: server\nparameters:\n  x: {parameter}\n")
+
+    def build(command):
+        return build_settings(
+            workload="server", space=str(space), problem={"command": command}, objective=None,
+            sampler="auto", trials=1, time_budget_s=None, seed=0, storage="memory", study=None,
+            trial_timeout_s=None, device={"type": "cpu", "name": "cpu"}, replay=None,
+            params=None, metric=None, maximize=True, command="autotune tune server",
+        )  # fmt: skip
+
+    with pytest.raises(SetupError) as refused:
+        build(f"true --port {{port}} -x {placeholder}")
+    assert str(refused.value).startswith(f"--problem: command='true --port {{port}} -x "
+                                         f"{placeholder}' cannot be filled in ")  # fmt: skip
+    assert says in str(refused.value)
+    build("true --port {port} -x {x!s:>8}")  # a spec every value takes
+
+
+def test_the_sweep_takes_a_spec_every_value_takes_and_refuses_one_in_one_line(tmp_path) -> None:
+    space = tmp_path / "s.yaml"
+    space.write_text("workload: server\nparameters:\n  n: {type: pow2, low: 4, high: 64}\n"
+                     "  g: {type: float, low: 0.5, high: 0.95}\n"
+                     "  c: {type: categorical, choices: [auto, fp8]}\n")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "server", "--space", str(space),
+         "--problem", "command=srv --port {port} -n {n:d} -g {g:.2f} -c {c:>6}", "--trials", "1",
+         "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    # refused for its program alone, after every format spec was taken
+    assert done.returncode == 2 and "no program srv on PATH" in done.stderr, done.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "server", "--space", str(space),
+         "--problem", "command=true --port {port} -n {n:s} -g {g} -c {c}", "--trials", "1",
+         "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "cannot be filled in at n=4, a value of the space: Unknown format code 's'" in bad.stderr
