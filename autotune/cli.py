@@ -266,7 +266,6 @@ def tune(
                   highlight=False, soft_wrap=True)  # fmt: skip
     # the time budget holds the finish's estimated time back: it bounds the whole run
     settings.finish_top = finish_top if finishing else 0
-    settings.slo = limits
     settings.finish_rounds = finish_rounds
     from autotune.driver.executor_choice import command_session
 

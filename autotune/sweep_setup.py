@@ -491,6 +491,7 @@ def build_settings(
         warm_start=warm_start,
         fingerprint=key,
         notes=notes,
+        slo=dict(slo or {}),  # a resumed sweep's: the stored one (resumed_slo)
     )
     _check_warm_start(settings)
     return settings

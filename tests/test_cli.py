@@ -676,6 +676,29 @@ def test_a_resume_keeps_the_slo_its_trials_were_judged_by_and_refuses_another(tm
     assert resumed.returncode == 0, resumed.stderr
 
 
+def test_a_resume_without_slo_judges_its_new_trials_by_the_stored_one(tmp_path):
+    """A resume without --slo recorded its trials ok over the stored limit, and one won."""
+    space = tmp_path / "space.yaml"
+    space.write_text("name: s\nworkload: faults\nparameters:\n"
+                     "  fault: {type: categorical, choices: [none]}\n"
+                     "  score: {type: categorical, choices: [0.2, 0.4, 0.6]}\n"
+                     "  delay: {type: categorical, choices: [0.0, 0.6]}\n")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    sweep = ("tune", "faults", "--storage", url, "--study", "s", "--finish-top", "0",
+             "--seed", "0")  # fmt: skip
+    first = autotune(*sweep, "--space", str(space), "--trials", "1", "--slo", "latency_s=0.3")
+    assert "1 launched in study s" in first.stderr, first.stderr  # (its one trial may be over)
+    resumed = autotune(*sweep, "--trials", "6")  # every config: three of them over the limit
+    assert resumed.returncode == 0, resumed.stderr
+    study = optuna.load_study(study_name="s", storage=url)
+    states = {(t.params["score"], t.params["delay"]): t.user_attrs.get("status")
+              for t in study.trials}  # fmt: skip
+    assert len(states) == 6
+    assert all(states[score, 0.6] == "slo_violated" for score in (0.2, 0.4, 0.6)), states
+    best = autotune("best", "--storage", url, "--study", "s")
+    assert '"delay": 0.0' in best.stdout and '"score": 0.6' in best.stdout, best.stdout
+
+
 def test_trials_as_parquet_takes_a_parameter_that_mixes_numbers_and_words(tmp_path):
     """Parquet stores a column of one type: a categorical [1, "x"] failed in pyarrow."""
     import pandas as pd
