@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 
 from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialTimeout
-from autotune.objectives.server import ENGINE_COMMAND, ServerObjective, _stream, format_command
+from autotune.objectives.server import ENGINE_COMMAND, ServerObjective
 from autotune.objectives.server_process import GroupWatchdog, running
+from autotune.objectives.server_stream import stream_request
+from autotune.objectives.server_template import format_command
 from autotune.objectives.train_parallel import free_port
 
 ENGINE = ENGINE_COMMAND
@@ -204,7 +206,7 @@ def test_a_server_started_with_an_api_key_is_sent_it_on_every_request() -> None:
     with tempfile.TemporaryFile(mode="w+") as log, running(argv, log) as proc:
         obj._wait_healthy(proc, port, log)
         out: dict = {}
-        _stream(port, {"model": "autotune-llama", "prompt": [1, 2], "max_tokens": 2,
+        stream_request(port, {"model": "autotune-llama", "prompt": [1, 2], "max_tokens": 2,
                        "stream": True}, out)  # fmt: skip
     assert out["error"].startswith("HTTP 401 Unauthorized")
 
