@@ -46,6 +46,7 @@ from autotune.failures import Crashed, Infeasible, TrialFailure, TrialStatus
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.space import Constraint, Expression, ExpressionError, Param, Space, SpaceError
+from autotune.space.expr import NAMESPACES
 from autotune.space.loader import check_name
 
 _FAILURES = {cls.status.value: cls for cls in TrialFailure.__subclasses__()}
@@ -217,8 +218,9 @@ def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<tab
     together.
 
     Raises:
-        SpaceError: naming the table and the column: not a column, blank in every row, or
-            blank in rows that no other parameter tells apart from those that set it.
+        SpaceError: naming the table and the column: not a column, a name the expression
+            language takes (``device``, ``problem``), blank in every row, or blank in rows
+            that no other parameter tells apart from those that set it.
 
     Example:
         >>> t = pd.DataFrame({"SCHEDULE": ["tiled", "persistent", "persistent"],
@@ -235,6 +237,12 @@ def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<tab
     missing = [p for p in params if p not in table.columns]
     if missing:
         raise SpaceError(f"{source}: --params names {missing[0]!r}, which is not a column")
+    # a constraint over the rows reads a parameter by its name, where `device` and `problem`
+    # are the namespaces (device.X, problem.X): a sparse table's lookup got the device's dict
+    taken = next((p for p in params if p in NAMESPACES), None)
+    if taken is not None:
+        raise SpaceError(f"{source}: column {taken!r} is taken by the expression language; "
+                         "rename the column or leave it out of --params")  # fmt: skip
     coded = table.attrs.get(CODED, {})
     cells = {name: coded[name] if name in coded else [_cell(v) for v in table[name]]
              for name in params}  # fmt: skip

@@ -253,3 +253,38 @@ def test_a_column_of_numbers_and_words_replays_its_numbers(tmp_path):
     assert objective.evaluate({"X": "auto"}).values["m"] == 2.0
     with pytest.raises(Infeasible):
         objective.evaluate({"X": 32})
+
+
+def _tune(table: Path, params: str, metric: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params", params,
+         "--metric", metric, "--trials", "2", "--seed", "0", "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "params", "name"),
+    [("a,device,v\n1,1,1\n2,2,2\n", "a,device", "device"),  # sparse: a traceback, exit 1
+     ("problem,a,v\n1,1,1\n1,2,2\n2,1,3\n2,2,4\n", "problem,a", "problem")],
+)  # fmt: skip
+def test_a_parameter_named_device_or_problem_is_refused_in_one_line(tmp_path, rows, params, name):
+    # the space's constraint over the rows read `device` as the device's dict: "unhashable
+    # type: 'dict'", exit 1
+    table = tmp_path / "t.csv"
+    table.write_text(rows)
+    says = f"column {name!r} is taken by the expression language; rename the column or leave it"
+    with pytest.raises(SpaceError, match=re.escape(says)):
+        space_from_table(load_table(str(table)), params.split(","), str(table))
+    done = _tune(table, params, "v")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [f"error: {table}: {says} out of --params"]
+
+
+def test_a_column_named_device_or_problem_beside_the_parameters_replays(tmp_path):
+    table = tmp_path / "t.csv"
+    table.write_text("a,b,device,problem,v\n1,1,h100,x,1.0\n2,2,h200,y,2.0\n")
+    objective = ReplayObjective({"table": str(table), "params": ["a", "b"], "metric": "v"})
+    assert objective.evaluate({"a": 2, "b": 2}).metrics["device"] == "h200"
+    done = _tune(table, "a,b", "v")
+    assert done.returncode == 0 and "done: 2 trials" in done.stderr, done.stderr[-2000:]
