@@ -200,6 +200,27 @@ def _text_keys(path: str, params: tuple[str, ...]) -> list[tuple]:
     return [tuple(str(row[p]).strip() for p in params) for row in raw.to_dict(orient="records")]
 
 
+def offered_keys(table: pd.DataFrame, params: list[str]) -> list[tuple]:
+    """Each row's config as the table's own space offers it (:func:`space_from_table`), one a
+    row: a column of codes with leading zeros (:data:`CODED`) as written, any other by its
+    cells' values (:func:`_cell`), so ``1.0`` and ``1`` are one value and ``01`` is not ``1``.
+
+    Example:
+        >>> t = pd.DataFrame({"tag": [1, 1], "BM": [64.0, 64.0]})
+        >>> t.attrs[CODED] = {"tag": ["01", "1"]}
+        >>> offered_keys(t, ["tag", "BM"])
+        [('01', 64), ('1', 64)]
+    """
+    cells = [_offered(table, name) for name in params]
+    return list(zip(*cells, strict=True)) if cells else [() for _ in range(len(table))]
+
+
+def _offered(table: pd.DataFrame, name: str) -> list[Any]:
+    """The values the table's own space offers in column ``name``, a row each (None: blank)."""
+    coded = table.attrs.get(CODED, {})
+    return list(coded[name]) if name in coded else [_cell(v) for v in table[name]]
+
+
 def repeated_configs(table: pd.DataFrame, params: list[str]) -> int:
     """How many configs the table records more than once.
 
@@ -243,9 +264,7 @@ def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<tab
     if taken is not None:
         raise SpaceError(f"{source}: column {taken!r} is taken by the expression language; "
                          "rename the column or leave it out of --params")  # fmt: skip
-    coded = table.attrs.get(CODED, {})
-    cells = {name: coded[name] if name in coded else [_cell(v) for v in table[name]]
-             for name in params}  # fmt: skip
+    cells = {name: _offered(table, name) for name in params}
     choices: dict[str, list[Any]] = {}
     for name in params:
         values = list(dict.fromkeys(v for v in cells[name] if v is not None))
@@ -421,6 +440,10 @@ class ReplayObjective(Objective):
             raise SpaceError(f"{problem['table']}: --metric {self.metric!r} is not a column")
         self.no_status = bool(table.attrs.get(_NO_STATUS, False))
         self.duration_column = next((c for c in DURATION_COLUMNS if c in table.columns), None)
+        # the configs the table's own space offers: codes as written, other columns by value
+        self._rows_offered = rows_by_config(
+            table, self.params, self.metric, offered_keys(table, self.params)
+        )
         self._rows = rows_by_config(table, self.params, self.metric)
         # the cells as written: a --space whose choices are the words "01", "10" finds its rows,
         # which pandas read as the numbers 1 and 10 (and "01" and "1" as one config)
@@ -429,13 +452,7 @@ class ReplayObjective(Objective):
         )
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
-        key = tuple(_cell(config.get(p)) for p in self.params)  # absent: a blank cell
-        row = self._rows.get(key)
-        # a word: the cells as written hold it; so do they a number of a column that holds
-        # words too (8, 16, auto: read as text), which the numbers' own key misses
-        if row is None or any(isinstance(v, str) for v in key):
-            text = tuple("" if v is None else str(v) for v in key)
-            row = self._rows_by_text.get(text, row)
+        row = self._row(tuple(_cell(config.get(p)) for p in self.params))  # absent: blank
         if row is None:
             if self.absent_costs_a_trial:
                 raise Crashed("config not in the recorded table (replay; counted as a trial)")
@@ -462,6 +479,21 @@ class ReplayObjective(Objective):
             metrics={"replay": True, **extra},
             recorded_duration_s=self._recorded_duration(row),
         )
+
+    def _row(self, key: tuple) -> dict[str, Any] | None:
+        """The row that replays the config of ``key`` (its values in ``params`` order), or None."""
+        # a config of the table's own space: a code beside a column of floats ("01", 1 where
+        # the row reads 01,1.0) is found here, which neither the numbers nor the text found
+        row = self._rows_offered.get(key)
+        if row is not None:
+            return row
+        row = self._rows.get(key)
+        # a word: the cells as written hold it; so do they a number of a column that holds
+        # words too (8, 16, auto: read as text), which the numbers' own key misses
+        if row is None or any(isinstance(v, str) for v in key):
+            text = tuple("" if v is None else str(v) for v in key)
+            row = self._rows_by_text.get(text, row)
+        return row
 
     def _recorded_duration(self, row: dict[str, Any]) -> float:
         if self.duration_column is None:

@@ -243,6 +243,18 @@ def test_a_column_of_codes_with_leading_zeros_is_offered_as_written(tmp_path):
     assert objective.evaluate({"tag": 10, "BM": 32}).values["ms"] == 0.5  # a --space of numbers
 
 
+def test_a_code_beside_a_column_of_floats_replays_its_row(tmp_path):
+    # the table's own space offers ("01", 1) for the row 01,1.0: the numbers' key read (1, 1)
+    # and the text's ("01", "1.0"), so every config was infeasible ('rejected by constraints
+    # (not launched)', 0 trials)
+    table = tmp_path / "codes.csv"
+    table.write_text("tag,BM,ms\n01,1.0,5.0\n02,2.0,6.0\n")
+    space = space_from_table(load_table(str(table)), ["tag", "BM"])
+    objective = ReplayObjective({"table": str(table), "params": ["tag", "BM"], "metric": "ms"})
+    assert [objective.evaluate(c).values["ms"] for c in space.grid()] == [5.0, 6.0]
+    assert objective.evaluate({"tag": 2, "BM": 2.0}).values["ms"] == 6.0  # a --space of numbers
+
+
 def test_a_column_of_numbers_and_words_replays_its_numbers(tmp_path):
     # a --space of choices [8, 16, auto]: the column was read as text, so 8 and 16 were "not in
     # the recorded table" and the sweep's best was auto at 2.0, not 16 at 5.0
