@@ -36,6 +36,7 @@ import csv
 import math
 import re
 import statistics
+from collections import Counter
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -222,14 +223,15 @@ def _offered(table: pd.DataFrame, name: str) -> list[Any]:
 
 
 def repeated_configs(table: pd.DataFrame, params: list[str]) -> int:
-    """How many configs the table records more than once.
+    """How many configs the table records more than once, as the replay looks them up
+    (:func:`offered_keys`): codes with leading zeros ``01`` and ``1`` are two configs.
 
     Example:
         >>> repeated_configs(pd.DataFrame({"a": [1, 1, 2, 3, 3, 3]}), ["a"])
         2
     """
-    counts = table.groupby(params, dropna=False).size()
-    return int((counts > 1).sum())
+    counts = Counter(offered_keys(table, params))
+    return sum(1 for count in counts.values() if count > 1)
 
 
 def space_from_table(table: pd.DataFrame, params: list[str], source: str = "<table>") -> Space:

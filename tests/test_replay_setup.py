@@ -7,7 +7,13 @@ import optuna
 import pytest
 
 from autotune.driver import Sweep
-from autotune.replay_setup import check_replay_objective, check_replay_slo, replay_settings
+from autotune.objectives.replay import ReplayObjective
+from autotune.replay_setup import (
+    check_replay_objective,
+    check_replay_slo,
+    repeats_note,
+    replay_settings,
+)
 from autotune.space import SpaceError
 from autotune.sweep_setup import SetupError, build_settings
 
@@ -172,3 +178,25 @@ def test_a_study_whose_file_is_gone_is_not_resumed(tmp_path):
     table.unlink()
     with pytest.raises(ValueError, match=r"t.csv: study 's1' read this file \(table\), and it is"):
         Sweep(_settings(url, replay=None, params=None, metric=None, trials=5)).run()
+
+
+REPEATED = "; 1 config recorded more than once: the median of the ok readings replays"
+
+
+@pytest.mark.parametrize(
+    ("rows", "note", "replayed"),
+    [("01,1\n1,2\n10,3\n", "", {"01": 1.0, "1": 2.0, "10": 3.0}),
+     ("01,1\n1,2\n01,5\n", REPEATED, {"01": 3.0, "1": 2.0})],
+)  # fmt: skip
+def test_the_replay_label_counts_repeats_as_the_lookup_tells_configs_apart(
+    tmp_path, rows, note, replayed
+):
+    # codes 01 and 1 replayed as two configs, while the label read them as numbers: "1 config
+    # recorded more than once: the median of the ok readings replays", no median taken
+    table = tmp_path / "codes.csv"
+    table.write_text("a,v\n" + rows)
+    assert repeats_note(table, ["a"]) == note
+    objective = ReplayObjective({"table": str(table), "params": ["a"], "metric": "v"})
+    assert {a: objective.evaluate({"a": a}).values["v"] for a in replayed} == replayed
+    label = _settings("memory", study=None, replay=table, params="a", metric="v").label
+    assert label.endswith("nothing is measured" + note)
