@@ -245,9 +245,12 @@ def tune(
         from autotune.storage import open_storage
         from autotune.tuning_cache import cached_study
 
+        unfinished: list = []  # a matching sweep stopped in its finish: said, not used
         hit = cached_study(open_storage(settings.storage), settings.fingerprint["key"],
                            settings.sampler, settings.n_trials,
-                           settings.time_budget_s)  # fmt: skip
+                           settings.time_budget_s, unfinished)  # fmt: skip
+        if hit is None and unfinished:
+            _note_unfinished(unfinished[0])
         if hit is not None:
             err.print(
                 f"cached: study {hit.study_name} tuned this workload's source, problem, device "
@@ -273,6 +276,18 @@ def tune(
         # the budget bounds the whole command: the executor's teardown at its end included
         settings.budget_from = COMMAND_STARTED - teardown_s
         _sweep_and_finish(Sweep(settings, ProgressDisplay(err)), output)
+
+
+def _note_unfinished(study: Any) -> None:
+    """Say that ``study`` matched the cache but was stopped in its finish, and how to run
+    only its finish instead of the new sweep (a resume to the trials it launched)."""
+    from autotune.tuning_cache import launched_trials
+
+    name = study.study_name
+    err.print(f"note: study {name} swept this already but was stopped in its finish, so it is "
+              f"no answer; sweeping again (`autotune tune --study {name} --trials "
+              f"{launched_trials(study)}` would run only its finish)", highlight=False,
+              markup=False, soft_wrap=True)  # fmt: skip
 
 
 def _sweep_and_finish(sweep: Any, output: str | None) -> None:
@@ -311,7 +326,7 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
     time left (a time budget bounds the whole run); none when not even the best and the
     default fit."""
     from autotune.driver.finish_costs import stored_times, top_that_fits
-    from autotune.driver.trial_attrs import stored_finish
+    from autotune.driver.trial_attrs import FINISH_SKIPPED, mark_finish, stored_finish
 
     top = sweep.settings.finish_top
     if budget_ends is not None:
@@ -326,6 +341,7 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
             err.print(f"finish skipped: {max(0.0, left):.0f} s of the time budget left, too "
                       f"little to re-measure the best config beside the untuned default{twice}; "
                       "the best config is the sweep's own reading")  # fmt: skip
+            mark_finish(summary.study, FINISH_SKIPPED)
             return
     metric, direction = next(iter(sweep.settings.objectives.items()))
     rows = sweep.finish(summary.study, top=top, deadline=budget_ends)

@@ -35,7 +35,13 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import best_trials
-from autotune.driver.trial_attrs import COMPLETE_STOPS, is_launched, last_run, stored_info
+from autotune.driver.trial_attrs import (
+    COMPLETE_STOPS,
+    finish_pending,
+    is_launched,
+    last_run,
+    stored_info,
+)
 
 #: the device fields a compiled kernel and its timing depend on
 _DEVICE_FIELDS = ("type", "name", "compute_capability", "driver")
@@ -304,10 +310,13 @@ def file_digest(path: Path) -> str:
 def cached_study(
     storage: optuna.storages.BaseStorage, key: str, sampler: str = "auto",
     trials: int | None = None, time_budget_s: float | None = None,
+    unfinished: list[optuna.Study] | None = None,
 ) -> optuna.Study | None:  # fmt: skip
     """The newest stored study with this key, a successful trial, and a last run that went as
     far as it was asked to (:data:`~autotune.driver.trial_attrs.COMPLETE_STOPS`: a sweep
-    stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing), if any; searched
+    stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing; nor does one
+    stopped in the finish it asked for, whose winner was never re-measured: it is
+    appended to ``unfinished``, where one is given), if any; searched
     by the same ``sampler`` (another strategy is another sweep) with at least ``trials``
     trials launched, counted as ``--trials`` counts them, rejections by a constraint and
     repeats left out (a 20-trial sweep does not answer an ask for 100, unless it measured the
@@ -340,8 +349,13 @@ def cached_study(
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         if launched_trials(study) < (trials or 0) and not searched_all:
             continue
-        if best_trials(study):
-            return study
+        if not best_trials(study):
+            continue
+        if finish_pending(summary.user_attrs):
+            if unfinished is not None:
+                unfinished.append(study)
+            continue
+        return study
     return None
 
 

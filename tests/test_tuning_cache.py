@@ -373,3 +373,64 @@ def test_a_sweep_its_time_budget_stopped_answers_no_longer_budget(tmp_path, writ
     assert "cached" not in tune_for("16s").stderr  # longer: swept again
     assert "cached: study faults-" in tune_for("12s").stderr  # covered by either
     assert len(optuna.get_all_study_names(url)) == 2
+
+
+def test_a_sweep_stopped_in_its_finish_is_not_an_answer(tmp_path, write_space):
+    """SIGTERM while the finish re-measures the top configs (after the sweep's 2 trials): the
+    same command answered from the stored sweep as if finished, its winner a single reading;
+    it sweeps again, saying which study matched and how to run only its finish, and that
+    resume (no trial, the finish alone) makes the study an answer."""
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+    space = write_space(SLOW)
+    command = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "2",
+               "--seed", "0", "--finish-top", "1", "--executor", "inline", "--storage", url,
+               "--space", str(space)]  # fmt: skip
+    stopped = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in stopped.stderr:  # the sweep's end: its finish (6 readings of 0.4 s) comes next
+        if line.startswith("done:"):
+            break
+    stopped.send_signal(signal.SIGTERM)
+    stopped.communicate(timeout=120)
+    assert stopped.returncode == 130
+    name = optuna.get_all_study_names(url)[0]
+    assert "finish" not in optuna.load_study(study_name=name, storage=url).user_attrs
+    again = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr
+    assert "cached" not in again.stderr and "finish: the top configs" in again.stderr
+    assert f"note: study {name} swept this already but was stopped in its finish" in again.stderr
+    assert len(optuna.get_all_study_names(url)) == 2
+    resume = [*command[:7], "--study", name, *command[7:]]  # what the note suggests
+    resumed = subprocess.run(resume, capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "done: 0 trials" in resumed.stderr and "finish: the top configs" in resumed.stderr
+    from autotune.driver.trial_attrs import stored_finish
+    from autotune.tuning_cache import cached_study
+
+    study = optuna.load_study(study_name=name, storage=url)
+    assert stored_finish(study.user_attrs)["rows"]  # the finish ran, and is stored
+    key = study.user_attrs["autotune"]["fingerprint"]["key"]
+    assert cached_study(optuna.storages.RDBStorage(url), key, trials=2) is not None
+
+
+def test_a_finish_asked_for_and_not_run_keeps_its_study_from_answering():
+    from autotune.driver.trial_attrs import (
+        FINISH_ASKED,
+        FINISH_SKIPPED,
+        LAST_RUN,
+        STATUS,
+        STUDY,
+        mark_finish,
+    )
+    from autotune.tuning_cache import cached_study
+
+    storage = optuna.storages.InMemoryStorage()
+    study = optuna.create_study(storage=storage, direction="maximize")
+    study.set_user_attr(STUDY, {"fingerprint": {"key": "k"}, "objectives": {"s": "maximize"}})
+    study.set_user_attr(LAST_RUN, {"stopped_by": "trials", "finish": FINISH_ASKED})
+    study.add_trial(optuna.trial.create_trial(value=1.0, user_attrs={STATUS: "ok"}))
+    unfinished = []
+    assert cached_study(storage, "k", unfinished=unfinished) is None
+    assert [s.study_name for s in unfinished] == [study.study_name]
+    mark_finish(study, FINISH_SKIPPED)  # the time budget left no room for it: as far as asked
+    assert cached_study(storage, "k").study_name == study.study_name
+    assert study.user_attrs[LAST_RUN]["stopped_by"] == "trials"  # the rest kept

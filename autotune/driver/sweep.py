@@ -49,11 +49,15 @@ from autotune.driver.study_setup import StudyMismatch, open_study, requeue_stopp
 from autotune.driver.trial_attrs import (
     DRIVER,
     FINISH,
+    FINISH_ASKED,
+    FINISH_DONE,
+    FINISH_OFF,
     IN_DRIVER,
     INFEASIBLE,
     LAST_RUN,
     REPEATED,
     is_repeat,
+    mark_finish,
     stored_finish,
     trial_status,
 )
@@ -131,6 +135,7 @@ class Sweep:
         rounds = rounds if rounds is not None else s.finish_rounds
         rows = finish(study, metric, direction, executor, top=top, rounds=rounds,
                       deadline=deadline, secrets=s.secrets)  # fmt: skip
+        mark_finish(study, FINISH_DONE)  # (a run stopped in it stays asked: no cache answer)
         if self.watch is not None:
             self.watch.check()  # the finish's record went where the study is, not nowhere
         return rows
@@ -542,6 +547,8 @@ class _SweepRun:
                 # what the finish was costed at: a worker's start, the time held back for it
                 "worker_start_s": self.times.worker_start_s and round(self.times.worker_start_s, 3),
                 "finish_reserve_s": round(self.finish_reserve(), 3),
+                # the finish to come (done once it ran): a run stopped in it is no answer
+                "finish": FINISH_ASKED if self.settings.finish_top else FINISH_OFF,
                 **summary.memory,
             },
         )

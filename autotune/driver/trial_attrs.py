@@ -10,7 +10,8 @@ Trial user attributes:
     ``driver`` (host and pid of the driver that asked for it), ``worker`` (where it ran).
 Study user attributes:
     ``autotune`` (workload, problem, space, objectives, device, command), ``warm_start``,
-    ``finish`` (the noise-aware finish's rows), ``last_run`` (overhead of the last run).
+    ``finish`` (the noise-aware finish's rows), ``last_run`` (the last run: why it stopped, its
+    overhead, and whether the finish it asked for ran).
 The Optuna constraint ``failed`` is 0 for a measured trial and 1 for a failed one.
 
 Example:
@@ -48,6 +49,10 @@ LAST_RUN = "last_run"
 #: its trials or time budget spent, or nothing left to try. Anything else (a signal, every
 #: worker lost, a constraint rejecting config after config) left it unfinished.
 COMPLETE_STOPS = frozenset({"trials", "time", "every config tried", "no unvisited config left"})
+#: a last run's ``finish``: ``asked`` from its sweep's end until the finish it asked for has
+#: run (``done``) or was skipped for the time budget (``skipped``); ``off`` where none was
+#: asked. A run stopped in its finish keeps ``asked``: its sweep was not run as far as asked.
+FINISH_ASKED, FINISH_DONE, FINISH_SKIPPED, FINISH_OFF = "asked", "done", "skipped", "off"
 
 # -- statuses the driver itself gives -----------------------------------------------------
 INFEASIBLE = "infeasible"  # rejected by a static constraint: never launched
@@ -162,6 +167,28 @@ def last_run(user_attrs: dict[str, Any]) -> dict[str, Any]:
     """A study's :data:`LAST_RUN` record, empty where there is none or it is not a record."""
     run = user_attrs.get(LAST_RUN)
     return dict(run) if isinstance(run, dict) else {}
+
+
+def finish_pending(user_attrs: dict[str, Any]) -> bool:
+    """Whether a study's last run asked for the finish and it never ended (the run was
+    stopped in it); a run stored before runs recorded their finish counts as not pending.
+
+    Example:
+        >>> finish_pending({LAST_RUN: {"stopped_by": "trials", "finish": FINISH_ASKED}})
+        True
+        >>> finish_pending({LAST_RUN: {"finish": FINISH_DONE}}), finish_pending({})
+        (False, False)
+    """
+    return last_run(user_attrs).get("finish") == FINISH_ASKED
+
+
+def mark_finish(study: optuna.Study, state: str) -> None:
+    """Record on the study's last run what became of the finish it asked for (``state``:
+    :data:`FINISH_DONE` or :data:`FINISH_SKIPPED`); a study with no run recorded is left as
+    it is."""
+    run = last_run(study.user_attrs)
+    if run:
+        study.set_user_attr(LAST_RUN, {**run, "finish": state})
 
 
 def trial_status(trial: optuna.trial.FrozenTrial) -> str:

@@ -78,3 +78,24 @@ def test_damaged_metrics_are_treated_as_absent(damaged, metrics):
     frame = trials_frame(study)
     assert not [c for c in frame.columns if c.startswith("m.")]
     assert "<html" in report_html(study)
+
+
+def test_a_run_stopped_in_its_finish_is_told_from_one_that_finished():
+    """The sweep records the finish it asks for; the finish marks it done once it ran."""
+    from autotune.driver.settings import SweepSettings
+    from autotune.driver.sweep import Sweep
+    from autotune.driver.trial_attrs import LAST_RUN, finish_pending
+    from autotune.space import load_space
+
+    settings = SweepSettings(workload="faults", problem={}, space=load_space("faults"),
+                             objectives={"score": "maximize"}, n_trials=3, seed=0,
+                             storage="memory", executor="inline", device={"type": "cpu"},
+                             finish_top=1)  # fmt: skip
+    sweep = Sweep(settings)
+    study = sweep.run().study
+    assert finish_pending(study.user_attrs)  # stopped here, the finish never ran
+    sweep.finish(study, rounds=1)
+    assert not finish_pending(study.user_attrs)
+    assert study.user_attrs[LAST_RUN]["stopped_by"] == "trials"
+    settings.finish_top = 0
+    assert not finish_pending(Sweep(settings).run().study.user_attrs)  # none asked
