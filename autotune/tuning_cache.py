@@ -317,7 +317,8 @@ def cached_study(
     stopped by Ctrl-C or a kill after 3 of its 12 trials answers nothing; nor does one
     stopped in the finish it asked for, whose winner was never re-measured: it is
     appended to ``unfinished``, where one is given), if any; searched
-    by the same ``sampler`` (another strategy is another sweep) with at least ``trials``
+    by the same ``sampler`` in each of its runs (another strategy is another sweep, and a
+    study resumed by another is neither) with at least ``trials``
     trials launched, counted as ``--trials`` counts them, rejections by a constraint and
     repeats left out (a 20-trial sweep does not answer an ask for 100, unless it measured the
     whole space). A sweep its time budget stopped answers only an ask with a time budget no
@@ -338,10 +339,10 @@ def cached_study(
         if stopped_by not in COMPLETE_STOPS:
             continue
         searched_all = stopped_by in ("every config tried", "no unvisited config left")
-        # every trial (rejections and repeats too): a bound on the launched, read unloaded
-        if info.get("sampler", "auto") != sampler or (
-            summary.n_trials < (trials or 0) and not searched_all
-        ):
+        # every run of it by this sampler (a resume by another made it a mix of both); every
+        # trial (rejections and repeats too): a bound on the launched, read unloaded
+        used = info.get("samplers") or [info.get("sampler", "auto")]
+        if set(used) != {sampler} or (summary.n_trials < (trials or 0) and not searched_all):
             continue
         if stopped_by == "time" and not _budget_covers(run.get("time_budget_s"), time_budget_s,
                                                        trials):  # fmt: skip

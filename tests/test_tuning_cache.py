@@ -434,3 +434,63 @@ def test_a_finish_asked_for_and_not_run_keeps_its_study_from_answering():
     mark_finish(study, FINISH_SKIPPED)  # the time budget left no room for it: as far as asked
     assert cached_study(storage, "k").study_name == study.study_name
     assert study.user_attrs[LAST_RUN]["stopped_by"] == "trials"  # the rest kept
+
+
+def test_a_study_resumed_by_another_sampler_answers_for_neither(tmp_path, write_space):
+    """A 3-trial sweep by the default sampler, resumed to 5 by random search, kept "sampler":
+    "auto" in its record: a later --sampler auto of 5 trials answered from the partly random
+    study. Its record names both samplers, and neither ask is answered from it; the export
+    and the report reproduce it by both runs' commands, the password of neither kept."""
+    from autotune.export import export_text
+    from autotune.report import report_html
+
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+    space = write_space("parameters:\n  score: {type: float, low: 0, high: 1}\n")
+    assert tune(url, space, "--study", "mixed").returncode == 0
+    resumed = tune(url, space, "--study", "mixed", "--trials", "5", "--sampler", "random",
+                   "--problem", "command=srv --password hunter2")  # fmt: skip
+    assert resumed.returncode != 0  # a problem the study did not store: refused, not recorded
+    resumed = tune(url, space, "--study", "mixed", "--trials", "5", "--sampler", "random")
+    assert resumed.returncode == 0, resumed.stderr
+    for sampler in ("auto", "random"):
+        again = tune(url, space, "--trials", "5", "--sampler", sampler)
+        assert again.returncode == 0 and "cached" not in again.stderr, again.stderr
+    study = optuna.load_study(study_name="mixed", storage=url)
+    assert study.user_attrs["autotune"]["samplers"] == ["auto", "random"]
+    runs = study.user_attrs["autotune"]["commands"]
+    assert len(runs) == 2 and "--trials 5 --sampler random" in runs[1]
+    assert "--study mixed" in runs[0] and "--sampler" not in runs[0]
+    assert json.loads(export_text(study, "json"))["command"] == "; ".join(runs)
+    assert "; ".join(runs) in export_text(study, "triton")
+    assert f"reproduce: <code>{'; '.join(runs)}</code>" in report_html(study)
+
+
+def test_a_resume_by_the_same_command_adds_no_run_and_keeps_passwords_out(tmp_path):
+    from autotune.driver.study_setup import open_study
+    from autotune.space import load_space
+    from autotune.storage import open_storage
+
+    storage = open_storage(f"sqlite:///{tmp_path / 'r.db'}")
+
+    def resume(command: str):
+        from autotune.driver import SweepSettings
+
+        settings = SweepSettings(workload="faults", problem={}, space=load_space("faults"),
+                                 objectives={"score": "maximize"}, study_name="s",
+                                 warm_start="off", command=command)  # fmt: skip
+        return stored_record(open_study(settings, storage, in_flight=1))
+
+    def stored_record(study):
+        return study.user_attrs["autotune"]
+
+    first = resume("autotune tune faults --study s --trials 3")
+    assert "commands" not in first  # one run: its command, as before
+    again = resume("autotune tune faults --study s --trials 3")  # after a stop, say
+    assert again["command"] == first["command"] and "commands" not in again
+    url = "autotune tune --study s --storage postgresql://bob:hunter2@db/x --trials 9"
+    later = resume(url)
+    assert later["command"] == (
+        "autotune tune faults --study s --trials 3; autotune tune "
+        "--study s --storage postgresql://bob:***@db/x --trials 9"
+    )
+    assert "hunter2" not in json.dumps(later)

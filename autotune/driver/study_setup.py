@@ -151,6 +151,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             )
         _check_space_fits(name, study, s)
         _check_files_kept(name, info, s.problem)
+        _record_resume(study, info, s)
         source = study.user_attrs.get(WARM_START, {}).get("source")
         if source:  # a resumed warm start keeps its prior
             with contextlib.suppress(KeyError):  # unless the source was deleted since
@@ -197,6 +198,43 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
         },
     )
     return study
+
+
+#: Between the commands of the runs that made a study, in its stored ``command``.
+RUNS_APART = "; "
+
+
+def _record_resume(study: optuna.Study, info: dict[str, Any], s: SweepSettings) -> None:
+    """A resume's part in the study's record, so that it says what produced the study: its
+    command after the stored ones (``commands``, and ``command`` their reproduction, joined
+    by :data:`RUNS_APART`; the same command run again, as after a stop, adds nothing), and
+    its sampler among the ``samplers`` its runs used.
+
+    Example:
+        >>> from autotune.space import load_space
+        >>> study = optuna.create_study()
+        >>> info = {"command": "autotune tune faults --trials 3", "sampler": "auto"}
+        >>> study.set_user_attr(STUDY, info)
+        >>> s = SweepSettings(workload="faults", problem={}, space=load_space("faults"),
+        ...     objectives={"score": "maximize"}, sampler="random",
+        ...     command="autotune tune --study s --sampler random")
+        >>> _record_resume(study, info, s)
+        >>> record = study.user_attrs[STUDY]
+        >>> record["command"]
+        'autotune tune faults --trials 3; autotune tune --study s --sampler random'
+        >>> record["samplers"]
+        ['auto', 'random']
+    """
+    record = dict(info)
+    commands = stored_info(info).get("commands") or [str(info.get("command") or "")]
+    command = redact(s.command, s.secrets)  # as the first run's: no password
+    if command and command != commands[-1]:
+        record["commands"] = [c for c in commands if c] + [command]
+        record["command"] = RUNS_APART.join(record["commands"])
+    samplers = stored_info(info).get("samplers") or [info.get("sampler", "auto")]
+    record["samplers"] = samplers + [s.sampler] * (s.sampler not in samplers)
+    if record != info:
+        study.set_user_attr(STUDY, record)
 
 
 def _redacted_fingerprint(fingerprint: dict[str, object]) -> dict[str, object]:

@@ -9,7 +9,8 @@ Trial user attributes:
     ``baseline`` (the untuned default, trial 0), ``warm_start`` (queued from another sweep),
     ``driver`` (host and pid of the driver that asked for it), ``worker`` (where it ran).
 Study user attributes:
-    ``autotune`` (workload, problem, space, objectives, device, command), ``warm_start``,
+    ``autotune`` (workload, problem, space, objectives, device, command; a resumed study's
+    ``commands`` and ``samplers``, each of its runs'), ``warm_start``,
     ``finish`` (the noise-aware finish's rows), ``last_run`` (the last run: why it stopped, its
     overhead, and whether the finish it asked for ran).
 The Optuna constraint ``failed`` is 0 for a measured trial and 1 for a failed one.
@@ -88,6 +89,7 @@ _FIELD_KINDS: dict[str, type | tuple[type, ...]] = {
     "sampler": str, "sampler_used": str, "problem": dict, "device": dict, "fingerprint": dict,
     "untuned": dict, "slo": dict, "objectives": dict, "seed": (int, type(None)),
     "n_trials": (int, type(None)), "time_budget_s": (int, float, type(None)),
+    "commands": list, "samplers": list,  # (of text: a resumed study's runs)
 }  # fmt: skip
 
 
@@ -99,6 +101,8 @@ def _kind_fits(field: str, value: Any) -> bool:
         return isinstance(value, dict) and all(
             isinstance(k, str) and v in ("maximize", "minimize") for k, v in value.items()
         )
+    if kind is list:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
     return isinstance(value, kind) and not (kind == (int, type(None)) and isinstance(value, bool))
 
 
