@@ -153,18 +153,22 @@ class ProgressDisplay(SweepObserver):
         # the slots the sweep ran with: no more than the trials that ran could fill
         slots = min(summary.in_flight, summary.trials_run)
         in_flight = f", up to {slots} at a time" if slots > 1 else ""
-        self.console.print(
-            f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
-            f"(stopped by {summary.stopped_by}); {summary.trials_total} launched in study "
-            f"{summary.study_name}; {failures_text(summary.failures)}; "
-            f"search overhead {summary.search_overhead:.1%} of the slots' wall time "
+        shares = (  # of the slots' time: none without a trial run (a resume that ran none)
+            f"; search overhead {summary.search_overhead:.1%} of the slots' wall time "
             f"(the sampler's {summary.sampler_share:.1%} runs while trials measure); "
             f"compiling held slots {summary.compile_share:.1%} of it"
             + (
                 f" ({summary.compile_jobs} processes compiled ahead)"
                 if summary.compile_jobs
                 else ""
-            ),
+            )
+            if summary.trials_run
+            else ""
+        )
+        self.console.print(
+            f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
+            f"(stopped by {summary.stopped_by}); {summary.trials_total} launched in study "
+            f"{summary.study_name}; {failures_text(summary.failures)}{shares}",
             markup=False,
             soft_wrap=True,
         )

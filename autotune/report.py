@@ -486,9 +486,8 @@ class Report:
                          "device below replayed them)</p>")  # fmt: skip
         parts.append(
             "<h3>Where it ran</h3><ul>"
-            f"<li>device: {html.escape(str(device.get('name', '?')))} (compute capability "
-            f"{html.escape(str(device.get('compute_capability', '-')))}, driver "
-            f"{html.escape(str(device.get('driver', '-')))})</li>"
+            f"<li>device: {html.escape(str(device.get('name', '?')))}{_device_fields(device)}"
+            "</li>"
             f"<li>software: {html.escape(', '.join(f'{k} {v}' for k, v in software.items()))}"
             "</li>"
             f"<li>the winner's telemetry: {html.escape(json.dumps(telemetry))}</li>"
@@ -561,6 +560,23 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
+
+
+def _device_fields(device: dict) -> str:
+    """The device's compute capability and driver in parentheses, escaped, leaving out a
+    field that is empty or absent (a CPU has neither: no parentheses at all).
+
+    Example:
+        >>> _device_fields({"compute_capability": "9.0", "driver": "580.1"})
+        ' (compute capability 9.0, driver 580.1)'
+        >>> _device_fields({"compute_capability": "", "driver": None}), _device_fields({})
+        ('', '')
+    """
+    fields = [f"{label} {html.escape(str(device[key]))}"
+              for key, label in (("compute_capability", "compute capability"),
+                                 ("driver", "driver"))
+              if device.get(key) not in (None, "")]  # fmt: skip
+    return f" ({', '.join(fields)})" if fields else ""
 
 
 def report_html(study: optuna.Study) -> str:

@@ -70,3 +70,18 @@ def test_a_long_reason_is_cut_with_an_ellipsis_on_its_one_line():
     outcome = line.split(" #0 ", 1)[1].split(" | ", 1)[0]
     assert outcome.startswith("crashed: CUDA error") and outcome.endswith("…")
     assert 90 < len(outcome) <= 100
+
+
+@pytest.mark.parametrize("ran", [0, 3])
+def test_the_closing_line_of_a_run_of_no_trial_gives_no_share_of_the_slots_time(ran):
+    # a resume with nothing left to run read 'search overhead 100.0% of the slots' wall time'
+    out = io.StringIO()
+    summary = SweepSummary(
+        study=optuna.create_study(), study_name="s", trials_run=ran, trials_total=3,
+        failures=Counter(), best=[], stopped_by="trials", elapsed_s=0.01, in_flight=1,
+    )  # fmt: skip
+    ProgressDisplay(Console(file=out, width=400)).on_end(summary)
+    line = out.getvalue()
+    assert line.startswith(f"done: {ran} trials") and "3 launched in study s" in line
+    assert ("search overhead" in line) == bool(ran)
+    assert ("compiling held slots" in line) == bool(ran)
