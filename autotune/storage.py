@@ -22,6 +22,7 @@ import time
 import warnings
 import weakref
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlparse
 
 import optuna
@@ -184,7 +185,10 @@ def _check_journal(path: Path, shown: str, writes: bool = False) -> None:
     ``op_code``): another kind of file (a SQLite database, text) is refused, not parsed. One
     that a command ``writes`` ends its last record with a newline: after a cut-off write,
     Optuna's next record would be joined to the partial one and both lost (``tune`` failed on
-    Optuna's "Should not reach" and appended to it still); a reader passes it over.
+    Optuna's "Should not reach" and appended to it still), and with a whole record: Optuna
+    passes over a last line that is no JSON, but not one with records after it (``tune``
+    appended its study's record after such a line, then failed, and every command after it
+    found the journal unreadable); a reader passes either over.
 
     Raises:
         StorageError: naming the file.
@@ -193,20 +197,50 @@ def _check_journal(path: Path, shown: str, writes: bool = False) -> None:
         return
     with path.open("rb") as file:
         first = file.readline(1 << 20)
-        file.seek(-1, os.SEEK_END)
-        cut_off = file.read(1) != b"\n"
-    try:
-        record = json.loads(first)
-    except ValueError:
-        record = None
-    if not isinstance(record, dict) or "op_code" not in record:
+        last = _last_line(file) if writes else b""
+    if not _is_record(first):
         raise StorageError(f"storage URL {shown!r}: {path} is not an Optuna journal (its first "
                            "line is not a journal record)")  # fmt: skip
-    if writes and cut_off:
+    if writes and not last.endswith(b"\n"):
         raise StorageError(f"storage URL {shown!r}: the journal {path} ends in a cut-off record "
                            "(a write was interrupted), which a new record would be joined to: "
                            "remove its partial last line (after the last newline) to go "
                            "on")  # fmt: skip
+    if writes and not _is_record(last):
+        raise StorageError(f"storage URL {shown!r}: the journal {path} ends in a damaged record "
+                           "(its last line is no journal record), which Optuna passes over "
+                           "only while it is last: a new record after it would leave the "
+                           "journal unreadable; remove its last line to go on")  # fmt: skip
+
+
+def _is_record(line: bytes) -> bool:
+    """Whether ``line`` is a journal record: a JSON object with an ``op_code``.
+
+    Example:
+        >>> _is_record(b'{"op_code": 0}\\n'), _is_record(b'{"op_code": 5, "bo\\n')
+        (True, False)
+    """
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and "op_code" in record
+
+
+def _last_line(file: BinaryIO) -> bytes:
+    """The last line of the open ``file``, its newline included (none after a cut-off
+    write); read back from the end a block at a time, so a long journal is not read whole."""
+    start = file.seek(0, os.SEEK_END)
+    tail = b""
+    while start > 0:
+        block = min(start, 1 << 16)
+        start -= block
+        file.seek(start)
+        tail = file.read(block) + tail
+        cut = tail.rfind(b"\n", 0, len(tail) - 1)  # the newline before the last line
+        if cut >= 0:
+            return tail[cut + 1 :]
+    return tail
 
 
 #: what SQLAlchemy's pysqlite dialect takes from a sqlite:// URL's query (it drops the rest

@@ -251,3 +251,55 @@ def test_a_journal_cut_off_mid_record_is_read_but_not_written(tmp_path):
     with pytest.raises(StorageError, match=r"ends in a cut-off record .* remove its partial"):
         open_storage(url)
     assert (tmp_path / "j.log").read_bytes() == whole[:-20]
+
+
+def _replay_tune(tmp_path, url, trials, study="s"):
+    """``autotune tune`` over a replayed 6x6 grid: what the command line writes."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    grid = tmp_path / "grid.csv"
+    if not grid.exists():
+        rows = [{"a": a, "b": b, "m": float(a * 10 + b), "status": "ok"}
+                for a in range(6) for b in range(6)]  # fmt: skip
+        pd.DataFrame(rows).to_csv(grid, index=False)
+    command = [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(grid), "--params",
+               "a,b", "--metric", "m", "--maximize", "--trials", str(trials), "--study", study,
+               "--storage", url]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+
+def test_a_journal_ending_in_a_damaged_record_is_read_but_not_written(tmp_path):
+    # Optuna passes over a last line that is no JSON, but not one with records after it: tune
+    # appended its study's record, failed ("a damaged record; the storage was not changed"),
+    # and every command after it found the journal unreadable
+    path = tmp_path / "j.log"
+    url = f"journal:///{path}"
+    assert _replay_tune(tmp_path, url, 4).returncode == 0
+    with path.open("a") as journal:
+        journal.write('{"op_code": 5, "bogus\n')  # whole line, damaged record
+    before = path.read_bytes()
+    assert study_names(open_storage(url, existing=True)) == ["s"]  # a reader passes it over
+    with pytest.raises(StorageError, match=r"ends in a damaged record .* remove its last line"):
+        open_storage(url)
+    for study in ("s", "t"):  # a resume, a new study
+        done = _replay_tune(tmp_path, url, 6, study)
+        assert done.returncode == 2, done.stderr
+        assert "ends in a damaged record" in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert path.read_bytes() == before
+    assert len(load_study(open_storage(url, existing=True), "s").trials) == 4
+    path.write_bytes(before[: before.rindex(b"\n", 0, -1) + 1])  # its last line removed
+    assert _replay_tune(tmp_path, url, 6).returncode == 0
+    assert len(load_study(open_storage(url, existing=True), "s").trials) == 6
+
+
+def test_a_journal_whose_last_record_is_long_is_written(tmp_path):
+    # the last line is read back from the end a block at a time: one longer than a block
+    url = f"journal:///{tmp_path / 'j.log'}"
+    study = optuna.create_study(study_name="s", storage=open_storage(url))
+    study.set_user_attr("long", "x" * 200_000)
+    study = optuna.load_study(study_name="s", storage=open_storage(url))
+    assert study.user_attrs["long"] == "x" * 200_000
