@@ -1,7 +1,8 @@
 """How a command fails: bad input in one line naming the problem and exit code 2 (a file that
-cannot be written or a port that is taken too), a storage that stops answering in one line and
-exit code 1 (the finished trials are stored), Ctrl-C with exit code 130; never a traceback, and
-never a storage URL's password (:func:`one_line_errors`).
+cannot be written or a port that is taken too, and a SQLite file SQLite finds damaged), a
+storage that stops answering in one line and exit code 1 (the finished trials are stored),
+Ctrl-C with exit code 130; never a traceback, and never a storage URL's password
+(:func:`one_line_errors`).
 
 Example:
     >>> @one_line_errors
@@ -89,6 +90,16 @@ def _storage_failure_types() -> tuple[type[Exception], ...]:
     return (optuna.exceptions.StorageInternalError, sqlalchemy.exc.OperationalError)
 
 
+def _sqlite_error_types() -> tuple[type[Exception], ...]:
+    """What SQLite raises on a file it cannot read (directly, or through SQLAlchemy): a
+    damaged one is told apart from a database that stops answering."""
+    import sqlite3
+
+    import sqlalchemy.exc
+
+    return (sqlite3.DatabaseError, sqlalchemy.exc.DatabaseError)
+
+
 def _lost_types() -> tuple[type[Exception], ...]:
     """What a sweep loses mid-way (exit code 1): the study's file deleted (its trials saved
     beside it), the Ray cluster stopped."""
@@ -166,7 +177,19 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             err.print(f"[red]error:[/red] {escape(redact(str(exc)))}", highlight=False,
                       soft_wrap=True)  # fmt: skip
             raise typer.Exit(1) from None
-        except _storage_failure_types() as exc:
+        except (*_storage_failure_types(), *_sqlite_error_types()) as exc:
+            from autotune.storage import StorageError, damaged_database, sqlite_damage
+
+            damage = sqlite_damage(exc)
+            if damage is not None:  # the file itself: no retry will help
+                url = kwargs.get("storage")
+                damaged = StorageError(damaged_database(url if isinstance(url, str) else "",
+                                                        damage))  # fmt: skip
+                line = escape(redact(str(damaged) + _storage_source(damaged)))
+                err.print(f"[red]error:[/red] {line}", highlight=False, soft_wrap=True)
+                raise typer.Exit(2) from None
+            if not isinstance(exc, _storage_failure_types()):
+                raise
             first = _root_cause_line(exc)
             if "readonly database" in first or "read-only" in first:  # no retry will help
                 why = escape(redact(first))

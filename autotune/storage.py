@@ -132,6 +132,9 @@ def open_storage(
             if _is_creation_race(exc) and attempt + 1 < _CREATE_ATTEMPTS:
                 time.sleep(0.2 * (attempt + 1))  # another process is creating the schema
                 continue
+            damage = sqlite_damage(exc)
+            if damage is not None:
+                raise StorageError(damaged_database(url, damage)) from None
             first = first_line(exc)
             raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}") from None
     if scheme.split("+")[0] == "sqlite" and not existing:  # a reader keeps the journal mode
@@ -290,6 +293,9 @@ def _check_optuna_schema(url: str, scheme: str, shown: str) -> None:
     try:
         tables = set(sqlalchemy.inspect(engine).get_table_names())
     except Exception as exc:  # noqa: BLE001 - sqlalchemy raises many kinds
+        damage = sqlite_damage(exc)
+        if damage is not None:
+            raise StorageError(damaged_database(url, damage)) from None
         first = first_line(exc)
         why = _read_only_wal(url) if scheme.split("+")[0] == "sqlite" else ""
         raise StorageError(f"storage URL {shown!r}: cannot connect: {redact(first)}{why}"
@@ -299,6 +305,65 @@ def _check_optuna_schema(url: str, scheme: str, shown: str) -> None:
     if not tables >= _OPTUNA_TABLES:  # another program's "studies" table is not Optuna's
         raise StorageError(f"storage URL {shown!r}: the database holds no autotune (Optuna) "
                            "studies; nothing to read")  # fmt: skip
+
+
+#: SQLite's primary result codes for a file it cannot read as a database: SQLITE_CORRUPT
+#: ("database disk image is malformed") and SQLITE_NOTADB ("file is not a database")
+_SQLITE_DAMAGE_CODES = {11: "SQLITE_CORRUPT", 26: "SQLITE_NOTADB"}
+_SQLITE_DAMAGE_TEXTS = ("database disk image is malformed", "file is not a database")
+
+
+def sqlite_damage(exc: BaseException) -> str | None:
+    """SQLite's words where ``exc`` (or an exception it wraps: Optuna's commit error,
+    SQLAlchemy's) is SQLite finding its file damaged or no database, which no retry mends;
+    None for anything else (a lock held too long, a server that went away).
+
+    Example:
+        >>> import sqlite3
+        >>> try:
+        ...     try:
+        ...         sqlite3.connect(":memory:").execute("select * from nosuch")
+        ...     except sqlite3.Error as inner:
+        ...         raise RuntimeError("commit failed") from inner
+        ... except RuntimeError as outer:
+        ...     print(sqlite_damage(outer))
+        None
+    """
+    import sqlite3
+
+    seen = 0
+    cause: BaseException | None = exc
+    while cause is not None and seen < 50:
+        if isinstance(cause, sqlite3.DatabaseError):
+            code = getattr(cause, "sqlite_errorcode", None)  # Python 3.11+; extended codes too
+            text = first_line(cause)
+            if (code is not None and code & 0xFF in _SQLITE_DAMAGE_CODES) or any(
+                sign in text for sign in _SQLITE_DAMAGE_TEXTS
+            ):
+                return text
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+        seen += 1
+    return None
+
+
+def damaged_database(url: str, why: str) -> str:
+    """The one-line refusal of a SQLite file that SQLite finds damaged (``why``, its words):
+    the file by name, the URL without its password, and that a retry will not help.
+
+    Example:
+        >>> damaged_database("sqlite:///runs/a.db", "database disk image is malformed")
+        "storage URL 'sqlite:///runs/a.db': the database runs/a.db is damaged (SQLite: \
+database disk image is malformed); no command can read it and a retry will not help: restore \
+it from a copy"
+    """
+    path = sqlite_path(url)
+    where = f"storage URL {redact_url(url)!r}: " if url else ""
+    place = f"the database {path}" if path is not None else "the SQLite database"
+    what = "is damaged or no SQLite database" if "not a database" in why else "is damaged"
+    return (
+        f"{where}{place} {what} (SQLite: {why}); no command can read it and a retry will not "
+        "help: restore it from a copy"
+    )
 
 
 def _read_only_wal(url: str) -> str:

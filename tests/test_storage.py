@@ -303,3 +303,77 @@ def test_a_journal_whose_last_record_is_long_is_written(tmp_path):
     study.set_user_attr("long", "x" * 200_000)
     study = optuna.load_study(study_name="s", storage=open_storage(url))
     assert study.user_attrs["long"] == "x" * 200_000
+
+
+def _damaged_copy(tmp_path):
+    """A sweep's SQLite file with 2,000 bytes overwritten mid-file (its header and schema
+    whole, so it opens; its tables' pages not)."""
+    good = tmp_path / "good.db"
+    assert _replay_tune(tmp_path, f"sqlite:///{good}", 4).returncode == 0
+    data = bytearray(good.read_bytes())
+    assert len(data) > 24_000
+    data[20_000:22_000] = b"X" * 2_000
+    bad = tmp_path / "bad.db"
+    bad.write_bytes(bytes(data))
+    return bad
+
+
+def test_a_damaged_sqlite_file_is_one_line_naming_it_and_no_retry_is_suggested(tmp_path):
+    # "the storage stopped answering: database disk image is malformed; ... run the same
+    # command again to resume", exit 1, even for studies: a retry never helps
+    import subprocess
+    import sys
+
+    bad = _damaged_copy(tmp_path)
+    before = bad.read_bytes()
+    url = f"sqlite:///{bad}"
+    for args in (["studies"], ["best", "--study", "s"], ["trials"], ["report"]):
+        done = subprocess.run([sys.executable, "-m", "autotune.cli", *args, "--storage", url],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 2, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert f"the database {bad} is damaged (SQLite: database disk image is malformed)" in (
+            done.stderr
+        )
+        assert "again" not in done.stderr and "stopped answering" not in done.stderr
+    done = _replay_tune(tmp_path, url, 6)  # a resume
+    assert done.returncode == 2, done.stderr
+    assert f"the database {bad} is damaged" in done.stderr and "again" not in done.stderr
+    assert bad.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "content", [b"", b"SQLite format 3\x00" + b"\xa5" * 3000], ids=["cut-short", "overwritten"]
+)
+def test_a_sqlite_file_that_opens_to_no_database_says_it_is_damaged(tmp_path, content):
+    # a file cut short or overwritten: "cannot connect: ... malformed", as if a retry might
+    good = tmp_path / "good.db"
+    optuna.create_study(storage=open_storage(f"sqlite:///{good}"), study_name="s")
+    path = tmp_path / "bad.db"
+    path.write_bytes(content or good.read_bytes()[:5000])
+    for existing in (True, False):
+        with pytest.raises(StorageError, match=f"the database {path} is damaged") as raised:
+            open_storage(f"sqlite:///{path}", existing=existing)
+        assert "a retry will not help" in str(raised.value)
+
+
+def test_a_locked_or_unreachable_database_is_not_taken_for_a_damaged_one(tmp_path):
+    # these stop answering for a while: the retry message stays theirs
+    import sqlalchemy
+
+    from autotune.storage import sqlite_damage
+
+    path = tmp_path / "s.db"
+    holder = sqlite3.connect(path)
+    holder.execute("create table t(x)")
+    holder.execute("begin exclusive")
+    engine = sqlalchemy.create_engine(f"sqlite:///{path}", connect_args={"timeout": 0.1})
+    with pytest.raises(sqlalchemy.exc.OperationalError) as locked, engine.connect() as connection:
+        connection.execute(sqlalchemy.text("select * from t"))
+    holder.rollback()
+    assert "database is locked" in str(locked.value) and sqlite_damage(locked.value) is None
+    pytest.importorskip("psycopg")
+    server = sqlalchemy.create_engine("postgresql+psycopg://nobody:x@127.0.0.1:1/none")
+    with pytest.raises(sqlalchemy.exc.OperationalError) as gone:
+        server.connect()
+    assert sqlite_damage(gone.value) is None
