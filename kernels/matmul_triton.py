@@ -198,6 +198,9 @@ def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, 
         >>> c = default_config(1, 4096, 4096, sms=132)  # 32 tiles, split 4: 128 programs
         >>> c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["SPLIT_K"]
         (16, 128, 64, 4)
+        >>> c = default_config(128, 64, 16, sms=132)  # the tutorial's tile, cut to the product
+        >>> c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]
+        (128, 64, 32)
         >>> c = default_config(64, 4096, 4096, sms=132)  # 128 tiles: no split
         >>> c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["SPLIT_K"], c["num_stages"]
         (64, 32, 128, 1, 6)
@@ -205,7 +208,12 @@ def default_config(M: int, N: int, K: int, sms: int | None = None) -> dict[str, 
     if sms is None:
         sms = sm_count()  # an H200's 132 under the interpreter: a CPU sweep starts there too
     if M > DECODE_M:
-        return dict(WIDE_CONFIG if _grid_size(M, N, 128, 256) >= sms else DEFAULT_CONFIG)
+        config = dict(WIDE_CONFIG if _grid_size(M, N, 128, 256) >= sms else DEFAULT_CONFIG)
+        # a product narrower or shallower than the tile gets a tile no larger than it, as the
+        # space's tile_fits_* constraints ask (128x64x64 broke tile_fits_n: no trial 0 ran)
+        config["BLOCK_N"] = min(int(config["BLOCK_N"]), max(32, pow2_at_least(N)))
+        config["BLOCK_K"] = min(int(config["BLOCK_K"]), max(32, pow2_at_least(K)))
+        return config
     block_m = min(DECODE_M, max(16, pow2_at_least(M)))
     # over 16 rows each program reads its K-slabs of A too: narrow tiles of B, deep K-steps
     block_n = min(128 if M <= 16 else 32, max(32, pow2_at_least(N)))

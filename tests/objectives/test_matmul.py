@@ -90,6 +90,19 @@ def test_a_decode_default_passes_the_space_constraints_and_keeps_programs_within
     assert 132 // 2 < programs <= 132  # one wave, at least half the SMs busy
 
 
+@pytest.mark.parametrize("m, n, k", [(128, 64, 64), (1000, 100, 48), (100_000, 64, 4096),
+                                     (8192, 8192, 16)])  # fmt: skip
+def test_a_default_for_a_narrow_or_shallow_product_passes_the_space_constraints(m, n, k):
+    # M > 64 took the tutorial's 128x128x64 (or the wide 128x256) tile unclamped: at N=64 it
+    # broke tile_fits_n, so the untuned default was never trial 0 and no finish baseline
+    from autotune.space.loader import load_space
+
+    cfg = mt.default_config(m, n, k, sms=132)
+    problem = {"M": m, "N": n, "K": k, "dtype": "bf16", "layout": "kn"}
+    device = {"type": "cuda", "max_shared_memory": 232448}
+    assert load_space("matmul").violations(cfg, problem, device) == []
+
+
 def test_default_config_runs_on_default_cpu_problem() -> None:
     obj = MatmulObjective(MatmulObjective.default_problem({"type": "cpu"}))
     m = obj.evaluate(obj.default_config())
