@@ -89,9 +89,15 @@ def _resumed_budget(
 
 
 def resolve_workload(
-    workload: str, space_path: str | None, overrides: dict[str, Any], device: dict[str, Any]
+    workload: str,
+    space_path: str | None,
+    overrides: dict[str, Any],
+    device: dict[str, Any],
+    satisfiable: bool = True,
 ) -> tuple[type[Objective], Space, dict[str, Any]]:
-    """The objective class, its search space and its problem (defaults + ``overrides``)."""
+    """The objective class, its search space and its problem (defaults + ``overrides``);
+    with ``satisfiable``, the space checked to admit a config for that problem (a caller that
+    builds the objective first, whose own check of the problem says more, checks it after)."""
     try:
         objective_cls = get_objective(workload)
     except KeyError as exc:
@@ -124,7 +130,8 @@ def resolve_workload(
         raise SetupError(f"{workload}: the objective names no space file; pass --space FILE.yaml")
     space = load_space(space_name)
     space.validate_names(problem)
-    check_satisfiable(space, problem, device)
+    if satisfiable:
+        check_satisfiable(space, problem, device)
     return objective_cls, space, problem
 
 
@@ -394,7 +401,9 @@ def build_settings(
         default_job = workload is None
         workload = workload or DEFAULT_WORKLOAD
         problem = with_slo_limits(workload, problem, slo or {})
-        objective_cls, space_obj, problem = resolve_workload(workload, space, problem, device)
+        objective_cls, space_obj, problem = resolve_workload(
+            workload, space, problem, device, satisfiable=False
+        )
         objectives = parse_objectives(objective, objective_cls.directions)
         check_slo_metrics(workload, slo or {})
         refusals = (ValueError, TypeError)  # a problem value the objective cannot take
@@ -407,6 +416,9 @@ def build_settings(
             raise
         except refusals as exc:
             raise SetupError(f"--problem: {exc}") from None
+        # after the objective took the problem: a size it refuses is its own message, not a
+        # constraint of the space failing on it (N=0 in log2(problem.N))
+        check_satisfiable(space_obj, problem, device)
         if baseline is not None and not isinstance(baseline, dict):
             raise WorkloadError(f"{workload}: {objective_cls.__name__}.default_config returned "
                                 f"{type(baseline).__name__}, not a dict or None")  # fmt: skip

@@ -1,6 +1,6 @@
 import pytest
 
-from autotune.sweep_setup import SetupError, build_settings
+from autotune.sweep_setup import SetupError, SpaceError, build_settings
 
 
 def _settings(tmp_path, **given):
@@ -168,3 +168,27 @@ def test_a_resumed_sweep_without_a_budget_runs_with_its_stored_one(tmp_path):
     assert (resumed.n_trials, resumed.time_budget_s) == (None, 3.0)
     given = _settings(tmp_path, workload=None, trials=2, study="t")
     assert (given.n_trials, given.time_budget_s) == (2, None)
+
+
+SIZED = """    @classmethod
+    def default_problem(cls, device):
+        return {"N": 256}
+
+    def __init__(self, problem):
+        super().__init__(problem)
+        if int(self.problem["N"]) < 1:
+            raise ValueError(f"N={self.problem['N']} must be a whole number in 1..")
+"""
+
+
+def test_a_problem_the_objective_refuses_is_its_message_not_a_constraint_failing_on_it(tmp_path):
+    # the space's constraint reads log2(problem.N): checked before the objective took the
+    # problem, N=0 said 'constraints.fits: ... failed: ValueError: math domain error'
+    space = f"parameters:\n{X}{Y}constraints:\n  fits: 'x <= log2(problem.N)'\n"
+    workload = _file_workload(tmp_path, SIZED, space=space)
+    with pytest.raises(SetupError, match=r"^--problem: N=0 must be a whole number in 1\.\.$"):
+        _settings(tmp_path, workload=workload, problem={"N": 0})
+    # a problem the objective takes but no config of the space fits is still refused
+    with pytest.raises(SpaceError, match="constraints.fits: .* admits no config"):
+        _settings(tmp_path, workload=workload, problem={"N": 1})
+    assert _settings(tmp_path, workload=workload, problem={"N": 16}).problem == {"N": 16}
