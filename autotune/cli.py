@@ -312,6 +312,13 @@ def _sweep_and_finish(sweep: Any, output: str | None) -> None:
                       "another driver's, which reports them (`autotune best --study "
                       f"{summary.study_name}` once they end)")  # fmt: skip
             return
+        if summary.trials_run == 0 and summary.refusals:  # why, without digging for it
+            reason, times = summary.refusals.most_common(1)[0]
+            which = "every config was" if summary.trials_total == 0 else "this run's configs were"
+            err.print(f"no trial succeeded: {which} refused: {reason} ({times} of "
+                      f"{summary.refusals.total()}; `autotune trials --all` lists them)",
+                      highlight=False, markup=False, soft_wrap=True)  # fmt: skip
+            raise typer.Exit(1)
         err.print("no trial succeeded: nothing to report (see `autotune trials`)")
         raise typer.Exit(1)
     if settings.finish_top and summary.stopped_by != "interrupted":

@@ -7,6 +7,8 @@ Example:
     >>> from collections import Counter
     >>> failures_text(Counter({"ok": 3, "oom": 2, "timeout": 1, "infeasible": 4}))
     'failed: oom 2, timeout 1; 4 rejected by constraints (not launched)'
+    >>> failures_text(Counter({"ok": 1, "refused": 5}), "SoftmaxObjective")
+    'no failures; 5 refused by SoftmaxObjective (not launched)'
 """
 
 from __future__ import annotations
@@ -20,17 +22,22 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
-from autotune.driver.trial_attrs import INFEASIBLE, REPEATED
+from autotune.driver.trial_attrs import INFEASIBLE, REFUSED, REPEATED
 from autotune.redact import redact_values
 from autotune.units import named
 
 
-def failures_text(counts: Counter) -> str:
-    failed = {k: v for k, v in counts.items() if k not in ("ok", INFEASIBLE, REPEATED)}
+def failures_text(counts: Counter, objective: str = "") -> str:
+    """The failures of ``counts`` by kind, then the configs not launched: those the space's
+    constraints (or the memory model) rejected apart from those ``objective`` (its class
+    name) refused itself, e.g. a kernel's ``checked_config``."""
+    failed = {k: v for k, v in counts.items() if k not in ("ok", INFEASIBLE, REFUSED, REPEATED)}
     text = "failed: " + ", ".join(f"{k} {v}" for k, v in sorted(failed.items()))
     text = text if failed else "no failures"
     if counts.get(INFEASIBLE):
         text += f"; {counts[INFEASIBLE]} rejected by constraints (not launched)"
+    if counts.get(REFUSED):
+        text += f"; {counts[REFUSED]} refused by {objective or 'the objective'} (not launched)"
     if counts.get(REPEATED):
         text += f"; {counts[REPEATED]} repeats answered from the study"
     return text
@@ -60,6 +67,7 @@ class ProgressDisplay(SweepObserver):
         self._progress: Progress | None = None
         self._task = None
         self._objectives: list[str] = []
+        self._objective_name = ""
         self._start = 0.0
         self._total: int | None = None
         self._done_at_start = 0
@@ -68,6 +76,7 @@ class ProgressDisplay(SweepObserver):
         self, settings: SweepSettings, study: optuna.Study, done: int, capacity: int = 1
     ) -> None:
         self._objectives = list(settings.objectives)
+        self._objective_name = settings.objective_name
         self._total = settings.n_trials
         self._done_at_start = done
         self._start = time.monotonic()
@@ -123,8 +132,8 @@ class ProgressDisplay(SweepObserver):
         return f" | ETA {max(0.0, (self._total - done) * per_trial):.0f} s"
 
     def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None:
-        done = counts.total() - counts[INFEASIBLE] - counts[REPEATED]
-        summary = f"{self._best_text(study)} | {failures_text(counts)}"
+        done = counts.total() - counts[INFEASIBLE] - counts[REFUSED] - counts[REPEATED]
+        summary = f"{self._best_text(study)} | {failures_text(counts, self._objective_name)}"
         if self._progress is not None:
             self._progress.update(self._task, completed=done, description=summary)
             return
@@ -165,10 +174,11 @@ class ProgressDisplay(SweepObserver):
             if summary.trials_run
             else ""
         )
+        failures = failures_text(summary.failures, self._objective_name)
         self.console.print(
             f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
             f"(stopped by {summary.stopped_by}); {summary.trials_total} launched in study "
-            f"{summary.study_name}; {failures_text(summary.failures)}{shares}",
+            f"{summary.study_name}; {failures}{shares}",
             markup=False,
             soft_wrap=True,
         )

@@ -478,6 +478,7 @@ def build_settings(
     sampler_note = _check_sampler(sampler, space_obj, objectives, problem, device)
     if sampler_note is not None:
         notes.append(sampler_note)
+    objective_name = get_objective(workload).__name__  # loaded by now (a resume's checked)
     settings = SweepSettings(
         workload=workload,
         problem=problem,
@@ -504,6 +505,7 @@ def build_settings(
         fingerprint=key,
         notes=notes,
         slo=dict(slo or {}),  # a resumed sweep's: the stored one (resumed_slo)
+        objective_name=objective_name,
     )
     _check_warm_start(settings)
     return settings

@@ -915,3 +915,39 @@ def test_a_sweep_of_several_objectives_says_it_has_no_finish(tmp_path):
                      "memory", cwd=tmp_path)  # fmt: skip
     assert quiet.returncode == 0, quiet.stderr
     assert "no finish" not in quiet.stderr
+
+
+PICKY = """from autotune.failures import Infeasible
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Picky(Objective):
+    name, space, directions = "picky", "picky.yaml", {"score": "maximize"}
+
+    def evaluate(self, config, report=None):
+        if config["a"] > 2:
+            raise Infeasible(f"a={config['a']} is over 2 (this kernel only does 2)")
+        return Measurement(values={"score": float(config["a"])})
+
+
+OBJECTIVE = Picky
+"""
+
+
+def test_a_sweep_whose_objective_refuses_every_config_says_who_refused_it_and_why(tmp_path):
+    # the objective's own refusals were counted as '3 rejected by constraints (not launched)'
+    # and the sweep ended 'no trial succeeded: nothing to report', the reason in the CSV only
+    (tmp_path / "picky.py").write_text(PICKY)
+    space = "parameters:\n  a: {type: int, low: 3, high: 6}\nconstraints:\n  not_six: 'a != 6'\n"
+    (tmp_path / "picky.yaml").write_text(space)
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    ran = autotune("tune", "picky.py", "--trials", "2", "--storage", url, "--seed", "0",
+                   "--warm-start", "off", "--executor", "inline", cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 1, ran.stderr
+    done = next(line for line in ran.stderr.splitlines() if line.startswith("done:"))
+    assert "; 3 refused by Picky (not launched)" in done, ran.stderr
+    assert "rejected by constraints" not in done or "1 rejected by constraints" in done
+    last = ran.stderr.strip().splitlines()[-1]
+    assert last.startswith("no trial succeeded: every config was refused: a="), ran.stderr
+    assert "is over 2 (this kernel only does 2)" in last, ran.stderr

@@ -84,6 +84,8 @@ class SweepSettings:
     #: what setting up found worth saying before the sweep (the CLI prints them), e.g. that the
     #: untuned default lies outside the space
     notes: list[str] = field(default_factory=list)
+    #: the objective's class name, which the summary names for the configs it refused
+    objective_name: str = ""
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -133,6 +135,8 @@ class SweepSummary:
     compile_wait_s: float = 0.0  # seconds a free slot waited for the compile-ahead pool
     memory: dict[str, Any] = field(default_factory=dict)  # the memory model's record, if any
     times: TrialTimes = field(default_factory=TrialTimes)  # what trials took (the finish's cost)
+    #: this run's reasons for the configs it did not launch (rejected or refused), by count
+    refusals: Counter = field(default_factory=Counter)
 
     @property
     def search_overhead(self) -> float:

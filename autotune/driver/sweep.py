@@ -55,7 +55,9 @@ from autotune.driver.trial_attrs import (
     IN_DRIVER,
     INFEASIBLE,
     LAST_RUN,
+    REFUSED,
     REPEATED,
+    WORKER,
     is_repeat,
     mark_finish,
     stored_finish,
@@ -170,6 +172,7 @@ class _SweepRun:
         # configs asked ahead: the compile pool's jobs, or one while every slot is busy
         self.depth = max(1, self.compiler.jobs if self.compiler else 0)
         self.counts: Counter = Counter()
+        self.refusals: Counter = Counter()  # why configs were not launched, this run's
         self.ran = self.rejected = 0
         self.busy_s = self.sampler_s = self.compile_wait_s = self.trial_compile_s = 0.0
         self.stop_requested = threading.Event()  # set by SIGINT / SIGTERM
@@ -184,7 +187,9 @@ class _SweepRun:
         for t in study.get_trials(deepcopy=False, states=(
             optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
         )):  # fmt: skip
-            self.counts[REPEATED if is_repeat(t) else trial_status(t)] += 1
+            status = REPEATED if is_repeat(t) else trial_status(t)
+            refused = status == INFEASIBLE and WORKER in t.user_attrs  # told when it ran
+            self.counts[REFUSED if refused else status] += 1
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> SweepSummary:
@@ -464,12 +469,18 @@ class _SweepRun:
             else:  # it turned out infeasible when it ran: so is its twin
                 reason = f"same config as trial {asked.trial.number}: {finished.result.reason}"
                 result = TrialResult(TrialStatus.INFEASIBLE, reason)
-                self.account(self.book.tell_result(twin, result))
+                self.account(self.book.tell_result(twin, result), refused=True)
             self.heartbeat.discard(twin.trial.number)
 
-    def account(self, record: TrialRecord) -> None:
+    def account(self, record: TrialRecord, refused: bool = False) -> None:
+        """Count ``record``'s outcome; ``refused``: an infeasible one the objective told (as
+        one told by a worker is), not the space's constraints."""
         counted = record.launched or record.status == INFEASIBLE
-        self.counts[record.status if counted else REPEATED] += 1
+        status = record.status if counted else REPEATED
+        if status == INFEASIBLE:
+            self.refusals[record.reason] += 1
+            status = REFUSED if refused or record.worker else INFEASIBLE
+        self.counts[status] += 1
         if record.launched:
             self.ran += 1
             self.rejected = 0
@@ -527,6 +538,7 @@ class _SweepRun:
             compile_wait_s=self.compile_wait_s,
             memory=self.memory_report(),
             times=self.times,
+            refusals=self.refusals,
         )
         self.study.set_user_attr(
             LAST_RUN,

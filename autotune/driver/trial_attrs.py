@@ -59,6 +59,10 @@ FINISH_ASKED, FINISH_DONE, FINISH_SKIPPED, FINISH_OFF = "asked", "done", "skippe
 INFEASIBLE = "infeasible"  # rejected by a static constraint: never launched
 INTERRUPTED = "interrupted"
 REPEATED = "repeated"  # the count of repeats in progress and summaries (not a trial status)
+#: the count of configs the objective itself refused (an ``infeasible`` trial told by a worker,
+#: e.g. a kernel's ``checked_config`` raising ValueError) in progress and summaries, apart
+#: from those the space's constraints or the memory model rejected (not a trial status)
+REFUSED = "refused"
 
 FINISHED_STATES = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 
