@@ -21,7 +21,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import best_trials, ok_trials
-from autotune.driver.trial_attrs import stored_info
+from autotune.driver.trial_attrs import stored_finish, stored_info
 
 
 def similarity(a: dict[str, Any], b: dict[str, Any]) -> float:
@@ -108,9 +108,28 @@ def tuned_params(study: optuna.Study) -> set[str]:
 
 
 def top_configs(study: optuna.Study, direction: str, count: int) -> list[dict[str, Any]]:
-    """The ``count`` best distinct successful configs of ``study``."""
+    """The ``count`` best distinct successful configs of ``study``: those its noise-aware
+    finish re-measured first, in the finish's order (its winner first, the answer the sweep
+    settled on), then the others by their one sweep reading, and last those the finish found
+    over the SLO (no candidate there).
+
+    Example:
+        >>> study = optuna.create_study(direction="maximize")
+        >>> for x, value in ((1, 5.0), (2, 4.0)):  # x=1 read highest once, x=2 won the finish
+        ...     study.add_trial(optuna.trial.create_trial(params={"x": x}, value=value,
+        ...         distributions={"x": optuna.distributions.IntDistribution(1, 2)}))
+        >>> row = {"trial": 1, "median": 4.5, "spread": 0.01, "samples": [4.5, 4.5]}
+        >>> study.set_user_attr("finish", {"metric": "v", "rows": [row]})
+        >>> top_configs(study, "maximize", 2)
+        [{'x': 2}, {'x': 1}]
+    """
     sign = -1.0 if direction == "maximize" else 1.0
-    trials = sorted(ok_trials(study), key=lambda t: sign * t.values[0])
+    by_number = {t.number: t for t in ok_trials(study)}
+    rows = [row for row in stored_finish(study.user_attrs).get("rows", [])
+            if row["trial"] in by_number]  # fmt: skip
+    over = [by_number.pop(row["trial"]) for row in rows if row.get("over_slo")]
+    finished = [by_number.pop(row["trial"]) for row in rows if not row.get("over_slo")]
+    trials = finished + sorted(by_number.values(), key=lambda t: sign * t.values[0]) + over
     configs: list[dict[str, Any]] = []
     for trial in trials:
         if trial.params not in configs:

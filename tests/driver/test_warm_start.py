@@ -52,6 +52,22 @@ def test_a_named_warm_start_begins_with_the_sources_best_configs(sqlite_url):
     assert target_best >= source_best  # its best config, measured again by replay
 
 
+def test_a_warm_start_begins_with_the_winner_of_the_sources_finish(sqlite_url):
+    # it began with the source's highest single sweep reading, not the answer its finish chose
+    source = Sweep(replay_settings(sqlite_url, "source", n_trials=8)).run().study
+    ok = sorted((t for t in source.trials if t.user_attrs["status"] == "ok"),
+                key=lambda t: t.values[0])  # fmt: skip
+    winner, over = ok[0], ok[-2]  # the finish: the lowest reading won, one other was over
+    rows = [{"trial": over.number, "median": 9e9, "spread": 0.0, "samples": [9e9],
+             "over_slo": True},
+            {"trial": winner.number, "median": 1.0, "spread": 0.0, "samples": [1.0]}]  # fmt: skip
+    source.set_user_attr("finish", {"metric": "tflops", "rows": rows})
+    target = Sweep(replay_settings(sqlite_url, "target", n_trials=3, warm_start="source"))
+    first = target.run().study.trials[0]
+    assert first.params == winner.params and first.user_attrs["warm_start"] == "source"
+    assert top_configs(source, "maximize", 99)[-1] == over.params  # over the SLO: last
+
+
 def test_auto_picks_a_related_sweep_and_off_does_not(sqlite_url):
     Sweep(replay_settings(sqlite_url, "first", n_trials=10)).run()
     auto = Sweep(replay_settings(sqlite_url, "second", n_trials=3)).run().study
