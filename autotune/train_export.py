@@ -231,6 +231,17 @@ def world_size(record: dict[str, Any]) -> int:
                  TrainExportError)  # fmt: skip
 
 
+def ran_on(record: dict[str, Any]) -> str:
+    """What the tuned step's processes ran on, for a note: ``N GPUs``, or ``N CPU processes``
+    where the sweep ran on a CPU (gloo).
+
+    Example:
+        >>> ran_on({"problem": {"world_size": 2}, "device": {"type": "cpu"}})
+        '2 CPU processes'
+    """
+    return f"{world_size(record)} " + ("CPU processes" if measured_on_cpu(record) else "GPUs")
+
+
 def _loss_scale(config: dict[str, Any]) -> float:
     """fp16's first loss scale (2^16 where the sweep did not tune it)."""
     return positive("loss_scale_init", config.get("loss_scale_init", 2.0**16), TrainExportError)
@@ -309,6 +320,12 @@ _CPU_NOTE = ("on: the sweep ran on a CPU, so the config is written to run there 
              "a GPU, where these figures were not measured")  # fmt: skip
 
 
+#: the accelerate export's note for a sweep that ran on a CPU
+_ACCELERATE_CPU_NOTE = ("true: the sweep ran on a CPU, so accelerate is told to run there "
+                        "(and several processes as MULTI_CPU); set it false (MULTI_GPU) to "
+                        "train on GPUs, where these figures were not measured")  # fmt: skip
+
+
 def measured_on_cpu(record: dict[str, Any]) -> bool | None:
     """Whether the record's config was measured on a CPU; None for a replay whose table does
     not record its device (it may have been).
@@ -361,7 +378,7 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
         }
     if layout != "single":
         notes["layout"] = (
-            f"{layout} over {world_size(record)} GPUs: launch with torchrun --nproc-per-node "
+            f"{layout} over {ran_on(record)}: launch with torchrun --nproc-per-node "
             f"{world_size(record)}" + ("; tensor parallel is the model's own tp_plan, not a "
                                         "TrainingArguments field" if layout == "tp" else "")
         )  # fmt: skip
@@ -379,7 +396,8 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
     precision = config.get("precision", "fp32")
     mixed = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8"}.get(precision, "no")
     layout = config.get("layout", "single")
-    distributed = {"single": "NO", "ddp": "MULTI_GPU", "fsdp2": "FSDP", "tp": "MULTI_GPU"}
+    many = "MULTI_CPU" if measured_on_cpu(record) else "MULTI_GPU"  # processes over gloo
+    distributed = {"single": "NO", "ddp": many, "fsdp2": "FSDP", "tp": many}
     settings: dict[str, Any] = {
         "compute_environment": "LOCAL_MACHINE",
         "distributed_type": distributed.get(layout, "NO"),
@@ -418,7 +436,7 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
     if precision == "tf32":
         notes["precision"] = "tf32: torch.backends.cuda.matmul.allow_tf32 = True"
     if measured_on_cpu(record):
-        notes["use_cpu"] = _CPU_NOTE
+        notes["use_cpu"] = _ACCELERATE_CPU_NOTE
     if precision == "fp16" and _loss_scale_set(config):
         notes["loss_scale_init"] = (
             f"{_loss_scale(config):g}: GradScaler(init_scale=...) through "
@@ -429,7 +447,7 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
         notes.pop("precision")  # mixed_precision fp8 with the AO backend holds it
     if layout == "tp":
         notes["layout"] = (
-            f"tp over {world_size(record)} GPUs: apply torch.distributed.tensor.parallel."
+            f"tp over {ran_on(record)}: apply torch.distributed.tensor.parallel."
             "parallelize_module (q/k/v and gate/up column-wise, output and down row-wise)"
         )
     return TrainExport("accelerate", settings, notes)
@@ -480,7 +498,7 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
         notes["layout"] = "fsdp2: as ZeRO stage 3 (DeepSpeed's own sharding, not fully_shard)"
     elif layout == "tp":
         notes["layout"] = (
-            f"tp over {world_size(record)} GPUs: DeepSpeed's AutoTP or the model's own "
+            f"tp over {ran_on(record)}: DeepSpeed's AutoTP or the model's own "
             "tensor-parallel plan; this config keeps data parallel at 1"
         )
     return TrainExport("deepspeed", settings, notes)

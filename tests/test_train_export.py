@@ -388,3 +388,22 @@ def test_a_sweep_on_a_cpu_is_exported_to_run_there(tmp_path):
     on_gpu = {**_record(precision="bf16"), "device": {"type": "cuda", "name": "H100"}}
     assert "use_cpu" not in training_export(on_gpu, "hf").settings
     assert training_export(on_gpu, "accelerate").settings["use_cpu"] is False
+
+
+def test_a_multi_process_sweep_on_a_cpu_is_exported_to_accelerate_as_multi_cpu():
+    # a ddp winner over 2 gloo processes was written MULTI_GPU with use_cpu: true, and its
+    # notes said "over 2 GPUs"
+    accelerate = pytest.importorskip("accelerate")
+    problem = {**PROBLEM, "world_size": 2}
+    on_cpu = {**_record(layout="ddp"), "problem": problem, "device": {"type": "cpu"}}
+    out = training_export(on_cpu, "accelerate")
+    kind = out.settings["distributed_type"]
+    assert kind == "MULTI_CPU" and accelerate.utils.DistributedType(kind)  # a name it takes
+    assert (
+        out.settings["use_cpu"] is True
+        and "GPU" not in training_export(on_cpu, "hf").not_expressed["layout"]
+    )
+    assert "over 2 CPU processes" in training_export(on_cpu, "hf").not_expressed["layout"]
+    on_gpu = {**on_cpu, "device": {"type": "cuda", "name": "H100"}}
+    assert training_export(on_gpu, "accelerate").settings["distributed_type"] == "MULTI_GPU"
+    assert "over 2 GPUs" in training_export(on_gpu, "hf").not_expressed["layout"]
