@@ -188,7 +188,7 @@ def _import_file(path: Path) -> types.ModuleType:
     except BaseException as exc:  # sys.exit() at import too: one line
         del sys.modules[module_name]
         _interrupts_go_on(exc)
-        raise WorkloadError(f"{path}: {_failure(exc)}") from None
+        raise WorkloadError(f"{path}: {_failure(exc, path)}") from None
     return module
 
 
@@ -260,18 +260,38 @@ def _interrupts_go_on(exc: BaseException) -> None:
         raise exc
 
 
-def _failure(exc: BaseException) -> str:
-    """One line on why a workload module did not import (with the line, for a syntax error).
+def _failure(exc: BaseException, path: Path | None = None) -> str:
+    """One line on why a workload module did not import (with the line, for a syntax error,
+    and the file it is in where that is not ``path``, the workload file: a kernel file the
+    objective imports, say).
 
     Example:
         >>> _failure(SystemExit(4)), _failure(RuntimeError("no GPU\\nat line 3"))
         ('does not import: SystemExit: 4', 'does not import: RuntimeError: no GPU')
+        >>> error = SyntaxError("expected ':'", ("/w/kernel.py", 60, 1, "def f()\\n"))
+        >>> _failure(error, Path("/w/objective.py"))
+        "does not import: /w/kernel.py: line 60: expected ':'"
+        >>> _failure(error, Path("/w/kernel.py"))
+        "does not import: line 60: expected ':'"
     """
     if isinstance(exc, SyntaxError):
-        return f"does not import: line {exc.lineno}: {exc.msg}"
+        where = f"line {exc.lineno}: {exc.msg}"
+        if exc.filename and not _same_file(exc.filename, path):
+            where = f"{exc.filename}: {where}"
+        return f"does not import: {where}"
     if isinstance(exc, TimeUp):
         return "its import was still running when the time budget ran out"
     return f"does not import: {_exception_line(exc)}"
+
+
+def _same_file(filename: str, path: Path | None) -> bool:
+    """Whether a syntax error's ``filename`` is the file ``path`` (False without one)."""
+    if path is None:
+        return False
+    try:
+        return Path(filename).resolve() == path.resolve()
+    except (OSError, ValueError):
+        return False
 
 
 def _exception_line(exc: BaseException) -> str:

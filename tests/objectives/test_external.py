@@ -151,6 +151,18 @@ def test_a_file_that_cannot_serve_is_one_line(tmp_path, source, message):
     assert len(lines) == 1 and message in lines[0], result.stderr
 
 
+def test_a_syntax_error_in_the_kernel_file_it_imports_names_that_file(workload, tmp_path):
+    # was reported against the objective file with the kernel's line number
+    (workload / "chunked_sum.py").write_text(KERNEL.replace("int) -> torch.Tensor:", "int)"))
+    result = autotune("tune", "mine/chunked_sum_objective.py", "--storage", "memory",
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    objective, kernel = workload / "chunked_sum_objective.py", workload / "chunked_sum.py"
+    assert result.stderr.strip() == (
+        f"error: {objective}: does not import: {kernel}: line 4: expected ':'"
+    ), result.stderr
+
+
 def test_an_installed_package_registers_a_workload_by_entry_point(workload, tmp_path):
     # an installed distribution as importlib.metadata finds one: a dist-info folder on the path
     dist = tmp_path / "site" / "chunked_sum_plugin-0.1.dist-info"
