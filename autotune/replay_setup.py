@@ -62,6 +62,7 @@ def replay_settings(
     table = load_table(str(replay))
     if table.empty:
         raise SetupError(f"{replay}: the table has no rows")
+    # a space of any workload: its `workload:` key names what recorded the table, not replay
     space = load_space(space_path) if space_path else space_from_table(table, names, str(replay))
     if space_path and sorted(space.names) != sorted(names):
         raise SetupError(f"{space_path}: its parameters ({', '.join(space.names)}) are not "

@@ -129,6 +129,7 @@ def resolve_workload(
     if not space_name:
         raise SetupError(f"{workload}: the objective names no space file; pass --space FILE.yaml")
     space = load_space(space_name)
+    check_space_workload(space, workload, objective_cls)
     space.validate_names(problem)
     if satisfiable:
         check_satisfiable(space, problem, device)
@@ -244,6 +245,39 @@ def _check_config_keys(space: Space, workload: str, known: tuple[str, ...] | Non
             f"{space.source}: parameters.{unknown[0]}: {workload} has no such config key; "
             f"its keys: {', '.join(known)}"
         )
+
+
+def check_space_workload(space: Space, workload: str, objective_cls: type[Any]) -> None:
+    """A space file that names a workload (its ``workload:`` key) is one for the workload
+    tuned: ``workload`` as given, its objective's ``name``, or (a workload file) that file,
+    named relative to the space file's folder. A space that names none (a user's own space
+    for a workload file, say) serves any; a replay reads no workload's space this way (it
+    takes a space of any workload: :mod:`autotune.replay_setup`).
+
+    Example:
+        >>> from autotune.space import Param
+        >>> from autotune.objectives.rmsnorm import OBJECTIVE as RMSNorm
+        >>> rms = Space("r", [Param("x", "int", low=1, high=4)], source="rmsnorm.yaml",
+        ...             workload="rmsnorm")
+        >>> check_space_workload(rms, "rmsnorm", RMSNorm)
+        >>> try:
+        ...     check_space_workload(rms, "./sm.py", type("S", (), {"name": "softmax"}))
+        ... except SetupError as exc:
+        ...     print(exc)  # doctest: +NORMALIZE_WHITESPACE
+        rmsnorm.yaml: a space for workload 'rmsnorm', not for softmax (./sm.py); pass a space
+        of softmax's parameters
+    """
+    named = space.workload
+    if named is None or named in (workload, getattr(objective_cls, "name", None)):
+        return
+    if workload.endswith(".py") and named.endswith(".py"):
+        folder = Path(space.source).resolve().parent
+        if (folder / named).resolve() == Path(workload).resolve():
+            return
+    tuned = getattr(objective_cls, "name", None) or workload
+    also = f" ({workload})" if tuned != workload else ""
+    raise SetupError(f"{space.source}: a space for workload {named!r}, not for {tuned}{also}; "
+                     f"pass a space of {tuned}'s parameters")  # fmt: skip
 
 
 def _baseline_in_space(
@@ -389,6 +423,7 @@ def build_settings(
                              f"password; give --problem {left_out[0]}=... to resume")  # fmt: skip
         problem = {**stored.get("problem", {}), **problem}
         space_obj = load_space(space or stored["space"])
+        check_space_workload(space_obj, workload, get_objective(workload))
         objectives = dict(stored["objectives"])
         _check_resumed_objectives(study, workload, objective, objectives)
         sampler = stored.get("sampler", sampler) if sampler == "auto" else sampler

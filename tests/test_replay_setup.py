@@ -42,6 +42,16 @@ def test_a_space_file_must_name_the_params_it_is_looked_up_by(tmp_path):
     assert loaded.names == ["BLOCK_M"] and problem["params"] == ["BLOCK_M"]
 
 
+def test_a_replay_takes_a_space_written_for_any_workload(tmp_path):
+    # a space naming the workload that recorded the table (matmul) replays it, as does
+    # --space search_spaces/matmul.yaml for a table of its parameters
+    space = tmp_path / "matmul_subset.yaml"
+    space.write_text("name: matmul\nworkload: matmul\nparameters:\n"
+                     "  BLOCK_M: {type: pow2, low: 16, high: 256}\n")  # fmt: skip
+    settings = _settings(f"sqlite:///{tmp_path / 's.db'}", space=str(space), params="BLOCK_M")
+    assert settings.workload == "replay" and settings.space.workload == "matmul"
+
+
 @pytest.mark.parametrize(
     ("params", "metric", "says"),
     [("BLOCK_M,BLOCK_M", "tflops", "'BLOCK_M' is named twice"),

@@ -192,3 +192,38 @@ def test_a_problem_the_objective_refuses_is_its_message_not_a_constraint_failing
     with pytest.raises(SpaceError, match="constraints.fits: .* admits no config"):
         _settings(tmp_path, workload=workload, problem={"N": 1})
     assert _settings(tmp_path, workload=workload, problem={"N": 16}).problem == {"N": 16}
+
+
+def test_a_space_file_for_another_workload_is_refused_naming_both(tmp_path):
+    # was accepted and ignored: rmsnorm tuned over the matmul space's parameters' names
+    with pytest.raises(SetupError) as refused:
+        _settings(tmp_path, workload="rmsnorm", space="matmul")
+    assert str(refused.value).endswith(
+        "matmul.yaml: a space for workload 'matmul', not for rmsnorm; pass a space of "
+        "rmsnorm's parameters"
+    )
+    # each built-in space names its own workload, and serves it through --space
+    assert _settings(tmp_path, workload="rmsnorm", space="rmsnorm").space.workload == "rmsnorm"
+    # a space that names no workload serves any
+    own = tmp_path / "own.yaml"
+    own.write_text("parameters:\n  BLOCK_N: {type: pow2, low: 64, high: 1024}\n"
+                   "  num_warps: {type: pow2, low: 1, high: 8}\n")  # fmt: skip
+    assert _settings(tmp_path, workload="rmsnorm", space=str(own)).space.workload is None
+
+
+def test_each_built_in_space_that_names_a_workload_names_one_whose_space_it_is():
+    from autotune.objectives import WORKLOADS, get_objective
+    from autotune.space import load_space
+    from autotune.space.loader import builtin_space_path
+
+    folder = builtin_space_path("matmul.yaml").parent
+    named = {}
+    for path in sorted(folder.glob("*.yaml")):
+        space = load_space(path)
+        if space.workload is not None:
+            assert space.workload in WORKLOADS, path
+            named[space.workload] = path.name
+    for workload in WORKLOADS:
+        own = getattr(get_objective(workload), "space", "")
+        if own:
+            assert named.get(workload) == own, workload

@@ -521,6 +521,10 @@ def load_space(name: str | Path) -> Space:
     if not params:
         raise SpaceError(f"{path}: parameters: the space has no parameters")
     includes = tuple(str(p) for p in list(read.files)[1:])  # the first is the file itself
+    workload = data.get("workload")
+    if workload is not None and (not isinstance(workload, str) or not workload.strip()):
+        raise SpaceError(f"{path}: workload: {workload!r} is not a workload's name")
     return Space(
-        str(data.get("name", path.stem)), params, constraints, source=str(path), includes=includes
-    )
+        str(data.get("name", path.stem)), params, constraints, source=str(path),
+        includes=includes, workload=workload,
+    )  # fmt: skip

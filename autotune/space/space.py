@@ -88,6 +88,10 @@ class Space:
     #: the files its includes were read from (each once, in the order read; the file of
     #: ``source`` itself is not among them): what else its parameters depend on
     includes: tuple[str, ...] = ()
+    #: the workload the space file says it is for (its ``workload:`` key; None where it names
+    #: none): a sweep of another workload refuses it (:func:`autotune.sweep_setup.
+    #: check_space_workload`); a replay takes a space of any workload
+    workload: str | None = None
 
     def __post_init__(self) -> None:
         if self.constraints_from:

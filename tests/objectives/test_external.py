@@ -163,6 +163,26 @@ def test_a_syntax_error_in_the_kernel_file_it_imports_names_that_file(workload, 
     ), result.stderr
 
 
+def test_a_space_file_of_another_workload_is_refused_for_a_workload_file(workload, tmp_path):
+    # was tuned without a word: the file's objective over the rmsnorm space's names
+    rmsnorm = Path(__file__).parents[2] / "search_spaces" / "rmsnorm.yaml"
+    (workload / "named.yaml").write_text("workload: rmsnorm\n" + SPACE)
+    for space in (str(rmsnorm), "mine/named.yaml"):
+        result = autotune("tune", "mine/chunked_sum_objective.py", "--space", space,
+                          "--storage", "memory", cwd=tmp_path)  # fmt: skip
+        assert result.returncode == 2
+        assert result.stderr.strip() == (
+            f"error: {space}: a space for workload 'rmsnorm', not for chunked-sum "
+            f"({workload / 'chunked_sum_objective.py'}); pass a space of chunked-sum's parameters"
+        ), result.stderr
+    # a space that names the file's objective serves it
+    (workload / "named.yaml").write_text("workload: chunked-sum\n" + SPACE)
+    result = autotune("tune", "mine/chunked_sum_objective.py", "--space", "mine/named.yaml",
+                      "--trials", "2", "--storage", "memory", "--finish-top", "0",
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
 def test_an_installed_package_registers_a_workload_by_entry_point(workload, tmp_path):
     # an installed distribution as importlib.metadata finds one: a dist-info folder on the path
     dist = tmp_path / "site" / "chunked_sum_plugin-0.1.dist-info"
@@ -204,7 +224,9 @@ def test_a_copy_of_the_rmsnorm_example_is_a_workload_of_its_own(tmp_path):
         assert old in objective
         objective = objective.replace(old, new)
     (folder / "my_norm.py").write_text(objective)
-    (folder / "my_norm.yaml").write_text((root / "search_spaces/rmsnorm.yaml").read_text())
+    space = (root / "search_spaces/rmsnorm.yaml").read_text()
+    assert "workload: rmsnorm\n" in space  # renamed with the copy: else it is refused
+    (folder / "my_norm.yaml").write_text(space.replace("workload: rmsnorm", "workload: my-norm"))
     url = f"sqlite:///{tmp_path / 'n.db'}"
     swept = autotune("tune", "norm/my_norm.py", "--trials", "3", "--storage", url, cwd=tmp_path)
     assert swept.returncode == 0, swept.stderr
