@@ -70,10 +70,59 @@ def _select_device(device: str) -> dict[str, Any]:
         raise UsageError(f"--device {device}: {exc}") from None
 
 
-def _command_line() -> str:
+def _command_line(workload: str | None = None) -> str:
     """The command that reproduces this run, as stored in the study and its exports: with a
-    storage URL's password as ``***``."""
-    return redact("autotune " + shlex.join(redact_url(arg) for arg in sys.argv[1:]))
+    storage URL's password as ``***``, and a workload file (``workload``, as typed) by its
+    absolute path, so the line runs from any folder (the rest as typed)."""
+    args = sys.argv[1:]
+    if workload and workload.endswith(".py"):
+        args = with_absolute_workload(args, workload, _options_taking_values())
+    return redact("autotune " + shlex.join(redact_url(arg) for arg in args))
+
+
+def _options_taking_values() -> frozenset[str]:
+    """The option names of the running command that take a value (``--space``, not
+    ``--no-cache``); none outside a command."""
+    import click
+
+    context = click.get_current_context(silent=True)
+    if context is None:
+        return frozenset()
+    return frozenset(
+        name
+        for param in context.command.params
+        if isinstance(param, click.Option) and not param.is_flag and not param.count
+        for name in (*param.opts, *param.secondary_opts)
+    )
+
+
+def with_absolute_workload(args: list[str], workload: str, valued: frozenset[str]) -> list[str]:
+    """``args`` (a command's, its name first) with the positional argument ``workload`` (a
+    file as typed) by its absolute path; an option's value that reads the same is left.
+
+    Example:
+        >>> args = with_absolute_workload(["tune", "--space", "x.py", "./x.py", "--trials", "2"],
+        ...                               "./x.py", frozenset({"--space", "--trials"}))
+        >>> args[:3], args[3] == str(Path.cwd() / "x.py"), args[4:]
+        (['tune', '--space', 'x.py'], True, ['--trials', '2'])
+    """
+    out, i = list(args), 1  # args[0]: the command's name
+    while i < len(out):
+        arg = out[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg in valued:  # its value is the next argument
+            i += 2
+            continue
+        if arg == workload and not arg.startswith("-"):
+            out[i] = str(Path(workload).resolve())
+            return out
+        i += 1
+    if i < len(out) and workload in out[i:]:  # after --
+        j = out.index(workload, i)
+        out[j] = str(Path(workload).resolve())
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,7 +273,7 @@ def tune(
         params=params,
         metric=metric,
         maximize=maximize,
-        command=_command_line(),
+        command=_command_line(workload),
         warm_start=warm_start,
         executor=executor,
         workers=workers,

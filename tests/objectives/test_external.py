@@ -105,6 +105,21 @@ def test_a_workload_file_is_tuned_cached_and_swept_again_when_its_kernel_changes
     assert "6 trials" in edited.stderr
 
 
+def test_the_stored_command_names_the_workload_file_by_its_absolute_path(workload, tmp_path):
+    # was kept as typed (mine/...), so the report's and exports' "reproduce" line failed when
+    # run from another folder; an option's value is kept as typed
+    args = ["tune", "--space", "mine/chunked_sum.yaml", "mine/chunked_sum_objective.py",
+            "--trials", "2", "--storage", "memory", "--finish-top", "0",
+            "--output", "b.json"]  # fmt: skip
+    result = autotune(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    command = json.loads((tmp_path / "b.json").read_text())["command"]
+    assert command == (
+        f"autotune tune --space mine/chunked_sum.yaml {workload / 'chunked_sum_objective.py'}"
+        " --trials 2 --storage memory --finish-top 0 --output b.json"
+    )
+
+
 def test_a_missing_workload_file_is_one_line(tmp_path):
     result = autotune("tune", "nowhere/objective.py", cwd=tmp_path)
     assert result.returncode == 2
