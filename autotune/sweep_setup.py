@@ -247,6 +247,30 @@ def _check_config_keys(space: Space, workload: str, known: tuple[str, ...] | Non
         )
 
 
+def _unpoisoned_note(workload: str, objective_cls: type[Any]) -> list[str]:
+    """A note for a kernel objective that names no ``outputs``: nothing is poisoned before its
+    run, so a kernel that leaves its output unwritten passes the correctness check on the
+    buffer's old contents (``outputs`` is optional, as ``footprint_bytes`` is).
+
+    Example:
+        >>> from autotune.objectives.kernel import KernelObjective
+        >>> class Mine(KernelObjective):
+        ...     pass
+        >>> print(*_unpoisoned_note("mine.py", Mine))  # doctest: +NORMALIZE_WHITESPACE
+        mine.py: Mine.outputs is not set: no output is poisoned (NaN) before the kernel runs,
+        so one it leaves unwritten can pass the correctness check; name the tensors it writes
+    """
+    from autotune.objectives.kernel import KernelObjective
+
+    if not issubclass(objective_cls, KernelObjective) or objective_cls.outputs:
+        return []
+    return [
+        f"{workload}: {objective_cls.__name__}.outputs is not set: no output is poisoned (NaN) "
+        "before the kernel runs, so one it leaves unwritten can pass the correctness check; "
+        "name the tensors it writes"
+    ]
+
+
 def check_space_workload(space: Space, workload: str, objective_cls: type[Any]) -> None:
     """A space file that names a workload (its ``workload:`` key) is one for the workload
     tuned: ``workload`` as given, its objective's ``name``, or (a workload file) that file,
@@ -460,6 +484,7 @@ def build_settings(
         with setup_call(workload, objective_cls, "config_keys"):
             keys = objective_obj.config_keys()
         _check_config_keys(space_obj, workload, keys)
+        notes += _unpoisoned_note(workload, objective_cls)
         # optional checks against the space (a server's template) and the SLO (a trace)
         # (check_space: each parameter by its name, whose values a server's template is
         # test-formatted with)

@@ -227,3 +227,28 @@ def test_each_built_in_space_that_names_a_workload_names_one_whose_space_it_is()
         own = getattr(get_objective(workload), "space", "")
         if own:
             assert named.get(workload) == own, workload
+
+
+def test_a_kernel_objective_without_outputs_is_noted_once_at_set_up(tmp_path):
+    # was silent: without outputs nothing is poisoned before the check, so an unwritten
+    # output passed it on the buffer's old contents
+    from pathlib import Path
+
+    source = (Path(__file__).parents[1] / "objectives" / "rmsnorm.py").read_text()
+    kept = tmp_path / "norm_kept.py"
+    kept.write_text(source)
+    dropped = tmp_path / "norm_dropped.py"
+    lines = [line for line in source.splitlines() if not line.strip().startswith("outputs =")]
+    dropped.write_text("\n".join(lines) + "\n")
+
+    def notes(path):
+        given = {"problem": {"M": 4, "N": 64}, "trials": 1}
+        return _settings(tmp_path, workload=str(path), command="autotune tune x.py", **given).notes
+
+    assert not any("outputs" in note for note in notes(kept))
+    said = [note for note in notes(dropped) if "outputs" in note]
+    assert said == [
+        f"{dropped}: RMSNormObjective.outputs is not set: no output is poisoned (NaN) before "
+        "the kernel runs, so one it leaves unwritten can pass the correctness check; name the "
+        "tensors it writes"
+    ]
