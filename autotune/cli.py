@@ -420,11 +420,10 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
     rounds = f"{ran} round{'' if ran == 1 else 's'}"
     if ran < asked:
         rounds += f" of {asked}: the time budget left no more"
-    if ran:
-        err.print(
-            f"finish: the top configs and the untuned default re-measured in a fresh process, "
-            f"interleaved ({rounds})"
-        )
+    if ran:  # the untuned default where the sweep measured one (a space may rule it out)
+        default = " and the untuned default" if any(r.baseline for r in rows) else ""
+        err.print(f"finish: the top configs{default} re-measured in a fresh process, "
+                  f"interleaved ({rounds})")  # fmt: skip
     else:  # a round that started but measured nothing is no round
         err.print("finish: nothing re-measured in the fresh process (every measurement failed "
                   "or the time budget ended first); the sweep's own readings stand")  # fmt: skip

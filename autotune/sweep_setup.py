@@ -328,6 +328,11 @@ def _baseline_in_space(
         ['the untuned default sets no y (a parameter of t.yaml): no default is measured first']
         >>> _baseline_in_space({"x": 1, "y": 2, "lr": 0.1}, two)
         ({'x': 1, 'y': 2, 'lr': 0.1}, [])
+        >>> from autotune.space import Constraint, Expression
+        >>> above = Space("a", two.params, [Constraint("above", Expression("x >= 2"))],
+        ...               source="a.yaml")
+        >>> _baseline_in_space({"x": 1, "y": 2}, above)[1]
+        ["the untuned default breaks a.yaml's constraint above: no default is measured first"]
     """
     if not baseline:
         return baseline, []
@@ -348,6 +353,12 @@ def _baseline_in_space(
                 "default is measured first"
             ]
         values[param.name] = baseline[param.name]
+    broken = space.violations(values, problem or {}, device or {})
+    if broken:  # the sweep would reject it unlaunched: no trial 0, no baseline of the finish
+        return None, [
+            f"the untuned default breaks {space.source}'s constraint {broken[0]}: no default is "
+            "measured first"
+        ]
     return baseline, []
 
 

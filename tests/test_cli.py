@@ -951,3 +951,40 @@ def test_a_sweep_whose_objective_refuses_every_config_says_who_refused_it_and_wh
     last = ran.stderr.strip().splitlines()[-1]
     assert last.startswith("no trial succeeded: every config was refused: a="), ran.stderr
     assert "is over 2 (this kernel only does 2)" in last, ran.stderr
+
+
+PLAIN = """from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Plain(Objective):
+    name, space, directions = "plain", "plain.yaml", {"score": "maximize"}
+    measures = True
+
+    def default_config(self):
+        return {"a": 1}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"score": float(config["a"])})
+
+
+OBJECTIVE = Plain
+"""
+
+
+def test_a_default_a_constraint_rules_out_is_said_and_no_finish_claims_it(tmp_path):
+    # the default broke 'a >= 2': no note, no trial 0, and the finish still said it
+    # re-measured "the top configs and the untuned default"
+    (tmp_path / "plain.py").write_text(PLAIN)
+    space = "parameters:\n  a: {type: int, low: 1, high: 4}\nconstraints:\n  above: 'a >= 2'\n"
+    (tmp_path / "plain.yaml").write_text(space)
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    ran = autotune("tune", "plain.py", "--trials", "3", "--storage", url, "--seed", "0",
+                   "--warm-start", "off", "--executor", "inline", "--finish-rounds", "2",
+                   cwd=tmp_path)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    said = " ".join(ran.stderr.split())
+    assert "note: the untuned default breaks " in said, ran.stderr
+    assert "plain.yaml's constraint above: no default is measured first" in said, ran.stderr
+    finish = next(line for line in ran.stderr.splitlines() if line.startswith("finish:"))
+    assert finish.startswith("finish: the top configs re-measured"), ran.stderr
