@@ -177,7 +177,7 @@ class ProgressDisplay(SweepObserver):
         failures = failures_text(summary.failures, self._objective_name)
         self.console.print(
             f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
-            f"(stopped by {summary.stopped_by}); {summary.trials_total} launched in study "
+            f"({_stop_text(summary.stopped_by)}); {summary.trials_total} launched in study "
             f"{summary.study_name}; {failures}{shares}",
             markup=False,
             soft_wrap=True,
@@ -191,3 +191,13 @@ def _memory_text(memory: dict) -> str:
     error = memory.get("memory_model_error")
     off = f", {error:.0%} off the measured peaks" if error is not None else ""
     return f"; the memory model rejected {memory['memory_rejected']} configs before launch{off}"
+
+
+def _stop_text(stopped_by: str) -> str:
+    """How the done line says what ended the run.
+
+    Example:
+        >>> _stop_text("time"), _stop_text("interrupted")
+        ('stopped by time', 'interrupted by a signal')
+    """
+    return "interrupted by a signal" if stopped_by == "interrupted" else f"stopped by {stopped_by}"

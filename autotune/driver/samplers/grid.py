@@ -88,7 +88,7 @@ def _serves(ctx: SamplerContext) -> str | None:
         >>> from autotune.space import Param, Space
         >>> wide = Space("s", [Param("n", "int", low=1, high=10**9)])
         >>> print(_serves(SamplerContext(space=wide, seed=0)))
-        it lists every config, and this space has 1e+09 (more than 1,000,000); use auto, tpe ...
+        it lists every config, and this space has 1,000,000,000 (more than 1,000,000); use auto, ...
     """
     if ctx.space is None:
         return "grid search needs the search space"
@@ -96,7 +96,8 @@ def _serves(ctx: SamplerContext) -> str | None:
         return None
     size = ctx.space.grid_size()
     if size > MAX_GRID_POINTS:
-        return (f"it lists every config, and this space has {size:.3g} (more than "
+        shown = f"{size:,}" if size < 10**15 else f"{size:.3g}"  # 1,001,000 read 1e+06
+        return (f"it lists every config, and this space has {shown} (more than "
                 f"{MAX_GRID_POINTS:,}); use auto, tpe or random")  # fmt: skip
     return None
 
