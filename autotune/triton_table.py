@@ -54,10 +54,19 @@ def _shape_of(study_name: str, problem: dict[str, Any], key: list[str]) -> tuple
     Example:
         >>> _shape_of("s", {"M": 64, "N": 128, "dtype": "bf16"}, ["M", "N"])
         (64, 128)
+        >>> _shape_of("s", {"M": 64, "N": 128, "dtype": "bf16"}, ["M", "N", "K"])
+        Traceback (most recent call last):
+        ...
+        autotune.triton_names.TritonExportError: --key M,N,K: ... no K; ...: this one has M,N
     """
     missing = [k for k in key if k not in problem]
     if missing:
-        raise TritonExportError(f"study {study_name!r}: its problem has no {missing[0]}")
+        sizes = [k for k, v in problem.items() if _whole(v) is not None]
+        raise TritonExportError(
+            f"--key {','.join(key)}: study {study_name!r}'s problem has no {missing[0]}; a "
+            "table's key names the problem's sizes (M,N,K unless --key says)"
+            + (f": this one has {','.join(sizes)}" if sizes else "")
+        )
     shape = []
     for k in key:
         whole = _whole(problem[k])
