@@ -527,14 +527,15 @@ def record(
 def workloads() -> None:
     """List the workloads a sweep can tune (and those installed packages register)."""
     from autotune.objectives import WORKLOADS
-    from autotune.objectives.external import plugin_workloads
+    from autotune.objectives.external import plugin_help, plugin_workloads
 
     for entry in WORKLOADS.values():
         out.print(f"{entry.name:<12} {entry.help}", highlight=False, soft_wrap=True)
     for name, module in sorted(plugin_workloads().items()):
         shadowed = "; not used: a built-in workload has its name" if name in WORKLOADS else ""
-        out.print(f"{name:<12} (plugin: {module}{shadowed})", highlight=False, markup=False,
-                  soft_wrap=True)  # fmt: skip
+        said = plugin_help(module)
+        out.print(f"{name:<12} {said + ' ' if said else ''}(plugin: {module}{shadowed})",
+                  highlight=False, markup=False, soft_wrap=True)  # fmt: skip
     out.print("or a .py file that defines OBJECTIVE: autotune tune ./my_objective.py",
               highlight=False, soft_wrap=True)  # fmt: skip
 

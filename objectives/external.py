@@ -69,6 +69,26 @@ def plugin_workloads() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def plugin_help(value: str) -> str:
+    """The first line of a plugin module's docstring, its line of help in ``autotune
+    workloads``, read from its source without running it (its package's ``__init__`` runs, as
+    for any import of it); "" where there is none or the module cannot be found.
+
+    Example:
+        >>> plugin_help("autotune.objectives.rmsnorm:OBJECTIVE")
+        'The ``rmsnorm`` objective: memory throughput of the fused RMSNorm kernel, checked first.'
+    """
+    import ast
+
+    try:
+        spec = importlib.util.find_spec(_plugin_target(value)[0])
+        source = Path(spec.origin).read_text(encoding="utf-8") if spec and spec.origin else ""
+        doc = ast.get_docstring(ast.parse(source)) or ""
+    except Exception:  # noqa: BLE001 - a broken plugin is refused where it is used, not here
+        return ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
 def _plugin_target(value: str) -> tuple[str, str]:
     """An entry point's value as (module, attribute): a module (its ``OBJECTIVE``), or the
     entry points' usual ``module:attribute``.

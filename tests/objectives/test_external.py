@@ -214,9 +214,14 @@ def test_an_installed_package_registers_a_workload_by_entry_point(workload, tmp_
     paths = [str(tmp_path / "site"), str(workload), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     listed = autotune("workloads", cwd=tmp_path, env=env)
-    assert "chunked-sum  (plugin: chunked_sum_objective)\n" in listed.stdout
-    assert ("matmul       (plugin: chunked_sum_objective; not used: a built-in workload has "
-            "its name)") in listed.stdout  # fmt: skip
+    assert "chunked-sum  (plugin: chunked_sum_objective)\n" in listed.stdout  # no docstring
+    # a plugin's line of help is its module docstring's first line (it had none at all)
+    source = workload / "chunked_sum_objective.py"
+    source.write_text('"""Chunked sum, a plugin.\n\nMore of it."""\n' + source.read_text())
+    listed = autotune("workloads", cwd=tmp_path, env=env)
+    assert "chunked-sum  Chunked sum, a plugin. (plugin: chunked_sum_objective)\n" in listed.stdout
+    assert ("matmul       Chunked sum, a plugin. (plugin: chunked_sum_objective; not used: a "
+            "built-in workload has its name)") in listed.stdout  # fmt: skip
     for name in ("chunked-sum", "chunked-attr"):
         swept = autotune("tune", name, "--trials", "3", "--storage", "memory",
                          "--finish-top", "0", cwd=tmp_path, env=env)  # fmt: skip
