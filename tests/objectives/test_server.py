@@ -371,15 +371,8 @@ def test_a_program_this_machine_cannot_run_is_refused_before_the_sweep(tmp_path)
     assert "no program vllmx on PATH" in done.stderr
 
 
-# An OpenAI-compatible server that streams max_tokens tokens of text in events of INTERVAL
-# tokens each (SGLang's --stream-interval; vLLM merges deltas so under load), then an empty
-# chunk with finish_reason "length". SAYS how many tokens an event holds: "length" nowhere
-# (the request forced max_tokens), "ids" in each event's token_ids, "usage" in a last usage
-# chunk (where the request asks for one, as vLLM and SGLang send it).
-_PACKING = """
-import json, sys, time
-from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
-port, interval, says = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+# the fake servers' shared part: health, quiet logs, one server-sent event
+_HANDLER = """
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *args):
@@ -392,7 +385,22 @@ class Handler(BaseHTTPRequestHandler):
     def send(self, event):
         self.wfile.write(b"data: " + json.dumps(event).encode() + b"\\n\\n")
         self.wfile.flush()
-    def do_POST(self):
+"""
+
+
+# An OpenAI-compatible server that streams max_tokens tokens of text in events of INTERVAL
+# tokens each (SGLang's --stream-interval; vLLM merges deltas so under load), then an empty
+# chunk with finish_reason "length". SAYS how many tokens an event holds: "length" nowhere
+# (the request forced max_tokens), "ids" in each event's token_ids, "usage" in a last usage
+# chunk (where the request asks for one, as vLLM and SGLang send it).
+_PACKING = (
+    """
+import json, sys, time
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+port, interval, says = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+"""
+    + _HANDLER
+    + """    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -415,6 +423,7 @@ class Handler(BaseHTTPRequestHandler):
 ThreadingHTTPServer.daemon_threads = True
 ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
+)
 
 
 @pytest.mark.parametrize("interval, says", [(1, "length"), (4, "length"), (16, "length"),
@@ -438,25 +447,16 @@ def test_tokens_are_counted_not_the_events_that_carry_them(tmp_path, interval, s
 # and "exit" end the process mid-stream, saying why; "cut" closes the stream before [DONE];
 # "short" stops at 2 tokens (finish_reason "stop", and says so in usage); "500" answers every
 # request from the K-th on with HTTP 500 every second one.
-_FAULTY = """
+_FAULTY = (
+    """
 import json, os, sys, threading
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 port, fault, k = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 arrived = [0]
 lock = threading.Lock()
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *args):
-        pass
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-    def send(self, event):
-        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\\n\\n")
-        self.wfile.flush()
-    def do_POST(self):
+"""
+    + _HANDLER
+    + """    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with lock:
             arrived[0] += 1
@@ -488,6 +488,7 @@ class Handler(BaseHTTPRequestHandler):
 ThreadingHTTPServer.daemon_threads = True
 ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
+)
 
 
 @pytest.mark.parametrize("fault, k, failure, says", [
