@@ -167,7 +167,7 @@ BAD_INPUT = [
     (["tune", "train-step", "--problem", "model=9b"], "--problem: model='9b' is not one of"),
     (["tune", "matmul", "--compile-ahead", "-1"], "--compile-ahead: -1 must be 0"),
     (["tune", "matmul", "--compile-ahead", "100000"], "--compile-ahead: 100000 processes on"),
-    (["tune", "matmul", "--problem", "M=0"], "failed: ValueError: math domain error at M=0"),
+    (["tune", "matmul", "--problem", "M=0"], "--problem: M=0 must be a whole number in 1.."),
     (["tune", "matmul", "--device", "tpu"], "--device: 'tpu' is not one of auto, cuda, cpu"),
     (["tune", "--replay", "missing.csv", "--params", "a", "--metric", "m"], "not found"),
     # a read command in a folder without the default database: the first problem is named
