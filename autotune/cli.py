@@ -291,13 +291,16 @@ def tune(
     for note in settings.notes:
         err.print(f"note: {note}", highlight=False, soft_wrap=True)
     if cache and settings.fingerprint and settings.study_name is None:
+        from autotune.objectives import get_objective
         from autotune.storage import open_storage
         from autotune.tuning_cache import cached_study
 
         unfinished: list = []  # a matching sweep stopped in its finish: said, not used
+        wants_finish = bool(finish_top) and len(settings.objectives) == 1 and (
+            get_objective(settings.workload).measures)  # fmt: skip
         hit = cached_study(open_storage(settings.storage), settings.fingerprint["key"],
                            settings.sampler, settings.n_trials,
-                           settings.time_budget_s, unfinished)  # fmt: skip
+                           settings.time_budget_s, unfinished, wants_finish)  # fmt: skip
         if hit is None and unfinished:
             _note_unfinished(unfinished[0])
         if hit is not None:

@@ -37,6 +37,7 @@ import optuna
 from autotune.driver.results import best_trials
 from autotune.driver.trial_attrs import (
     COMPLETE_STOPS,
+    FINISH_OFF,
     finish_pending,
     is_launched,
     last_run,
@@ -310,7 +311,7 @@ def file_digest(path: Path) -> str:
 def cached_study(
     storage: optuna.storages.BaseStorage, key: str, sampler: str = "auto",
     trials: int | None = None, time_budget_s: float | None = None,
-    unfinished: list[optuna.Study] | None = None,
+    unfinished: list[optuna.Study] | None = None, wants_finish: bool = False,
 ) -> optuna.Study | None:  # fmt: skip
     """The newest stored study with this key, a successful trial, and a last run that went as
     far as it was asked to (:data:`~autotune.driver.trial_attrs.COMPLETE_STOPS`: a sweep
@@ -322,7 +323,9 @@ def cached_study(
     trials launched, counted as ``--trials`` counts them, rejections by a constraint and
     repeats left out (a 20-trial sweep does not answer an ask for 100, unless it measured the
     whole space). A sweep its time budget stopped answers only an ask with a time budget no
-    longer than its own (a 6-s smoke test does not answer a 1-hour sweep).
+    longer than its own (a 6-s smoke test does not answer a 1-hour sweep), and one run
+    without a finish (``--finish-top 0``) does not answer an ask that ``wants_finish``: its
+    best is a single noisy reading, never re-measured.
 
     Example:
         >>> storage = optuna.storages.InMemoryStorage()
@@ -351,6 +354,8 @@ def cached_study(
         if launched_trials(study) < (trials or 0) and not searched_all:
             continue
         if not best_trials(study):
+            continue
+        if wants_finish and run.get("finish") == FINISH_OFF:
             continue
         if finish_pending(summary.user_attrs):
             if unfinished is not None:

@@ -494,3 +494,26 @@ def test_a_resume_by_the_same_command_adds_no_run_and_keeps_passwords_out(tmp_pa
         "--study s --storage postgresql://bob:***@db/x --trials 9"
     )
     assert "hunter2" not in json.dumps(later)
+
+
+def test_a_sweep_run_without_a_finish_does_not_answer_one_that_asks_for_it(tmp_path, write_space):
+    # a --finish-top 0 smoke test answered the real run, its best a single noisy reading
+    url = f"sqlite:///{tmp_path / 'cache.db'}"
+    space = write_space("parameters:\n  score: {type: categorical, choices: [0.2, 0.4]}\n")
+
+    def tune_finishing(top: str) -> subprocess.CompletedProcess:
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "2",
+             "--seed", "0", "--finish-top", top, "--finish-rounds", "2", "--executor",
+             "inline", "--storage", url, "--space", str(space)],
+            capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done
+
+    assert "cached" not in tune_finishing("0").stderr
+    asked = tune_finishing("2")
+    assert "cached" not in asked.stderr and "finish:" in asked.stderr, asked.stderr
+    assert "cached: study faults-" in tune_finishing("2").stderr  # the finished one answers
+    assert "cached: study faults-" in tune_finishing("0").stderr  # and an ask for none
+    assert len(optuna.get_all_study_names(url)) == 2
