@@ -23,6 +23,7 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.results import measured_trials
 from autotune.driver.trial_attrs import (
     is_launched,
     stored_finish,
@@ -30,13 +31,12 @@ from autotune.driver.trial_attrs import (
     trial_status,
 )
 from autotune.replay_info import study_replay
-from autotune.report import _measured
 from autotune.train_export import shown
 from autotune.units import readable
 
 
 def _winner(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
-    trials = _measured(study)
+    trials = measured_trials(study)
     if not trials:
         return None
     finish = stored_finish(study.user_attrs).get("rows") or []
@@ -62,7 +62,7 @@ def _value_in(study: optuna.Study, params: dict[str, Any]) -> float | None:
     """``params``' value in ``study``: its finish's median where the finish re-measured that
     config (the figure the study itself stands by), else its first sweep reading; None where
     the study never measured it."""
-    match = [t for t in _measured(study) if t.params == params]
+    match = [t for t in measured_trials(study) if t.params == params]
     if not match:
         return None
     medians = {row["trial"]: row["median"]

@@ -34,38 +34,17 @@ from typing import Any
 
 import optuna
 
-from autotune.driver.results import best_trials
+from autotune.driver.results import measured_trials, shown_status
 from autotune.driver.trial_attrs import (
-    BASELINE,
-    STATUS,
-    TELEMETRY,
     is_repeat,
-    stored_finish,
     stored_info,
     trial_metrics,
-    trial_status,
 )
-from autotune.redact import redact
-from autotune.reference_verdict import describe, winner_verdict
+from autotune.report_winner import winner_panel
 from autotune.units import readable
 
 #: the most panels (one parameter each) a figure draws
 MOST_PANELS = 30
-
-
-def spread_cell(row: dict[str, Any]) -> str:
-    """A finish row's spread for the report's table; one reading has none.
-
-    Example:
-        >>> spread_cell({"spread": 0.0123, "samples": [1.0, 1.01, 1.0]})
-        '1.2%'
-        >>> spread_cell({"spread": 0.0, "samples": [1.0]})
-        'one reading'
-    """
-    return "one reading" if len(row.get("samples", ())) == 1 else f"{100 * row['spread']:.1f}%"
-
-
-_OK = "ok"
 
 
 def _plotly() -> Any:
@@ -104,17 +83,6 @@ def random_search_expectation(values: list[float], maximize: bool) -> list[float
     return expected
 
 
-def _status(trial: optuna.trial.FrozenTrial) -> str:
-    """autotune's status; a plain Optuna study's complete trials count as ok."""
-    if STATUS not in trial.user_attrs and trial.state == optuna.trial.TrialState.COMPLETE:
-        return _OK
-    return trial_status(trial)
-
-
-def _measured(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    return [t for t in study.trials if _status(t) == _OK and t.values and not is_repeat(t)]
-
-
 def _spans_decades(values: list[float]) -> bool:
     positive = [v for v in values if v > 0]
     return bool(positive) and len(positive) == len(values) and max(positive) / min(positive) > 30
@@ -137,7 +105,7 @@ class Report:
         self.directions = [objectives[m] for m in self.metrics]
         self.metric = self.metrics[0]
         self.maximize = self.directions[0] == "maximize"
-        self.trials = _measured(study)
+        self.trials = measured_trials(study)
         self.go, self.offline = _plotly()
         self.data: dict[str, Any] = {"study": study.study_name, "metric": self.metric}
 
@@ -289,7 +257,7 @@ class Report:
         launched = [t for t in self.study.trials if not is_repeat(t)]
         states: dict[str, int] = {}
         for t in launched:
-            states[_status(t)] = states.get(_status(t), 0) + 1
+            states[shown_status(t)] = states.get(shown_status(t), 0) + 1
         self.data["statuses"] = states
         params, note = self._panels([
             p
@@ -309,7 +277,9 @@ class Report:
             for status in sorted(states):
                 counts = [
                     sum(
-                        1 for t in launched if str(t.params.get(name)) == v and _status(t) == status
+                        1
+                        for t in launched
+                        if str(t.params.get(name)) == v and shown_status(t) == status
                     )
                     for v in values
                 ]
@@ -416,85 +386,9 @@ class Report:
 
     # -- panels ----------------------------------------------------------------------------
     def winner_panel(self) -> str:
-        finish = stored_finish(self.study.user_attrs)
-        rows = finish.get("rows") or []
-        best = None
-        if rows:
-            best = next((t for t in self.trials if t.number == rows[0]["trial"]), None)
-        if best is None and self.trials:
-            best = max(self.trials, key=lambda t: t.values[0] if self.maximize else -t.values[0])
-        if best is None:
-            return "<p>No trial succeeded.</p>"
-        self.data["winner_trial"] = best.number
-        self.data["winner_value"] = best.values[0]
-        front = best_trials(self.study) if len(self.metrics) > 1 else []
-        chosen = (
-            (
-                f" (one of {len(front)} on the Pareto front: the best by "
-                f"{html.escape(self.metric)}, the first objective)"
-            )
-            if len(front) > 1
-            else ""
-        )
-        parts = [
-            f"<h2>Winner: trial {best.number}{chosen}</h2>",
-            f"<p class='winner-value'>{html.escape(readable(self.metric, best.values[0]))} "
-            f"({html.escape(self.metric)}, its sweep reading)</p>",
-            "<pre>" + html.escape(json.dumps(best.params, indent=2)) + "</pre>",
-        ]
-        if rows:
-            self.data["finish_median"] = rows[0]["median"]
-            lines = ["<tr><th>trial</th><th>median</th><th>spread</th><th></th></tr>"]
-            for r in rows:
-                tag = (
-                    "untuned default"
-                    + (" (over the SLO: not a candidate)" if r.get("over_slo") else "")  # fmt: skip
-                    if r.get("baseline")
-                    else (
-                        "within noise of the winner"
-                        if r.get("within_noise") and r is not rows[0]
-                        else ""
-                    )
-                )
-                median = html.escape(readable(self.metric, r["median"]))  # unit: the name's
-                lines.append(
-                    f"<tr><td>{html.escape(str(r['trial']))}</td><td>{median}</td>"
-                    f"<td>{spread_cell(r)}</td><td>{tag}</td></tr>"
-                )
-            parts.append(
-                f"<h3>Finish: {html.escape(finish.get('protocol', ''))}</h3>"
-                f"<table class='finish'>{''.join(lines)}</table>"
-            )
-        verdict = winner_verdict(self.study, best)
-        if verdict is not None:
-            self.data["reference_faster"] = verdict
-            parts.append(f"<p class='reference-faster'>{html.escape(describe(verdict))}</p>")
-        default = next((t for t in self.trials if t.user_attrs.get(BASELINE)), None)
-        if default is not None:
-            parts.append(
-                f"<p>Untuned default (trial {default.number}): "
-                f"{html.escape(readable(self.metric, default.values[0]))}</p>"
-            )
-        device = self.info.get("device", {})
-        software = device.get("software", {})
-        telemetry = best.user_attrs.get(TELEMETRY) or {}
-        from autotune.replay_info import study_replay
-
-        replay = study_replay(self.study)
-        if replay is not None:  # the figures are a table's: say where it was measured
-            parts.append(f"<p class='replay'>Figures: {html.escape(replay['source'])} (the "
-                         "device below replayed them)</p>")  # fmt: skip
-        parts.append(
-            "<h3>Where it ran</h3><ul>"
-            f"<li>device: {html.escape(str(device.get('name', '?')))}{_device_fields(device)}"
-            "</li>"
-            f"<li>software: {html.escape(', '.join(f'{k} {v}' for k, v in software.items()))}"
-            "</li>"
-            f"<li>the winner's telemetry: {html.escape(json.dumps(telemetry))}</li>"
-            f"<li>reproduce: <code>{html.escape(redact(str(self.info.get('command', ''))))}</code>"
-            "</li></ul>"
-        )
-        return "\n".join(parts)
+        panel, data = winner_panel(self.study, self.info, self.trials, self.metrics, self.maximize)
+        self.data.update(data)
+        return panel
 
     # -- the page --------------------------------------------------------------------------
     def html(self) -> str:
@@ -560,23 +454,6 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(v) for v in value]
     return value
-
-
-def _device_fields(device: dict) -> str:
-    """The device's compute capability and driver in parentheses, escaped, leaving out a
-    field that is empty or absent (a CPU has neither: no parentheses at all).
-
-    Example:
-        >>> _device_fields({"compute_capability": "9.0", "driver": "580.1"})
-        ' (compute capability 9.0, driver 580.1)'
-        >>> _device_fields({"compute_capability": "", "driver": None}), _device_fields({})
-        ('', '')
-    """
-    fields = [f"{label} {html.escape(str(device[key]))}"
-              for key, label in (("compute_capability", "compute capability"),
-                                 ("driver", "driver"))
-              if device.get(key) not in (None, "")]  # fmt: skip
-    return f" ({', '.join(fields)})" if fields else ""
 
 
 def report_html(study: optuna.Study) -> str:

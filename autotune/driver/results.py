@@ -21,6 +21,7 @@ import pandas as pd
 from autotune.driver.trial_attrs import (
     DURATION,
     REASON,
+    STATUS,
     is_ok,
     is_repeat,
     stored_info,
@@ -57,6 +58,19 @@ def objectives_of(study: optuna.Study) -> dict[str, str]:
 def ok_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """Successful trials, each config once (repeats answered from the study are left out)."""
     return [t for t in study.get_trials(deepcopy=False) if is_ok(t) and not is_repeat(t)]
+
+
+def shown_status(trial: optuna.trial.FrozenTrial) -> str:
+    """autotune's status of ``trial``; a complete trial of a plain Optuna study counts as ok."""
+    if STATUS not in trial.user_attrs and trial.state == optuna.trial.TrialState.COMPLETE:
+        return "ok"
+    return trial_status(trial)
+
+
+def measured_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The trials that measured a config (repeats left out), as a report or comparison shows
+    them."""
+    return [t for t in study.trials if shown_status(t) == "ok" and t.values and not is_repeat(t)]
 
 
 def _dominates(a: list[float], b: list[float], signs: list[float]) -> bool:
