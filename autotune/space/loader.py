@@ -31,11 +31,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from autotune.space.expr import Expression, ExpressionError
 from autotune.space.params import KINDS, Constraint, Param
 from autotune.space.space import Space, SpaceError
+from autotune.space.yaml_file import read_yaml_mapping
 
 _PARAM_KEYS = {"type", "low", "high", "step", "log", "choices", "when"}
 #: the keys each type takes (another is refused: it would be silently ignored)
@@ -293,70 +292,6 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
     return param
 
 
-#: a space file larger than this is refused before parsing (a space is a few kB)
-MAX_SPACE_BYTES = 1 << 20
-
-
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-_VALUE_TAG = "tag:yaml.org,2002:value"
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping (the last would silently
-    win: a parameter or a constraint lost)."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._checked: set[int] = set()  # ids of the mapping nodes checked for repeated keys
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        self._refuse_repeated_keys(node, deep)
-        return super().construct_mapping(node, deep=deep)
-
-    def flatten_mapping(self, node: yaml.MappingNode) -> None:
-        """Merge ``<<`` keys as YAML says: the mapping's own keys win, then the first merged
-        mapping that has the key (PyYAML's own merge lets a later one win where the key's text
-        is not interned, as in ``<<: [*a, *b]``)."""
-        own = sum(1 for key_node, _ in node.value if key_node.tag != _MERGE_TAG)
-        super().flatten_mapping(node)
-        split = len(node.value) - own
-        merged, seen = [], set()
-        for key_node, value_node in node.value[:split]:
-            key = self.construct_object(key_node)
-            if isinstance(key, (list, dict)) or key not in seen:  # unhashable: the base refuses
-                merged.append((key_node, value_node))
-            if not isinstance(key, (list, dict)):
-                seen.add(key)
-        node.value = merged + node.value[split:]
-
-    def _refuse_repeated_keys(self, node: yaml.Node, deep: bool) -> None:
-        """Refuse a key given twice among a mapping's own keys. A merge key (``<<: *anchor``)
-        is no repeat: the keys it brings are overridden by the mapping's own, as YAML says
-        (the base class merges them); each merged mapping is checked on its own keys."""
-        if not isinstance(node, yaml.MappingNode) or id(node) in self._checked:
-            return  # an alias merged again: checked once (nested aliases: not 10**9 times)
-        self._checked.add(id(node))
-        seen: set = set()
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE_TAG:
-                merged = (
-                    value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
-                )
-                for each in merged:
-                    self._refuse_repeated_keys(each, deep)
-                continue
-            if key_node.tag == _VALUE_TAG:  # a '=' key reads as text, as the base class reads it
-                key_node.tag = "tag:yaml.org,2002:str"
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (list, dict)):
-                continue  # the base class refuses an unhashable key
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} given twice", key_node.start_mark
-                )
-            seen.add(key)
-
-
 #: most layers a repeated include may expand to (a decoder has tens; a typo can have millions)
 MAX_REPEAT = 1024
 #: most parameters (and, apart, constraints) a space may expand to, its includes counted: a
@@ -397,28 +332,9 @@ parameters, more than 20000 (nested or repeated includes?)
             self.params, self.constraints = counts
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        if path.stat().st_size > MAX_SPACE_BYTES:
-            raise SpaceError(f"{path}: larger than {MAX_SPACE_BYTES >> 20} MiB: not a space file")
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader
-    except RecursionError:
-        raise SpaceError(f"{path}: nested too deeply to be a space file") from None
-    except UnicodeDecodeError as exc:
-        bad = exc.object[exc.start]
-        raise SpaceError(f"{path}: not UTF-8 text (byte {exc.start} is {bad:#04x})") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SpaceError(f"{path}:{line}: invalid YAML: {problem}") from None
-    except OSError as exc:
-        raise SpaceError(f"{path}: cannot read: {exc.strerror}") from None
-    except ValueError as exc:  # after UnicodeDecodeError, one of them: a value YAML reads and
-        # Python cannot hold (a date 2024-13-45, an integer of more than 4300 digits)
-        raise SpaceError(f"{path}: invalid YAML: {str(exc).split(';')[0]}") from None
-    if not isinstance(data, dict):
-        raise SpaceError(f"{path}: expected a mapping at the top level")
+def _read_space_yaml(path: Path) -> dict[str, Any]:
+    """A space file's top-level mapping, its keys checked against the space's schema."""
+    data = read_yaml_mapping(path)
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise SpaceError(f"{path}: unknown key {sorted(unknown)[0]!r}")
@@ -436,7 +352,7 @@ def _load(
         raise SpaceError(f"{path}: include cycle ({' -> '.join(p.name for p in stack)})")
     data = read.files.get(resolved)
     if data is None:
-        data = read.files[resolved] = _read_yaml(path)
+        data = read.files[resolved] = _read_space_yaml(path)
     stack = (*stack, resolved)
     params: list[Param] = []
     constraints: list[Constraint] = []
