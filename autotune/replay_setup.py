@@ -71,6 +71,8 @@ def replay_settings(
     unknown = [n for n in space.names if n not in table.columns]
     if unknown:
         raise SetupError(f"{replay}: the space's parameter {unknown[0]!r} is not a column")
+    if space_path:
+        check_codes_kept_apart(table, space, replay, space_path)
     if metric not in table.columns:
         raise SetupError(f"{replay}: --metric {metric!r} is not a column")
     numbers = pd.to_numeric(table[metric], errors="coerce")
@@ -84,6 +86,58 @@ def replay_settings(
     problem = {**(problem_values or {}), "table": str(Path(replay).resolve()),
                "params": space.names, "metric": metric}  # fmt: skip
     return problem, space, {metric: "maximize" if maximize else "minimize"}
+
+
+def check_codes_kept_apart(table: Any, space: Space, replay: Path, space_path: str) -> None:
+    """A ``--space`` that offers a number where the table spells it two ways, one a code with
+    a leading zero (``01`` and ``1``), is refused: the table holds two configs there (as its
+    own space offers them), and the number would replay their rows as one, their median.
+
+    Raises:
+        SetupError: naming the table, the column, its spellings of the number and the space.
+
+    Example:
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> table, space = os.path.join(folder, "t.csv"), os.path.join(folder, "s.yaml")
+        >>> _ = open(table, "w").write("tag,ms\\n01,1.0\\n1,3.0\\n2,5.0\\n")
+        >>> _ = open(space, "w").write("parameters:\\n  tag: {type: int, low: 1, high: 2}\\n")
+        >>> replay_settings(Path(table), "tag", "ms", False, space)
+        Traceback (most recent call last):
+        ...
+        autotune.setup_error.SetupError: ...: column 'tag' holds '01' and '1', 2 configs that ...
+    """
+    from autotune.objectives.replay import code_collisions
+
+    for param in space.params:
+        for value, spellings in code_collisions(table, param.name).items():
+            if not _offers_number(param, value):
+                continue
+            texts = " and ".join(repr(t) for t in spellings)
+            words = ", ".join(repr(t) for t in spellings)
+            raise SetupError(f"{replay}: column {param.name!r} holds {texts}, {len(spellings)} "
+                             f"configs that {space_path}'s number {value} would replay as one "
+                             f"(their median): make its choices the words {words}, or leave "
+                             "--space out")  # fmt: skip
+
+
+def _offers_number(param: Any, value: float) -> bool:
+    """Whether the space's ``param`` can propose the number ``value`` (a bool is no number).
+
+    Example:
+        >>> from autotune.space import Param
+        >>> _offers_number(Param("t", "categorical", choices=["01", "1"]), 1)
+        False
+        >>> _offers_number(Param("t", "int", low=0, high=10, step=2), 8)
+        True
+    """
+    if param.kind in ("int", "float"):
+        if not param.low <= value <= param.high:
+            return False
+        step = param.step if param.kind == "int" else None
+        return not step or (value - param.low) % step == 0
+    return any(isinstance(c, int | float) and not isinstance(c, bool) and c == value
+               for c in param.values())  # fmt: skip
 
 
 def check_replay_objective(objective: str | None, metric: str | None, maximize: bool) -> None:

@@ -222,6 +222,35 @@ def _offered(table: pd.DataFrame, name: str) -> list[Any]:
     return list(coded[name]) if name in coded else [_cell(v) for v in table[name]]
 
 
+def code_collisions(table: pd.DataFrame, name: str) -> dict[Any, list[str]]:
+    """The numbers that column ``name`` spells more than one way, one of them a code with a
+    leading zero (``01`` and ``1``), each -> its spellings in the table's order: configs that
+    the table's own space tells apart (:func:`offered_keys`) and a number cannot.
+
+    Example:
+        >>> t = pd.DataFrame({"tag": [1, 1, 8, 8, 2]})
+        >>> t.attrs[CODED] = {"tag": ["01", "1", "08", "08", "2"]}
+        >>> code_collisions(t, "tag")
+        {1: ['01', '1']}
+    """
+    coded = table.attrs.get(CODED, {})
+    if name not in coded:
+        return {}
+    spellings: dict[Any, list[str]] = {}
+    for text, value in zip(coded[name], table[name], strict=True):
+        value = _cell(value)
+        if text is None or not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        known = spellings.setdefault(value, [])
+        if text not in known:
+            known.append(text)
+    return {
+        value: texts
+        for value, texts in spellings.items()
+        if len(texts) > 1 and any(_LEADING_ZERO.match(t) for t in texts)
+    }
+
+
 def repeated_configs(table: pd.DataFrame, params: list[str]) -> int:
     """How many configs the table records more than once, as the replay looks them up
     (:func:`offered_keys`): codes with leading zeros ``01`` and ``1`` are two configs.

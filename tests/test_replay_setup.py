@@ -210,3 +210,38 @@ def test_the_replay_label_counts_repeats_as_the_lookup_tells_configs_apart(
     assert {a: objective.evaluate({"a": a}).values["v"] for a in replayed} == replayed
     label = _settings("memory", study=None, replay=table, params="a", metric="v").label
     assert label.endswith("nothing is measured" + note)
+
+
+@pytest.mark.parametrize(("code", "plain"), [("01", "1"), ("08", "8")])
+def test_a_space_of_numbers_over_codes_spelled_two_ways_is_refused(tmp_path, code, plain):
+    # the rows 01 and 1 (08 and 8), two configs of the table, replayed as one for the number 1
+    # of a --space: their median, with nothing said
+    import subprocess
+    import sys
+
+    table = tmp_path / "codes.csv"
+    table.write_text(f"tag,BM,ms\n{code},16,1.0\n{plain},16,3.0\n2,16,5.0\n")
+    numbers = tmp_path / "numbers.yaml"
+    numbers.write_text(f"parameters:\n  tag: {{type: categorical, choices: [{plain}, 2]}}\n"
+                       "  BM: {type: categorical, choices: [16]}\n")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--space",
+         str(numbers), "--params", "tag,BM", "--metric", "ms", "--minimize", "--trials", "3",
+         "--storage", "memory", "--executor", "inline"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    says = (f"error: {table}: column 'tag' holds '{code}' and '{plain}', 2 configs that "
+            f"{numbers}'s number {int(plain)} would replay as one (their median): make its "
+            f"choices the words '{code}', '{plain}', or leave --space out")  # fmt: skip
+    assert (done.returncode, done.stderr.strip()) == (2, says)
+    # the words replay each row; a space of numbers that leaves the number out is fine
+    words = tmp_path / "words.yaml"
+    words.write_text(f"parameters:\n  tag: {{type: categorical, choices: ['{code}', '{plain}']}}"
+                     "\n  BM: {type: categorical, choices: [16]}\n")  # fmt: skip
+    problem, space, _ = replay_settings(table, "tag,BM", "ms", False, str(words))
+    objective = ReplayObjective(problem)
+    assert [objective.evaluate(c).values["ms"] for c in space.grid()] == [1.0, 3.0]
+    two = tmp_path / "two.yaml"
+    two.write_text("parameters:\n  tag: {type: int, low: 2, high: 3}\n"
+                   "  BM: {type: categorical, choices: [16]}\n")  # fmt: skip
+    replay_settings(table, "tag,BM", "ms", False, str(two))
