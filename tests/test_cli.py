@@ -249,6 +249,28 @@ def test_a_problem_the_space_cannot_serve_names_the_constraint_and_the_value(tmp
     assert "constraints.k_step_fits: 'BLOCK_K <= K' admits no config at K=16" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("constraints", "problem", "says"),
+    [("  fits_m: 'BLOCK_M <= problem.M'\n", "M=1,N=64,K=64",
+      "mine.yaml: constraints.fits_m: 'BLOCK_M <= problem.M' admits no config at problem.M=1"),
+     ("  big: 'BLOCK_M >= problem.N'\n  small: 'BLOCK_M * 2 <= problem.M'\n", "M=64,N=64,K=64",
+      "mine.yaml: the constraints (big, small) admit no config at problem.M=64, problem.N=64")],
+)  # fmt: skip
+def test_a_space_that_admits_no_config_names_the_problem_values_it_read(
+    tmp_path, constraints, problem, says
+):
+    # `BLOCK_M <= problem.M` at M=1 said "admits no config" alone: the value that left it
+    # nothing went unnamed (a bare `K` was named, `problem.M` not)
+    (tmp_path / "mine.yaml").write_text(
+        "name: mine\nworkload: matmul\nparameters:\n  BLOCK_M: {type: pow2, low: 16, high: 64}\n"
+        f"constraints:\n{constraints}"
+    )
+    result = autotune("tune", "matmul", "--space", "mine.yaml", "--problem", problem,
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {says}"
+
+
 def test_the_shipped_matmul_space_serves_a_k_smaller_than_its_smallest_k_step(tmp_path):
     # K=16 (a LoRA rank) was refused: split_k_has_work asked SPLIT_K * BLOCK_K <= K of every
     # config, SPLIT_K = 1 too; one K-step, masked, computes it (the correctness gate checks)

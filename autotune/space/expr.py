@@ -7,8 +7,8 @@ Python's ``eval``.
 
 Example:
     >>> expr = Expression("(BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 * stages <= device.smem")
-    >>> sorted(expr.names)
-    ['BLOCK_K', 'BLOCK_M', 'BLOCK_N', 'device', 'stages']
+    >>> sorted(expr.names), sorted(expr.attributes)
+    (['BLOCK_K', 'BLOCK_M', 'BLOCK_N', 'device', 'stages'], ['device.smem'])
     >>> env = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "stages": 3,
     ...        "device": {"smem": 232448}}
     >>> expr.evaluate(env)
@@ -131,6 +131,8 @@ class Expression:
         if len(source) > MAX_SOURCE_CHARS:
             raise ExpressionError(f"longer than {MAX_SOURCE_CHARS} characters: {source[:40]!r}...")
         self.names: set[str] = set()
+        #: the namespaces' attributes it reads, as written: ``problem.M``, ``device.smem``
+        self.attributes: set[str] = set()
         try:
             self._tree = ast.parse(source.strip(), mode="eval").body
             self._check(self._tree)
@@ -177,6 +179,7 @@ class Expression:
             if node.attr.startswith("_"):
                 raise ExpressionError(f"private attribute {node.attr!r} not allowed")
             self.names.add(node.value.id)
+            self.attributes.add(f"{node.value.id}.{node.attr}")
             return
         if isinstance(node, ast.Name):
             if node.id not in FUNCTIONS:

@@ -32,7 +32,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from autotune.space.params import Constraint, Param
+from autotune.space.params import Constraint, Param, problem_read
 from autotune.space.space import Space, SpaceError
 
 #: Spaces up to this many configs are enumerated to prove that some config is feasible.
@@ -117,9 +117,8 @@ def _check_by_enumeration(
             raise SpaceError(f"{constraint.where}: {constraint.expression.source.strip()!r} "
                              f"admits no config{constraint.problem_read(problem)}")  # fmt: skip
     names = ", ".join(c.name for c in space.constraints)
-    raise SpaceError(
-        f"{space.source}: the constraints ({names}) admit no config for this problem and device"
-    )
+    read = problem_read(space.constraints, problem) or " for this problem and device"
+    raise SpaceError(f"{space.source}: the constraints ({names}) admit no config{read}")
 
 
 def _check_by_drawing(space: Space, problem: Mapping[str, Any], device: Mapping[str, Any]) -> None:
@@ -143,7 +142,9 @@ def _check_by_drawing(space: Space, problem: Mapping[str, Any], device: Mapping[
         raise SpaceError(f"{constraint.where}: {constraint.expression.source.strip()!r} {drawn}"
                          f"{constraint.problem_read(problem)}: {rejected}")  # fmt: skip
     names = ", ".join(c.name for c in space.constraints)
-    raise SpaceError(f"{space.source}: the constraints ({names}) together {drawn}: {rejected}")
+    read = problem_read(space.constraints, problem)
+    raise SpaceError(f"{space.source}: the constraints ({names}) together {drawn}{read}: "
+                     f"{rejected}")  # fmt: skip
 
 
 def repair(

@@ -160,13 +160,35 @@ class Constraint:
 
     def problem_read(self, problem: Mapping[str, Any]) -> str:
         """`` at K=16`` (the problem values it reads, for an error message), `` on this
-        device`` where it reads the device, or ''.
+        device`` where it reads the device, or '' (:func:`problem_read`).
 
         Example:
             >>> from autotune.space.expr import Expression
             >>> Constraint("fits", Expression("BLOCK_K <= K")).problem_read({"K": 16, "M": 1})
             ' at K=16'
         """
-        names = self.expression.names
-        read = ", ".join(f"{n}={problem[n]!r}" for n in sorted(names) if n in problem)
-        return (f" at {read}" if read else "") + (" on this device" if "device" in names else "")
+        return problem_read([self], problem)
+
+
+def problem_read(constraints: list[Constraint], problem: Mapping[str, Any]) -> str:
+    """`` at K=16, problem.M=1`` (the problem values the ``constraints`` read, by name or as
+    ``problem.NAME``, for an error message), `` on this device`` where one reads the device,
+    or ''.
+
+    Example:
+        >>> from autotune.space.expr import Expression
+        >>> rules = [Constraint("m", Expression("BLOCK_M <= problem.M")),
+        ...          Constraint("k", Expression("BLOCK_K <= K and device.smem > 0"))]
+        >>> problem_read(rules, {"K": 16, "M": 1, "N": 8})
+        ' at K=16, problem.M=1 on this device'
+    """
+    names: set[str] = set()
+    attributes: set[str] = set()
+    for constraint in constraints:  # a table's recorded rows are no Expression: names alone
+        names |= set(constraint.expression.names)
+        attributes |= set(getattr(constraint.expression, "attributes", ()))
+    read = [f"{n}={problem[n]!r}" for n in sorted(names) if n in problem]
+    dotted = sorted(a for a in attributes if a.startswith("problem."))
+    read += [f"{a}={problem[a[8:]]!r}" for a in dotted if a[8:] in problem]
+    text = f" at {', '.join(read)}" if read else ""
+    return text + (" on this device" if "device" in names else "")

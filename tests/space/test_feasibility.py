@@ -40,6 +40,17 @@ def test_constraints_that_each_admit_configs_but_not_together_are_named_together
         check_satisfiable(space, {}, {})
 
 
+def test_a_drawn_space_that_admits_no_config_names_the_problem_values_it_read(tmp_path):
+    # `x > problem.M` held for none at M=2, and the message did not say M was 2
+    space = _space(tmp_path, FLOAT, "  over: x > problem.M\n")
+    with pytest.raises(SpaceError, match=r"'x > problem.M' held for none .* at problem.M=2: "):
+        check_satisfiable(space, {"M": 2}, {})
+    both = _space(tmp_path, FLOAT, "  low: x < problem.lo\n  high: x > problem.hi\n")
+    with pytest.raises(SpaceError, match=r"\(low, high\) together held for none .* included\) "
+                       r"at problem.hi=0.6, problem.lo=0.4: "):  # fmt: skip
+        check_satisfiable(both, {"lo": 0.4, "hi": 0.6}, {})
+
+
 def test_a_finite_space_too_large_to_enumerate_is_drawn_from_in_seconds(tmp_path):
     started = time.monotonic()
     with pytest.raises(SpaceError, match="'p0 \\+ p1 > 198 \\+ p2 \\+ 1' held for none"):
