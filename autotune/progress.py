@@ -83,8 +83,10 @@ class ProgressDisplay(SweepObserver):
         shown = {k: v for k, v in settings.problem.items() if k != "table" and v != ""}
         problem = ",".join(f"{k}={v}" for k, v in redact_values(shown).items())
         budget = []
-        if settings.n_trials is not None:
-            budget.append(f"{settings.n_trials} trials")
+        if settings.n_trials is not None:  # the study's target: a resume says what it adds
+            left = max(0, settings.n_trials - done)
+            adds = f" ({left or 'none'} to run)" if done else ""
+            budget.append(f"{settings.n_trials} trials{adds}")
         if settings.time_budget_s is not None:
             budget.append(f"{settings.time_budget_s:.0f} s")
         device = settings.device.get("name", "?")

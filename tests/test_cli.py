@@ -580,6 +580,25 @@ def test_one_finish_round_cannot_replace_the_default_two_can(tmp_path, rounds):
         assert best["config"] == {"x": 6}
 
 
+def test_a_resumed_sweep_s_header_states_this_run_s_budget(tmp_path, replay_table):
+    # resumed to 6 trials, a later resume that named no budget ran to the first run's 3
+    # ('(6 trials stored) | budget 3 trials'), and a header's budget said not what a resume adds
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    args = ["--replay", str(replay_table), "--params", "BM,BN", "--metric", "tflops",
+            "--storage", url, "--study", "r", "--executor", "inline",
+            "--finish-top", "0"]  # fmt: skip
+
+    def header(*budget: str) -> str:
+        done = autotune("tune", *args, *budget)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stderr.splitlines()[0]
+
+    assert header("--trials", "3").endswith("| study r (0 trials stored) | budget 3 trials")
+    assert header("--trials", "6").endswith("| study r (3 trials stored) | budget 6 trials "
+                                            "(3 to run)")  # fmt: skip
+    assert header().endswith("| study r (6 trials stored) | budget 6 trials (none to run)")
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
 def test_an_output_the_disk_cannot_take_is_one_line_and_the_sweep_stays(tmp_path, replay_table):
     url = f"sqlite:///{tmp_path / 'full.db'}"

@@ -207,8 +207,10 @@ RUNS_APART = "; "
 def _record_resume(study: optuna.Study, info: dict[str, Any], s: SweepSettings) -> None:
     """A resume's part in the study's record, so that it says what produced the study: its
     command after the stored ones (``commands``, and ``command`` their reproduction, joined
-    by :data:`RUNS_APART`; the same command run again, as after a stop, adds nothing), and
-    its sampler among the ``samplers`` its runs used.
+    by :data:`RUNS_APART`; the same command run again, as after a stop, adds nothing), its
+    sampler among the ``samplers`` its runs used, and its budget (``n_trials``,
+    ``time_budget_s``), which a later resume that gives none runs to (the first run's kept
+    there stopped a resume of a run to 6 trials at 3).
 
     Example:
         >>> from autotune.space import load_space
@@ -222,8 +224,8 @@ def _record_resume(study: optuna.Study, info: dict[str, Any], s: SweepSettings) 
         >>> record = study.user_attrs[STUDY]
         >>> record["command"]
         'autotune tune faults --trials 3; autotune tune --study s --sampler random'
-        >>> record["samplers"]
-        ['auto', 'random']
+        >>> record["samplers"], record["n_trials"]
+        (['auto', 'random'], 50)
     """
     record = dict(info)
     commands = stored_info(info).get("commands") or [str(info.get("command") or "")]
@@ -233,6 +235,7 @@ def _record_resume(study: optuna.Study, info: dict[str, Any], s: SweepSettings) 
         record["command"] = RUNS_APART.join(record["commands"])
     samplers = stored_info(info).get("samplers") or [info.get("sampler", "auto")]
     record["samplers"] = samplers + [s.sampler] * (s.sampler not in samplers)
+    record["n_trials"], record["time_budget_s"] = s.n_trials, s.time_budget_s
     if record != info:
         study.set_user_attr(STUDY, record)
 
