@@ -50,7 +50,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from autotune.device import detect_device, read_telemetry
-from autotune.failures import Infeasible, WrongResult
+from autotune.failures import Infeasible, TrialTimeout, WrongResult
 from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
 from autotune.kernels.llama_infer import WEIGHTS, Chunk, InferenceModel
@@ -289,6 +289,7 @@ class ServingObjective(Objective):
         Raises:
             Infeasible: unknown keys or values; a cache too small for one request.
             WrongResult: quantized weights or an fp8 cache beyond ``max_kl``.
+            TrialTimeout: requests still unfinished at :meth:`replay_deadline_s`.
         """
         c = self._checked(config)
         p, cuda = self.problem, self.device.type == "cuda"
@@ -346,10 +347,11 @@ class ServingObjective(Objective):
             watch = self._slo_watch(measured, report)
             energy_before = _energy_mj(self.device)
             started = time.perf_counter()
-            deadline = self.entries[-1].arrival_s * 2 + 60.0
+            deadline = self.replay_deadline_s()
             done = run_trace(model, sched, measured, deadline_s=deadline, after_step=watch, **run)
             wall = time.perf_counter() - started
             energy = _energy_mj(self.device)
+        unserved = _unserved(done, deadline)
         metrics = self._metrics(done, wall, sched)
         if graphs is not None:
             metrics["graph_capture_s"] = graphs.capture_s
@@ -364,11 +366,19 @@ class ServingObjective(Objective):
         report(0, metrics["goodput_tok_s"])
         model = sched = cache = graphs = None  # before the next trial builds its model
         gc.collect()
+        if unserved:  # its percentiles would cover only the requests it got to
+            raise TrialTimeout(unserved)
         values = {"goodput_tok_s": metrics.pop("goodput_tok_s")}
         if metrics.get("ttft_p99_ms") is not None:
             values["ttft_p99_ms"] = metrics["ttft_p99_ms"]
         return Measurement(values=values, metrics=metrics,
                            telemetry=read_telemetry(self.device.index or 0))  # fmt: skip
+
+    def replay_deadline_s(self) -> float:
+        """Seconds after the trace's start at which the replay stops: twice its last arrival
+        and a minute more (a config that cannot keep up would otherwise serve it until the
+        trial timeout)."""
+        return self.entries[-1].arrival_s * 2 + 60.0
 
     def _slo_watch(
         self, requests: list[Request], report: Reporter
@@ -396,6 +406,28 @@ class ServingObjective(Objective):
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def _unserved(done: list[Request], deadline_s: float) -> str | None:
+    """Why a replay that stopped at its deadline measured nothing to keep: how many requests
+    it left unfinished (their TTFT and TPOT would be missing from the percentiles, which would
+    then cover only the requests the config got to); None when every request finished.
+
+    Example:
+        >>> served = Request(0, 0.0, [1], 1, generated=[2], first_token_s=0.1, finish_s=0.1)
+        >>> print(_unserved([served, Request(1, 0.0, [1], 4)], deadline_s=60.0))
+        the replay's deadline (60 s after the trace's start: ...) passed with 1 of 2 requests ...
+        >>> _unserved([served], deadline_s=60.0) is None
+        True
+    """
+    unfinished = [r for r in done if r.finish_s is None]
+    if not unfinished:
+        return None
+    waiting = sum(r.first_token_s is None for r in unfinished)
+    return (f"the replay's deadline ({deadline_s:g} s after the trace's start: twice its last "
+            f"arrival and a minute) passed with {len(unfinished)} of {len(done)} requests "
+            f"unfinished, {waiting} of them without a first token; percentiles of the rest "
+            "would leave them out")  # fmt: skip
 
 
 def _energy_mj(device: torch.device) -> float | None:

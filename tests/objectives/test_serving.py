@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from autotune.failures import Infeasible, WrongResult
+from autotune.failures import Infeasible, TrialTimeout, WrongResult
 from autotune.objectives.serving import ServingObjective
 
 
@@ -105,3 +105,26 @@ def test_measured_slo_limits_are_constraints_of_the_sweep(tmp_path) -> None:
                           "ttft_p99_ms", "--storage", url], capture_output=True, text=True,
                          timeout=120)  # fmt: skip
     assert bad.returncode == 2 and "is not METRIC=LIMIT" in bad.stderr
+
+
+class _Hurried(ServingObjective):
+    """The serving objective with a replay deadline of a fraction of a second (a minute and
+    more in a sweep), so that a config that cannot keep up runs into it at once."""
+
+    def replay_deadline_s(self) -> float:
+        return 0.3
+
+
+def test_a_replay_cut_short_by_its_deadline_fails_instead_of_timing_the_few_it_served(
+    tmp_path,
+) -> None:
+    # 30 requests at once through 4 sequence slots: the deadline came with 4 of them given a
+    # first token and none finished, and the trial was ok with a TTFT p99 of those 4 (395 ms,
+    # while 26 requests had no first token at all)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0, "prompt_len": 40, "output_len": 60}\n' * 30)
+    obj = _Hurried({**ServingObjective.default_problem({"type": "cpu"}), "device": "cpu",
+                    "trace": str(trace)})  # fmt: skip
+    cut = r"deadline \(0.3 s after the trace's start.*\) passed with \d+ of 30 requests unfinished"
+    with pytest.raises(TrialTimeout, match=cut):
+        obj.evaluate({"max_num_seqs": 4, "max_num_batched_tokens": 256})
