@@ -61,6 +61,7 @@ from autotune.objectives.serving_engine import POLICIES, Request, Scheduler, run
 from autotune.objectives.serving_slo import SloWatch
 from autotune.objectives.serving_trace import (
     POISSON_KEYS,
+    check_context,
     check_positive,
     check_tpot_measurable,
     problem_trace,
@@ -209,10 +210,7 @@ class ServingObjective(Objective):
                                         n_layers=int(p["n_layers"]), n_heads=int(p["n_heads"]),
                                         seq_len=int(p["max_context"]))  # fmt: skip
         entries = problem_trace(p)
-        longest = max(e.prompt_len + e.output_len for e in entries)
-        if longest > self.model_config.seq_len:
-            raise ValueError(f"a trace request of {longest} tokens is longer than max_context="
-                             f"{self.model_config.seq_len}")  # fmt: skip
+        check_context(entries, p, self.model_config.seq_len)
         self.entries = entries
         self._reference: torch.Tensor | None = None
 

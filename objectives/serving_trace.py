@@ -19,7 +19,7 @@ import math
 import os
 import random
 import stat
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ class TraceEntry:
     arrival_s: float
     prompt_len: int
     output_len: int
+    #: the line of the trace file it was read from (0: a generated trace's), for errors
+    line: int = field(default=0, compare=False)
 
 
 #: the most requests a generated trace holds (hours of serving at any useful rate)
@@ -113,6 +115,36 @@ def check_tpot_measurable(entries: list[TraceEntry], slo: dict[str, float]) -> N
         raise ValueError(f"{limits[0]}={slo[limits[0]]:g}: no request of the trace outputs "
                          "more than one token, so no trial has a time per output token to "
                          "measure (drop the limit, or replay longer outputs)")  # fmt: skip
+
+
+def check_context(entries: list[TraceEntry], problem: dict[str, Any], context: int) -> None:
+    """Refuse, before any trial, a request of the problem's trace whose prompt and output
+    together pass the model's ``context`` (``max_context``): every trial would fail on it.
+
+    Raises:
+        ValueError: naming the trace file's first such line, or the Poisson trace's lengths
+            that drew such a request.
+
+    Example:
+        >>> problem = {"trace": "t.jsonl"}
+        >>> check_context([TraceEntry(0.0, 8, 4, line=1), TraceEntry(0.5, 300, 4, line=2)],
+        ...               problem, context=256)
+        Traceback (most recent call last):
+        ...
+        ValueError: t.jsonl:2: a request of 300 + 4 tokens (prompt and output) is longer than ...
+    """
+    over = [e for e in entries if e.prompt_len + e.output_len > context]
+    if not over:
+        return
+    first = min(over, key=lambda e: e.line)
+    tokens = f"{first.prompt_len} + {first.output_len} tokens (prompt and output)"
+    more = f" ({len(over)} requests of the trace are)" if len(over) > 1 else ""
+    if problem.get("trace"):
+        raise ValueError(f"{problem['trace']}:{first.line}: a request of {tokens} is longer "
+                         f"than max_context={context}{more}")  # fmt: skip
+    raise ValueError(f"prompt_len={problem['prompt_len']} and output_len="
+                     f"{problem['output_len']} drew a request of {tokens}, each length within "
+                     f"+-50% of its mean: longer than max_context={context}{more}")  # fmt: skip
 
 
 def _around(rng: random.Random, mean: int, spread: float) -> int:
@@ -202,7 +234,7 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
         try:
             row = json.loads(line, parse_float=_Written)
             entry = TraceEntry(_seconds(row["arrival"]), _count(row, "prompt_len"),
-                               _count(row, "output_len"))  # fmt: skip
+                               _count(row, "output_len"), line=number)  # fmt: skip
         except _BadValue as exc:
             raise ValueError(f"{path}:{number}: {exc}") from None
         except (ValueError, KeyError, TypeError, RecursionError) as exc:

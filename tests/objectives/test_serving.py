@@ -128,3 +128,25 @@ def test_a_replay_cut_short_by_its_deadline_fails_instead_of_timing_the_few_it_s
     cut = r"deadline \(0.3 s after the trace's start.*\) passed with \d+ of 30 requests unfinished"
     with pytest.raises(TrialTimeout, match=cut):
         obj.evaluate({"max_num_seqs": 4, "max_num_batched_tokens": 256})
+
+
+def test_a_request_longer_than_the_context_is_refused_naming_its_line(tmp_path) -> None:
+    # the refusal said "a trace request of 304 tokens is longer than max_context=256", naming
+    # no line of a trace of thousands, and "trace request" of a Poisson trace the user never
+    # wrote
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0, "prompt_len": 20, "output_len": 4}\n\n'
+                     '{"arrival": 1, "prompt_len": 300, "output_len": 4}\n'
+                     '{"arrival": 0.5, "prompt_len": 250, "output_len": 9}\n')  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"t\.jsonl:3: a request of 300 \+ 4 tokens \(prompt and "
+        r"output\) is longer than max_context=256 \(2 requests of the trace are\)$",
+    ):
+        _objective(trace=str(trace))
+    with pytest.raises(
+        ValueError,
+        match=r"^prompt_len=60 and output_len=16 drew a request of "
+        r"\d+ \+ \d+ tokens .* longer than max_context=64",
+    ):
+        _objective(prompt_len=60, max_context=64)
