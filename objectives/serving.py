@@ -219,6 +219,20 @@ class ServingObjective(Objective):
         serving_trace.check_tpot_measurable`)."""
         check_tpot_measurable(self.entries, slo)
 
+    def check_trial_timeout(self, timeout_s: float) -> None:
+        """Refuse, before the sweep, a trace whose last request arrives at or past the trial
+        timeout: a trial replays it in real time, so every one would time out.
+
+        Raises:
+            ValueError: naming the trace's span and the timeout.
+        """
+        span = self.entries[-1].arrival_s
+        if span >= timeout_s:
+            raise ValueError(f"the trace's last request arrives {span:,.1f} s into the replay, "
+                             "and a trial replays it in real time: every trial would run past "
+                             f"the trial timeout of {timeout_s:g} s (give a --trial-timeout "
+                             "above the span, or replay a shorter trace)")  # fmt: skip
+
     def default_config(self) -> dict[str, Any]:
         """vLLM's defaults for online serving: 256 sequences, a 2048-token step budget with
         chunked prefill, 16-token blocks, a bf16 cache and weights, FCFS, decode CUDA graphs

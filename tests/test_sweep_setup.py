@@ -252,3 +252,22 @@ def test_a_kernel_objective_without_outputs_is_noted_once_at_set_up(tmp_path):
         "the kernel runs, so one it leaves unwritten can pass the correctness check; name the "
         "tensors it writes"
     ]
+
+
+def test_a_serving_trace_longer_than_the_trial_timeout_is_refused_before_the_sweep(tmp_path):
+    # a trace with an hour's lull: each trial waited out the 300-s trial timeout and was killed,
+    # trial after trial, to end in "no trial succeeded"
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0, "prompt_len": 20, "output_len": 4}\n'
+                     '{"arrival": 3600, "prompt_len": 20, "output_len": 4}\n')  # fmt: skip
+    problem = {"trace": str(trace)}
+    with pytest.raises(
+        SetupError,
+        match=r"^--problem: the trace's last request arrives 3,600.0 "
+        r"s into the replay, .* past the trial timeout of 300 s",
+    ):
+        _settings(tmp_path, workload="serving", problem=problem)
+    with pytest.raises(SetupError, match="trial timeout of 75 s"):  # a quarter of the budget
+        _settings(tmp_path, workload="serving", problem=problem, time_budget_s=300.0)
+    given = _settings(tmp_path, workload="serving", problem=problem, trial_timeout_s=4000.0)
+    assert given.trial_timeout_s == 4000.0  # a timeout past the span: the sweep may run
