@@ -256,8 +256,11 @@ class ServingObjective(Objective):
         for key, allowed in choices.items():
             if merged[key] not in allowed:
                 raise Infeasible(f"{key}={merged[key]!r} is not one of {', '.join(allowed)}")
-        if merged["weights"] == "int4" and self.model_config.d_model % 128:
-            raise Infeasible("int4 weights need d_model to be a multiple of its 128-row groups")
+        # int4 groups of 128 input features, or of 64 where 128 does not divide them (the
+        # MLP's hidden width is a multiple of 64 already)
+        if merged["weights"] == "int4" and self.model_config.d_model % 64:
+            raise Infeasible("int4 weights need d_model to be a multiple of 64, their smallest "
+                             "group of input features")  # fmt: skip
         if not isinstance(merged["cuda_graphs"], bool):
             raise Infeasible(f"cuda_graphs={merged['cuda_graphs']!r} must be true or false")
         if merged["cuda_graphs"] and self.device.type != "cuda":

@@ -150,3 +150,23 @@ def test_a_request_longer_than_the_context_is_refused_naming_its_line(tmp_path) 
         r"\d+ \+ \d+ tokens .* longer than max_context=64",
     ):
         _objective(prompt_len=60, max_context=64)
+
+
+def test_int4_weights_run_on_a_width_of_64_groups_and_the_space_admits_them() -> None:
+    # d_model=192 was refused ("a multiple of its 128-row groups") by the objective and by the
+    # space's constraint, though the quantized linear takes groups of 64 where 128 does not
+    # divide its inputs: the sweep never tried int4 on such a model
+    from autotune.space.loader import load_space
+
+    obj = _objective(d_model=192, n_heads=3, num_requests=3, slo_ttft_ms=60_000.0,
+                     slo_tpot_ms=60_000.0)  # fmt: skip
+    m = obj.evaluate({"weights": "int4"})
+    assert m.metrics["finished"] == 3 and m.metrics["kl"] < 0.05
+    space, device = load_space("serving"), {"type": "cpu"}
+    config = {**obj.default_config(), "weights": "int4"}
+    assert "int4_groups" not in space.violations(config, obj.problem, device)
+    # a width no group divides is refused, as it would fail to quantize
+    narrow = _objective(d_model=96, n_heads=3)
+    with pytest.raises(Infeasible, match="d_model to be a multiple of 64"):
+        narrow.evaluate({"weights": "int4"})
+    assert "int4_groups" in space.violations(config, narrow.problem, device)
