@@ -1,11 +1,13 @@
 """A tuned training step as torchtitan TOML sections (its ``JobConfig``: ``[training]``,
-``[parallelism]``, ``[activation_checkpoint]``, ``[optimizer]``, ``[model]``, ``[float8]``), to
-merge into a torchtitan train config (``--job.config_file``).
+``[parallelism]``, ``[activation_checkpoint]``, ``[optimizer]``, ``[compile]``, ``[model]``,
+``[quantize.linear.float8]``), to merge into a torchtitan train config (``--job.config_file``).
 
 torchtitan is not a dependency: the keys written are checked against :data:`JOB_CONFIG_KEYS`,
-the fields of torchtitan's ``torchtitan/config/job_config.py`` (the dataclass-config releases)
-that this export uses. What torchtitan cannot express (fp16, TF32, a forced SDPA backend, a
-compile mode) is listed as comments at the top of the file.
+the fields of ``torchtitan/config/job_config.py`` in torchtitan 0.2.0 to 0.2.2, the releases
+whose ``ConfigManager`` reads a TOML file (it refuses a key its dataclasses lack; 0.1.0 had
+``training.compile`` and ``[float8]`` instead, 0.3 configures in Python). What torchtitan cannot
+express (fp16, TF32, a forced SDPA backend, a compile mode) is listed as comments at the top of
+the file.
 
 Example:
     >>> record = {"config": {"micro_batch": 2, "precision": "bf16", "optimizer": "fused",
@@ -25,17 +27,22 @@ from typing import Any
 
 from autotune import train_export
 
-#: torchtitan JobConfig sections and the fields of each that this export may write.
+#: torchtitan 0.2's JobConfig sections (a dotted name is a nested one) and the fields of each
+#: that this export may write.
 JOB_CONFIG_KEYS: dict[str, set[str]] = {
     "training": {"local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
-                 "mixed_precision_reduce", "compile", "seed"},
+                 "mixed_precision_reduce"},
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree",
                     "fsdp_reshard_after_forward", "tensor_parallel_degree"},
     "activation_checkpoint": {"mode"},
     "optimizer": {"name", "lr", "beta1", "beta2", "weight_decay", "implementation"},
+    "compile": {"enable", "components"},
     "model": {"converters"},
-    "float8": {"filter_fqns"},
+    "quantize.linear.float8": {"filter_fqns"},
 }  # fmt: skip
+
+#: the model converter torchtitan 0.2 registers for torchao's float8 linears
+FLOAT8_CONVERTER = "quantize.linear.float8"
 
 
 def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
@@ -50,7 +57,6 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
         "global_batch_size": micro * accum * train_export.data_parallel(record),
         "mixed_precision_param": "bfloat16" if precision in ("bf16", "fp8") else "float32",
         "mixed_precision_reduce": "float32",
-        "compile": bool(config.get("compile", False)),
     }
     if "seq_len" in problem:
         training["seq_len"] = train_export.whole(
@@ -74,6 +80,8 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
             "weight_decay": train_export.ADAMW["weight_decay"],
             "implementation": "fused" if config.get("optimizer") == "fused" else "foreach",
         },  # fmt: skip
+        # each decoder block compiled, as the training step did (torchtitan's "model" component)
+        "compile": {"enable": bool(config.get("compile", False))},
     }
     if layout == "fsdp2":
         reshard = config.get("reshard_after_forward", True)
@@ -82,8 +90,8 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
     if precision in train_export.PRECISIONS:  # an unknown one keeps the common note
         notes.pop("precision", None)
     if precision == "fp8":
-        settings["model"] = {"converters": ["float8"]}
-        settings["float8"] = {"filter_fqns": ["output"]}  # the LM head stays in bf16
+        settings["model"] = {"converters": [FLOAT8_CONVERTER]}
+        settings[FLOAT8_CONVERTER] = {"filter_fqns": ["output"]}  # the LM head stays in bf16
     elif precision in ("fp16", "tf32"):
         notes["precision"] = (
             f"{precision}: torchtitan trains in bf16 or fp32 only; fp32 is written"
@@ -125,9 +133,11 @@ def toml_text(settings: dict[str, dict[str, Any]]) -> str:
     """TOML sections of scalars and lists (what the export writes).
 
     Example:
-        >>> print(toml_text({"training": {"compile": True, "seq_len": 2048}}), end="")
+        >>> print(toml_text({"compile": {"enable": True}, "training": {"seq_len": 2048}}), end="")
+        [compile]
+        enable = true
+        <BLANKLINE>
         [training]
-        compile = true
         seq_len = 2048
     """
     blocks = []

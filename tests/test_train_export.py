@@ -111,7 +111,7 @@ def test_torchtitan_sections_parse_as_toml_with_torchtitans_own_keys():
     out = training_export(_parallel(layout="fsdp2", reshard_after_forward=False,
                                     precision="fp8", compile=True), "torchtitan")  # fmt: skip
     parsed = tomllib.loads(out.text)
-    for section, values in parsed.items():
+    for section, values in out.settings.items():  # a dotted section is a nested table
         assert set(values) <= JOB_CONFIG_KEYS[section], section
     assert parsed["parallelism"] == {"data_parallel_replicate_degree": 1,
                                      "data_parallel_shard_degree": 4, "tensor_parallel_degree": 1,
@@ -119,8 +119,72 @@ def test_torchtitan_sections_parse_as_toml_with_torchtitans_own_keys():
     # 16 sequences over 4 shards of micro-batches of 2: torchtitan derives accumulation 2
     assert parsed["training"]["local_batch_size"] == 2
     assert parsed["training"]["global_batch_size"] == 16
-    assert parsed["model"]["converters"] == ["float8"] and parsed["training"]["compile"]
+    assert parsed["model"]["converters"] == ["quantize.linear.float8"]
+    assert parsed["quantize"]["linear"]["float8"] == {"filter_fqns": ["output"]}
+    assert parsed["compile"] == {"enable": True}
     assert parsed["activation_checkpoint"]["mode"] == "none"
+
+
+#: The fields of torchtitan 0.2.2's JobConfig sections that an export may touch, copied from
+#: its torchtitan/config/job_config.py (the same in 0.2.0 and 0.2.1), whose ConfigManager
+#: refuses a TOML key its dataclass lacks ("Invalid field names in ... Training: {'compile'}").
+TORCHTITAN_0_2_FIELDS = {
+    "training": {"dataloader", "dataset", "dataset_path", "dtype", "enable_cpu_offload",
+                 "gc_debug", "gc_freq", "global_batch_size", "local_batch_size", "max_norm",
+                 "mixed_precision_param", "mixed_precision_reduce", "seq_len", "steps"},
+    "parallelism": {"context_parallel_degree", "data_parallel_replicate_degree",
+                    "data_parallel_shard_degree", "disable_loss_parallel",
+                    "enable_async_tensor_parallel", "expert_parallel_degree",
+                    "fsdp_reshard_after_forward", "pipeline_parallel_degree",
+                    "tensor_parallel_degree"},
+    "activation_checkpoint": {"debug", "determinism_check", "early_stop", "memory_budget", "mode",
+                              "preserve_rng_state", "selective_ac_option"},
+    "optimizer": {"beta1", "beta2", "early_step_in_backward", "eps", "implementation", "lr",
+                  "name", "weight_decay"},
+    "compile": {"backend", "components", "enable"},
+    "model": {"converters", "flavor", "hf_assets_path", "name", "print_after_conversion",
+              "tokenizer_path"},
+    "quantize": {"grouped_mm", "linear"},
+    "quantize.linear": {"float8", "mx"},
+    "quantize.linear.float8": {"emulate", "enable_fsdp_float8_all_gather", "filter_fqns",
+                               "precompute_float8_dynamic_scale_for_fsdp", "recipe_name"},
+}  # fmt: skip
+
+
+def _sections(table: dict, prefix: str = "") -> dict[str, set[str]]:
+    """A parsed TOML file's tables by dotted name, each with its keys."""
+    found = {prefix: set(table)} if prefix else {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            found.update(_sections(value, f"{prefix}.{key}" if prefix else key))
+    return found
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8", "fp32"])
+@pytest.mark.parametrize("compile", [True, False])
+def test_torchtitan_export_has_only_keys_torchtitan_0_2_reads(precision, compile):
+    # torchtitan 0.2's ConfigManager refused every export: `compile` left [training] for
+    # [compile] enable, and [float8] became [quantize.linear.float8], converter included
+    import tomllib
+
+    out = training_export(_parallel(layout="fsdp2", precision=precision, compile=compile),
+                          "torchtitan")  # fmt: skip
+    parsed = tomllib.loads(out.text)
+    for section, keys in _sections(parsed).items():
+        assert keys <= TORCHTITAN_0_2_FIELDS[section], (section, keys)
+    assert parsed["compile"]["enable"] is compile
+    float8 = ["quantize.linear.float8"] if precision == "fp8" else None
+    assert parsed.get("model", {}).get("converters") == float8
+
+
+def test_torchtitans_own_config_manager_reads_the_export(tmp_path):
+    manager = pytest.importorskip("torchtitan.config.manager")
+    out = training_export(_parallel(layout="fsdp2", precision="fp8", compile=True), "torchtitan")
+    path = tmp_path / "tuned.toml"
+    path.write_text(out.text)
+    config = manager.ConfigManager().parse_args(["--job.config_file", str(path)])
+    assert config.compile.enable and config.training.local_batch_size == 2
+    assert config.model.converters == ["quantize.linear.float8"]
 
 
 def test_torchtitan_says_in_the_file_what_it_cannot_express(tmp_path):
@@ -257,7 +321,8 @@ def test_a_value_with_a_newline_stays_inside_its_comment(target):
     out = training_export(_record(compile_mode=mode, attention_backend="a\u2028b"), target)
     if target == "torchtitan":  # torchtitan has no compile mode: a comment
         parsed = tomllib.loads(out.text)
-        assert set(parsed) <= {"training", "parallelism", "activation_checkpoint", "optimizer"}
+        sections = {"training", "parallelism", "activation_checkpoint", "optimizer", "compile"}
+        assert set(parsed) <= sections
     else:  # accelerate's dynamo_mode holds the mode; the backend is a comment
         parsed = yaml.safe_load(out.text)
         assert (
