@@ -430,14 +430,24 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
     else:  # a round that started but measured nothing is no round
         err.print("finish: nothing re-measured in the fresh process (every measurement failed "
                   "or the time budget ended first); the sweep's own readings stand")  # fmt: skip
-    for trial, reason in sorted((record.get("failed") or {}).items(), key=lambda f: int(f[0])):
+    failed = record.get("failed") or {}
+    for trial, reason in sorted(failed.items(), key=lambda f: int(f[0])):
         err.print(f"  trial {trial} failed in the finish: {escape(str(reason))}", highlight=False)
+    # a config that failed a round itself (not stopped by the budget) is no candidate
+    faulted = {int(t) for t, reason in failed.items() if not str(reason).startswith("interrupted")}
     if rows and rows[0].baseline and len(rows) > 1:
         why = ("one round cannot show a config measurably better (2 or more rounds can)"
                if done == 1 else "no config measurably beat it")  # fmt: skip
+        if done > 1 and any(r.trial in faulted for r in rows):
+            why += " and ran every round"
         err.print(f"  the untuned default stays: {why}")
     winner = rows[0] if rows else None
     for row in rows:
+        if row.trial in faulted and row is not winner:
+            err.print(f"         trial {row.trial}: median {readable(metric, row.median)} of "
+                      "the rounds it ran (failed in another: not a candidate)",
+                      highlight=False)  # fmt: skip
+            continue
         # one reading has no noise to be within (the row's or the winner's)
         told_apart = len(row.samples) > 1 and winner is not None and len(winner.samples) > 1
         noise = (" (within noise of the winner)"

@@ -909,6 +909,22 @@ def test_a_row_is_not_called_within_noise_of_a_winner_read_once(capsys):
     assert "trial 1 failed in the finish: crashed: busy" in said
 
 
+def test_a_row_that_failed_a_round_of_the_finish_is_called_no_candidate(capsys):
+    # it was listed "within noise of the winner" with "a better median, but not measurably
+    # better than the untuned default", though it had crashed in a round
+    from autotune.cli import _print_finish
+    from autotune.driver.finish import FinishRow
+
+    rows = [FinishRow(0, {}, 4.0, 0.0, [4.0, 4.0, 4.0], within_noise=True, baseline=True),
+            FinishRow(2, {}, 100.0, 0.0, [100.0, 100.0], within_noise=True)]  # fmt: skip
+    record = {"rounds": 3, "failed": {"2": "crashed: RuntimeError: illegal memory access"}}
+    _print_finish(rows, "tokens_per_s", record=record)
+    said = capsys.readouterr().err
+    assert "trial 2: median 100 tokens/s of the rounds it ran (failed in another: not a" in said
+    assert "within noise" not in said and "better median" not in said
+    assert "no config measurably beat it and ran every round" in said
+
+
 def test_resuming_a_study_whose_workload_file_is_gone_is_one_line(tmp_path):
     # `tune --study s` after the file moved: a 47-line KeyError traceback
     (tmp_path / "steady.py").write_text(STEADY)

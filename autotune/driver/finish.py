@@ -16,9 +16,11 @@ time budget that left no more) orders its configs by reading but never replaces 
 
 The untuned default (the sweep's trial 0) is re-measured with them, and stays the answer unless
 a config measurably beats it: a tuned config that is not measurably faster is not worth
-shipping. Of those that do, the best median wins. A default that the sweep found over the SLO
-(``--slo``) is re-measured too, as the figure the winner is compared with, but it is never
-the answer: its row (``over_slo``) comes last.
+shipping. Of those that do, the best median wins. A config that failed in a round of the finish
+(crashed, ran out of memory, hung: not one the time budget stopped) is not shipped either: it
+never wins over one that ran every round it was given, whatever its other readings. A default
+that the sweep found over the SLO (``--slo``) is re-measured too, as the figure the winner is
+compared with, but it is never the answer: its row (``over_slo``) comes last.
 
 Example:
     >>> rows = summarise_samples({3: [10.0, 10.4, 9.8], 7: [10.1, 10.3, 9.9], 9: [8.0, 8.1, 8.0]},
@@ -32,7 +34,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -45,6 +47,7 @@ from autotune.driver.trial_attrs import (
     trial_status,
 )
 from autotune.executors.base import Executor
+from autotune.failures import TrialStatus
 from autotune.redact import redact
 from autotune.timing import rotated
 
@@ -146,23 +149,33 @@ def _mark_noise(rows: list[FinishRow], maximize: bool) -> list[FinishRow]:
     return rows
 
 
-def keep_default(rows: list[FinishRow], maximize: bool = True) -> list[FinishRow]:
+def keep_default(
+    rows: list[FinishRow], maximize: bool = True, failed: Collection[int] = ()
+) -> list[FinishRow]:
     """Winner first: the untuned default unless a row measurably beats it, else the best
-    median of the rows that do; the rest in median order.
+    median of the rows that do; the rest in median order. A row whose trial is in ``failed``
+    (it failed in a round of the finish) never beats the default, and without a default it
+    comes after every row that did not fail.
 
     Example:
         >>> rows = [FinishRow(4, {}, 10.2, 0.05, []), FinishRow(0, {}, 10.0, 0.04, [], True,
         ...         baseline=True)]
         >>> [r.trial for r in keep_default(rows)]
         [0, 4]
+        >>> rows = [FinishRow(4, {}, 99.0, 0.0, [99.0, 99.0]), FinishRow(0, {}, 10.0, 0.0,
+        ...         [10.0, 10.0, 10.0], baseline=True)]
+        >>> [r.trial for r in keep_default(rows, failed={4})]  # 4 crashed in its third round
+        [0, 4]
     """
+    rows = [r for r in rows if r.trial not in failed] + [r for r in rows if r.trial in failed]
     default = next((r for r in rows if r.baseline), None)
     if default is None:
-        return rows
+        return _mark_noise(rows, maximize) if failed else rows
     if default.over_slo:  # a reference, not a candidate
         rest = [r for r in rows if r is not default]
         return _mark_noise(rest + [default], maximize) if rest else rows
-    better = [r for r in rows if r is not default and beats(r, default, maximize)]
+    better = [r for r in rows if r is not default and r.trial not in failed
+              and beats(r, default, maximize)]  # fmt: skip
     winner = better[0] if better else default
     return _mark_noise([winner] + [r for r in rows if r is not winner], maximize)
 
@@ -230,6 +243,7 @@ def finish(
     samples: dict[int, list[float]] = {t.number: [] for t in chosen}
     rounds_of: dict[int, list[int]] = {t.number: [] for t in chosen}
     failures: dict[int, str] = {}
+    faulted: set[int] = set()  # the configs that failed a round themselves
     done_rounds = 0
     last_round_s = 0.0
     with executor:
@@ -255,6 +269,8 @@ def finish(
                     # stored in the study: every password in the reason left out
                     failures[trial.number] = (f"{result.status.value}: "
                                               f"{redact(result.reason, secrets)}")  # fmt: skip
+                    if result.status is not TrialStatus.INTERRUPTED:  # not the budget's end
+                        faulted.add(trial.number)
                 if on_sample is not None:
                     on_sample(trial.number, len(samples[trial.number]), value)
             last_round_s = _next_round_s(took, first_round=round_index == 0)
@@ -268,7 +284,7 @@ def finish(
         row.config = dict(by_number[row.trial].params)
         row.baseline = reference is not None and row.trial == reference.number
         row.over_slo = over_slo is not None and row.trial == over_slo.number
-    rows = keep_default(rows, maximize)
+    rows = keep_default(rows, maximize, faulted)
     study.set_user_attr(
         FINISH,
         {
