@@ -514,6 +514,12 @@ def training_export(record: dict[str, Any], target: str) -> TrainExport:
               "torchtitan": torchtitan_export}  # fmt: skip
     if target not in makers:
         raise TrainExportError(f"unknown training target {target!r}; choose {', '.join(TARGETS)}")
-    exported = makers[target](as_recorded(record))
+    recorded = as_recorded(record)
+    # the optimizer, its betas and weight decay, the untuned knobs: the training step's own,
+    # which another workload (a file's objective with a micro_batch too) never ran
+    if recorded.get("workload") not in (None, "train-step", "replay"):
+        raise TrainExportError("a training-stack export needs a train-step sweep; "
+                               + which_sweep(recorded))  # fmt: skip
+    exported = makers[target](recorded)
     exported.not_expressed = {**replay_note(record), **exported.not_expressed}
     return exported

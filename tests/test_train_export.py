@@ -79,6 +79,18 @@ def test_a_record_that_is_no_training_step_is_refused():
         training_export({"config": {"BLOCK_M": 64}, "problem": {"M": 64}}, "hf")
 
 
+@pytest.mark.parametrize("target", ["hf", "accelerate", "deepspeed", "torchtitan"])
+def test_another_workload_with_a_micro_batch_is_no_training_step(target):
+    # a file's objective tuning micro_batch and precision was exported as the training step,
+    # its AdamW betas (0.9, 0.95), weight decay 0.1 and unrun knobs written as if tuned
+    record = {"study": "mine", "workload": "/home/me/my_train.py",
+              "config": {"micro_batch": 4, "precision": "bf16"}, "problem": PROBLEM}  # fmt: skip
+    with pytest.raises(TrainExportError, match=r"^a training-stack export needs a train-step "
+                       r"sweep; study 'mine' tuned /home/me/my_train.py \(--study"):  # fmt: skip
+        training_export(record, target)
+    training_export({**record, "workload": "train-step"}, target)
+
+
 def test_the_cli_writes_the_export_and_what_it_could_not_express(tmp_path, one_trial_study):
     url = f"sqlite:///{tmp_path / 's.db'}"
     study = one_trial_study(url, "t", "train-step", PROBLEM, TUNED, "tokens_per_s", 1000.0)
