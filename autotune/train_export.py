@@ -496,6 +496,12 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
         # ZeRO-3 shards weights, gradients and optimizer state as FSDP2 does
         settings["zero_optimization"] = {"stage": 3}
         notes["layout"] = "fsdp2: as ZeRO stage 3 (DeepSpeed's own sharding, not fully_shard)"
+        if not config.get("reshard_after_forward", True):
+            notes["reshard_after_forward"] = (
+                "false: the tuned step kept each block's weights gathered from its forward to "
+                "its backward; ZeRO stage 3 gathers them again for the backward (it has no "
+                "such switch)"
+            )
     elif layout == "tp":
         notes["layout"] = (
             f"tp over {ran_on(record)}: DeepSpeed's AutoTP or the model's own "

@@ -219,12 +219,20 @@ def test_parallel_layouts_reach_every_target():
     assert ddp.settings["gradient_accumulation_steps"] == 2
     fsdp = training_export(_parallel(layout="fsdp2"), "deepspeed")
     assert fsdp.settings["zero_optimization"] == {"stage": 3} and "layout" in fsdp.not_expressed
+    assert "reshard_after_forward" not in fsdp.not_expressed  # ZeRO-3 reshards, as it did
     tp = training_export(_parallel(layout="tp"), "hf")
     assert tp.settings["gradient_accumulation_steps"] == 8  # every GPU trains the whole batch
     assert "tp_plan" in tp.not_expressed["layout"]
     acc = training_export(_parallel(layout="fsdp2", reshard_after_forward=False), "accelerate")
     assert acc.settings["distributed_type"] == "FSDP" and acc.settings["num_processes"] == 4
     assert acc.settings["fsdp_config"]["fsdp_reshard_after_forward"] is False
+
+
+def test_deepspeed_says_it_cannot_keep_the_weights_gathered_after_the_forward():
+    # reshard_after_forward=False, tuned under FSDP2, was dropped without a word in ZeRO-3
+    out = training_export(_parallel(layout="fsdp2", reshard_after_forward=False), "deepspeed")
+    assert out.settings["zero_optimization"] == {"stage": 3}
+    assert out.not_expressed["reshard_after_forward"].startswith("false: the tuned step kept")
 
 
 def test_accelerate_reads_a_multi_gpu_fsdp2_config(tmp_path):
