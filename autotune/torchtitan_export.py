@@ -86,7 +86,7 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
     if layout == "fsdp2":
         reshard = config.get("reshard_after_forward", True)
         settings["parallelism"]["fsdp_reshard_after_forward"] = "always" if reshard else "never"
-    notes = train_export._common_notes(config)
+    notes = {**train_export._common_notes(config), **train_export.cpu_note(record, "torchtitan")}
     if precision in train_export.PRECISIONS:  # an unknown one keeps the common note
         notes.pop("precision", None)
     if precision == "fp8":

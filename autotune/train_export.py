@@ -326,6 +326,23 @@ _ACCELERATE_CPU_NOTE = ("true: the sweep ran on a CPU, so accelerate is told to 
                         "train on GPUs, where these figures were not measured")  # fmt: skip
 
 
+def cpu_note(record: dict[str, Any], target: str) -> dict[str, str]:
+    """For a target with no CPU switch (DeepSpeed, torchtitan), the note that says a sweep ran
+    on a CPU, so its figures are no GPU's; nothing for a sweep on a GPU, or a replay whose
+    table does not record its device.
+
+    Example:
+        >>> cpu_note({"device": {"type": "cpu"}}, "torchtitan")["device"][:38]
+        'cpu: the sweep ran on a CPU, so these '
+        >>> cpu_note({"device": {"type": "cuda"}}, "deepspeed")
+        {}
+    """
+    if not measured_on_cpu(record):
+        return {}
+    return {"device": f"cpu: the sweep ran on a CPU, so these settings were tuned there, not "
+                      f"on the GPUs {target} trains on; tune again on one"}  # fmt: skip
+
+
 def measured_on_cpu(record: dict[str, Any]) -> bool | None:
     """Whether the record's config was measured on a CPU; None for a replay whose table does
     not record its device (it may have been).
@@ -473,7 +490,7 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
             },  # fmt: skip
         },
     }
-    notes = _common_notes(config)
+    notes = {**_common_notes(config), **cpu_note(record, "DeepSpeed")}
     if precision == "bf16":
         settings["bf16"] = {"enabled": True}
     elif precision == "fp16":

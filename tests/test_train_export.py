@@ -475,6 +475,16 @@ def test_a_sweep_on_a_cpu_is_exported_to_run_there(tmp_path):
     assert training_export(on_gpu, "accelerate").settings["use_cpu"] is False
 
 
+@pytest.mark.parametrize("target", ["deepspeed", "torchtitan"])
+def test_a_target_with_no_cpu_switch_says_the_sweep_ran_on_a_cpu(target):
+    # a CPU smoke sweep's DeepSpeed config and torchtitan sections read as a GPU's tuning
+    on_cpu = {**_record(precision="bf16"), "device": {"type": "cpu", "name": "cpu"}}
+    note = training_export(on_cpu, target).not_expressed["device"]
+    assert note.startswith("cpu: the sweep ran on a CPU") and "tune again on one" in note
+    on_gpu = {**_record(precision="bf16"), "device": {"type": "cuda", "name": "H100"}}
+    assert "device" not in training_export(on_gpu, target).not_expressed
+
+
 def test_a_multi_process_sweep_on_a_cpu_is_exported_to_accelerate_as_multi_cpu():
     # a ddp winner over 2 gloo processes was written MULTI_GPU with use_cpu: true, and its
     # notes said "over 2 GPUs"
