@@ -512,7 +512,10 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
     if layout == "fsdp2":
         # ZeRO-3 shards weights, gradients and optimizer state as FSDP2 does
         settings["zero_optimization"] = {"stage": 3}
-        notes["layout"] = "fsdp2: as ZeRO stage 3 (DeepSpeed's own sharding, not fully_shard)"
+        notes["layout"] = (
+            f"fsdp2 over {ran_on(record)}: as ZeRO stage 3 (DeepSpeed's own sharding, not "
+            f"fully_shard); {_deepspeed_launch(record)}"
+        )
         if not config.get("reshard_after_forward", True):
             notes["reshard_after_forward"] = (
                 "false: the tuned step kept each block's weights gathered from its forward to "
@@ -524,7 +527,21 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
             f"tp over {ran_on(record)}: DeepSpeed's AutoTP or the model's own "
             "tensor-parallel plan; this config keeps data parallel at 1"
         )
+    elif layout == "ddp":
+        notes["layout"] = f"ddp over {ran_on(record)}: {_deepspeed_launch(record)}"
     return TrainExport("deepspeed", settings, notes)
+
+
+def _deepspeed_launch(record: dict[str, Any]) -> str:
+    """How many processes to launch a data-parallel DeepSpeed config on: its train_batch_size
+    counts them, and DeepSpeed's launcher takes every GPU of the node unless told.
+
+    Example:
+        >>> _deepspeed_launch({"problem": {"world_size": 2}, "device": {"type": "cuda"}})
+        'launch with deepspeed --num_gpus 2 (train_batch_size counts 2 processes)'
+    """
+    n = world_size(record)
+    return f"launch with deepspeed --num_gpus {n} (train_batch_size counts {n} processes)"
 
 
 def training_export(record: dict[str, Any], target: str) -> TrainExport:

@@ -217,8 +217,13 @@ def test_parallel_layouts_reach_every_target():
     # DeepSpeed checks train_batch_size = micro x accumulation x its world: 16 = 2 x 2 x 4 GPUs
     assert ddp.settings["train_batch_size"] == 16
     assert ddp.settings["gradient_accumulation_steps"] == 2
+    # which world: its launcher takes every GPU of the node unless told (the note said nothing)
+    assert ddp.not_expressed["layout"] == (
+        "ddp over 4 GPUs: launch with deepspeed --num_gpus 4 (train_batch_size counts 4 processes)"
+    )
     fsdp = training_export(_parallel(layout="fsdp2"), "deepspeed")
-    assert fsdp.settings["zero_optimization"] == {"stage": 3} and "layout" in fsdp.not_expressed
+    assert fsdp.settings["zero_optimization"] == {"stage": 3}
+    assert "--num_gpus 4" in fsdp.not_expressed["layout"]
     assert "reshard_after_forward" not in fsdp.not_expressed  # ZeRO-3 reshards, as it did
     tp = training_export(_parallel(layout="tp"), "hf")
     assert tp.settings["gradient_accumulation_steps"] == 8  # every GPU trains the whole batch
