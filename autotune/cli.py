@@ -290,14 +290,16 @@ def tune(
                                     **_modules_run(settings.workload)})  # fmt: skip
     for note in settings.notes:
         err.print(f"note: {note}", highlight=False, soft_wrap=True)
+    from autotune.objectives import get_objective
+
+    measures = get_objective(settings.workload).measures
+    finishing = measures and len(settings.objectives) == 1
     if cache and settings.fingerprint and settings.study_name is None:
-        from autotune.objectives import get_objective
         from autotune.storage import open_storage
         from autotune.tuning_cache import cached_study
 
         unfinished: list = []  # a matching sweep stopped in its finish: said, not used
-        wants_finish = bool(finish_top) and len(settings.objectives) == 1 and (
-            get_objective(settings.workload).measures)  # fmt: skip
+        wants_finish = bool(finish_top) and finishing
         hit = cached_study(open_storage(settings.storage), settings.fingerprint["key"],
                            settings.sampler, settings.n_trials,
                            settings.time_budget_s, unfinished, wants_finish)  # fmt: skip
@@ -311,10 +313,6 @@ def tune(
             )
             print_best(settings.storage, hit.study_name, output)
             return
-    from autotune.objectives import get_objective
-
-    measures = get_objective(settings.workload).measures
-    finishing = measures and len(settings.objectives) == 1
     if measures and finish_top and not finishing:  # said, not skipped in silence
         err.print("note: no finish: a sweep of several objectives ends in a Pareto front, not "
                   "one winner to re-measure; its figures are the sweep's own readings",
