@@ -39,6 +39,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -57,17 +58,40 @@ DURATION_COLUMNS = {"duration_s": 1.0, "warmup_s": 1.0, "ms": 1e-3}
 _NO_STATUS = "autotune_no_status_column"
 
 
-@lru_cache(maxsize=8)
 def load_table(path: str) -> pd.DataFrame:
-    """Read a recorded table; without a ``status`` column every row is ``ok``."""
+    """Read a recorded table; without a ``status`` column every row is ``ok``. A process
+    reads a file once, whatever path names it: the set-up's ``grid.csv`` and the whole path
+    the study stores (which the replay's objective reads) are one read.
+
+    Raises:
+        SpaceError: the table cannot be read or replayed, naming ``path`` as given.
+    """
+    try:
+        return _read_table(str(Path(path).resolve()))
+    except _Unreadable as exc:
+        raise SpaceError(f"{path}: {exc}") from None
+
+
+class _Unreadable(Exception):
+    """What keeps a table from being read, without its path: :func:`load_table` puts the
+    path first as its caller named it (the read is shared under the file's whole path)."""
+
+
+@lru_cache(maxsize=8)
+def _read_table(path: str) -> pd.DataFrame:
+    """:func:`load_table` of the file at ``path`` (a whole path: one entry a file).
+
+    Raises:
+        _Unreadable: saying why.
+    """
     try:
         _check_header(path)
         table = pd.read_csv(path, index_col=False)  # rows that end in a comma have no index
     except FileNotFoundError:
-        raise SpaceError(f"{path}: replay table not found") from None
+        raise _Unreadable("replay table not found") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as exc:
         first = str(exc).strip().splitlines()[0]
-        raise SpaceError(f"{path}: not a readable CSV table: {first}") from None
+        raise _Unreadable(f"not a readable CSV table: {first}") from None
     _keep_words(table, path)
     table = table.copy()  # one block again: a column added to 300 set one by one warned
     if "status" not in table.columns:
@@ -76,10 +100,10 @@ def load_table(path: str) -> pd.DataFrame:
     states = {s.value for s in TrialStatus}
     for line, state in enumerate(table["status"], start=2):
         if _cell(state) is None:
-            raise SpaceError(f"{path}: line {line}: column 'status' is blank (a state such as "
-                             "'ok' or 'oom' is needed)")  # fmt: skip
+            raise _Unreadable(f"line {line}: column 'status' is blank (a state such as 'ok' or "
+                              "'oom' is needed)")  # fmt: skip
         if str(state) not in states:
-            raise SpaceError(f"{path}: line {line}: column 'status': unknown state {state!r}")
+            raise _Unreadable(f"line {line}: column 'status': unknown state {state!r}")
     return table
 
 
@@ -89,7 +113,7 @@ def _check_header(path: str) -> None:
     dropped the extra field of a first row without a word, and refused one on a later row).
 
     Raises:
-        SpaceError: naming the column.
+        _Unreadable: naming the column.
     """
     with open(path, newline="", encoding="utf-8-sig", errors="replace") as file:
         rows = csv.reader(file)
@@ -97,12 +121,12 @@ def _check_header(path: str) -> None:
         seen: set[str] = set()
         for name in header:
             if name in seen:
-                raise SpaceError(f"{path}: column {name!r} is named twice in the header")
+                raise _Unreadable(f"column {name!r} is named twice in the header")
             seen.add(name)
         for row in rows:  # a spreadsheet's trailing comma is one blank field more: allowed
             if any(cell.strip() for cell in row[len(header) :]):
-                raise SpaceError(f"{path}: line {rows.line_num}: {len(row)} fields, the header "
-                                 f"names {len(header)}")  # fmt: skip
+                raise _Unreadable(f"line {rows.line_num}: {len(row)} fields, the header names "
+                                  f"{len(header)}")  # fmt: skip
 
 
 def _keep_words(table: pd.DataFrame, path: str) -> None:

@@ -245,3 +245,22 @@ def test_a_space_of_numbers_over_codes_spelled_two_ways_is_refused(tmp_path, cod
     two.write_text("parameters:\n  tag: {type: int, low: 2, high: 3}\n"
                    "  BM: {type: categorical, choices: [16]}\n")  # fmt: skip
     replay_settings(table, "tag,BM", "ms", False, str(two))
+
+
+def test_a_replay_named_by_a_relative_path_reads_its_table_once(tmp_path, monkeypatch):
+    # the set-up read `--replay grid.csv`, the objective the whole path the study stores: an
+    # inline replay parsed its table twice before its first trial
+    from autotune.objectives.replay import load_table
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "grid.csv").write_text("BM,tflops\n64,400\n128,610\n")
+    settings = _settings("memory", study=None, replay=Path("grid.csv"), params="BM",
+                         device={"type": "cpu", "name": "cpu"})  # fmt: skip
+    whole = settings.problem["table"]  # what the objective reads
+    assert whole == str(tmp_path.resolve() / "grid.csv")
+    assert load_table(whole) is load_table("grid.csv")  # one read, under either name
+    from autotune.objectives.replay import _read_table
+
+    reads = _read_table.cache_info().misses
+    ReplayObjective(settings.problem)  # as the inline executor builds it
+    assert _read_table.cache_info().misses == reads
