@@ -12,7 +12,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -43,6 +43,9 @@ from autotune.cli_stdout import result_only
 from autotune.process_end import end_process, process_started
 from autotune.redact import redact, redact_url
 from autotune.units import readable
+
+if TYPE_CHECKING:
+    from autotune.driver import SweepSettings
 
 #: When this command's process started (:func:`process_started`): ``--time-budget`` counts
 #: from here, so the interpreter's start, the heavy imports, the space's enumeration and the
@@ -287,7 +290,7 @@ def tune(
     writable_output(output, inputs={"the space file the sweep reads": settings.space.source,
                                     **{f"the space file {f} the sweep's space includes": f
                                        for f in settings.space.includes},
-                                    **_modules_run(settings.workload)})  # fmt: skip
+                                    **_modules_run(settings)})  # fmt: skip
     for note in settings.notes:
         err.print(f"note: {note}", highlight=False, soft_wrap=True)
     from autotune.objectives import get_objective
@@ -566,18 +569,20 @@ from autotune import cli_reports  # noqa: E402
 cli_reports.register(app)
 
 
-def _modules_run(workload: str) -> dict[str, str]:
-    """The source files of the modules a sweep of ``workload`` runs (its objective and the
-    kernels it imports: :func:`~autotune.tuning_cache.source_modules`), each under a line
-    that says so, for ``--output`` to refuse."""
-    from autotune.tuning_cache import source_modules
+def _modules_run(settings: SweepSettings) -> dict[str, str]:
+    """The source files of the modules a sweep runs (its objective and the kernels it
+    imports: :func:`~autotune.tuning_cache.source_modules`), each under a line that says so,
+    for ``--output`` to refuse: those its set-up found for the tuning cache's key
+    (``settings.source_files``), else found here."""
+    files = settings.source_files
+    if files is None:  # set-up made no key (a replay, a resume): not walked yet
+        from autotune.tuning_cache import module_files, source_modules
 
-    try:
-        modules = source_modules(workload)
-    except Exception:  # noqa: BLE001 - a workload that cannot be read: its set-up says why
-        return {}
-    return {f"the module {m.__name__}, which the sweep runs": m.__file__
-            for m in modules if getattr(m, "__file__", None)}  # fmt: skip
+        try:
+            files = module_files(source_modules(settings.workload))
+        except Exception:  # noqa: BLE001 - a workload that cannot be read: its set-up says why
+            return {}
+    return {f"the module {name}, which the sweep runs": path for name, path in files.items()}
 
 
 def main() -> None:

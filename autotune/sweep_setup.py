@@ -29,7 +29,7 @@ from autotune.slo_setup import check_slo_metrics, resumed_slo, with_slo_limits
 from autotune.space import Space, SpaceError, load_space
 from autotune.space.feasibility import check_satisfiable
 from autotune.storage import open_storage, storage_files, study_name_fault, study_names
-from autotune.tuning_cache import fingerprint, source_hash
+from autotune.tuning_cache import fingerprint, module_files, source_hash, source_modules
 
 DEFAULT_WORKLOAD = "train-step"
 DEFAULT_TRIALS = 30
@@ -418,6 +418,7 @@ def build_settings(
     baseline = None
     untuned: dict[str, Any] = {}  # the default's knobs the space does not tune
     key = None
+    source_files: dict[str, str] | None = None  # the files of the modules the key hashed
     notes: list[str] = []
     if replay is None and (params or metric or not maximize):
         given = "--params" if params else "--metric" if metric else "--minimize"
@@ -518,7 +519,9 @@ def build_settings(
         baseline, outside = _baseline_in_space(baseline, space_obj, problem, device)
         notes += outside
         if objective_cls.measures:
-            source = source_hash(workload, space_obj.source if space else None)
+            modules = source_modules(workload)  # walked once: the key and --output's check
+            source_files = module_files(modules)
+            source = source_hash(workload, space_obj.source if space else None, modules)
             external = getattr(objective_obj, "cache_parts", None)  # a program outside ours
             with setup_call(workload, objective_cls, "cache_parts"):
                 outside_parts = external() if external is not None else None
@@ -579,6 +582,7 @@ def build_settings(
         notes=notes,
         slo=dict(slo or {}),  # a resumed sweep's: the stored one (resumed_slo)
         objective_name=objective_name,
+        source_files=source_files,
     )
     _check_warm_start(settings)
     return settings

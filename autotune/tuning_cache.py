@@ -184,10 +184,23 @@ def _is_module(name: str) -> bool:
     return True
 
 
-def source_hash(workload: str, space_file: str | None = None) -> str:
-    """Hash of :func:`source_modules` and of the search space file (``space_file``, default
-    the workload's) with every file its includes read, at any depth (a space of no includes
-    keeps the hash it had before they counted).
+def module_files(modules: list[types.ModuleType]) -> dict[str, str]:
+    """The file of each of ``modules`` that has one, by module name.
+
+    Example:
+        >>> list(module_files([json, types.ModuleType("built_here")]))
+        ['json']
+    """
+    return {m.__name__: m.__file__ for m in modules if getattr(m, "__file__", None)}
+
+
+def source_hash(
+    workload: str, space_file: str | None = None, modules: list[types.ModuleType] | None = None
+) -> str:
+    """Hash of :func:`source_modules` (``modules``, where the caller found them already) and
+    of the search space file (``space_file``, default the workload's) with every file its
+    includes read, at any depth (a space of no includes keeps the hash it had before they
+    counted).
 
     Example:
         >>> source_hash("matmul") == source_hash("matmul"), len(source_hash("matmul"))
@@ -196,7 +209,7 @@ def source_hash(workload: str, space_file: str | None = None) -> str:
     from autotune.objectives import get_objective
     from autotune.space import load_space
 
-    parts = [_source(m) for m in source_modules(workload)]
+    parts = [_source(m) for m in (source_modules(workload) if modules is None else modules)]
     space = space_file or getattr(get_objective(workload), "space", "")
     if space:
         loaded = load_space(space)

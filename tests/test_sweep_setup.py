@@ -271,3 +271,13 @@ def test_a_serving_trace_longer_than_the_trial_timeout_is_refused_before_the_swe
         _settings(tmp_path, workload="serving", problem=problem, time_budget_s=300.0)
     given = _settings(tmp_path, workload="serving", problem=problem, trial_timeout_s=4000.0)
     assert given.trial_timeout_s == 4000.0  # a timeout past the span: the sweep may run
+
+
+def test_the_set_up_keeps_the_files_of_the_modules_its_cache_key_hashed(tmp_path):
+    # `autotune tune` walked the workload's imports (each module's source parsed) twice at
+    # start: for the tuning cache's key, then for the files --output must not overwrite
+    from autotune.tuning_cache import source_modules
+
+    files = _settings(tmp_path).source_files
+    assert files == {m.__name__: m.__file__ for m in source_modules("faults")}
+    assert "autotune.objectives.faults" in files

@@ -517,3 +517,27 @@ def test_a_sweep_run_without_a_finish_does_not_answer_one_that_asks_for_it(tmp_p
     assert "cached: study faults-" in tune_finishing("2").stderr  # the finished one answers
     assert "cached: study faults-" in tune_finishing("0").stderr  # and an ask for none
     assert len(optuna.get_all_study_names(url)) == 2
+
+
+def test_tune_walks_the_workloads_modules_once_at_start(tmp_path, write_space):
+    # the walk (each module's source parsed for its imports) ran for the cache's key and again
+    # for the files --output must not overwrite
+    space = write_space("parameters:\n  score: {type: float, low: 0, high: 1}\n")
+    counted = (
+        "import sys, autotune.tuning_cache as cache\n"
+        "walk = cache.source_modules\n"
+        "def counted(workload):\n"
+        "    print('walked', file=sys.stderr)\n"
+        "    return walk(workload)\n"
+        "cache.source_modules = counted\n"
+        "from autotune.cli import main\n"
+        "sys.argv[0] = 'autotune'\n"
+        "main()\n"
+    )  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", counted, "tune", "faults", "--trials", "1", "--finish-top", "0",
+         "--executor", "inline", "--storage", "memory", "--space", str(space)],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("walked\n") == 1, done.stderr

@@ -86,6 +86,10 @@ class SweepSettings:
     notes: list[str] = field(default_factory=list)
     #: the objective's class name, which the summary names for the configs it refused
     objective_name: str = ""
+    #: the files of the modules the sweep runs (module name -> path), found while setting up
+    #: the tuning cache's key (:func:`~autotune.tuning_cache.source_modules`); None where set-up
+    #: did not look (a replay, a resume)
+    source_files: dict[str, str] | None = None
 
     @property
     def secrets(self) -> frozenset[str]:
