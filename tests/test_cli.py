@@ -974,28 +974,40 @@ def test_a_sweep_of_several_objectives_says_it_has_no_finish(tmp_path):
     assert "no finish" not in quiet.stderr
 
 
-PICKY = """from autotune.failures import Infeasible
+# an objective file whose score is its config's a: it refuses an a over MOST (Infeasible; None:
+# it takes every a), and its untuned default is DEFAULT (None: it has none)
+SCORED_BY_A = """from autotune.failures import Infeasible
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective
 
+MOST = {most}
 
-class Picky(Objective):
-    name, space, directions = "picky", "picky.yaml", {"score": "maximize"}
+
+class {cls}(Objective):
+    name, space, directions = "{name}", "{name}.yaml", {{"score": "maximize"}}
+
+    def default_config(self):
+        return {default}
 
     def evaluate(self, config, report=None):
-        if config["a"] > 2:
-            raise Infeasible(f"a={config['a']} is over 2 (this kernel only does 2)")
-        return Measurement(values={"score": float(config["a"])})
+        if MOST is not None and config["a"] > MOST:
+            raise Infeasible(f"a={{config['a']}} is over {{MOST}} (this kernel only does {{MOST}})")
+        return Measurement(values={{"score": float(config["a"])}})
 
 
-OBJECTIVE = Picky
+OBJECTIVE = {cls}
 """
+
+
+def scored_by_a(cls: str, most: int | None = None, default: dict | None = None) -> str:
+    """:data:`SCORED_BY_A` as class ``cls``, its space ``<cls lowercased>.yaml``."""
+    return SCORED_BY_A.format(cls=cls, name=cls.lower(), most=most, default=default)
 
 
 def test_a_sweep_whose_objective_refuses_every_config_says_who_refused_it_and_why(tmp_path):
     # the objective's own refusals were counted as '3 rejected by constraints (not launched)'
     # and the sweep ended 'no trial succeeded: nothing to report', the reason in the CSV only
-    (tmp_path / "picky.py").write_text(PICKY)
+    (tmp_path / "picky.py").write_text(scored_by_a("Picky", most=2))
     space = "parameters:\n  a: {type: int, low: 3, high: 6}\nconstraints:\n  not_six: 'a != 6'\n"
     (tmp_path / "picky.yaml").write_text(space)
     url = f"sqlite:///{tmp_path / 'p.db'}"
@@ -1010,29 +1022,10 @@ def test_a_sweep_whose_objective_refuses_every_config_says_who_refused_it_and_wh
     assert "is over 2 (this kernel only does 2)" in last, ran.stderr
 
 
-PLAIN = """from autotune.measurement import Measurement
-from autotune.objectives.base import Objective
-
-
-class Plain(Objective):
-    name, space, directions = "plain", "plain.yaml", {"score": "maximize"}
-    measures = True
-
-    def default_config(self):
-        return {"a": 1}
-
-    def evaluate(self, config, report=None):
-        return Measurement(values={"score": float(config["a"])})
-
-
-OBJECTIVE = Plain
-"""
-
-
 def test_a_default_a_constraint_rules_out_is_said_and_no_finish_claims_it(tmp_path):
     # the default broke 'a >= 2': no note, no trial 0, and the finish still said it
     # re-measured "the top configs and the untuned default"
-    (tmp_path / "plain.py").write_text(PLAIN)
+    (tmp_path / "plain.py").write_text(scored_by_a("Plain", default={"a": 1}))
     space = "parameters:\n  a: {type: int, low: 1, high: 4}\nconstraints:\n  above: 'a >= 2'\n"
     (tmp_path / "plain.yaml").write_text(space)
     url = f"sqlite:///{tmp_path / 'p.db'}"
