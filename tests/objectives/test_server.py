@@ -371,8 +371,9 @@ def test_a_program_this_machine_cannot_run_is_refused_before_the_sweep(tmp_path)
     assert "no program vllmx on PATH" in done.stderr
 
 
-# the fake servers' shared part: health, quiet logs, one server-sent event
+# the fake servers' shared part: health, quiet logs, one server-sent event, the stream's end
 _HANDLER = """
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *args):
@@ -385,6 +386,14 @@ class Handler(BaseHTTPRequestHandler):
     def send(self, event):
         self.wfile.write(b"data: " + json.dumps(event).encode() + b"\\n\\n")
         self.wfile.flush()
+    def done(self):
+        self.wfile.write(b"data: [DONE]\\n\\n")
+        self.wfile.flush()
+        self.close_connection = True
+"""
+# ... and their last lines: the server on `port` (each script reads it from its first argument)
+_SERVE = """ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 """
 
 
@@ -396,7 +405,6 @@ class Handler(BaseHTTPRequestHandler):
 _PACKING = (
     """
 import json, sys, time
-from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 port, interval, says = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 """
     + _HANDLER
@@ -417,12 +425,9 @@ port, interval, says = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
         self.send({"choices": [{"index": 0, "text": "", "finish_reason": "length"}]})
         if says == "usage" and body.get("stream_options", {}).get("include_usage"):
             self.send({"choices": [], "usage": {"completion_tokens": wanted}})
-        self.wfile.write(b"data: [DONE]\\n\\n")
-        self.wfile.flush()
-        self.close_connection = True
-ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+        self.done()
 """
+    + _SERVE
 )
 
 
@@ -450,7 +455,6 @@ def test_tokens_are_counted_not_the_events_that_carry_them(tmp_path, interval, s
 _FAULTY = (
     """
 import json, os, sys, threading
-from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 port, fault, k = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 arrived = [0]
 lock = threading.Lock()
@@ -482,12 +486,9 @@ lock = threading.Lock()
         reason = "stop" if wanted < body["max_tokens"] else "length"
         self.send({"choices": [{"index": 0, "text": "", "finish_reason": reason}]})
         self.send({"choices": [], "usage": {"completion_tokens": wanted}})
-        self.wfile.write(b"data: [DONE]\\n\\n")
-        self.wfile.flush()
-        self.close_connection = True
-ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+        self.done()
 """
+    + _SERVE
 )
 
 
