@@ -172,11 +172,13 @@ def test_the_source_follows_relative_imports_inside_a_workload_package(tmp_path,
             del sys.modules[name]
 
 
-def tune(url: str, space, *extra: str):
+def tune(url: str, space, *extra: str, finish_top: int = 0):
+    """``autotune tune faults`` of 3 trials (``extra`` may ask for others), without a finish
+    unless ``finish_top`` asks for one."""
     return subprocess.run(
         [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "3", "--seed", "0",
-         "--finish-top", "0", "--executor", "inline", "--storage", url, "--space", str(space),
-         *extra],
+         "--finish-top", str(finish_top), "--executor", "inline", "--storage", url, "--space",
+         str(space), *extra],
         capture_output=True, text=True, timeout=180,
     )  # fmt: skip
 
@@ -501,21 +503,16 @@ def test_a_sweep_run_without_a_finish_does_not_answer_one_that_asks_for_it(tmp_p
     url = f"sqlite:///{tmp_path / 'cache.db'}"
     space = write_space("parameters:\n  score: {type: categorical, choices: [0.2, 0.4]}\n")
 
-    def tune_finishing(top: str) -> subprocess.CompletedProcess:
-        done = subprocess.run(
-            [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "2",
-             "--seed", "0", "--finish-top", top, "--finish-rounds", "2", "--executor",
-             "inline", "--storage", url, "--space", str(space)],
-            capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
+    def tune_finishing(top: int) -> subprocess.CompletedProcess:
+        done = tune(url, space, "--trials", "2", "--finish-rounds", "2", finish_top=top)
         assert done.returncode == 0, done.stderr
         return done
 
-    assert "cached" not in tune_finishing("0").stderr
-    asked = tune_finishing("2")
+    assert "cached" not in tune_finishing(0).stderr
+    asked = tune_finishing(2)
     assert "cached" not in asked.stderr and "finish:" in asked.stderr, asked.stderr
-    assert "cached: study faults-" in tune_finishing("2").stderr  # the finished one answers
-    assert "cached: study faults-" in tune_finishing("0").stderr  # and an ask for none
+    assert "cached: study faults-" in tune_finishing(2).stderr  # the finished one answers
+    assert "cached: study faults-" in tune_finishing(0).stderr  # and an ask for none
     assert len(optuna.get_all_study_names(url)) == 2
 
 
