@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -315,9 +316,7 @@ class ServingObjective(Objective):
         quality: dict[str, float] = {}
         if c["weights"] != "bf16" or c["kv_dtype"] == "fp8":
             quality = self.quality(model, c["kv_dtype"])
-            if quality["kl"] > float(p["max_kl"]):
-                raise WrongResult(f"next-token KL {quality['kl']:.4f} against the bf16 model "
-                                  f"exceeds max_kl={p['max_kl']}")  # fmt: skip
+            check_quality(quality["kl"], float(p["max_kl"]))
         kv = KV_DTYPES[c["kv_dtype"]]
         element = torch.empty((), dtype=kv).element_size()
         cfg = self.model_config
@@ -421,6 +420,29 @@ class ServingObjective(Objective):
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+def check_quality(kl: float, max_kl: float) -> None:
+    """The quality gate: a next-token KL divergence against the bf16 model above ``max_kl``
+    fails, and so does one that is no number at all (NaN, where the logits broke down),
+    which every comparison would let through.
+
+    Raises:
+        WrongResult: naming the KL and the limit.
+
+    Example:
+        >>> check_quality(0.01, max_kl=0.05)
+        >>> check_quality(float("nan"), max_kl=0.05)
+        Traceback (most recent call last):
+        ...
+        autotune.failures.WrongResult: next-token KL against the bf16 model is NaN (logits ...
+    """
+    if kl <= max_kl:
+        return
+    if math.isnan(kl):
+        raise WrongResult("next-token KL against the bf16 model is NaN (logits holding NaN or "
+                          f"infinities), not within max_kl={max_kl:g}")  # fmt: skip
+    raise WrongResult(f"next-token KL {kl:.4f} against the bf16 model exceeds max_kl={max_kl:g}")
 
 
 def _unserved(done: list[Request], deadline_s: float) -> str | None:

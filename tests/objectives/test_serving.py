@@ -170,3 +170,33 @@ def test_int4_weights_run_on_a_width_of_64_groups_and_the_space_admits_them() ->
     with pytest.raises(Infeasible, match="d_model to be a multiple of 64"):
         narrow.evaluate({"weights": "int4"})
     assert "int4_groups" in space.violations(config, narrow.problem, device)
+
+
+class _NaNHead(ServingObjective):
+    """The serving objective whose quantized models' LM head holds a NaN (as an overflowing
+    quantization would leave it): their next-token logits, and so their KL, are NaN."""
+
+    def _model(self, weights: str, attention_backend: str = "default"):  # noqa: ANN202
+        model = super()._model(weights, attention_backend)
+        if weights != "bf16":
+            model.head[0, 0] = float("nan")
+        return model
+
+
+def test_a_nan_kl_fails_the_quality_gate() -> None:
+    # nan > max_kl is False: a config whose logits broke down passed the gate, and was served
+    # and ranked by its goodput
+    problem = {**ServingObjective.default_problem({"type": "cpu"}), "num_requests": 3,
+               "device": "cpu"}  # fmt: skip
+    with pytest.raises(WrongResult, match=r"^next-token KL against the bf16 model is NaN .*"
+                       r"not within max_kl=0\.05$"):  # fmt: skip
+        _NaNHead(problem).evaluate({"weights": "int8"})
+
+
+@pytest.mark.parametrize("kl", [float("nan"), float("inf"), 0.0500001])
+def test_the_quality_gate_passes_only_a_kl_within_the_limit(kl) -> None:
+    from autotune.objectives.serving import check_quality
+
+    check_quality(0.05, max_kl=0.05)  # at the limit: within it
+    with pytest.raises(WrongResult, match="max_kl=0.05"):
+        check_quality(kl, max_kl=0.05)
