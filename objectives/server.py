@@ -64,6 +64,7 @@ from autotune.objectives.serving_trace import (
     POISSON_KEYS,
     TraceEntry,
     check_positive,
+    check_span,
     check_tpot_measurable,
     problem_trace,
     without_poisson_keys,
@@ -194,6 +195,11 @@ class ServerObjective(Objective):
         """Refuse a ``--slo`` limit no trial could measure (:func:`~autotune.objectives.
         serving_trace.check_tpot_measurable`)."""
         check_tpot_measurable(self.trace, slo)
+
+    def check_trial_timeout(self, timeout_s: float) -> None:
+        """Refuse, before the sweep, a trace every trial would replay past the trial timeout
+        (:func:`~autotune.objectives.serving_trace.check_span`)."""
+        check_span(self.trace, timeout_s)
 
     def default_config(self) -> dict[str, Any]:
         """The engine server's defaults for the knobs the command passes: what an untuned

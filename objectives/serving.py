@@ -64,6 +64,7 @@ from autotune.objectives.serving_trace import (
     POISSON_KEYS,
     check_context,
     check_positive,
+    check_span,
     check_tpot_measurable,
     problem_trace,
     without_poisson_keys,
@@ -221,18 +222,9 @@ class ServingObjective(Objective):
         check_tpot_measurable(self.entries, slo)
 
     def check_trial_timeout(self, timeout_s: float) -> None:
-        """Refuse, before the sweep, a trace whose last request arrives at or past the trial
-        timeout: a trial replays it in real time, so every one would time out.
-
-        Raises:
-            ValueError: naming the trace's span and the timeout.
-        """
-        span = self.entries[-1].arrival_s
-        if span >= timeout_s:
-            raise ValueError(f"the trace's last request arrives {span:,.1f} s into the replay, "
-                             "and a trial replays it in real time: every trial would run past "
-                             f"the trial timeout of {timeout_s:g} s (give a --trial-timeout "
-                             "above the span, or replay a shorter trace)")  # fmt: skip
+        """Refuse, before the sweep, a trace every trial would replay past the trial timeout
+        (:func:`~autotune.objectives.serving_trace.check_span`)."""
+        check_span(self.entries, timeout_s)
 
     def default_config(self) -> dict[str, Any]:
         """vLLM's defaults for online serving: 256 sequences, a 2048-token step budget with

@@ -117,6 +117,28 @@ def check_tpot_measurable(entries: list[TraceEntry], slo: dict[str, float]) -> N
                          "measure (drop the limit, or replay longer outputs)")  # fmt: skip
 
 
+def check_span(entries: list[TraceEntry], timeout_s: float) -> None:
+    """Refuse, before the sweep, a trace whose last request arrives at or past the trial
+    timeout: a trial replays it in real time (the serving engine's, or a server's), so every
+    one would time out.
+
+    Raises:
+        ValueError: naming the trace's span and the timeout.
+
+    Example:
+        >>> check_span([TraceEntry(0.0, 8, 4), TraceEntry(3600.0, 8, 4)], timeout_s=300.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: the trace's last request arrives 3,600.0 s into the replay, and a trial ...
+    """
+    span = entries[-1].arrival_s
+    if span >= timeout_s:
+        raise ValueError(f"the trace's last request arrives {span:,.1f} s into the replay, "
+                         "and a trial replays it in real time: every trial would run past "
+                         f"the trial timeout of {timeout_s:g} s (give a --trial-timeout "
+                         "above the span, or replay a shorter trace)")  # fmt: skip
+
+
 def check_context(entries: list[TraceEntry], problem: dict[str, Any], context: int) -> None:
     """Refuse, before any trial, a request of the problem's trace whose prompt and output
     together pass the model's ``context`` (``max_context``): every trial would fail on it.

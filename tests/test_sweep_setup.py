@@ -281,3 +281,20 @@ def test_the_set_up_keeps_the_files_of_the_modules_its_cache_key_hashed(tmp_path
     files = _settings(tmp_path).source_files
     assert files == {m.__name__: m.__file__ for m in source_modules("faults")}
     assert "autotune.objectives.faults" in files
+
+
+def test_a_server_trace_longer_than_the_trial_timeout_is_refused_before_the_sweep(tmp_path):
+    # the server workload replays its trace in real time over HTTP as serving does, but had no
+    # such check: each trial started a server, waited out the hour's lull and was killed
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0, "prompt_len": 20, "output_len": 4}\n'
+                     '{"arrival": 3600, "prompt_len": 20, "output_len": 4}\n')  # fmt: skip
+    problem = {"trace": str(trace)}
+    with pytest.raises(
+        SetupError,
+        match=r"^--problem: the trace's last request arrives 3,600.0 "
+        r"s into the replay, .* past the trial timeout of 300 s",
+    ):
+        _settings(tmp_path, workload="server", problem=problem)
+    given = _settings(tmp_path, workload="server", problem=problem, trial_timeout_s=4000.0)
+    assert given.trial_timeout_s == 4000.0
