@@ -78,6 +78,7 @@ SGLANG_ARGS: dict[str, tuple[type, tuple[Any, ...] | None]] = {
     "quantization": (str, None),
     "mem-fraction-static": (float, None),
     "disable-decode-cuda-graph": (bool, None),
+    "disable-prefill-cuda-graph": (bool, None),
     "schedule-policy": (str, ("lpm", "random", "fcfs", "dfs-weight", "lof", "priority",
                               "routing-key")),
     "attention-backend": (str, None),
@@ -246,7 +247,12 @@ def _engine(
             f"{weights}: the engine quantized a bf16 checkpoint itself; serve a weight-only "
             f"{weights} checkpoint instead (e.g. {checkpoint})"
         )
-    if "cuda_graphs" in config:  # decode CUDA graphs: both servers capture them by default
+    # the engine's CUDA graphs (decode steps; with paged attention mixed steps too): both
+    # servers capture graphs by default, SGLang (001067f) of decode and of prefill batches
+    # ("full" and "breakable"), each phase turned off by a flag of its own: a config measured
+    # without graphs ran none, so both go off (--disable-cuda-graph, which did both, is
+    # deprecated there for these two)
+    if "cuda_graphs" in config:
         graphs = config["cuda_graphs"]
         if on_cpu and graphs is False:
             notes["cuda_graphs"] = (f"off: the sweep ran on a CPU, where none are captured; "
@@ -255,8 +261,10 @@ def _engine(
             notes["cuda_graphs"] = ("off in a replayed table that does not record its device "
                                     f"(on a CPU none are captured); {target} keeps its own "
                                     "default")  # fmt: skip
+        elif isinstance(graphs, bool) and vllm:
+            args["enforce-eager"] = not graphs
         elif isinstance(graphs, bool):
-            args["enforce-eager" if vllm else "disable-decode-cuda-graph"] = not graphs
+            args["disable-decode-cuda-graph"] = args["disable-prefill-cuda-graph"] = not graphs
         else:
             notes["cuda_graphs"] = f"{graphs!r}: not true or false; {target} keeps its own default"
     backend = config.get("attention_backend", "default")
