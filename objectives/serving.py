@@ -300,7 +300,9 @@ class ServingObjective(Objective):
             TrialTimeout: requests still unfinished at :meth:`replay_deadline_s`.
         """
         c = self._checked(config)
+        num_blocks = self._num_blocks(c)  # before the model is built: a config and the problem
         p, cuda = self.problem, self.device.type == "cuda"
+        cfg = self.model_config
         if cuda:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -309,15 +311,6 @@ class ServingObjective(Objective):
         if c["weights"] != "bf16" or c["kv_dtype"] == "fp8":
             quality = self.quality(model, c["kv_dtype"])
             check_quality(quality["kl"], float(p["max_kl"]))
-        kv = KV_DTYPES[c["kv_dtype"]]
-        element = torch.empty((), dtype=kv).element_size()
-        cfg = self.model_config
-        per_token = 2 * cfg.n_layers * cfg.d_model * element
-        num_blocks = int(float(p["kv_cache_mb"]) * 2**20 // (per_token * int(c["block_size"])))
-        longest = max(e.prompt_len + e.output_len for e in self.entries)
-        usable = num_blocks - int(c["cuda_graphs"])  # the decode graphs' scratch block
-        if usable * int(c["block_size"]) < longest:
-            raise Infeasible(f"a KV cache of {usable} blocks holds less than one request")
         sync = (lambda: torch.cuda.synchronize(self.device)) if cuda else (lambda: None)
         backend = ATTENTION[c["attention_backend"]]
         attention = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
@@ -379,6 +372,25 @@ class ServingObjective(Objective):
             values["ttft_p99_ms"] = metrics["ttft_p99_ms"]
         return Measurement(values=values, metrics=metrics,
                            telemetry=read_telemetry(self.device.index or 0))  # fmt: skip
+
+    def _num_blocks(self, c: dict[str, Any]) -> int:
+        """The KV cache's blocks: ``kv_cache_mb`` in blocks of the config's size and dtype.
+
+        Raises:
+            Infeasible: a cache that holds no request of the trace (the decode graphs' scratch
+                block aside).
+        """
+        element = torch.empty((), dtype=KV_DTYPES[c["kv_dtype"]]).element_size()
+        cfg = self.model_config
+        per_token = 2 * cfg.n_layers * cfg.d_model * element
+        block = int(c["block_size"])
+        num_blocks = int(float(self.problem["kv_cache_mb"]) * 2**20 // (per_token * block))
+        # a request's prompt and output, as the context check counts them (vLLM's contract)
+        longest = max(e.prompt_len + e.output_len for e in self.entries)
+        usable = num_blocks - int(c["cuda_graphs"])  # the decode graphs' scratch block
+        if usable * block < longest:
+            raise Infeasible(f"a KV cache of {usable} blocks holds less than one request")
+        return num_blocks
 
     def replay_deadline_s(self) -> float:
         """Seconds after the trace's start at which the replay stops: twice its last arrival

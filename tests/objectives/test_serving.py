@@ -84,6 +84,32 @@ def test_a_cache_smaller_than_one_request_is_infeasible() -> None:
         _objective(kv_cache_mb=0.01).evaluate({})
 
 
+class _CountingBuilds(ServingObjective):
+    """The serving objective, keeping the weight format of each model it builds."""
+
+    built: list[str]
+
+    def _model(self, weights: str, attention_backend: str = "default"):  # noqa: ANN202
+        self.built = [*getattr(self, "built", []), weights]
+        return super()._model(weights, attention_backend)
+
+
+def test_a_cache_too_small_is_refused_before_any_model_is_built() -> None:
+    # the check ran after the config's model and, for int8 weights, the quality gate's bf16
+    # reference were built (about 6 s a trial on a CPU), though it needs only the config and
+    # the problem
+    problem = {**ServingObjective.default_problem({"type": "cpu"}), "device": "cpu",
+               "kv_cache_mb": 0.01}  # fmt: skip
+    obj = _CountingBuilds(problem)
+    with pytest.raises(Infeasible, match=r"^a KV cache of 0 blocks holds less than one request$"):
+        obj.evaluate({"weights": "int8"})
+    assert getattr(obj, "built", []) == []
+    # a cache that holds one builds its model, and the gate's reference
+    obj = _CountingBuilds({**problem, "kv_cache_mb": 4, "num_requests": 2})
+    obj.evaluate({"weights": "int8"})
+    assert obj.built == ["int8", "bf16"]
+
+
 def test_measured_slo_limits_are_constraints_of_the_sweep(tmp_path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     done = subprocess.run(
