@@ -305,7 +305,6 @@ class ServingObjective(Objective):
         cfg = self.model_config
         if cuda:
             torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(self.device)
         model = self._model(c["weights"], c["attention_backend"])
         quality: dict[str, float] = {}
         if c["weights"] != "bf16" or c["kv_dtype"] == "fp8":
@@ -344,6 +343,8 @@ class ServingObjective(Objective):
             sched = scheduler()
             measured = requests(self.entries)
             watch = self._slo_watch(measured, report)
+            if cuda:  # the replay's peak: not the build's fp32 copy or the gate's bf16 model
+                torch.cuda.reset_peak_memory_stats(self.device)
             energy_before = _energy_mj(self.device)
             started = time.perf_counter()
             deadline = self.replay_deadline_s()
