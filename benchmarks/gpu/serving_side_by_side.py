@@ -24,9 +24,11 @@ import statistics
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after autotune
 
+from autotune.failures import TrialTimeout  # noqa: E402
 from autotune.kernels.decode_graphs import DecodeGraphs  # noqa: E402
 from autotune.kernels.llama_infer import Chunk  # noqa: E402
 from autotune.objectives import serving as serving_module  # noqa: E402
@@ -75,6 +77,58 @@ def old_engine(module):  # noqa: ANN001, ANN201
                            run_trace=module.run_trace)  # fmt: skip
 
 
+def measure(obj: ServingObjective, config: dict[str, Any]) -> dict[str, Any]:
+    """One replay of ``config``: its :data:`FIGURES`, or ``{"timed_out": why}`` where the
+    replay ran into its deadline (a config that cannot keep up with the rate), which the
+    objective raises as :class:`TrialTimeout` instead of figures over the requests it served.
+
+    Example:
+        >>> class Late:
+        ...     def evaluate(self, config):
+        ...         raise TrialTimeout("the replay's deadline (60 s ...) passed with 3 of 9 ...")
+        >>> measure(Late(), {})
+        {'timed_out': "the replay's deadline (60 s ...) passed with 3 of 9 ..."}
+    """
+    try:
+        m = obj.evaluate(config)
+    except TrialTimeout as exc:
+        return {"timed_out": str(exc)}
+    row = {**m.values, **m.metrics}
+    return {k: row.get(k) for k in FIGURES}
+
+
+def table_row(name: str, rounds: list[dict[str, Any]], default: float | None) -> str:
+    """The table's row of variant ``name``: the median of each figure over the rounds it
+    finished (how many timed out said beside its name), or "timed out" where none did; its
+    goodput over ``default`` (the default config's, None where it has none).
+
+    Example:
+        >>> done = {"goodput_tok_s": 900.0, "output_tok_s": 1000.0, "ttft_p99_ms": 120.0,
+        ...         "tpot_p99_ms": 20.0, "graph_step_share": 0.5}
+        >>> print(table_row("paged", [done, {"timed_out": "..."}], default=450.0))
+        | paged (1 of 2 rounds timed out) | 900 | 2.00 | 1000 | 120 | 20.0 | 0.50 |
+        >>> print(table_row("budget 512", [{"timed_out": "..."}] * 2, default=None))
+        | budget 512 | timed out (2 of 2 rounds) | - | - | - | - | - |
+    """
+    finished = [r for r in rounds if "timed_out" not in r]
+    late = len(rounds) - len(finished)
+    if not finished:
+        return f"| {name} | timed out ({late} of {len(rounds)} rounds) | - | - | - | - | - |"
+    med = {k: statistics.median(r[k] for r in finished if r.get(k) is not None)
+           for k in FIGURES if any(r.get(k) is not None for r in finished)}  # fmt: skip
+    ratio = "-" if default is None else (
+        f"{med['goodput_tok_s'] / default:.2f}" if default > 0 else "inf")  # fmt: skip
+    label = f"{name} ({late} of {len(rounds)} rounds timed out)" if late else name
+
+    def shown(key: str, spec: str) -> str:
+        return "-" if med.get(key) is None else format(med[key], spec)
+
+    share = med.get("graph_step_share", 0)
+    return (f"| {label} | {shown('goodput_tok_s', '.0f')} | {ratio} "
+            f"| {shown('output_tok_s', '.0f')} | {shown('ttft_p99_ms', '.0f')} "
+            f"| {shown('tpot_p99_ms', '.1f')} | {share:.2f} |")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
@@ -107,17 +161,16 @@ def main() -> None:
             serving_module.DecodeGraphs = graphs_class
             for attr in ENGINE_NAMES:
                 setattr(serving_module, attr, getattr(engine, attr) if engine else current[attr])
-            m = obj.evaluate(config)
-            row = {**m.values, **m.metrics}
-            runs[name].append({k: row.get(k) for k in FIGURES})
+            runs[name].append(measure(obj, config))  # a variant that timed out: on to the next
             print(f"round {round_} {name}: {json.dumps(runs[name][-1])}", flush=True)
     serving_module.DecodeGraphs = DecodeGraphs
     for attr in ENGINE_NAMES:
         setattr(serving_module, attr, current[attr])
     obj.close()
-    default = None  # the default config's goodput, when it ran
-    if "default" in runs:
-        default = statistics.median(r["goodput_tok_s"] for r in runs["default"])
+    default = None  # the default config's goodput, when it ran and finished a round
+    finished = [r["goodput_tok_s"] for r in runs.get("default", []) if "timed_out" not in r]
+    if finished:
+        default = statistics.median(finished)
     print(f"\nrate {args.rate:g}/s, {problem['num_requests']} requests of "
           f"{problem['prompt_len']} + {problem['output_len']} tokens, median of "
           f"{args.rounds} interleaved rounds; SLO: TTFT p99 <= {problem['slo_ttft_ms']:g} ms, "
@@ -126,14 +179,11 @@ def main() -> None:
           "| steps from graphs |\n|---|---|---|---|---|---|---|")  # fmt: skip
     summary = {}
     for name in names:
-        med = {k: statistics.median(r[k] for r in runs[name] if r[k] is not None)
-               for k in FIGURES if any(r[k] is not None for r in runs[name])}  # fmt: skip
-        summary[name] = med
-        ratio = "-" if default is None else (
-            f"{med['goodput_tok_s'] / default:.2f}" if default > 0 else "inf")  # fmt: skip
-        print(f"| {name} | {med['goodput_tok_s']:.0f} | {ratio} | {med['output_tok_s']:.0f} "
-              f"| {med['ttft_p99_ms']:.0f} | {med['tpot_p99_ms']:.1f} "
-              f"| {med.get('graph_step_share', 0):.2f} |")  # fmt: skip
+        finished = [r for r in runs[name] if "timed_out" not in r]
+        summary[name] = {k: statistics.median(r[k] for r in finished if r[k] is not None)
+                         for k in FIGURES if any(r[k] is not None for r in finished)}  # fmt: skip
+        summary[name]["timed_out_rounds"] = len(runs[name]) - len(finished)
+        print(table_row(name, runs[name], default))
     (args.out / "serving_side_by_side.json").write_text(
         json.dumps({"rate": args.rate, "runs": runs, "median": summary}, indent=1)
     )
