@@ -6,8 +6,8 @@ torchtitan is not a dependency: the keys written are checked against :data:`JOB_
 the fields of ``torchtitan/config/job_config.py`` in torchtitan 0.2.0 to 0.2.2, the releases
 whose ``ConfigManager`` reads a TOML file (it refuses a key its dataclasses lack; 0.1.0 had
 ``training.compile`` and ``[float8]`` instead, 0.3 configures in Python). What torchtitan cannot
-express (fp16, TF32, a forced SDPA backend, a compile mode) is listed as comments at the top of
-the file.
+express (fp16, TF32, a forced SDPA backend, a compile mode, a step without gradient clipping)
+is listed as comments at the top of the file.
 
 Example:
     >>> record = {"config": {"micro_batch": 2, "precision": "bf16", "optimizer": "fused",
@@ -23,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from autotune import train_export
@@ -30,8 +31,8 @@ from autotune import train_export
 #: torchtitan 0.2's JobConfig sections (a dotted name is a nested one) and the fields of each
 #: that this export may write.
 JOB_CONFIG_KEYS: dict[str, set[str]] = {
-    "training": {"local_batch_size", "global_batch_size", "seq_len", "mixed_precision_param",
-                 "mixed_precision_reduce"},
+    "training": {"local_batch_size", "global_batch_size", "seq_len", "max_norm",
+                 "mixed_precision_param", "mixed_precision_reduce"},
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree",
                     "fsdp_reshard_after_forward", "tensor_parallel_degree"},
     "activation_checkpoint": {"mode"},
@@ -57,6 +58,9 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
         "global_batch_size": micro * accum * train_export.data_parallel(record),
         "mixed_precision_param": "bfloat16" if precision in ("bf16", "fp8") else "float32",
         "mixed_precision_reduce": "float32",
+        # the tuned step does not clip; torchtitan 0.2 always clips, by max_norm / grad norm
+        # capped at 1 (0 would zero every gradient): at inf that factor is 1
+        "max_norm": math.inf,
     }
     if "seq_len" in problem:
         training["seq_len"] = train_export.whole(
@@ -87,6 +91,11 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
         reshard = config.get("reshard_after_forward", True)
         settings["parallelism"]["fsdp_reshard_after_forward"] = "always" if reshard else "never"
     notes = {**train_export._common_notes(config), **train_export.cpu_note(record, "torchtitan")}
+    notes["max_norm"] = (
+        "inf: the tuned step does not clip; torchtitan 0.2 clips every step and has no switch, "
+        "so at inf it scales the gradients by 1 but still computes their norm (a reduction, "
+        "and a collective when sharded, that the tuned step did not run)"
+    )
     if precision in train_export.PRECISIONS:  # an unknown one keeps the common note
         notes.pop("precision", None)
     if precision == "fp8":

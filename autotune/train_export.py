@@ -19,7 +19,7 @@ Example:
     >>> out.settings["gradient_accumulation_steps"], out.settings["optim"]
     (4, 'adamw_torch_fused')
     >>> sorted(out.not_expressed)
-    ['attention_backend']
+    ['attention_backend', 'weight_decay']
 """
 
 from __future__ import annotations
@@ -34,8 +34,14 @@ import yaml
 
 TARGETS = ("hf", "accelerate", "deepspeed", "torchtitan")
 
-# What the training-step objective's AdamW runs with (objectives/train_step.py).
+# What the training-step objective's AdamW runs with (objectives/train_loop.py): every
+# parameter decayed (the RMSNorm gains too), and no gradient clipping before its step.
 ADAMW = {"betas": (0.9, 0.95), "weight_decay": 0.1}
+
+#: the note of a target that leaves biases and norm weights undecayed where the step did not
+_DECAY_NOTE = ("0.1 on every parameter: the tuned step decayed the RMSNorm gains too, which "
+               "the Trainer leaves out (with biases); pass Trainer(optimizers=(torch.optim."
+               "AdamW(model.parameters(), ...), None)) to match")  # fmt: skip
 
 
 class TrainExportError(ValueError):
@@ -371,6 +377,7 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
         "adam_beta1": ADAMW["betas"][0],
         "adam_beta2": ADAMW["betas"][1],
         "weight_decay": ADAMW["weight_decay"],
+        "max_grad_norm": 0.0,  # the tuned step does not clip; 0 turns the Trainer's 1.0 off
         "optim": "adamw_torch_fused" if config.get("optimizer") == "fused" else "adamw_torch",
         _hf_checkpointing_name(): bool(config.get("activation_checkpointing", False)),
         "torch_compile": bool(config.get("compile", False)),
@@ -379,7 +386,7 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
     }
     if precision == "tf32":
         settings["tf32"] = True
-    notes = _common_notes(config)
+    notes = {**_common_notes(config), "weight_decay": _DECAY_NOTE}
     if measured_on_cpu(record):  # TrainingArguments refuses bf16 without a GPU unless told
         settings["use_cpu"] = True
         notes["use_cpu"] = _CPU_NOTE
@@ -444,8 +451,9 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
     notes = {
         "micro_batch": f"{micro}: the DataLoader's batch_size",
         "gradient_accumulation_steps": f"{accum}: Accelerator(gradient_accumulation_steps={accum})",
-        "optimizer": f"torch.optim.AdamW(lr={lr:g}, betas={ADAMW['betas']}, weight_decay="
-        f"{ADAMW['weight_decay']}, fused={config.get('optimizer') == 'fused'})",
+        "optimizer": f"torch.optim.AdamW(model.parameters(), lr={lr:g}, betas={ADAMW['betas']}, "
+        f"weight_decay={ADAMW['weight_decay']}, fused={config.get('optimizer') == 'fused'}), "
+        "no gradient clipping (the tuned step does not clip)",
         **_common_notes(config),
     }
     if config.get("activation_checkpointing"):
@@ -480,6 +488,7 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
         "train_batch_size": micro * accum * data_parallel(record),
         "train_micro_batch_size_per_gpu": micro,
         "gradient_accumulation_steps": accum,
+        "gradient_clipping": 0.0,  # the tuned step does not clip; DeepSpeed's default is 1.0
         "optimizer": {
             "type": "AdamW",
             "params": {

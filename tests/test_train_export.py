@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
+import tomllib
 
 import optuna
 import pytest
@@ -40,7 +42,7 @@ def test_hf_training_arguments_construct_from_the_export(tmp_path):
 def test_hf_export_says_what_it_cannot_express():
     out = training_export(_record(), "hf")
     assert out.settings["fp16"] is True
-    assert set(out.not_expressed) == {"attention_backend", "loss_scale_init"}
+    assert set(out.not_expressed) == {"attention_backend", "loss_scale_init", "weight_decay"}
     assert "FLASH_ATTENTION" in out.not_expressed["attention_backend"]
 
 
@@ -197,13 +199,38 @@ def test_torchtitans_own_config_manager_reads_the_export(tmp_path):
     config = manager.ConfigManager().parse_args(["--job.config_file", str(path)])
     assert config.compile.enable and config.training.local_batch_size == 2
     assert config.model.converters == ["quantize.linear.float8"]
+    assert config.training.max_norm == math.inf  # no clipping, as the tuned step ran
+
+
+def test_no_target_clips_the_gradients_the_tuned_step_did_not_clip(tmp_path):
+    # TrainingArguments, DeepSpeed and torchtitan clip at norm 1.0 unless told; the tuned step
+    # (objectives/train_loop.py) never clips
+    transformers = pytest.importorskip("transformers")
+    hf = training_export(_record(precision="bf16"), "hf")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True,
+                                          **json.loads(hf.text))  # fmt: skip
+    assert args.max_grad_norm == 0  # the Trainer clips only where max_grad_norm > 0
+    # the Trainer decays no norm weight; the tuned step decayed them all: said, not dropped
+    assert "RMSNorm gains" in hf.not_expressed["weight_decay"]
+    pytest.importorskip("deepspeed")
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    ds = DeepSpeedConfig(json.loads(training_export(_record(), "deepspeed").text), mpu=None)
+    assert ds.gradient_clipping == 0.0  # DeepSpeed's default is 1.0
+    titan = training_export(_record(), "torchtitan")
+    # torchtitan 0.2 clips every step: 0 would zero the gradients, inf scales them by 1
+    assert tomllib.loads(titan.text)["training"]["max_norm"] == math.inf
+    assert "still computes their norm" in titan.not_expressed["max_norm"]
+    accelerate = training_export(_record(), "accelerate")
+    assert "no gradient clipping" in accelerate.not_expressed["optimizer"]
+    assert "AdamW(model.parameters()" in accelerate.not_expressed["optimizer"]
 
 
 def test_torchtitan_says_in_the_file_what_it_cannot_express(tmp_path):
     import tomllib
 
     out = training_export(_record(), "torchtitan")  # fp16, flash attention, one GPU
-    assert set(out.not_expressed) == {"attention_backend", "precision"}
+    assert set(out.not_expressed) == {"attention_backend", "precision", "max_norm"}
     assert out.text.startswith("# not expressed: ")
     assert tomllib.loads(out.text)["training"]["mixed_precision_param"] == "float32"
     with pytest.raises(ValueError, match="no key 'batch_size'"):
