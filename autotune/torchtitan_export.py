@@ -49,7 +49,6 @@ FLOAT8_CONVERTER = "quantize.linear.float8"
 def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
     """torchtitan sections for the record's tuned config (see the module docstring)."""
     config, micro, accum, lr = train_export._tuned(record)
-    problem = record.get("problem", {})
     precision = config.get("precision", "fp32")
     layout = config.get("layout", "single")
     world = train_export.world_size(record)
@@ -62,10 +61,9 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
         # capped at 1 (0 would zero every gradient): at inf that factor is 1
         "max_norm": math.inf,
     }
-    if "seq_len" in problem:
-        training["seq_len"] = train_export.whole(
-            "seq_len", problem["seq_len"], train_export.TrainExportError
-        )
+    seq = train_export.sequence_length(record)
+    if seq is not None:  # tokens per optimizer step = global_batch_size * seq_len
+        training["seq_len"] = seq
     settings: dict[str, Any] = {
         "training": training,
         "parallelism": {
@@ -91,6 +89,8 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
         reshard = config.get("reshard_after_forward", True)
         settings["parallelism"]["fsdp_reshard_after_forward"] = "always" if reshard else "never"
     notes = {**train_export._common_notes(config), **train_export.cpu_note(record, "torchtitan")}
+    if seq is None:  # torchtitan's own default (2048) is no tuned length
+        notes.update(train_export.sequence_note(record))
     notes["max_norm"] = (
         "inf: the tuned step does not clip; torchtitan 0.2 clips every step and has no switch, "
         "so at inf it scales the gradients by 1 but still computes their norm (a reduction, "

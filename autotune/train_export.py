@@ -7,7 +7,9 @@ Each target takes what it can express; every knob it cannot (an SDPA backend in
 accelerate config) is listed in ``not_expressed`` with what to do instead, never dropped
 silently: in the file itself where the format allows comments (YAML, TOML), else beside it.
 
-The batch arithmetic every target states the same way:
+Every target states the batch arithmetic the same way, as a key where it has one, else as a
+note (:func:`sequence_note`: ``TrainingArguments``, accelerate and DeepSpeed have no sequence
+length, and the micro-batch holds only at the one it was tuned at):
     gradient_accumulation = global_batch // (micro_batch * data-parallel processes)
     tokens per optimizer step = global_batch * seq_len
 
@@ -19,7 +21,7 @@ Example:
     >>> out.settings["gradient_accumulation_steps"], out.settings["optim"]
     (4, 'adamw_torch_fused')
     >>> sorted(out.not_expressed)
-    ['attention_backend', 'weight_decay']
+    ['attention_backend', 'seq_len', 'weight_decay']
 """
 
 from __future__ import annotations
@@ -248,6 +250,35 @@ def ran_on(record: dict[str, Any]) -> str:
     return f"{world_size(record)} " + ("CPU processes" if measured_on_cpu(record) else "GPUs")
 
 
+def sequence_length(record: dict[str, Any]) -> int | None:
+    """The sequence length the step was tuned at; None where the record lacks it (a replay
+    of a table that does not record it)."""
+    problem = record.get("problem", {})
+    if "seq_len" not in problem:
+        return None
+    return whole("seq_len", problem["seq_len"], TrainExportError)
+
+
+def sequence_note(record: dict[str, Any]) -> dict[str, str]:
+    """The note that states the sequence length and the tokens per optimizer step, for a target
+    with no key for the sequence length (or a record that lacks it).
+
+    Example:
+        >>> sequence_note({"problem": {"global_batch": 16, "seq_len": 2048}})["seq_len"][-60:]
+        '(tokens per optimizer step = global_batch 16 x 2048 = 32768)'
+    """
+    total = record.get("problem", {}).get("global_batch")
+    seq = sequence_length(record)
+    if seq is None:
+        note = ("not recorded: the micro-batch holds only at the sequence length it was tuned "
+                f"at (tokens per optimizer step = global_batch {total} x seq_len)")  # fmt: skip
+    else:
+        note = (f"{seq}: the micro-batch was tuned at this sequence length and holds only "
+                f"there; pack or cut the data to {seq} tokens (tokens per optimizer step = "
+                f"global_batch {total} x {seq} = {int(total) * seq})")  # fmt: skip
+    return {"seq_len": note}
+
+
 def _loss_scale(config: dict[str, Any]) -> float:
     """fp16's first loss scale (2^16 where the sweep did not tune it)."""
     return positive("loss_scale_init", config.get("loss_scale_init", 2.0**16), TrainExportError)
@@ -386,7 +417,7 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
     }
     if precision == "tf32":
         settings["tf32"] = True
-    notes = {**_common_notes(config), "weight_decay": _DECAY_NOTE}
+    notes = {**sequence_note(record), **_common_notes(config), "weight_decay": _DECAY_NOTE}
     if measured_on_cpu(record):  # TrainingArguments refuses bf16 without a GPU unless told
         settings["use_cpu"] = True
         notes["use_cpu"] = _CPU_NOTE
@@ -451,6 +482,7 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
     notes = {
         "micro_batch": f"{micro}: the DataLoader's batch_size",
         "gradient_accumulation_steps": f"{accum}: Accelerator(gradient_accumulation_steps={accum})",
+        **sequence_note(record),
         "optimizer": f"torch.optim.AdamW(model.parameters(), lr={lr:g}, betas={ADAMW['betas']}, "
         f"weight_decay={ADAMW['weight_decay']}, fused={config.get('optimizer') == 'fused'}), "
         "no gradient clipping (the tuned step does not clip)",
@@ -499,7 +531,7 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
             },  # fmt: skip
         },
     }
-    notes = {**_common_notes(config), **cpu_note(record, "DeepSpeed")}
+    notes = {**sequence_note(record), **_common_notes(config), **cpu_note(record, "DeepSpeed")}
     if precision == "bf16":
         settings["bf16"] = {"enabled": True}
     elif precision == "fp16":

@@ -42,7 +42,8 @@ def test_hf_training_arguments_construct_from_the_export(tmp_path):
 def test_hf_export_says_what_it_cannot_express():
     out = training_export(_record(), "hf")
     assert out.settings["fp16"] is True
-    assert set(out.not_expressed) == {"attention_backend", "loss_scale_init", "weight_decay"}
+    assert set(out.not_expressed) == {"attention_backend", "loss_scale_init", "weight_decay",
+                                      "seq_len"}  # fmt: skip
     assert "FLASH_ATTENTION" in out.not_expressed["attention_backend"]
 
 
@@ -200,6 +201,26 @@ def test_torchtitans_own_config_manager_reads_the_export(tmp_path):
     assert config.compile.enable and config.training.local_batch_size == 2
     assert config.model.converters == ["quantize.linear.float8"]
     assert config.training.max_norm == math.inf  # no clipping, as the tuned step ran
+
+
+@pytest.mark.parametrize("target", ["hf", "accelerate", "deepspeed", "torchtitan"])
+def test_every_target_states_the_sequence_length_the_micro_batch_was_tuned_at(target):
+    # only torchtitan wrote seq_len; a micro-batch of 4 tuned at 64 tokens is no micro-batch
+    # for 4096, and hf, accelerate and deepspeed did not say which length it was
+    out = training_export(_record(), target)
+    if target == "torchtitan":  # a key of its own: tokens per step = global_batch_size x seq_len
+        training = tomllib.loads(out.text)["training"]
+        assert (training["seq_len"], training["global_batch_size"]) == (64, 16)
+        assert "seq_len" not in out.not_expressed
+    else:
+        note = out.not_expressed["seq_len"]
+        assert note.startswith("64: the micro-batch was tuned at this")
+        assert "tokens per optimizer step = global_batch 16 x 64 = 1024" in note
+    if target == "accelerate":  # in the file itself
+        assert "# not expressed: seq_len: 64: " in out.text
+    # a record without it (a replay's table) says so rather than nothing
+    bare = training_export({**_record(), "problem": {"global_batch": 16, "lr": 3e-4}}, target)
+    assert bare.not_expressed["seq_len"].startswith("not recorded: the micro-batch holds only")
 
 
 def test_no_target_clips_the_gradients_the_tuned_step_did_not_clip(tmp_path):
