@@ -564,9 +564,19 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
                 "such switch)"
             )
     elif layout == "tp":
+        n = world_size(record)
+        settings["tensor_parallel"] = {"autotp_size": n}  # one data-parallel replica of N ranks
+        # without an mpu, DeepSpeed's batch check counts every rank of the launch, tensor
+        # parallel ones too (micro x accumulation x N), with one only the data-parallel ones:
+        # left out, it derives the size from the two either way
+        del settings["train_batch_size"]
         notes["layout"] = (
-            f"tp over {ran_on(record)}: DeepSpeed's AutoTP or the model's own "
-            "tensor-parallel plan; this config keeps data parallel at 1"
+            f"tp over {ran_on(record)}: as AutoTP (tensor_parallel.autotp_size {n}), "
+            f"launch with deepspeed --num_gpus {n}; AutoTP shards by the model's tp_plan or its "
+            "own rules, where the tuned step sharded q/k/v and gate/up column-wise, the "
+            "attention output and down projection row-wise, and kept the embedding, norms and "
+            "LM head whole; train_batch_size is left for DeepSpeed to derive (without an mpu "
+            f"it counts all {n} ranks)"
         )
     elif layout == "ddp":
         notes["layout"] = f"ddp over {ran_on(record)}: {_deepspeed_launch(record)}"

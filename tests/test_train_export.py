@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import tomllib
@@ -279,6 +280,45 @@ def test_parallel_layouts_reach_every_target():
     acc = training_export(_parallel(layout="fsdp2", reshard_after_forward=False), "accelerate")
     assert acc.settings["distributed_type"] == "FSDP" and acc.settings["num_processes"] == 4
     assert acc.settings["fsdp_config"]["fsdp_reshard_after_forward"] is False
+
+
+_DEEPSPEED_RANK = """
+import json, sys
+import deepspeed
+from deepspeed.runtime.config import DeepSpeedConfig
+deepspeed.init_distributed(dist_backend="gloo")
+try:
+    c = DeepSpeedConfig(json.loads(sys.argv[1]), mpu=None)
+    print(json.dumps([c.tensor_parallel_config.autotp_size, c.gradient_accumulation_steps,
+                      c.train_micro_batch_size_per_gpu]))
+except AssertionError as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+def test_deepspeed_takes_a_tensor_parallel_winner_as_autotp_on_its_processes():
+    # a tp winner was a note only, and its train_batch_size (micro x accumulation, data
+    # parallel 1) failed DeepSpeed's batch check on the tp processes it must launch on
+    pytest.importorskip("deepspeed")
+    from autotune.objectives.train_parallel import free_port
+
+    record = {**_parallel(layout="tp"), "problem": {**PARALLEL, "world_size": 2}}
+    out = training_export(record, "deepspeed")
+    port = free_port()
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-P", "-c", _DEEPSPEED_RANK, out.text], stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2", "LOCAL_SIZE": "2"},
+        )
+        for rank in range(2)
+    ]  # fmt: skip
+    said = [json.loads(rank.communicate(timeout=180)[0].strip().splitlines()[-1]) for rank in ranks]
+    # AutoTP over both processes, the whole global batch of 16 = 2 x 8 on each
+    assert said == [[2, 8, 2], [2, 8, 2]]
+    assert "--num_gpus 2" in out.not_expressed["layout"]
+    assert "row-wise" in out.not_expressed["layout"]  # what AutoTP may shard otherwise
 
 
 def test_deepspeed_says_it_cannot_keep_the_weights_gathered_after_the_forward():
