@@ -417,6 +417,7 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
     from rich.markup import escape
 
     from autotune.driver.finish import spread_text
+    from autotune.driver.trial_attrs import finish_faulted
 
     record = record or {}
     done = max((len(r.samples) for r in rows), default=0)
@@ -435,7 +436,7 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
     for trial, reason in sorted(failed.items(), key=lambda f: int(f[0])):
         err.print(f"  trial {trial} failed in the finish: {escape(str(reason))}", highlight=False)
     # a config that failed a round itself (not stopped by the budget) is no candidate
-    faulted = {int(t) for t, reason in failed.items() if not str(reason).startswith("interrupted")}
+    faulted = finish_faulted(record)
     if rows and rows[0].baseline and len(rows) > 1:
         why = ("one round cannot show a config measurably better (2 or more rounds can)"
                if done == 1 else "no config measurably beat it")  # fmt: skip

@@ -21,7 +21,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import best_trials
-from autotune.driver.trial_attrs import BASELINE, TELEMETRY, stored_finish
+from autotune.driver.trial_attrs import BASELINE, TELEMETRY, finish_faulted, stored_finish
 from autotune.redact import redact
 from autotune.reference_verdict import describe, winner_verdict
 from autotune.replay_info import study_replay
@@ -81,6 +81,7 @@ def winner_panel(
     if rows:
         data["finish_median"] = rows[0]["median"]
         lines = ["<tr><th>trial</th><th>median</th><th>spread</th><th></th></tr>"]
+        faulted = finish_faulted(finish)  # crashed in a round: no candidate, as the CLI says
         for r in rows:
             tag = (
                 "untuned default"
@@ -92,6 +93,10 @@ def winner_panel(
                     else ""
                 )
             )
+            if r["trial"] in faulted and r is not rows[0]:  # never "within noise" of it
+                tag = ("untuned default; " if r.get("baseline") else "") + (
+                    "median of the rounds it ran (failed in another: not a candidate)"
+                )
             median = html.escape(readable(metric, r["median"]))  # unit: the name's
             lines.append(
                 f"<tr><td>{html.escape(str(r['trial']))}</td><td>{median}</td>"

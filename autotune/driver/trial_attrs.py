@@ -110,6 +110,26 @@ def _kind_fits(field: str, value: Any) -> bool:
     return isinstance(value, kind) and not (kind == (int, type(None)) and isinstance(value, bool))
 
 
+def finish_faulted(finish: dict[str, Any]) -> set[int]:
+    """The trials that failed a round of the finish themselves (crashed, ran out of memory,
+    hung), from a finish record's ``failed`` (``"status: reason"`` by trial): no candidates,
+    whatever their other rounds read; not those the time budget stopped (``interrupted``).
+    Every reader (the CLI, the report) labels them from this.
+
+    Example:
+        >>> finish_faulted({"failed": {"4": "crashed: illegal memory access",
+        ...                            "7": "interrupted: the time budget ended"}})
+        {4}
+        >>> finish_faulted({}), finish_faulted({"failed": "junk"})
+        (set(), set())
+    """
+    failed = finish.get("failed")
+    if not isinstance(failed, dict):
+        return set()
+    return {int(trial) for trial, reason in failed.items()
+            if str(trial).isdigit() and not str(reason).startswith("interrupted")}  # fmt: skip
+
+
 def stored_finish(user_attrs: dict[str, Any]) -> dict[str, Any]:
     """A study's noise-aware finish record (:data:`FINISH`) from its user attributes: empty
     where there is none, or where what is stored there is not one (not a record, a ``metric``
