@@ -82,6 +82,10 @@ def winner_panel(
         data["finish_median"] = rows[0]["median"]
         lines = ["<tr><th>trial</th><th>median</th><th>spread</th><th></th></tr>"]
         faulted = finish_faulted(finish)  # crashed in a round: no candidate, as the CLI says
+
+        def told_apart(row: dict[str, Any]) -> bool:  # one reading has no noise to be within
+            return len(row.get("samples", ())) > 1 and len(rows[0].get("samples", ())) > 1
+
         for r in rows:
             tag = (
                 "untuned default"
@@ -89,7 +93,7 @@ def winner_panel(
                 if r.get("baseline")
                 else (
                     "within noise of the winner"
-                    if r.get("within_noise") and r is not rows[0]
+                    if r.get("within_noise") and r is not rows[0] and told_apart(r)
                     else ""
                 )
             )

@@ -37,8 +37,8 @@ OBJECTIVE = Third
 """
 
 
-def _finished(tmp_path) -> optuna.Study:
-    """A sweep of x in 1, 5, 9 and its finish of 3 rounds, in which 9 crashed once."""
+def _finished(tmp_path, top: int = 2, rounds: int = 3) -> optuna.Study:
+    """A sweep of x in 1, 5, 9 and its finish (of 3 rounds: 9 crashed once)."""
     (tmp_path / "third.py").write_text(CRASHES_ON_ITS_THIRD_RUN)
     (tmp_path / "third.yaml").write_text(
         "parameters:\n  x: {type: categorical, choices: [1, 5, 9]}\n"
@@ -50,7 +50,7 @@ def _finished(tmp_path) -> optuna.Study:
     )  # fmt: skip
     sweep = Sweep(settings)
     study = sweep.run().study
-    sweep.finish(study, top=2, rounds=3)
+    sweep.finish(study, top=top, rounds=rounds)
     return study
 
 
@@ -74,3 +74,14 @@ def test_a_config_that_failed_a_round_of_the_finish_is_no_candidate_in_the_repor
     assert data["winner_trial"] != crashed and set(tags) == {r["trial"] for r in record["rows"]}
     assert tags[crashed] == "median of the rounds it ran (failed in another: not a candidate)"
     assert "within noise" not in tags[crashed]
+
+
+def test_a_finish_of_one_round_calls_no_row_within_noise(tmp_path):
+    # one reading has no noise to be within: the CLI said nothing, the report "within noise of
+    # the winner"
+    study = _finished(tmp_path, top=3, rounds=1)
+    rows = study.user_attrs[FINISH]["rows"]
+    assert all(len(r["samples"]) == 1 for r in rows)
+    assert any(r.get("within_noise") for r in rows[1:])  # what the finish stored for them
+    panel, _ = winner_panel(study, {}, study.trials, ["v"], True)
+    assert "within noise" not in " ".join(_row_tags(panel).values())
