@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,7 @@ def replay_settings(
     unknown = [n for n in space.names if n not in table.columns]
     if unknown:
         raise SetupError(f"{replay}: the space's parameter {unknown[0]!r} is not a column")
+    check_one_recording(table, replay, names)
     if space_path:
         check_codes_kept_apart(table, space, replay, space_path)
     if metric not in table.columns:
@@ -86,6 +88,49 @@ def replay_settings(
     problem = {**(problem_values or {}), "table": str(Path(replay).resolve()),
                "params": space.names, "metric": metric}  # fmt: skip
     return problem, space, {metric: "maximize" if maximize else "minimize"}
+
+
+#: the columns ``autotune record`` stamps each row with: what was measured, and where
+STAMP_PREFIXES = ("problem.", "device.")
+
+
+def check_one_recording(table: Any, replay: Path, params: list[str]) -> None:
+    """A table that holds a config under two recordings' stamps (its ``workload``, ``device``,
+    ``problem.NAME`` or ``device.NAME`` column reads two values for it: two problems' or two
+    devices' tables joined) is refused: the config would replay as the median of figures
+    measured at different problems or on different devices, and the export would name one.
+    Configs of different stamps, each under one, replay as before.
+
+    Raises:
+        SetupError: naming the table, the config, the column, its two values and their lines.
+
+    Example:
+        >>> import os, tempfile
+        >>> table = os.path.join(tempfile.mkdtemp(), "t.csv")
+        >>> _ = open(table, "w").write("a,problem.N,ms\\n1,512,1.0\\n1,1024,3.0\\n")
+        >>> replay_settings(Path(table), "a", "ms", False, None)
+        Traceback (most recent call last):
+        ...
+        autotune.setup_error.SetupError: ...: config a=1 is recorded twice, its 'problem.N' ...
+    """
+    for column in table.columns:
+        stamp = column in ("workload", "device") or str(column).startswith(STAMP_PREFIXES)
+        if not stamp or column in params or table[column].dropna().astype(str).nunique() < 2:
+            continue
+        seen: dict[tuple, tuple[str, int]] = {}
+        rows = table[[*params, column]].itertuples(index=True, name=None)
+        for index, *values, cell in rows:
+            if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+                continue
+            key = tuple(str(v) for v in values)
+            first, line = seen.setdefault(key, (str(cell), index + 2))
+            if first == str(cell):
+                continue
+            config = ", ".join(f"{p}={v}" for p, v in zip(params, values, strict=True))
+            raise SetupError(f"{replay}: config {config} is recorded twice, its {column!r} "
+                             f"reading {first} (line {line}) and {cell} (line {index + 2}): "
+                             "two recordings joined, whose median would mix their figures; "
+                             "replay each recording's rows on their own")  # fmt: skip
 
 
 def check_codes_kept_apart(table: Any, space: Space, replay: Path, space_path: str) -> None:

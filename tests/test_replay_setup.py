@@ -264,3 +264,37 @@ def test_a_replay_named_by_a_relative_path_reads_its_table_once(tmp_path, monkey
     reads = _read_table.cache_info().misses
     ReplayObjective(settings.problem)  # as the inline executor builds it
     assert _read_table.cache_info().misses == reads
+
+
+@pytest.mark.parametrize(
+    ("column", "first", "second"),
+    [("problem.N", "512", "1024"), ("device.name", "NVIDIA H200", "NVIDIA H100"),
+     ("workload", "matmul", "rmsnorm"), ("device", "NVIDIA H200", "NVIDIA H100")],
+)  # fmt: skip
+def test_a_table_of_two_recordings_is_refused_not_replayed_as_their_median(
+    tmp_path, column, first, second
+):
+    # two `autotune record` tables joined (N=512 and N=1024) replayed each config as the
+    # median of both problems' figures, and the export named the first problem alone
+    import subprocess
+    import sys
+
+    table = tmp_path / "joined.csv"
+    table.write_text(f"BM,{column},status,gbps\n16,{first},ok,1.0\n32,{first},ok,2.0\n"
+                     f"16,{second},ok,5.0\n32,{second},ok,9.0\n")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params",
+         "BM", "--metric", "gbps", "--trials", "2", "--storage", "memory", "--executor",
+         "inline"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    says = (f"error: {table}: config BM=16 is recorded twice, its {column!r} reading {first} "
+            f"(line 2) and {second} (line 4): two recordings joined, whose median would mix "
+            "their figures; replay each recording's rows on their own")  # fmt: skip
+    assert (done.returncode, done.stderr.strip()) == (2, says)
+    # one recording's rows, re-measured (a stamp the same on every row), replay as before,
+    # and so do configs of two stamps that hold each config under one
+    table.write_text(f"BM,{column},status,gbps\n16,{first},ok,1.0\n16,{first},ok,3.0\n"
+                     f"32,{second},ok,2.0\n")  # fmt: skip
+    problem, _, _ = replay_settings(table, "BM", "gbps", True, None)
+    assert problem["params"] == ["BM"]
