@@ -8,6 +8,7 @@ Example (a shell):
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import sys
@@ -119,6 +120,7 @@ def trials(
     """List a sweep's trials: status, reason, values, parameters."""
     quiet_libraries()
     from autotune.driver import trials_frame
+    from autotune.driver.results import study_info
     from autotune.driver.trial_attrs import INFEASIBLE, trial_origin
     from autotune.storage import load_study, open_storage
 
@@ -127,6 +129,8 @@ def trials(
     writable_output(output, storage=storage, studies=[study])
     loaded = load_study(open_storage(storage, existing=True), study)
     frame = trials_frame(loaded)
+    # a replay's figures were looked up, not measured: its label heads the table and the page
+    label = study_info(loaded).get("label") or ""
     if "status" not in frame.columns:  # no trial yet: the listing's columns, no rows
         frame = frame.reindex(columns=["trial", "status", "reason", "duration_s"])
     if format == "table":
@@ -150,7 +154,10 @@ def trials(
             if origin:
                 cells[0] = f"{cells[0]} ({origin})"
             table.add_row(*(Text(cell) for cell in cells))  # stored text: no markup
-        Console(width=None if out.is_terminal else 240).print(table)
+        console = Console(width=None if out.is_terminal else 240)
+        if label:
+            console.print(Text(label))  # stored text: no markup
+        console.print(table)
     elif format == "csv":
         _write_listing(frame.to_csv(index=False), output)
     elif format == "parquet":
@@ -162,6 +169,8 @@ def trials(
     elif format == "html":  # the report's table alone
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
         text = shown.to_html(index=False, na_rep="", border=1)
+        if label:
+            text = f"<p>{html.escape(label)}</p>{text}"
         page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{text}</body></html>"
         _write_listing(page + "\n", output)
     else:

@@ -302,3 +302,24 @@ def test_an_export_of_a_pareto_study_says_which_config_of_the_front_it_wrote(tmp
         "note: trial 0 is one of 2 configs on the Pareto front of goodput_tok_s and "
         "ttft_p99_ms: the best by goodput_tok_s, the first objective"
     ) in done.stderr
+
+
+def test_a_replay_s_trials_listing_says_its_figures_were_looked_up(tmp_path):
+    """`autotune trials` of a replay listed its figures as a measured sweep's, no REPLAY."""
+    table = tmp_path / "grid.csv"
+    table.write_text("BM,tflops\n16,1.0\n32,2.0\n")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+
+    tuned = cli("tune", "--replay", "grid.csv", "--params", "BM", "--metric", "tflops",
+                "--trials", "2", "--storage", url, "--executor", "inline")  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    label = "REPLAY of grid.csv: recorded measurements are looked up, nothing is measured"
+    listed = cli("trials", "--storage", url)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0] == label
+    page = cli("trials", "--storage", url, "--format", "html")
+    assert page.returncode == 0 and f"<p>{label}</p><table" in page.stdout, page.stderr
