@@ -450,7 +450,9 @@ class _SweepRun:
         self.busy_s += finished.seconds
         measurement = finished.result.measurement
         compile_s = 0.0
-        if measurement is not None:
+        # a replayed figure (recorded_duration_s set) compiled nothing here: its compile_s is
+        # its table's column, seconds of the recording's device, not of this sweep's slots
+        if measurement is not None and measurement.recorded_duration_s is None:
             compile_s = float(measurement.metrics.get("compile_s", 0.0) or 0.0)
             self.trial_compile_s += compile_s
         # the finish re-measures compiled configs: their compile (cached by then) is not its cost

@@ -514,3 +514,24 @@ def test_a_figure_too_large_for_a_float_fails_its_trial_not_the_sweep(tmp_path, 
     assert status == {1: "ok", 2: "crashed", 3: "ok"}
     reason = next(t.user_attrs["reason"] for t in summary.study.trials if t.params["x"] == 2)
     assert "an int of 401 digits, too large for a float" in reason
+
+
+def test_a_replay_s_compile_share_counts_no_recorded_compile_time(tmp_path):
+    # the table's compile_s column (seconds of its recording) was counted as this sweep's:
+    # "compiling held slots 345.1% of it" for a replay that compiled nothing
+    from autotune.objectives.replay import load_table, space_from_table
+
+    table = tmp_path / "t.csv"
+    table.write_text("BM,compile_s,gbps\n16,40.0,1.0\n32,40.0,2.0\n64,40.0,3.0\n")
+
+    problem = {"table": str(table), "params": ["BM"], "metric": "gbps"}
+    for executor in ("inline", "local"):
+        summary = Sweep(
+            settings(
+                space_from_table(load_table(str(table)), ["BM"]), workload="replay",
+                problem=problem, objectives={"gbps": "maximize"}, n_trials=3,
+                executor=executor,
+            )
+        ).run()  # fmt: skip
+        assert summary.trials_run == 3
+        assert (summary.trial_compile_s, summary.compile_share) == (0.0, 0.0), executor
