@@ -316,6 +316,32 @@ def replay_arguments(
     }
 
 
+def measured_on(replay: Path) -> str:
+    """The replay label's note on the device the table's figures were measured on (its
+    ``device.name`` column, which ``autotune record`` writes, or a ``device`` column), or
+    nothing where the table does not record one: the sweep's header names the machine that
+    replays, not the one that measured.
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+        >>> _ = open(path, "w").write("a,device.name,m\\n1,NVIDIA H100,5\\n")
+        >>> measured_on(Path(path))
+        ' (measured on NVIDIA H100)'
+    """
+    from autotune.objectives.replay import load_table
+
+    table = load_table(str(replay))
+    column = next((c for c in ("device.name", "device") if c in table.columns), None)
+    if column is None:
+        return ""
+    names = list(dict.fromkeys(str(v) for v in table[column].dropna() if str(v).strip()))
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f" (measured on {shown})"
+
+
 def repeats_note(replay: Path, params: list[str]) -> str:
     """The replay label's note on configs the table records more than once, or nothing.
 

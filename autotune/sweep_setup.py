@@ -429,6 +429,7 @@ def build_settings(
         from autotune.replay_setup import (
             check_replay_objective,
             check_replay_slo,
+            measured_on,
             repeats_note,
             replay_arguments,
             replay_settings,
@@ -448,7 +449,8 @@ def build_settings(
             seed = stored.get("seed") if seed is None else seed
             trials, time_budget_s = _resumed_budget(stored, trials, time_budget_s)
             slo = resumed_slo(study, stored, slo)
-        label = f"REPLAY of {replay}: recorded measurements are looked up, nothing is measured"
+        label = (f"REPLAY of {replay}{measured_on(replay)}: recorded measurements are looked "
+                 "up, nothing is measured")  # fmt: skip
         label += repeats_note(replay, problem["params"])
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]

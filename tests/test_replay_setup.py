@@ -298,3 +298,16 @@ def test_a_table_of_two_recordings_is_refused_not_replayed_as_their_median(
                      f"32,{second},ok,2.0\n")  # fmt: skip
     problem, _, _ = replay_settings(table, "BM", "gbps", True, None)
     assert problem["params"] == ["BM"]
+
+
+def test_the_replay_label_names_the_device_the_table_was_measured_on(tmp_path):
+    # the sweep's header named the machine that replayed ("on AMD EPYC") and the label, on
+    # every result shown, nothing of the H100 that `autotune record` stamped on each row
+    table = DATA / "matmul_raw_sq5k_h100.csv"
+    label = _settings("memory", study=None, replay=table).label
+    assert label == (f"REPLAY of {table} (measured on NVIDIA H100 80GB HBM3): recorded "
+                     "measurements are looked up, nothing is measured")  # fmt: skip
+    # a table that records no device says nothing of one
+    unstamped = _settings("memory", study=None).label
+    assert unstamped == (f"REPLAY of {TABLE}: recorded measurements are looked up, nothing is "
+                         "measured")  # fmt: skip
