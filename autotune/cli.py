@@ -518,7 +518,8 @@ def record(
     def on_row(i: int, n: int, row: dict[str, Any]) -> None:
         metric = next(iter(objective_cls.directions))
         value = row.get(metric)
-        shown = readable(metric, value) if isinstance(value, float) else row["status"]
+        # named: a bare share ("0.0%") read as the recording's progress
+        shown = f"{metric} {readable(metric, value)}" if isinstance(value, float) else row["status"]
         err.print(f"[{i}/{n}] {shown}", highlight=False)
 
     table = record_grid(

@@ -492,3 +492,17 @@ def test_status_before_the_parameters_is_named_not_an_empty_list(tmp_path):
     out.write_text("workload,fault,score,status\nfaults,none,1.0,ok\n")
     with pytest.raises(RecordError, match="no parameter column comes before its 'workload'"):
         record_grid("faults", {}, SPACE, {}, out, executor="inline")
+
+
+def test_each_row_s_progress_line_names_the_figure_it_shows(tmp_path):
+    # "[1/12] 0.0%": an RMSNorm's copy_fraction on a CPU, unnamed, read as the progress
+    space = tmp_path / "none.yaml"
+    space.write_text("parameters:\n  fault: {type: categorical, choices: [none]}\n"
+                     "  score: {type: categorical, choices: [0.5]}\n")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "record", "faults", "--space", str(space),
+         "--output", str(tmp_path / "f.csv"), "--device", "cpu"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "[1/1] score 0.500" in done.stderr.splitlines(), done.stderr
