@@ -59,7 +59,8 @@ class AutotuneSearcher(_Searcher):
     Args:
         space: an autotune space, or the name/path of its YAML file.
         metric, mode: what the trainable reports and its direction (``max`` or ``min``);
-            may come from ``tune.TuneConfig`` instead.
+            may come from ``tune.TuneConfig`` instead only where the ``Tuner`` has a
+            ``param_space`` (Tune hands them to a searcher with it, else never).
         problem, device: what the space's constraints read (sizes; device limits).
         sampler: ``auto`` (the default of ``autotune tune``) or any autotune sampler.
         seed: seeds the sampler.
@@ -141,9 +142,15 @@ class AutotuneSearcher(_Searcher):
 
         None (ask again later) while the only configs left are running in Tune;
         ``FINISHED`` once every feasible config is measured.
+
+        Raises:
+            ValueError: no metric and mode yet (None would have Tune wait for ever).
         """
         if self.study is None or self._book is None:
-            return None
+            raise ValueError(
+                "AutotuneSearcher has no metric and mode: pass metric= and mode= to it "
+                "(tune.TuneConfig hands them on only to a Tuner with a param_space)"
+            )
         s = self._book.settings
         for _ in range(MAX_REJECTIONS):
             left = self._unclaimed()

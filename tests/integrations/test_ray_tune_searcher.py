@@ -43,3 +43,13 @@ def test_suggest_serves_every_config_once_while_all_of_them_run():
     running = [t for t in trials if t.state is optuna.trial.TrialState.RUNNING]
     assert len(running) == 8  # Tune's eight trials; no other trial left open
     assert len(trials) < 16  # a pick of a running config is steered to one left
+
+
+def test_suggest_without_a_metric_and_mode_says_so_rather_than_wait_for_ever():
+    # a Tuner without param_space never calls set_search_properties: its TuneConfig's metric
+    # and mode never reach the searcher, and a None from suggest had Tune wait for ever
+    searcher = AutotuneSearcher(Space("tiny", [Param("a", "categorical", choices=[1, 2])]))
+    with pytest.raises(ValueError, match="no metric and mode: pass metric= and mode="):
+        searcher.suggest("t1")
+    assert searcher.set_search_properties("m", "max", {"a": 1})  # Tune with a param_space
+    assert searcher.suggest("t2")["a"] in (1, 2)
