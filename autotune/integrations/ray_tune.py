@@ -197,17 +197,17 @@ class AutotuneSearcher(_Searcher):
         if asked is None or self._book is None:
             return
         self._book.running.discard(asked.key)
-        value = (result or {}).get(self._metric)
-        if error or not isinstance(value, int | float):
+        value = _number((result or {}).get(self._metric))
+        if error or value is None:
             reason = "the Ray Tune trial errored" if error else f"no {self._metric!r} reported"
             outcome = TrialResult(TrialStatus.CRASHED, reason)
         else:
             metrics = {
-                k: v
+                k: v if isinstance(v, str | bool) else _number(v)
                 for k, v in (result or {}).items()
-                if isinstance(v, int | float | str | bool) and k != self._metric
+                if (isinstance(v, str | bool) or _number(v) is not None) and k != self._metric
             }
-            measurement = Measurement(values={self._metric: float(value)}, metrics=metrics)
+            measurement = Measurement(values={self._metric: value}, metrics=metrics)
             seconds = float((result or {}).get("time_total_s") or 0.0)
             outcome = TrialResult(TrialStatus.OK, "", measurement, seconds)
         self._book.tell_result(asked, outcome, worker=f"ray tune trial {trial_id}")
@@ -224,3 +224,16 @@ class AutotuneSearcher(_Searcher):
             self.study_name = json.load(f)["study_name"]
         if self._metric is not None and self._mode is not None:
             self._open()
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float where it is a real number (a Python, NumPy or 0-d torch scalar:
+    what a trainable's ``tune.report`` often holds); None where it is not (bools included)."""
+    if isinstance(value, bool | str | bytes) or not hasattr(value, "__float__"):
+        return None
+    if getattr(value, "ndim", 0) or isinstance(value, complex):
+        return None  # an array, or a complex number: no one reading
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None

@@ -53,3 +53,16 @@ def test_suggest_without_a_metric_and_mode_says_so_rather_than_wait_for_ever():
         searcher.suggest("t1")
     assert searcher.set_search_properties("m", "max", {"a": 1})  # Tune with a param_space
     assert searcher.suggest("t2")["a"] in (1, 2)
+
+
+def test_a_metric_reported_as_a_numpy_scalar_is_a_measurement_not_a_crash():
+    np = pytest.importorskip("numpy")
+    searcher = _searcher([1, 2])
+    searcher.suggest("t1"), searcher.suggest("t2")
+    # np.float32 (a tensor's .numpy(), a mean of a float32 array) is no Python float
+    searcher.on_trial_complete("t1", {"m": np.float32(2.5), "loss": np.float32(0.25)})
+    searcher.on_trial_complete("t2", {"m": np.int64(3), "steps": np.int64(7)})
+    done = sorted(searcher.study.trials, key=lambda t: t.number)
+    assert [t.state for t in done] == [optuna.trial.TrialState.COMPLETE] * 2
+    assert sorted(t.values[0] for t in done) == [2.5, 3.0]
+    assert searcher.study.best_value == 3.0
