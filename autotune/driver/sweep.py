@@ -164,6 +164,7 @@ class _SweepRun:
         self.identity = DriverIdentity.current().as_attr()
         self.heartbeat = Heartbeat(storage, study.study_name)
         self.in_flight: dict[int, Asked] = {}  # trial number -> launched trial
+        self.launched_at: dict[int, float] = {}  # trial number -> when it launched
         self.waiting: dict[tuple, list[Asked]] = {}  # repeats of a config in flight
         # asked for ahead, oldest first: compiling in the pool, or waiting for a free slot
         self.ahead: deque[Asked] = deque()
@@ -239,6 +240,9 @@ class _SweepRun:
             # the sweep's wall time ends with its last trial: stopping the executor (workers,
             # a Ray started for the sweep), like starting it, is not search overhead
             self.end = time.monotonic()
+            # a trial still running when the sweep stops filled its slot until then (a stop by
+            # a signal or a lost cluster): without it the overhead read close to 100%
+            self.busy_s += sum(self.end - self.launched_at.get(n, self.end) for n in self.in_flight)
             self.close(stopped_by)
         return self.summarise(stopped_by, capacity)
 
@@ -438,6 +442,7 @@ class _SweepRun:
         self.book.running.add(asked.key)
         self.in_flight[asked.trial.number] = asked
         prune = prune_check(asked.trial, len(self.settings.objectives))
+        self.launched_at[asked.trial.number] = time.monotonic()
         self.executor.submit(asked.trial.number, asked.config, prune)
 
     def tell_finished(self, finished: Finished) -> None:
@@ -446,6 +451,7 @@ class _SweepRun:
 
     def _tell_finished(self, finished: Finished) -> None:
         asked = self.in_flight.pop(finished.ticket)
+        self.launched_at.pop(finished.ticket, None)
         self.book.running.discard(asked.key)
         self.busy_s += finished.seconds
         measurement = finished.result.measurement

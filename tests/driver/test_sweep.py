@@ -535,3 +535,22 @@ def test_a_replay_s_compile_share_counts_no_recorded_compile_time(tmp_path):
         ).run()  # fmt: skip
         assert summary.trials_run == 3
         assert (summary.trial_compile_s, summary.compile_share) == (0.0, 0.0), executor
+
+
+def test_a_sweep_stopped_by_a_signal_counts_its_running_trials_as_filled_slots(write_space):
+    import threading
+
+    # two slots each running a 60 s trial when Ctrl-C comes: they were busy all along, yet
+    # the overhead read ~97% (the trials in flight at the stop counted as idle slots)
+    path = write_space(
+        "parameters:\n  delay: {type: categorical, choices: [60]}\n"
+        "  score: {type: float, low: 0, high: 1}\n"
+    )
+    timer = threading.Timer(8.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        summary = Sweep(settings(load_space(path), executor="local", workers=2)).run()
+    finally:
+        timer.cancel()
+    assert summary.stopped_by == "interrupted"
+    assert summary.search_overhead < 0.5
