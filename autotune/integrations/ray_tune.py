@@ -33,9 +33,11 @@ from typing import Any
 import optuna
 
 from autotune.driver.enumeration import is_enumerable
+from autotune.driver.liveness import DriverIdentity, reap_stale_trials
 from autotune.driver.novelty import config_key, unvisited_config
 from autotune.driver.settings import SweepSettings
 from autotune.driver.study_setup import open_study
+from autotune.driver.trial_attrs import DRIVER
 from autotune.driver.trial_book import Asked, TrialBook
 from autotune.executors.base import ExecutorError
 from autotune.executors.ray import INSTALL_HINT
@@ -126,6 +128,9 @@ class AutotuneSearcher(_Searcher):
         )
         # the same study a sweep opens: sampler (told how many run at once), description
         self.study = open_study(settings, self._storage, in_flight=self.in_flight)
+        # trials a Tune run that died left RUNNING (Tune's own abort, a Ctrl-C) are interrupted
+        # now, as a sweep opening the study records them
+        reap_stale_trials(self.study, self._storage)
         self._book = TrialBook(self.study, settings, random.Random(self.seed))
         space, problem, device = self.autotune_space, self.problem, self.device
         self._grid = list(space.grid(problem, device)) if is_enumerable(space) else None
@@ -158,6 +163,9 @@ class AutotuneSearcher(_Searcher):
                 # nothing to suggest: wait for Tune's running trials, or finish
                 return None if self._book.running else _Searcher.FINISHED
             trial = self.study.ask()
+            # whose trial it is: a sweep on the same study leaves it alone while this process
+            # lives, and records it interrupted once it is gone
+            trial.set_user_attr(DRIVER, DriverIdentity.current().as_attr())
             config = s.space.sample(trial, s.problem, s.device)
             asked = Asked(trial, config)
             broken = s.space.violations(config, s.problem, s.device)

@@ -1,5 +1,6 @@
 """The Ray Tune searcher's suggest/on_trial_complete called directly (no Ray cluster)."""
 
+import os
 import time
 
 import optuna
@@ -66,3 +67,30 @@ def test_a_metric_reported_as_a_numpy_scalar_is_a_measurement_not_a_crash():
     assert [t.state for t in done] == [optuna.trial.TrialState.COMPLETE] * 2
     assert sorted(t.values[0] for t in done) == [2.5, 3.0]
     assert searcher.study.best_value == 3.0
+
+
+def test_trials_a_dead_tune_run_left_running_are_interrupted_when_the_study_opens(tmp_path):
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    # a Tune driver that dies with two trials running (Tune's strict metric check, Ctrl-C)
+    dying = (
+        "import os\nfrom autotune.space import Param, Space\n"
+        "from autotune.integrations.ray_tune import AutotuneSearcher\n"
+        "space = Space('tiny', [Param('a', 'categorical', choices=[1, 2, 3])])\n"
+        f"s = AutotuneSearcher(space, metric='m', mode='max', storage={url!r}, study_name='t')\n"
+        "s.suggest('t1'); s.suggest('t2'); os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-P", "-c", dying], check=True, timeout=120)
+    again = AutotuneSearcher(
+        Space("tiny", [Param("a", "categorical", choices=[1, 2, 3])]),
+        metric="m", mode="max", storage=url, study_name="t",
+    )  # fmt: skip
+    states = [t.state for t in again.study.trials]
+    # they stayed RUNNING (autotune trials showed them running) with no driver to reap them
+    assert optuna.trial.TrialState.RUNNING not in states
+    assert [t.user_attrs.get("status") for t in again.study.trials] == ["interrupted"] * 2
+    live = again.suggest("t3")
+    mine = [t for t in again.study.trials if t.state is optuna.trial.TrialState.RUNNING]
+    assert live is not None and mine[0].user_attrs["driver"]["pid"] == os.getpid()
