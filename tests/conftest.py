@@ -140,3 +140,53 @@ def until():
         return True
 
     return wait
+
+
+#: a workload whose fastest config (x=9) crashes on its third run: in the finish's second round
+CRASHES_ON_ITS_THIRD_RUN = """
+from pathlib import Path
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Third(Objective):
+    name = "third"
+    space = "third.yaml"
+    directions = {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        runs = Path(__file__).parent / f"runs-{config['x']}"
+        done = int(runs.read_text()) if runs.exists() else 0
+        runs.write_text(str(done + 1))
+        if config["x"] == 9 and done == 2:  # the sweep, the finish's first round, then this
+            raise RuntimeError("illegal memory access")
+        return Measurement(values={"v": 10.0 * config["x"]})
+
+
+OBJECTIVE = Third
+"""
+
+
+@pytest.fixture
+def crashing_finish(tmp_path: Path):
+    """``finish(top, rounds) -> (study, rows)``: a grid sweep of x in 1, 5, 9 (x=1 the untuned
+    default) with a workload whose x=9 crashes on its third run, then its finish."""
+    from autotune.driver import Sweep, SweepSettings
+    from autotune.space import load_space
+
+    def finish(top: int, rounds: int):
+        (tmp_path / "third.py").write_text(CRASHES_ON_ITS_THIRD_RUN)
+        space = "parameters:\n  x: {type: categorical, choices: [1, 5, 9]}\n"
+        (tmp_path / "third.yaml").write_text(space)
+        settings = SweepSettings(
+            workload=str(tmp_path / "third.py"), problem={},
+            space=load_space(tmp_path / "third.yaml"), objectives={"v": "maximize"},
+            sampler="grid", n_trials=3, seed=0, storage="memory", executor="inline",
+            warm_start="off", baseline={"x": 1},
+        )  # fmt: skip
+        sweep = Sweep(settings)
+        study = sweep.run().study
+        return study, sweep.finish(study, top=top, rounds=rounds)
+
+    return finish

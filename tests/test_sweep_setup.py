@@ -254,25 +254,6 @@ def test_a_kernel_objective_without_outputs_is_noted_once_at_set_up(tmp_path):
     ]
 
 
-def test_a_serving_trace_longer_than_the_trial_timeout_is_refused_before_the_sweep(tmp_path):
-    # a trace with an hour's lull: each trial waited out the 300-s trial timeout and was killed,
-    # trial after trial, to end in "no trial succeeded"
-    trace = tmp_path / "t.jsonl"
-    trace.write_text('{"arrival": 0, "prompt_len": 20, "output_len": 4}\n'
-                     '{"arrival": 3600, "prompt_len": 20, "output_len": 4}\n')  # fmt: skip
-    problem = {"trace": str(trace)}
-    with pytest.raises(
-        SetupError,
-        match=r"^--problem: the trace's last request arrives 3,600.0 "
-        r"s into the replay, .* past the trial timeout of 300 s",
-    ):
-        _settings(tmp_path, workload="serving", problem=problem)
-    with pytest.raises(SetupError, match="trial timeout of 75 s"):  # a quarter of the budget
-        _settings(tmp_path, workload="serving", problem=problem, time_budget_s=300.0)
-    given = _settings(tmp_path, workload="serving", problem=problem, trial_timeout_s=4000.0)
-    assert given.trial_timeout_s == 4000.0  # a timeout past the span: the sweep may run
-
-
 def test_the_set_up_keeps_the_files_of_the_modules_its_cache_key_hashed(tmp_path):
     # `autotune tune` walked the workload's imports (each module's source parsed) twice at
     # start: for the tuning cache's key, then for the files --output must not overwrite
@@ -283,9 +264,10 @@ def test_the_set_up_keeps_the_files_of_the_modules_its_cache_key_hashed(tmp_path
     assert "autotune.objectives.faults" in files
 
 
-def test_a_server_trace_longer_than_the_trial_timeout_is_refused_before_the_sweep(tmp_path):
-    # the server workload replays its trace in real time over HTTP as serving does, but had no
-    # such check: each trial started a server, waited out the hour's lull and was killed
+@pytest.mark.parametrize("workload", ["serving", "server"])
+def test_a_trace_longer_than_the_trial_timeout_is_refused_before_the_sweep(tmp_path, workload):
+    # a trace with an hour's lull: each trial (for server, a server started) waited out the
+    # 300-s trial timeout and was killed, trial after trial, to end in "no trial succeeded"
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"arrival": 0, "prompt_len": 20, "output_len": 4}\n'
                      '{"arrival": 3600, "prompt_len": 20, "output_len": 4}\n')  # fmt: skip
@@ -295,6 +277,9 @@ def test_a_server_trace_longer_than_the_trial_timeout_is_refused_before_the_swee
         match=r"^--problem: the trace's last request arrives 3,600.0 "
         r"s into the replay, .* past the trial timeout of 300 s",
     ):
-        _settings(tmp_path, workload="server", problem=problem)
-    given = _settings(tmp_path, workload="server", problem=problem, trial_timeout_s=4000.0)
-    assert given.trial_timeout_s == 4000.0
+        _settings(tmp_path, workload=workload, problem=problem)
+    if workload == "serving":
+        with pytest.raises(SetupError, match="trial timeout of 75 s"):  # a quarter of the budget
+            _settings(tmp_path, workload=workload, problem=problem, time_budget_s=300.0)
+    given = _settings(tmp_path, workload=workload, problem=problem, trial_timeout_s=4000.0)
+    assert given.trial_timeout_s == 4000.0  # a timeout past the span: the sweep may run

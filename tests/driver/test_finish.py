@@ -384,45 +384,10 @@ def test_a_negative_metric_keeps_its_best_config_in_the_finish(direction, best):
     assert best_record(study)["config"]["score"] == best
 
 
-CRASHES_ON_ITS_THIRD_RUN = """
-from pathlib import Path
-
-from autotune.measurement import Measurement
-from autotune.objectives.base import Objective
-
-
-class Third(Objective):
-    name = "third"
-    space = "third.yaml"
-    directions = {"v": "maximize"}
-
-    def evaluate(self, config, report=None):
-        runs = Path(__file__).parent / f"runs-{config['x']}"
-        done = int(runs.read_text()) if runs.exists() else 0
-        runs.write_text(str(done + 1))
-        if config["x"] == 9 and done == 2:  # the sweep, the finish's first round, then this
-            raise RuntimeError("illegal memory access")
-        return Measurement(values={"v": 10.0 * config["x"]})
-
-
-OBJECTIVE = Third
-"""
-
-
-def test_a_config_that_crashed_in_a_round_of_the_finish_is_not_its_winner(tmp_path):
+def test_a_config_that_crashed_in_a_round_of_the_finish_is_not_its_winner(crashing_finish):
     # the fastest config crashed in the finish's second round, measured in the other two, and
     # was the winner `best` and every export handed on without a word of the crash
-    (tmp_path / "third.py").write_text(CRASHES_ON_ITS_THIRD_RUN)
-    space = "parameters:\n  x: {type: categorical, choices: [1, 5, 9]}\n"
-    (tmp_path / "third.yaml").write_text(space)
-    settings = SweepSettings(
-        workload=str(tmp_path / "third.py"), problem={}, space=load_space(tmp_path / "third.yaml"),
-        objectives={"v": "maximize"}, sampler="grid", n_trials=3, seed=0, storage="memory",
-        executor="inline", warm_start="off", baseline={"x": 1},
-    )  # fmt: skip
-    sweep = Sweep(settings)
-    study = sweep.run().study
-    rows = sweep.finish(study, top=2, rounds=3)
+    study, rows = crashing_finish(top=2, rounds=3)
     record = study.user_attrs[FINISH]
     assert "illegal memory access" in next(iter(record["failed"].values()))
     assert [r.config["x"] for r in rows] == [5, 1, 9]  # 9 read 90 twice, yet 5 wins; 9 last
