@@ -6,8 +6,8 @@ torchtitan is not a dependency: the keys written are checked against :data:`JOB_
 the fields of ``torchtitan/config/job_config.py`` in torchtitan 0.2.0 to 0.2.2, the releases
 whose ``ConfigManager`` reads a TOML file (it refuses a key its dataclasses lack; 0.1.0 had
 ``training.compile`` and ``[float8]`` instead, 0.3 configures in Python). What torchtitan cannot
-express (fp16, TF32, a forced SDPA backend, a compile mode, a step without gradient clipping)
-is listed as comments at the top of the file.
+express (fp16, TF32, bf16 under tensor parallel alone, a forced SDPA backend, a compile mode,
+a step without gradient clipping) is listed as comments at the top of the file.
 
 Example:
     >>> record = {"config": {"micro_batch": 2, "precision": "bf16", "optimizer": "fused",
@@ -42,6 +42,19 @@ JOB_CONFIG_KEYS: dict[str, set[str]] = {
     "quantize.linear.float8": {"filter_fqns"},
 }  # fmt: skip
 
+#: why a bf16 winner under tensor parallel is written as fp32: torchtitan 0.2 applies
+#: ``mixed_precision_param`` through FSDP (``data_parallel_shard_degree`` > 1), or as autocast
+#: under DDP and on one GPU, and under tensor parallel alone turns it off
+#: (``maybe_enable_amp``: "Mixed precision training is disabled")
+_TP_PRECISION_NOTE = (
+    "bf16 under tensor parallel: torchtitan 0.2 mixes precision only through FSDP "
+    "(data_parallel_shard_degree > 1) or as autocast under DDP and on one GPU, and with tensor "
+    "parallel alone trains in fp32 (its log: 'Mixed precision training is disabled'), where "
+    "the tuned step ran bf16 autocast over fp32 weights; fp32 is written. training.dtype = "
+    '"bfloat16" would keep the weights, gradients and AdamW state in bf16, which the tuned '
+    "step did not"
+)
+
 #: the model converter torchtitan 0.2 registers for torchao's float8 linears
 FLOAT8_CONVERTER = "quantize.linear.float8"
 
@@ -52,10 +65,11 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
     precision = config.get("precision", "fp32")
     layout = config.get("layout", "single")
     world = train_export.world_size(record)
+    half = precision in ("bf16", "fp8") and layout != "tp"  # see _TP_PRECISION_NOTE
     training: dict[str, Any] = {
         "local_batch_size": micro,  # per device; torchtitan accumulates up to the global batch
         "global_batch_size": micro * accum * train_export.data_parallel(record),
-        "mixed_precision_param": "bfloat16" if precision in ("bf16", "fp8") else "float32",
+        "mixed_precision_param": "bfloat16" if half else "float32",
         "mixed_precision_reduce": "float32",
         # the tuned step does not clip; torchtitan 0.2 always clips, by max_norm / grad norm
         # capped at 1 (0 would zero every gradient): at inf that factor is 1
@@ -101,6 +115,8 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
     if precision == "fp8":
         settings["model"] = {"converters": [FLOAT8_CONVERTER]}
         settings[FLOAT8_CONVERTER] = {"filter_fqns": ["output"]}  # the LM head stays in bf16
+    elif precision == "bf16" and layout == "tp":
+        notes["precision"] = _TP_PRECISION_NOTE
     elif precision in ("fp16", "tf32"):
         notes["precision"] = (
             f"{precision}: torchtitan trains in bf16 or fp32 only; fp32 is written"

@@ -595,3 +595,19 @@ def test_a_multi_process_sweep_on_a_cpu_is_exported_to_accelerate_as_multi_cpu()
     on_gpu = {**on_cpu, "device": {"type": "cuda", "name": "H100"}}
     assert training_export(on_gpu, "accelerate").settings["distributed_type"] == "MULTI_GPU"
     assert "over 2 GPUs" in training_export(on_gpu, "hf").not_expressed["layout"]
+
+
+@pytest.mark.parametrize(("layout", "written"), [("tp", "float32"), ("ddp", "bfloat16"),
+                                                 ("fsdp2", "bfloat16")])  # fmt: skip
+def test_torchtitan_says_it_trains_a_tensor_parallel_bf16_winner_in_fp32(layout, written):
+    # a bf16 winner under tp was written mixed_precision_param = "bfloat16" with no note, but
+    # torchtitan 0.2 mixes precision only through FSDP, or autocast under DDP and one GPU: under
+    # tensor parallel alone it logs "Mixed precision training is disabled" and trains in fp32
+    out = training_export(_parallel(layout=layout), "torchtitan")
+    assert tomllib.loads(out.text)["training"]["mixed_precision_param"] == written
+    if layout == "tp":
+        note = out.not_expressed["precision"]
+        assert note.startswith("bf16 under tensor parallel: ") and "fp32 is written" in note
+        assert "# not expressed: precision: bf16 under tensor parallel" in out.text
+    else:
+        assert "precision" not in out.not_expressed
