@@ -1,6 +1,7 @@
 """A tuned training step as torchtitan TOML sections (its ``JobConfig``: ``[training]``,
-``[parallelism]``, ``[activation_checkpoint]``, ``[optimizer]``, ``[compile]``, ``[model]``,
-``[quantize.linear.float8]``), to merge into a torchtitan train config (``--job.config_file``).
+``[parallelism]``, ``[activation_checkpoint]``, ``[optimizer]``, ``[lr_scheduler]``,
+``[compile]``, ``[model]``, ``[quantize.linear.float8]``), to merge into a torchtitan train
+config (``--job.config_file``).
 
 torchtitan is not a dependency: the keys written are checked against :data:`JOB_CONFIG_KEYS`,
 the fields of ``torchtitan/config/job_config.py`` in torchtitan 0.2.0 to 0.2.2, the releases
@@ -37,6 +38,7 @@ JOB_CONFIG_KEYS: dict[str, set[str]] = {
                     "fsdp_reshard_after_forward", "tensor_parallel_degree"},
     "activation_checkpoint": {"mode"},
     "optimizer": {"name", "lr", "beta1", "beta2", "weight_decay", "implementation"},
+    "lr_scheduler": {"warmup_steps", "decay_ratio"},
     "compile": {"enable", "components"},
     "model": {"converters"},
     "quantize.linear.float8": {"filter_fqns"},
@@ -96,6 +98,10 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
             "weight_decay": train_export.ADAMW["weight_decay"],
             "implementation": "fused" if config.get("optimizer") == "fused" else "foreach",
         },  # fmt: skip
+        # the tuned step's lr is constant; torchtitan 0.2's warmup-stable-decay schedule warms
+        # up over 200 steps and then decays to 0 unless told: no warmup and no decay phase
+        # (build_lr_schedulers: decay_steps round(steps x 0) = 0) hold it at lr every step
+        "lr_scheduler": {"warmup_steps": 0, "decay_ratio": 0.0},
         # each decoder block compiled, as the training step did (torchtitan's "model" component)
         "compile": {"enable": bool(config.get("compile", False))},
     }

@@ -37,7 +37,8 @@ import yaml
 TARGETS = ("hf", "accelerate", "deepspeed", "torchtitan")
 
 # What the training-step objective's AdamW runs with (objectives/train_loop.py): every
-# parameter decayed (the RMSNorm gains too), and no gradient clipping before its step.
+# parameter decayed (the RMSNorm gains too), no gradient clipping before its step, and one
+# lr throughout (no warmup or decay: a constant schedule where the target has a key for it).
 ADAMW = {"betas": (0.9, 0.95), "weight_decay": 0.1}
 
 #: the note of a target that leaves biases and norm weights undecayed where the step did not
@@ -409,6 +410,9 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
         "adam_beta2": ADAMW["betas"][1],
         "weight_decay": ADAMW["weight_decay"],
         "max_grad_norm": 0.0,  # the tuned step does not clip; 0 turns the Trainer's 1.0 off
+        # the tuned step's lr is constant (no warmup, no decay); the Trainer's default is linear
+        # decay to 0. "constant" (get_constant_schedule) ignores the warmup settings
+        "lr_scheduler_type": "constant",
         "optim": "adamw_torch_fused" if config.get("optimizer") == "fused" else "adamw_torch",
         _hf_checkpointing_name(): bool(config.get("activation_checkpointing", False)),
         "torch_compile": bool(config.get("compile", False)),
@@ -485,7 +489,8 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
         **sequence_note(record),
         "optimizer": f"torch.optim.AdamW(model.parameters(), lr={lr:g}, betas={ADAMW['betas']}, "
         f"weight_decay={ADAMW['weight_decay']}, fused={config.get('optimizer') == 'fused'}), "
-        "no gradient clipping (the tuned step does not clip)",
+        "no gradient clipping (the tuned step does not clip), a constant lr (no scheduler: "
+        "the tuned step has no warmup or decay)",
         **_common_notes(config),
     }
     if config.get("activation_checkpointing"):

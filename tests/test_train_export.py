@@ -157,6 +157,7 @@ TORCHTITAN_0_2_FIELDS = {
                               "preserve_rng_state", "selective_ac_option"},
     "optimizer": {"beta1", "beta2", "early_step_in_backward", "eps", "implementation", "lr",
                   "name", "weight_decay"},
+    "lr_scheduler": {"decay_ratio", "decay_type", "min_lr_factor", "warmup_steps"},
     "compile": {"backend", "components", "enable"},
     "model": {"converters", "flavor", "hf_assets_path", "name", "print_after_conversion",
               "tokenizer_path"},
@@ -434,7 +435,8 @@ def test_a_value_with_a_newline_stays_inside_its_comment(target):
     out = training_export(_record(compile_mode=mode, attention_backend="a\u2028b"), target)
     if target == "torchtitan":  # torchtitan has no compile mode: a comment
         parsed = tomllib.loads(out.text)
-        sections = {"training", "parallelism", "activation_checkpoint", "optimizer", "compile"}
+        sections = {"training", "parallelism", "activation_checkpoint", "optimizer",
+                    "lr_scheduler", "compile"}  # fmt: skip
         assert set(parsed) <= sections
     else:  # accelerate's dynamo_mode holds the mode; the backend is a comment
         parsed = yaml.safe_load(out.text)
@@ -611,3 +613,60 @@ def test_torchtitan_says_it_trains_a_tensor_parallel_bf16_winner_in_fp32(layout,
         assert "# not expressed: precision: bf16 under tensor parallel" in out.text
     else:
         assert "precision" not in out.not_expressed
+
+
+def _lrs(optimizer, scheduler, steps: int) -> set[float]:
+    """The lr of each of ``steps`` optimizer steps under ``scheduler``."""
+    seen = set()
+    for _ in range(steps):
+        seen.add(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return seen
+
+
+def test_the_trainer_keeps_the_constant_lr_the_step_was_measured_at(tmp_path):
+    # the measured step runs AdamW at one lr throughout; the Trainer's default schedule
+    # (linear, to 0 by the last step) ran every step after the first at a lower one
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    out = training_export(_record(precision="bf16"), "hf")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True,
+                                          **json.loads(out.text))  # fmt: skip
+    trainer = transformers.Trainer(model=torch.nn.Linear(2, 2), args=args)
+    trainer.create_optimizer_and_scheduler(num_training_steps=50)
+    assert _lrs(trainer.optimizer, trainer.lr_scheduler, 50) == {3e-4}
+
+
+def test_torchtitan_holds_its_lr_schedule_at_the_tuned_lr():
+    # torchtitan 0.2's default schedule warms up over 200 steps, then decays linearly to 0
+    out = training_export(_record(), "torchtitan")
+    assert tomllib.loads(out.text)["lr_scheduler"] == {"warmup_steps": 0, "decay_ratio": 0.0}
+
+
+def test_torchtitans_own_lr_scheduler_keeps_the_exported_lr(tmp_path):
+    manager = pytest.importorskip("torchtitan.config.manager")
+    import torch
+    from torchtitan.components.lr_scheduler import build_lr_schedulers
+
+    path = tmp_path / "tuned.toml"
+    path.write_text(training_export(_record(), "torchtitan").text)
+    config = manager.ConfigManager().parse_args(["--job.config_file", str(path),
+                                                 "--training.steps", "50"])  # fmt: skip
+    optimizer = torch.optim.AdamW(torch.nn.Linear(2, 2).parameters(), lr=config.optimizer.lr)
+    schedulers = build_lr_schedulers([optimizer], config.lr_scheduler, config.training.steps)
+    assert _lrs(optimizer, schedulers, 50) == {3e-4}
+
+
+@pytest.mark.parametrize("target", ["accelerate", "deepspeed"])
+def test_a_target_with_no_schedule_key_runs_the_constant_lr(target):
+    # accelerate's loop is the user's, DeepSpeed runs no scheduler unless its config names one
+    out = training_export(_record(), target)
+    if target == "accelerate":
+        assert "a constant lr (no scheduler" in out.not_expressed["optimizer"]
+    else:
+        pytest.importorskip("deepspeed")
+        from deepspeed.runtime.config import DeepSpeedConfig
+
+        assert DeepSpeedConfig(json.loads(out.text), mpu=None).scheduler_name is None
