@@ -102,9 +102,13 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
         # up over 200 steps and then decays to 0 unless told: no warmup and no decay phase
         # (build_lr_schedulers: decay_steps round(steps x 0) = 0) hold it at lr every step
         "lr_scheduler": {"warmup_steps": 0, "decay_ratio": 0.0},
-        # each decoder block compiled, as the training step did (torchtitan's "model" component)
         "compile": {"enable": bool(config.get("compile", False))},
     }
+    if config.get("compile"):
+        # each decoder block compiled, as the training step did (torchtitan's "model"
+        # component); its default, ["model", "loss"], compiles the loss too, which the step ran
+        # eager
+        settings["compile"]["components"] = ["model"]
     if layout == "fsdp2":
         reshard = config.get("reshard_after_forward", True)
         settings["parallelism"]["fsdp_reshard_after_forward"] = "always" if reshard else "never"

@@ -137,7 +137,7 @@ def test_torchtitan_sections_parse_as_toml_with_torchtitans_own_keys():
     assert parsed["training"]["global_batch_size"] == 16
     assert parsed["model"]["converters"] == ["quantize.linear.float8"]
     assert parsed["quantize"]["linear"]["float8"] == {"filter_fqns": ["output"]}
-    assert parsed["compile"] == {"enable": True}
+    assert parsed["compile"] == {"enable": True, "components": ["model"]}
     assert parsed["activation_checkpoint"]["mode"] == "none"
 
 
@@ -201,6 +201,7 @@ def test_torchtitans_own_config_manager_reads_the_export(tmp_path):
     path.write_text(out.text)
     config = manager.ConfigManager().parse_args(["--job.config_file", str(path)])
     assert config.compile.enable and config.training.local_batch_size == 2
+    assert config.compile.components == ["model"]  # the blocks, as the tuned step compiled
     assert config.model.converters == ["quantize.linear.float8"]
     assert config.training.max_norm == math.inf  # no clipping, as the tuned step ran
 
@@ -670,3 +671,12 @@ def test_a_target_with_no_schedule_key_runs_the_constant_lr(target):
         from deepspeed.runtime.config import DeepSpeedConfig
 
         assert DeepSpeedConfig(json.loads(out.text), mpu=None).scheduler_name is None
+
+
+@pytest.mark.parametrize("compile", [True, False])
+def test_torchtitan_compiles_the_decoder_blocks_alone_as_the_tuned_step_did(compile):
+    # [compile] enable alone took torchtitan 0.2's default components, ["model", "loss"]: the
+    # exported run compiled its loss too, which the tuned step (each block compiled) did not
+    out = training_export(_record(compile=compile), "torchtitan")
+    parsed = tomllib.loads(out.text)["compile"]
+    assert parsed == ({"enable": True, "components": ["model"]} if compile else {"enable": False})
