@@ -442,6 +442,10 @@ def build_settings(
         problem, space_obj, objectives = replay_settings(**args)
         space_obj.validate_names(problem)  # as a workload's space is checked
         check_satisfiable(space_obj, problem, device)
+        if args["space_path"]:  # its proposals must find the table's rows, or none runs
+            from autotune.replay_overlap import check_table_overlap
+
+            check_table_overlap(replay, space_obj, args["space_path"], problem, device)
         check_replay_slo(replay, slo or {}, metric, maximize, problem["params"])
         check_replay_objective(objective, metric, maximize)
         if replay_study:  # as a resumed sweep of a workload keeps them
