@@ -43,6 +43,27 @@ def failures_text(counts: Counter, objective: str = "") -> str:
     return text
 
 
+#: the items of a list a header shows before it says how many more there are
+LISTED = 8
+
+
+def listed(value: object) -> str:
+    """A problem value as the header shows it: a list (a replay's parameters) as its items,
+    not Python's ``repr`` of it, cut after :data:`LISTED`.
+
+    Example:
+        >>> listed(["BLOCK_M", "BLOCK_N"]), listed(4096)
+        ('(BLOCK_M, BLOCK_N)', '4096')
+        >>> listed([f"p{i}" for i in range(10)])
+        '(p0, p1, p2, p3, p4, p5, p6, p7 and 2 more)'
+    """
+    if not isinstance(value, list | tuple):
+        return str(value)
+    items = ", ".join(str(v) for v in value[:LISTED])
+    more = f" and {len(value) - LISTED} more" if len(value) > LISTED else ""
+    return f"({items}{more})"
+
+
 def clipped(text: str, width: int) -> str:
     """``text`` on one progress line: its first line, cut to ``width`` characters with an
     ellipsis where anything was left out.
@@ -81,7 +102,7 @@ class ProgressDisplay(SweepObserver):
         self._done_at_start = done
         self._start = time.monotonic()
         shown = {k: v for k, v in settings.problem.items() if k != "table" and v != ""}
-        problem = ",".join(f"{k}={v}" for k, v in redact_values(shown).items())
+        problem = ",".join(f"{k}={listed(v)}" for k, v in redact_values(shown).items())
         budget = []
         if settings.n_trials is not None:  # the study's target: a resume says what it adds
             left = max(0, settings.n_trials - done)

@@ -85,3 +85,20 @@ def test_the_closing_line_of_a_run_of_no_trial_gives_no_share_of_the_slots_time(
     assert line.startswith(f"done: {ran} trials") and "3 launched in study s" in line
     assert ("search overhead" in line) == bool(ran)
     assert ("compiling held slots" in line) == bool(ran)
+
+
+def test_the_header_shows_a_replays_parameters_as_a_list_not_python_repr():
+    # the header read "autotune replay params=['BLOCK_M', 'BLOCK_N'],metric=tflops"
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import Param, Space
+
+    settings = SweepSettings(
+        workload="replay", space=Space("s", [Param("BLOCK_M", "int", low=1, high=2)]),
+        problem={"table": "/t.csv", "params": ["BLOCK_M", "BLOCK_N"], "metric": "tflops"},
+        objectives={"tflops": "maximize"},
+    )  # fmt: skip
+    out = io.StringIO()
+    ProgressDisplay(Console(file=out, width=400)).on_start(settings, optuna.create_study(), 0)
+    header = out.getvalue().splitlines()[0]
+    assert header.startswith("autotune replay params=(BLOCK_M, BLOCK_N),metric=tflops on ")
+    assert "[" not in header.split(" on ")[0] and "'" not in header
