@@ -43,6 +43,9 @@ def failures_text(counts: Counter, objective: str = "") -> str:
     return text
 
 
+#: how a sweep that found no config left to try says it stopped (``SweepSummary.stopped_by``)
+EXHAUSTED = ("every config tried", "no unvisited config left")
+
 #: the items of a list a header shows before it says how many more there are
 LISTED = 8
 
@@ -198,6 +201,17 @@ class ProgressDisplay(SweepObserver):
             else ""
         )
         failures = failures_text(summary.failures, self._objective_name)
+        if summary.trials_run == 0 and summary.trials_total and summary.stopped_by in EXHAUSTED:
+            # a resume of a study whose every config was tried: its counts are the earlier
+            # runs', not this one's
+            self.console.print(
+                f"done: nothing ran: every config of the space was tried before this run (the "
+                f"grid is exhausted); study {summary.study_name} holds {summary.trials_total} "
+                f"launched trials from earlier runs ({failures})",
+                markup=False,
+                soft_wrap=True,
+            )
+            return
         self.console.print(
             f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
             f"({_stop_text(summary.stopped_by)}); {summary.trials_total} launched in study "

@@ -102,3 +102,29 @@ def test_the_header_shows_a_replays_parameters_as_a_list_not_python_repr():
     header = out.getvalue().splitlines()[0]
     assert header.startswith("autotune replay params=(BLOCK_M, BLOCK_N),metric=tflops on ")
     assert "[" not in header.split(" on ")[0] and "'" not in header
+
+
+@pytest.mark.parametrize("stopped_by", ["every config tried", "no unvisited config left"])
+def test_a_resume_of_an_exhausted_grid_says_nothing_ran_and_whose_counts_it_gives(stopped_by):
+    # it read 'done: 0 trials in 0.0 s (stopped by every config tried); 4 launched in study
+    # g2; failed: oom 1', the oom an earlier run's
+    out = io.StringIO()
+    summary = SweepSummary(
+        study=optuna.create_study(), study_name="g2", trials_run=0, trials_total=4,
+        failures=Counter(oom=1), best=[], stopped_by=stopped_by, elapsed_s=0.01, in_flight=1,
+    )  # fmt: skip
+    ProgressDisplay(Console(file=out, width=400)).on_end(summary)
+    assert out.getvalue().strip() == (
+        "done: nothing ran: every config of the space was tried before this run (the grid is "
+        "exhausted); study g2 holds 4 launched trials from earlier runs (failed: oom 1)"
+    )
+
+
+def test_a_first_run_that_launched_nothing_keeps_its_closing_line():
+    out = io.StringIO()
+    summary = SweepSummary(
+        study=optuna.create_study(), study_name="s", trials_run=0, trials_total=0,
+        failures=Counter(), best=[], stopped_by="every config tried", elapsed_s=0.01,
+    )  # fmt: skip
+    ProgressDisplay(Console(file=out, width=400)).on_end(summary)
+    assert out.getvalue().startswith("done: 0 trials in 0.0 s (stopped by every config tried)")
