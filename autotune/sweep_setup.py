@@ -652,15 +652,15 @@ def _check_warm_start(settings: SweepSettings) -> None:
         ...     _check_warm_start(settings)
         ... except ValueError as exc:
         ...     print(exc)
-        --warm-start: no study named 'nosuch' in this storage
+        --warm-start: no study named 'nosuch' in this storage; give auto, off (lower case) ...
     """
     if settings.warm_start in ("off", "auto"):
         return
-    from autotune.driver.study_setup import StudyMismatch, named_source
+    from autotune.driver.study_setup import StudyMismatch, named_source, no_such_source
 
     files = storage_files(settings.storage)
     if settings.storage in ("memory", ":memory:") or (files and not files[0].exists()):
-        raise StudyMismatch(f"--warm-start: no study named {settings.warm_start!r} in this storage")
+        raise StudyMismatch(no_such_source(settings.warm_start))
     named_source(settings, open_storage(settings.storage))
 
 

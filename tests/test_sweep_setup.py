@@ -103,6 +103,31 @@ def test_a_sampler_or_warm_start_the_sweep_cannot_take_is_refused_while_set_up(t
     assert not (tmp_path / "s.db").exists()  # refused without creating the storage
 
 
+@pytest.mark.parametrize("stored", [False, True])
+@pytest.mark.parametrize("given", ["OFF", "Auto"])
+def test_a_warm_start_keyword_in_capitals_is_refused_naming_the_values_it_takes(
+    tmp_path, stored, given
+):
+    # --warm-start OFF read 'no study named 'OFF'' and nothing of what it takes: the keywords
+    # are lower case, as --executor's and --device's are (a study may be named OFF)
+    import optuna
+
+    from autotune.driver.study_setup import StudyMismatch
+
+    if stored:
+        optuna.create_study(study_name="other", storage=f"sqlite:///{tmp_path / 's.db'}")
+    with pytest.raises(
+        StudyMismatch,
+        match=rf"--warm-start: no study named '{given}' in this "
+        r"storage; give auto, off \(lower case\) or the name of a stored study$",
+    ):
+        _settings(tmp_path, warm_start=given)
+    if stored:  # a study named so is a study
+        optuna.create_study(study_name=given, storage=f"sqlite:///{tmp_path / 's.db'}")
+        with pytest.raises(StudyMismatch, match="it is no autotune sweep"):
+            _settings(tmp_path, warm_start=given)
+
+
 def test_bad_input_for_a_named_study_creates_no_storage(tmp_path):
     # looking the named study up made the database before --trials 0 was refused
     with pytest.raises(SetupError, match="--trials: 0 must be positive"):

@@ -249,6 +249,19 @@ def _redacted_fingerprint(fingerprint: dict[str, object]) -> dict[str, object]:
     return {**fingerprint, "parts": {**parts, "problem": redact_values(parts["problem"])}}
 
 
+def no_such_source(name: str) -> str:
+    """What ``--warm-start NAME`` says where no study of that name is stored: the values it
+    takes besides a study's name, which are lower case as every keyword of the CLI is (a
+    study may be named ``OFF``).
+
+    Example:
+        >>> no_such_source("OFF")
+        "--warm-start: no study named 'OFF' in this storage; give auto, off (lower case) or ..."
+    """
+    return (f"--warm-start: no study named {name!r} in this storage; give auto, off (lower "
+            "case) or the name of a stored study")  # fmt: skip
+
+
 def named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None:
     """The study ``--warm-start NAME`` names (None for ``auto`` and ``off``), checked to be a
     sweep of this workload and first objective that tunes a parameter of this space.
@@ -262,9 +275,7 @@ def named_source(s: SweepSettings, storage: BaseStorage) -> optuna.Study | None:
     try:
         source = optuna.load_study(study_name=s.warm_start, storage=storage)
     except KeyError:
-        raise StudyMismatch(
-            f"--warm-start: no study named {s.warm_start!r} in this storage"
-        ) from None
+        raise StudyMismatch(no_such_source(s.warm_start)) from None
     info = stored_info(source.user_attrs)
     if not info.get("workload"):
         raise StudyMismatch(
