@@ -42,8 +42,14 @@ def output_file(text: str | Path) -> Path:
         Traceback (most recent call last):
         ...
         click.exceptions.BadParameter: 'runs/' names a folder; name a file in it
+        >>> output_file("")  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        ...
+        click.exceptions.BadParameter: '' names no file; name one (or - for standard output)
     """
     name = os.fspath(text)
+    if not name.strip():  # Path("") is the working folder: refused as "." being a folder
+        raise typer.BadParameter(f"{name!r} names no file; name one (or - for standard output)")
     if name == "-":  # the usual name for standard output
         return Path("/dev/stdout")
     if name.endswith(("/", os.sep)):

@@ -357,6 +357,20 @@ def test_a_resumed_sweep_refuses_other_objectives_rather_than_ignoring_them(tmp_
     assert same.returncode == 0 and "2 launched in study f" in same.stderr, same.stderr
 
 
+@pytest.mark.parametrize("name", ["", " "])
+def test_an_output_that_names_no_file_is_refused_naming_the_flag(tmp_path, replay_table, name):
+    # --output '' read "--output .: is a folder; name a file", and --output ' ' wrote a file
+    # named ' ' in the working folder
+    replay = ["--replay", str(replay_table), "--params", "BM,BN", "--metric", "tflops"]
+    done = autotune("tune", *replay, "--trials", "2", "--storage", "memory", "--output", name,
+                    cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"'--output': {name!r} names no file; name one (or - for standard output)" in (
+        done.stderr
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.csv"]
+
+
 def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_table):
     """Unwritable outputs, unknown export targets, renames for another format, SLOs that name
     no column or no number, a mistyped database path, a malformed URL: exit 2, one line, no
