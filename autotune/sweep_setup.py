@@ -546,6 +546,12 @@ def build_settings(
     if compile_ahead is not None and compile_ahead < 0:
         raise SetupError(f"--compile-ahead: {compile_ahead} must be 0 (off) or more processes")
     cores = os.cpu_count() or 1
+    if executor == "local" and workers is not None and workers > cores:
+        # a slot is a worker process, started as a trial needs it: 100,000 slots were taken
+        # without a word, and a sweep of as many trials would start as many processes
+        raise SetupError(f"--workers: {workers} worker processes on {cores} CPU cores; at most "
+                         f"{cores} with --executor local (each slot is a process that runs a "
+                         "trial; --executor ray spreads trials over a cluster)")  # fmt: skip
     if compile_ahead is not None and compile_ahead > cores:
         raise SetupError(f"--compile-ahead: {compile_ahead} processes on {cores} CPU cores; at "
                          f"most {cores} (each imports torch and compiles on a core)")  # fmt: skip

@@ -128,6 +128,20 @@ def test_a_warm_start_keyword_in_capitals_is_refused_naming_the_values_it_takes(
             _settings(tmp_path, warm_start=given)
 
 
+def test_more_local_workers_than_cpu_cores_are_refused_while_set_up(tmp_path):
+    # --workers 100000 was taken without a word: a slot is a worker process
+    import os
+
+    cores = os.cpu_count() or 1
+    with pytest.raises(SetupError, match=rf"^--workers: {cores + 1} worker processes on {cores} "
+                       rf"CPU cores; at most {cores} with --executor local"):  # fmt: skip
+        _settings(tmp_path, workers=cores + 1)
+    assert _settings(tmp_path, workers=cores).workers == cores
+    # the inline executor's slots are devices on a simulated clock, not processes
+    assert _settings(tmp_path, workers=64, executor="inline").workers == 64
+    assert not (tmp_path / "s.db").exists()
+
+
 def test_bad_input_for_a_named_study_creates_no_storage(tmp_path):
     # looking the named study up made the database before --trials 0 was refused
     with pytest.raises(SetupError, match="--trials: 0 must be positive"):
