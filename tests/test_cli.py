@@ -537,7 +537,7 @@ def test_a_finish_that_cannot_fit_the_time_budget_is_skipped_and_said_so(tmp_pat
 
 
 def test_the_finish_says_why_a_better_median_did_not_win(capsys):
-    from autotune.cli import _print_finish
+    from autotune.cli_sweep import _print_finish
     from autotune.driver.finish import FinishRow
 
     rows = [  # the winner beat the default in every round; trial 9's median is noise
@@ -912,7 +912,7 @@ def test_a_finish_measurement_that_hangs_is_stopped_when_the_time_budget_ends(tm
 
 
 def test_a_row_is_not_called_within_noise_of_a_winner_read_once(capsys):
-    from autotune.cli import _print_finish
+    from autotune.cli_sweep import _print_finish
     from autotune.driver.finish import FinishRow
 
     rows = [FinishRow(1, {}, 25.0, 0.0, [25.0], within_noise=True),  # its other rounds failed
@@ -926,7 +926,7 @@ def test_a_row_is_not_called_within_noise_of_a_winner_read_once(capsys):
 def test_a_row_that_failed_a_round_of_the_finish_is_called_no_candidate(capsys):
     # it was listed "within noise of the winner" with "a better median, but not measurably
     # better than the untuned default", though it had crashed in a round
-    from autotune.cli import _print_finish
+    from autotune.cli_sweep import _print_finish
     from autotune.driver.finish import FinishRow
 
     rows = [FinishRow(0, {}, 4.0, 0.0, [4.0, 4.0, 4.0], within_noise=True, baseline=True),
