@@ -151,10 +151,17 @@ def tune(
     ] = "auto",
     trials: Annotated[
         int | None,
-        typer.Option(help="Launched trials the study should reach (earlier runs count)."),
+        typer.Option(
+            help="Launched trials the study should reach (earlier runs count); a "
+            "space searched by group: each group's study."
+        ),
     ] = None,
     time_budget: Annotated[
-        str | None, typer.Option(help="Wall time for this run: 90s, 10m, 1h.")
+        str | None,
+        typer.Option(
+            help="Wall time for this run: 90s, 10m, 1h; searched by group, each group "
+            "as it starts gets an equal share of the time left."
+        ),
     ] = None,
     seed: Annotated[
         int | None, typer.Option(min=0, max=2**32 - 1, help="Seed of the sampler.")
@@ -235,9 +242,12 @@ def tune(
         ),
     ] = True,
 ) -> None:
-    """Run a tuning sweep and report the best config found."""
+    """Run a tuning sweep and report the best config found. A --space composed of prefixed
+    includes of the workload's space is searched by group: a sweep and study per distinct
+    (include, problem), then each prefix's winner."""
     quiet_libraries()
     from autotune.cli_sweep import run_settings
+    from autotune.grouped_sweep import searched_by_group, tune_by_group
     from autotune.sweep_setup import build_settings
 
     limits = parse_slo(slo)
@@ -253,7 +263,7 @@ def tune(
 
     # a workload's own set-up code (its import, default_config, ...) stops at the budget's end
     before_budget_ends(None if budget_s is None else COMMAND_STARTED + budget_s)
-    settings = build_settings(
+    asked = dict(
         workload=workload_name(workload),
         space=space,
         problem=parse_problem(problem),
@@ -279,8 +289,12 @@ def tune(
         compile_ahead=compile_ahead,
         slo=limits,
     )
-    run_settings(settings, output, cache=cache, finish_top=finish_top,
-                 finish_rounds=finish_rounds, budget_from=COMMAND_STARTED)  # fmt: skip
+    ending = {"cache": cache, "finish_top": finish_top, "finish_rounds": finish_rounds}
+    parts = searched_by_group(asked)
+    if parts:
+        tune_by_group(parts, asked, output, started=COMMAND_STARTED, **ending)
+    else:
+        run_settings(build_settings(**asked), output, budget_from=COMMAND_STARTED, **ending)
 
 
 # the commands that read a stored sweep, listed after tune

@@ -1,5 +1,6 @@
 """The end of ``autotune tune``: a sweep's settings run with the tuning cache, the executor's
-session, the finish within the time budget, and the best config printed.
+session, the finish within the time budget, and the best config printed; a composed space's
+search by group (:mod:`autotune.grouped_sweep`) runs each group's sweep through it too.
 
 Example (a shell):
     $ autotune tune matmul --problem M=4096,N=4096,K=4096 --trials 60 --output best.json
@@ -19,6 +20,8 @@ from autotune.cli_results import print_best
 from autotune.units import readable
 
 if TYPE_CHECKING:
+    import optuna
+
     from autotune.driver import SweepSettings
 
 
@@ -30,10 +33,13 @@ def run_settings(
     finish_top: int,
     finish_rounds: int,
     budget_from: float,
-) -> None:
+    show_best: bool = True,
+    study_name: str | None = None,
+) -> optuna.Study | None:
     """Run the sweep ``settings`` describe (or answer from the tuning cache), its finish, and
-    print its best config and write ``output``. ``budget_from``: when the time budget started
-    counting.
+    (``show_best``) print its best config and write ``output``. ``budget_from``: when the time
+    budget started counting; ``study_name``: the study's name where the cache does not answer
+    (None: the settings' own). Returns the study that answers; None where none does yet.
 
     Raises:
         typer.Exit: 1 where no trial succeeded, 130 when interrupted.
@@ -70,8 +76,10 @@ def run_settings(
                 "and toolchain already; answering from it (--no-cache sweeps again)",
                 highlight=False,
             )
-            print_best(settings.storage, hit.study_name, output)
-            return
+            if show_best:
+                print_best(settings.storage, hit.study_name, output)
+            return hit
+    settings.study_name = settings.study_name or study_name
     if measures and finish_top and not finishing:  # said, not skipped in silence
         err.print("note: no finish: a sweep of several objectives ends in a Pareto front, not "
                   "one winner to re-measure; its figures are the sweep's own readings",
@@ -84,7 +92,7 @@ def run_settings(
     with command_session(settings) as teardown_s:  # one Ray for the sweep and its finish
         # the budget bounds the whole command: the executor's teardown at its end included
         settings.budget_from = budget_from - teardown_s
-        sweep_and_finish(Sweep(settings, ProgressDisplay(err)), output)
+        return sweep_and_finish(Sweep(settings, ProgressDisplay(err)), output, show_best)
 
 
 def _note_unfinished(study: Any) -> None:
@@ -99,8 +107,11 @@ def _note_unfinished(study: Any) -> None:
               markup=False, soft_wrap=True)  # fmt: skip
 
 
-def sweep_and_finish(sweep: Any, output: Path | None) -> None:
-    """The sweep, its finish within the time budget left, and the best config printed."""
+def sweep_and_finish(
+    sweep: Any, output: Path | None, show_best: bool = True
+) -> optuna.Study | None:
+    """The sweep, its finish within the time budget left, and (``show_best``) the best config
+    printed; returns its study (None: no trial of its own succeeded, others still run)."""
     settings = sweep.settings
     budget_ends = (
         settings.budget_from + settings.time_budget_s
@@ -120,7 +131,7 @@ def sweep_and_finish(sweep: Any, output: Path | None) -> None:
             err.print(f"no trial has succeeded yet: the {others} trial(s) still running are "
                       "another driver's, which reports them (`autotune best --study "
                       f"{summary.study_name}` once they end)")  # fmt: skip
-            return
+            return None
         if summary.trials_run == 0 and summary.refusals:  # why, without digging for it
             reason, times = summary.refusals.most_common(1)[0]
             which = "every config was" if summary.trials_total == 0 else "this run's configs were"
@@ -132,9 +143,11 @@ def sweep_and_finish(sweep: Any, output: Path | None) -> None:
         raise typer.Exit(1)
     if settings.finish_top and summary.stopped_by != "interrupted":
         _finish_within_budget(sweep, summary, budget_ends)
-    print_best(settings.storage, summary.study_name, output, summary.study)
+    if show_best:
+        print_best(settings.storage, summary.study_name, output, summary.study)
     if summary.stopped_by == "interrupted":
         raise typer.Exit(130)
+    return summary.study
 
 
 def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -> None:

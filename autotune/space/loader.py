@@ -12,6 +12,10 @@ A space file is data. Example (``search_spaces/matmul.yaml`` is a real one)::
                       <= device.max_shared_memory"
     include:
       - {space: matmul.yaml, prefix: "layer{i}.qkv.", repeat: 4}
+      - {space: matmul.yaml, prefix: "lm_head.", problem: {M: 16, N: 128256, K: 4096}}
+
+(an include's ``problem``: what its part runs at when searched by group,
+:mod:`autotune.space.parts`)
 
 Example:
     >>> space = load_space("matmul.yaml")
@@ -33,6 +37,7 @@ from typing import Any
 
 from autotune.space.expr import Expression, ExpressionError
 from autotune.space.params import KINDS, Constraint, Param
+from autotune.space.parts import include_problems
 from autotune.space.space import Space, SpaceError
 from autotune.space.yaml_file import read_yaml_mapping
 
@@ -364,10 +369,10 @@ def _load(
         where = f"{path}: include[{i}]"
         if not isinstance(entry, dict) or "space" not in entry:
             raise SpaceError(f"{where}: expected {{space: FILE, prefix: PREFIX}}")
-        unknown = set(entry) - {"space", "prefix", "repeat"}
+        unknown = set(entry) - {"space", "prefix", "repeat", "problem"}
         if unknown:
             raise SpaceError(f"{where}: unknown key {sorted(unknown, key=str)[0]!r} (space, "
-                             "prefix, repeat)")  # fmt: skip
+                             "prefix, repeat, problem)")  # fmt: skip
         for key in ("space", "prefix"):
             if key in entry and not isinstance(entry[key], str):
                 raise SpaceError(f"{where}.{key}: must be text, not {entry[key]!r}")
@@ -377,6 +382,7 @@ def _load(
         sub_prefix = entry.get("prefix", "")
         if repeat > 1 and "{i}" not in sub_prefix:
             raise SpaceError(f"{where}.prefix: a repeated include needs '{{i}}' in its prefix")
+        include_problems(entry.get("problem"), repeat, where)  # what a search by group reads
         try:
             sub_path = resolve_space_path(entry["space"], relative_to=path)
         except SpaceError as exc:

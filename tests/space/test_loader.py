@@ -126,6 +126,24 @@ BAD_FILES = [
     ),
     ("include:\n  - {space: matmul.yaml, prefix: null}\n", "include[0].prefix: must be text"),
     ("include:\n  - {space: 5, prefix: 'a.'}\n", "include[0].space: must be text"),
+    # an include's problem (what a search by group runs its part at)
+    (
+        "include:\n  - {space: matmul.yaml, prefix: 'a.', problem: 16}\n",
+        "include[0].problem: 16 is not a mapping of problem key to value",
+    ),
+    (
+        "include:\n  - {space: matmul.yaml, prefix: 'l{i}.', repeat: 3, "
+        "problem: [{M: 1}, {M: 2}]}\n",
+        "include[0].problem: a list of 2 problems for 3 copies (repeat)",
+    ),
+    (
+        "include:\n  - {space: matmul.yaml, prefix: 'a.', problem: {M: null}}\n",
+        "include[0].problem.M: None is not a number, text or bool",
+    ),
+    (
+        "include:\n  - {space: matmul.yaml, prefix: 'l{i}.', repeat: 2, problem: [{M: 1}, [2]]}\n",
+        "include[0].problem[1]: [2] is not a mapping",
+    ),
     (
         "parameters:\n  x: {type: categorical, choices: [[1, 2], [3]]}\n",
         "x.choices: [1, 2] is not a number, text or bool",

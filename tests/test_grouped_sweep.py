@@ -1,0 +1,94 @@
+"""``autotune tune WORKLOAD --space COMPOSED.yaml``: a composed space searched by group, end to
+end on the CPU (Triton's interpreter, tiny shapes), and the composed spaces it refuses."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.driver.trial_attrs import stored_info
+
+#: three prefixes, two of them one measurement (the same space file at the same problem)
+TINY = """\
+name: tiny-gemms
+workload: matmul
+include:
+  - {space: matmul.yaml, prefix: "qkv.", problem: {M: 16, N: 32, K: 32}}
+  - {space: matmul.yaml, prefix: "o.", problem: {M: 16, N: 32, K: 32}}
+  - {space: matmul.yaml, prefix: "up.", problem: {M: 16, N: 64, K: 32}}
+"""
+
+
+def autotune(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout)  # fmt: skip
+
+
+def test_a_composed_space_is_tuned_a_study_per_distinct_part_and_every_prefix_answered(tmp_path):
+    """Each distinct (space, problem) its own study at its own problem, a shared one tuned
+    once, --trials counted per group, --time-budget split (the first group half of it, the
+    second what is left), and --output naming every prefix with its group's winner."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    result = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "2",
+                      "--time-budget", "10m", "--device", "cpu", "--storage", url,
+                      "--study", "run", "--finish-top", "0", "--output", "gemms.json",
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    storage = optuna.storages.RDBStorage(url)
+    studies = {s.study_name: s for s in optuna.get_all_study_summaries(storage)}
+    assert sorted(studies) == ["run.qkv", "run.up"]  # o. shares qkv.'s measurement
+    problems, budgets = {}, {}
+    for name in studies:
+        study = optuna.load_study(study_name=name, storage=storage)
+        info = stored_info(study.user_attrs)
+        problems[name] = {k: info["problem"][k] for k in ("M", "N", "K")}
+        budgets[name] = info["time_budget_s"]
+        assert info["space"].endswith("matmul.yaml") and info["n_trials"] == 2
+        assert len([t for t in study.trials if t.state.is_finished()]) == 2
+    assert problems == {"run.qkv": {"M": 16, "N": 32, "K": 32},
+                        "run.up": {"M": 16, "N": 64, "K": 32}}  # fmt: skip
+    assert budgets["run.qkv"] == 300.0 and 300.0 < budgets["run.up"] < 600.0
+    written = json.loads((tmp_path / "gemms.json").read_text())
+    assert list(written) == ["qkv.", "o.", "up."]
+    assert written["qkv."] == written["o."] and written["qkv."]["study"] == "run.qkv"
+    assert written["up."]["study"] == "run.up" and written["up."]["problem"]["N"] == 64
+    winners = json.loads(result.stdout)
+    assert {prefix: record["config"] for prefix, record in written.items()} == winners
+    assert "searched by group: 2 sweeps for 3 prefixes" in result.stderr
+    assert "  qkv., o. (M=16, N=32, K=32, dtype=bf16, layout=kn): study run.qkv, trial" in (
+        result.stderr
+    )
+    # each group's study is an ordinary one: the result commands read it as any other
+    best = autotune("best", "--storage", url, "--study", "run.up", cwd=tmp_path)
+    assert best.returncode == 0 and json.loads(best.stdout) == winners["up."]
+
+
+@pytest.mark.parametrize(
+    ("space", "extra", "says"),
+    [(TINY.replace("{M: 16, N: 64, K: 32}", "{M: 16, Q: 64}"), [],
+      "tiny.yaml: include[2].problem: unknown key 'Q' for matmul; known: M, N, K, dtype, layout"),
+     (TINY + "parameters:\n  fuse: {type: bool}\n", [],
+      "tiny.yaml: parameters.fuse: a joint knob (outside every include); matmul has none"),
+     (TINY + "  - {space: matmul.yaml}\n", [], "tiny.yaml: include[3]: no prefix: searched by "
+      "group, every include needs one"),
+     (TINY + "constraints:\n  few: 'M <= 64'\n", [],
+      "tiny.yaml: constraints.few: a constraint of the composed space itself"),
+     (TINY, ["--problem", "M=32"], "--problem: M is set by "),
+     (TINY.replace("{M: 16, N: 64, K: 32}", "{M: abc}"), [],
+      "tiny.yaml: include[2].problem: M='abc' is not a number (matmul's default: 64)")],
+    ids=["unknown-problem-key", "joint-knob", "no-prefix", "own-constraint", "problem-twice",
+         "problem-value"],
+)  # fmt: skip
+def test_a_composed_space_a_search_by_group_cannot_take_is_refused_in_one_line(
+    tmp_path, space, extra, says
+):
+    (tmp_path / "tiny.yaml").write_text(space)
+    result = autotune("tune", "matmul", "--space", "tiny.yaml", "--device", "cpu", "--storage",
+                      "memory", *extra, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert says in result.stderr
