@@ -537,14 +537,15 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
         },
     }
     notes = {**sequence_note(record), **_common_notes(config), **cpu_note(record, "DeepSpeed")}
-    if precision == "bf16":
-        settings["bf16"] = {"enabled": True}
-    elif precision == "fp16":
-        scale = _loss_scale(config)
-        power = round(math.log2(scale))
-        settings["fp16"] = {"enabled": True, "loss_scale": 0, "initial_scale_power": power}
-        if 2.0**power != scale:
-            notes["loss_scale_init"] = f"{scale:g} rounded to 2^{power}"
+    if precision in _AUTOCAST:
+        settings["torch_autocast"] = deepspeed_autocast(precision)
+        if layout == "fsdp2":
+            notes["precision"] = f"{precision}: {_ZERO3_PRECISION_NOTE}"
+        if precision == "fp16" and _loss_scale_set(config):
+            notes["loss_scale_init"] = (
+                f"{_loss_scale(config):g}: DeepSpeed's torch_autocast GradScaler starts at 2^16 "
+                "and takes no initial scale"
+            )
     elif precision == "tf32":
         notes["precision"] = "tf32: torch.backends.cuda.matmul.allow_tf32 = True"
     if config.get("optimizer") == "fused":
@@ -553,8 +554,6 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
         notes["activation_checkpointing"] = "model.gradient_checkpointing_enable()"
     if config.get("compile"):
         notes["compile"] = "engine.compile() after deepspeed.initialize"
-    if precision == "fp8":
-        settings["bf16"] = {"enabled": True}
     if layout == "fsdp2":
         # ZeRO-3 shards weights, gradients and optimizer state as FSDP2 does
         settings["zero_optimization"] = {"stage": 3}
@@ -586,6 +585,34 @@ def deepspeed_export(record: dict[str, Any]) -> TrainExport:
     elif layout == "ddp":
         notes["layout"] = f"ddp over {ran_on(record)}: {_deepspeed_launch(record)}"
     return TrainExport("deepspeed", settings, notes)
+
+
+#: the tuned step's autocast dtype per precision (fp8: its float8 linears, the rest bf16)
+_AUTOCAST = {"bf16": "bfloat16", "fp8": "bfloat16", "fp16": "float16"}
+
+#: what DeepSpeed's ZeRO-3 under torch_autocast does otherwise than the tuned step's FSDP2
+_ZERO3_PRECISION_NOTE = (
+    "as torch_autocast over fp32 weights; the tuned step's FSDP2 gathered each block's weights "
+    "in half precision and ran the whole block in it (MixedPrecisionPolicy, no autocast), "
+    "reducing gradients in fp32; ZeRO stage 3 under torch_autocast gathers the fp32 weights "
+    "(twice that traffic and gathered memory) and autocasts; listing torch.nn.Linear in "
+    "lower_precision_safe_modules would gather them in half precision but reduce their "
+    "gradients in it too"
+)
+
+
+def deepspeed_autocast(precision: str) -> dict[str, Any]:
+    """DeepSpeed's ``torch_autocast`` section for a half-precision ``precision``: autocast over
+    fp32 weights, as the tuned step ran (DeepSpeed's own ``bf16``/``fp16`` sections hold the
+    weights in half precision, with an fp32 copy in the optimizer). No module is "lower
+    precision safe", so DeepSpeed reduces every gradient in fp32, as the step did (a listed
+    module's gradients are reduced, and under ZeRO-3 its weights gathered, in ``dtype``).
+
+    Example:
+        >>> deepspeed_autocast("bf16")
+        {'enabled': True, 'dtype': 'bfloat16', 'lower_precision_safe_modules': []}
+    """
+    return {"enabled": True, "dtype": _AUTOCAST[precision], "lower_precision_safe_modules": []}
 
 
 def _deepspeed_launch(record: dict[str, Any]) -> str:

@@ -65,17 +65,59 @@ def test_accelerate_config_loads_with_accelerates_own_reader(tmp_path):
 
 def test_deepspeed_config_passes_deepspeeds_own_checks():
     pytest.importorskip("deepspeed")
+    import torch
     from deepspeed.runtime.config import DeepSpeedConfig
 
     out = training_export(_record(), "deepspeed")
     config = DeepSpeedConfig(json.loads(out.text), mpu=None)  # checks the batch arithmetic
     assert config.train_batch_size == 16 and config.gradient_accumulation_steps == 4
     assert config.train_micro_batch_size_per_gpu == 4
-    assert config.float16_config.enabled and config.float16_config.initial_scale_power == 10
-    assert config.float16_config.loss_scale == 0  # dynamic, starting at 2^10 = 1024
+    # fp16 as the tuned step ran it: autocast over fp32 weights, not fp16 weights
+    assert config.torch_autocast_enabled and config.torch_autocast_dtype == torch.float16
+    assert not config.float16_config.enabled and not config.bfloat16_config.enabled
+    # torch_autocast's GradScaler starts at 2^16 and takes no other first scale
+    assert out.not_expressed["loss_scale_init"].startswith("1024: DeepSpeed's torch_autocast")
     assert config.optimizer_name == "adamw" and config.optimizer_params["torch_adam"] is True
     with pytest.raises(AssertionError):  # a wrong product is refused by DeepSpeed itself
         DeepSpeedConfig({**json.loads(out.text), "train_batch_size": 15}, mpu=None)
+
+
+_DEEPSPEED_ENGINE = """
+import json, sys
+import deepspeed
+import torch
+from deepspeed.runtime.torch_autocast import has_comm_dtype
+deepspeed.init_distributed(dist_backend="gloo")
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.Linear(8, 2))
+engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                  config=json.loads(sys.argv[1]))
+params = list(engine.module.parameters())
+try:
+    out = str(engine(torch.randn(4, 8)).dtype)
+except RuntimeError as exc:  # bf16 weights meeting the fp32 input
+    out = str(exc)
+print(json.dumps([sorted({str(p.dtype) for p in params}), out,
+                  [str(p.comm_dtype) for p in params if has_comm_dtype(p)]]))
+"""
+
+
+def test_deepspeeds_engine_keeps_the_fp32_weights_the_tuned_bf16_step_autocast_over():
+    # the export's bf16 section is DeepSpeed's own mixed precision: it cast the weights to bf16
+    # (an fp32 copy in the optimizer), where the tuned step ran autocast over fp32 weights
+    pytest.importorskip("deepspeed")
+    from autotune.objectives.train_parallel import free_port
+
+    record = {"config": {**TUNED, "precision": "bf16", "compile": False},
+              "problem": {"global_batch": 8, "lr": 3e-4, "seq_len": 8}}  # fmt: skip
+    out = training_export(record, "deepspeed")
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0",
+           "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_SIZE": "1"}  # fmt: skip
+    done = subprocess.run([sys.executable, "-P", "-c", _DEEPSPEED_ENGINE, out.text],
+                          capture_output=True, text=True, env=env, timeout=180)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    weights, output, reduced_in = json.loads(done.stdout.strip().splitlines()[-1])
+    assert weights == ["torch.float32"] and output == "torch.bfloat16"
+    assert reduced_in == []  # no gradient is reduced in bf16: all in fp32, as the step's were
 
 
 def test_a_record_that_is_no_training_step_is_refused():
@@ -276,6 +318,8 @@ def test_parallel_layouts_reach_every_target():
     assert fsdp.settings["zero_optimization"] == {"stage": 3}
     assert "--num_gpus 4" in fsdp.not_expressed["layout"]
     assert "reshard_after_forward" not in fsdp.not_expressed  # ZeRO-3 reshards, as it did
+    assert fsdp.settings["torch_autocast"]["lower_precision_safe_modules"] == []  # fp32 reduce
+    assert "ZeRO stage 3 under torch_autocast gathers the fp32" in fsdp.not_expressed["precision"]
     tp = training_export(_parallel(layout="tp"), "hf")
     assert tp.settings["gradient_accumulation_steps"] == 8  # every GPU trains the whole batch
     assert "tp_plan" in tp.not_expressed["layout"]
@@ -477,7 +521,7 @@ def test_knobs_the_sweep_did_not_tune_are_exported_as_its_trials_ran_them(target
     record = {"config": {"micro_batch": 4}, "untuned": untuned, "problem": PROBLEM}
     precision = {  # where each target says bf16
         "hf": lambda s: s["bf16"], "accelerate": lambda s: s["mixed_precision"] == "bf16",
-        "deepspeed": lambda s: s.get("bf16", {}).get("enabled", False),
+        "deepspeed": lambda s: s.get("torch_autocast", {}).get("dtype") == "bfloat16",
         "torchtitan": lambda s: s["training"]["mixed_precision_param"] == "bfloat16",
     }[target]  # fmt: skip
     assert precision(training_export(record, target).settings)
@@ -490,8 +534,8 @@ def test_a_loss_scale_fixed_by_the_problem_is_the_one_exported():
     record = {"config": {**TUNED, "loss_scale_init": None}, "problem": PROBLEM}
     del record["config"]["loss_scale_init"]
     fixed = {**record, "problem": {**PROBLEM, "loss_scale_init": 1024}}
-    assert training_export(record, "deepspeed").settings["fp16"]["initial_scale_power"] == 16
-    assert training_export(fixed, "deepspeed").settings["fp16"]["initial_scale_power"] == 10
+    assert "loss_scale_init" not in training_export(record, "hf").not_expressed  # 2^16
+    assert training_export(fixed, "hf").not_expressed["loss_scale_init"].startswith("1024: ")
 
 
 def test_a_replay_of_a_train_step_table_exports_its_recorded_problem_labelled() -> None:
