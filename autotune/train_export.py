@@ -508,11 +508,30 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
     if precision == "fp8":
         notes.pop("precision")  # mixed_precision fp8 with the AO backend holds it
     if layout == "tp":
-        notes["layout"] = (
-            f"tp over {ran_on(record)}: apply torch.distributed.tensor.parallel."
-            "parallelize_module (q/k/v and gate/up column-wise, output and down row-wise)"
-        )
+        n = world_size(record)
+        # without it prepare() wraps the model in DDP, which refuses its DTensor weights
+        settings["parallelism_config"] = {"parallelism_config_tp_size": n}
+        notes["layout"] = _accelerate_tp_note(record, n)
     return TrainExport("accelerate", settings, notes)
+
+
+def _accelerate_tp_note(record: dict[str, Any], n: int) -> str:
+    """How a tensor-parallel winner trains under accelerate: the launcher hands ``Accelerator()``
+    the ``parallelism_config`` tp size, so ``prepare()`` leaves the model to its own sharding
+    instead of wrapping it in DDP; the model must arrive sharded, and say so."""
+    note = (
+        f"tp over {ran_on(record)}: parallelism_config_tp_size {n} has Accelerator() build a "
+        "tensor-parallel mesh, so prepare() does not wrap the model in DDP; shard the model "
+        "before prepare() with torch.distributed.tensor.parallel.parallelize_module on "
+        "accelerator.torch_device_mesh['tp'] (q/k/v and gate/up column-wise, output and down "
+        f"row-wise) and set model.tp_size = {n}, which prepare() checks"
+    )
+    if measured_on_cpu(record):
+        note += (
+            "; accelerate trains tensor parallel only on GPUs (its ParallelismConfig refuses "
+            "MULTI_CPU): set use_cpu false and distributed_type MULTI_GPU"
+        )
+    return note
 
 
 def deepspeed_export(record: dict[str, Any]) -> TrainExport:

@@ -388,6 +388,37 @@ def test_accelerate_reads_a_multi_gpu_fsdp2_config(tmp_path):
     assert config.dynamo_config["dynamo_mode"] == "max-autotune-no-cudagraphs"
 
 
+_ACCELERATE_RANK = """
+import json, os
+from accelerate.parallelism_config import ParallelismConfig
+told = os.environ.get("ACCELERATE_USE_PARALLELISM_CONFIG")
+print(json.dumps([told, ParallelismConfig().tp_size]))
+"""
+
+
+def test_accelerate_launches_a_tensor_parallel_winner_tensor_parallel(tmp_path):
+    # written MULTI_GPU alone, accelerate launch handed Accelerator() no tensor-parallel size,
+    # so prepare() wrapped the parallelize_module'd model in DDP, which refuses DTensor weights
+    pytest.importorskip("accelerate")
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    record = {**_parallel(layout="tp"), "problem": {**PARALLEL, "world_size": 2}}
+    out = training_export(record, "accelerate")
+    config, rank = tmp_path / "accelerate.yaml", tmp_path / "rank.py"
+    config.write_text(out.text)
+    rank.write_text(_ACCELERATE_RANK)
+    assert ClusterConfig.from_yaml_file(str(config)).distributed_type == "MULTI_GPU"
+    launch = [sys.executable, "-P", "-m", "accelerate.commands.launch", "--config_file",
+              str(config), "--main_process_port", "0", str(rank)]  # fmt: skip
+    done = subprocess.run(launch, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+    assert said == [["true", 2], ["true", 2]]  # both processes, tensor parallel over 2
+    assert "set model.tp_size = 2" in out.not_expressed["layout"]
+    on_cpu = training_export({**record, "device": {"type": "cpu"}}, "accelerate")
+    assert "refuses MULTI_CPU" in on_cpu.not_expressed["layout"]
+
+
 def test_hf_takes_fsdp2_and_the_compile_mode(tmp_path):
     transformers = pytest.importorskip("transformers")
     out = training_export(_parallel(layout="fsdp2", compile=True, compile_mode="reduce-overhead"),
