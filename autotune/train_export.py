@@ -435,6 +435,7 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
             "fsdp_version": 2,
             "reshard_after_forward": bool(config.get("reshard_after_forward", True)),
         }
+        notes.update(fsdp2_reduce_note(precision, "hf"))
     if layout != "single":
         notes["layout"] = (
             f"{layout} over {ran_on(record)}: launch with torchrun --nproc-per-node "
@@ -447,6 +448,43 @@ def hf_export(record: dict[str, Any]) -> TrainExport:
             "init_scale on the Trainer's accelerator scaler to match"
         )
     return TrainExport("hf", settings, notes)
+
+
+#: the FSDP2 MixedPrecisionPolicy the tuned step ran under bf16 (objectives/train_layouts.py):
+#: torch dtype names, as accelerate's FullyShardedDataParallelPlugin takes them (torch.<name>)
+FSDP2_POLICY = {"param_dtype": "bfloat16", "reduce_dtype": "float32"}
+
+#: how each target can be given :data:`FSDP2_POLICY`, which neither has a file key for
+_FSDP2_POLICY_HOW = {
+    "hf": "after trainer = Trainer(...), before trainer.train(), set trainer.accelerator.state."
+    "fsdp_plugin.mixed_precision_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, "
+    "reduce_dtype=torch.float32)",
+    "accelerate": "pass Accelerator(fsdp_plugin=FullyShardedDataParallelPlugin("
+    "mixed_precision_policy={'param_dtype': torch.bfloat16, 'reduce_dtype': torch.float32}))",
+}
+
+
+def fsdp2_reduce_note(precision: str, target: str) -> dict[str, str]:
+    """For a bf16 FSDP2 winner, the note that the target's FSDP2 reduces gradients in bf16
+    (accelerate's ``mixed_precision`` sets ``MixedPrecisionPolicy(param_dtype=bf16,
+    reduce_dtype=bf16)``, for ``TrainingArguments`` too, and no key of either sets another)
+    where the tuned step reduced them in fp32, with how to match it; nothing otherwise.
+
+    Example:
+        >>> fsdp2_reduce_note("bf16", "accelerate")["reduce_dtype"][:46]
+        'bfloat16: accelerate reduces FSDP2 gradients i'
+        >>> fsdp2_reduce_note("fp32", "hf")
+        {}
+    """
+    if precision != "bf16":
+        return {}
+    return {"reduce_dtype": (
+        "bfloat16: accelerate reduces FSDP2 gradients in bf16 (its bf16 MixedPrecisionPolicy "
+        "has reduce_dtype bfloat16, and no config key sets another) where the tuned step "
+        f"reduced them in {FSDP2_POLICY['reduce_dtype']}; {_FSDP2_POLICY_HOW[target]}. "
+        "accelerate also runs the forward under bf16 autocast, which the tuned FSDP2 step did "
+        "not (its policy cast the weights alone)"
+    )}  # fmt: skip
 
 
 def accelerate_export(record: dict[str, Any]) -> TrainExport:
@@ -505,6 +543,8 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
             "Accelerator(kwargs_handlers=[GradScalerKwargs(init_scale=...)])"
         )
     notes.pop("compile_mode", None)  # dynamo_mode holds it
+    if layout == "fsdp2":
+        notes.update(fsdp2_reduce_note(precision, "accelerate"))
     if precision == "fp8":
         notes.pop("precision")  # mixed_precision fp8 with the AO backend holds it
     if layout == "tp":

@@ -419,6 +419,38 @@ def test_accelerate_launches_a_tensor_parallel_winner_tensor_parallel(tmp_path):
     assert "refuses MULTI_CPU" in on_cpu.not_expressed["layout"]
 
 
+def test_fsdp2_exports_say_accelerate_reduces_the_gradients_the_step_reduced_in_fp32(tmp_path):
+    # the tuned step's FSDP2 policy reduced in fp32; accelerate's (the Trainer's too) reduces
+    # in bf16, which neither export said
+    transformers = pytest.importorskip("transformers")
+    import torch
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
+    record = _parallel(layout="fsdp2")
+    hf = training_export(record, "hf")
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True,
+                                          **json.loads(hf.text))  # fmt: skip
+    # the plugin the Trainer builds, and the policy its Accelerator gives it
+    plugin = FullyShardedDataParallelPlugin(**args.fsdp_plugin_args)
+    plugin.set_mixed_precision(args.mixed_precision)
+    assert plugin.mixed_precision_policy.reduce_dtype == torch.bfloat16
+    accelerate = training_export(record, "accelerate")
+    for out in (hf, accelerate):
+        assert out.not_expressed["reduce_dtype"].startswith("bfloat16: accelerate reduces")
+        assert "reduced them in float32" in out.not_expressed["reduce_dtype"]
+    assert "trainer.accelerator.state.fsdp_plugin" in hf.not_expressed["reduce_dtype"]
+    # the policy the notes give, as accelerate takes it: kept over its bf16 one
+    from autotune.train_export import FSDP2_POLICY
+
+    policy = {key: getattr(torch, name) for key, name in FSDP2_POLICY.items()}
+    kept = FullyShardedDataParallelPlugin(fsdp_version=2, mixed_precision_policy=policy)
+    kept.set_mixed_precision("bf16")
+    assert kept.mixed_precision_policy.reduce_dtype == torch.float32
+    assert kept.mixed_precision_policy.param_dtype == torch.bfloat16
+    ddp = training_export(_parallel(layout="ddp"), "accelerate")
+    assert "reduce_dtype" not in ddp.not_expressed
+
+
 def test_hf_takes_fsdp2_and_the_compile_mode(tmp_path):
     transformers = pytest.importorskip("transformers")
     out = training_export(_parallel(layout="fsdp2", compile=True, compile_mode="reduce-overhead"),
