@@ -54,11 +54,12 @@ from autotune.device import detect_device, read_telemetry
 from autotune.failures import Infeasible, TrialTimeout, WrongResult
 from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
-from autotune.kernels.llama_infer import WEIGHTS, Chunk, InferenceModel
+from autotune.kernels.llama_infer import Chunk, InferenceModel
 from autotune.kernels.paged_kv import KV_DTYPES
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
-from autotune.objectives.serving_engine import POLICIES, Request, Scheduler, run_trace
+from autotune.objectives.serving_config import CONFIG_KEYS, check_config_value
+from autotune.objectives.serving_engine import Request, Scheduler, run_trace
 from autotune.objectives.serving_slo import SloWatch
 from autotune.objectives.serving_trace import (
     POISSON_KEYS,
@@ -73,8 +74,6 @@ from autotune.objectives.serving_trace import (
 #: SDPA's backend over the gathered blocks; ``paged``: the Triton kernel reads them in place
 ATTENTION = {"default": None, "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
              "paged": None}  # fmt: skip
-CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_dtype", "weights",
-               "policy", "attention_backend", "cuda_graphs")  # fmt: skip
 _QUALITY_PROMPTS = 8
 #: ``--slo ttft_p99_ms=500`` also makes 500 ms the TTFT a request must meet to count in goodput
 SLO_PROBLEM_KEYS = {"ttft_p99_ms": ("slo_ttft_ms",), "tpot_p99_ms": ("slo_tpot_ms",)}
@@ -244,18 +243,13 @@ class ServingObjective(Objective):
         unknown = sorted(set(merged) - set(CONFIG_KEYS))
         if unknown:
             raise Infeasible(f"unknown serving config keys: {', '.join(unknown)}")
-        choices = {"kv_dtype": ("bf16", "fp8"), "weights": WEIGHTS, "policy": POLICIES,
-                   "attention_backend": tuple(ATTENTION)}  # fmt: skip
-        for key, allowed in choices.items():
-            if merged[key] not in allowed:
-                raise Infeasible(f"{key}={merged[key]!r} is not one of {', '.join(allowed)}")
+        for key in CONFIG_KEYS:
+            check_config_value(key, merged[key])
         # int4 groups of 128 input features, or of 64 where 128 does not divide them (the
         # MLP's hidden width is a multiple of 64 already)
         if merged["weights"] == "int4" and self.model_config.d_model % 64:
             raise Infeasible("int4 weights need d_model to be a multiple of 64, their smallest "
                              "group of input features")  # fmt: skip
-        if not isinstance(merged["cuda_graphs"], bool):
-            raise Infeasible(f"cuda_graphs={merged['cuda_graphs']!r} must be true or false")
         if merged["cuda_graphs"] and self.device.type != "cuda":
             raise Infeasible("cuda_graphs=true needs a CUDA device")
         return merged

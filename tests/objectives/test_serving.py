@@ -79,6 +79,26 @@ def test_decode_cuda_graphs_are_a_gpu_knob() -> None:
         obj.evaluate({"cuda_graphs": "yes"})
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [("block_size", 0, "must be at least 1"), ("block_size", -16, "must be at least 1"),
+     ("block_size", 16.5, "is not a whole number"), ("block_size", "16", "is not a whole number"),
+     ("block_size", True, "is not a whole number"), ("max_num_seqs", 0, "must be at least 1"),
+     ("max_num_seqs", 2.5, "is not a whole number"),
+     ("max_num_batched_tokens", -1, "must be at least 1")],
+)  # fmt: skip
+def test_a_size_that_is_no_whole_number_above_zero_is_an_infeasible_config(key, value, says):
+    # block_size=0 crashed its trial with a ZeroDivisionError, a negative size or count with
+    # a ValueError, and 16.5 (a float parameter) ran as 16 while the trial recorded 16.5
+    with pytest.raises(Infeasible, match=rf"^{key}={value!r} {says}"):
+        _objective(num_requests=2).evaluate({key: value})
+
+
+def test_a_size_written_as_a_whole_float_is_served() -> None:
+    obj = _objective(num_requests=2, slo_ttft_ms=60_000.0, slo_tpot_ms=60_000.0)
+    assert obj.evaluate({"block_size": 8.0}).metrics["finished"] == 2
+
+
 def test_a_cache_smaller_than_one_request_is_infeasible() -> None:
     with pytest.raises(Infeasible, match="less than one request"):
         _objective(kv_cache_mb=0.01).evaluate({})

@@ -1,0 +1,73 @@
+"""The serving engine's config knobs and the values each one takes: a size is a whole number of
+at least 1 (``block_size=0`` divided by zero, ``16.5`` ran as 16 under the trial's 16.5), a
+name one of the engine's, ``cuda_graphs`` true or false.
+
+Example:
+    >>> check_config_value("block_size", 16), check_config_value("kv_dtype", "fp8")
+    (None, None)
+    >>> check_config_value("block_size", 0)
+    Traceback (most recent call last):
+    ...
+    autotune.failures.Infeasible: block_size=0 must be at least 1: a KV block holds tokens
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from autotune.failures import Infeasible
+from autotune.kernels.llama_infer import WEIGHTS
+from autotune.objectives.serving_engine import POLICIES
+
+#: every knob of a serving config, in the order the objective lists them
+CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_dtype", "weights",
+               "policy", "attention_backend", "cuda_graphs")  # fmt: skip
+#: the sizes, each a whole number of at least 1, and what it counts
+SIZES = {"max_num_seqs": "a step runs sequences",
+         "max_num_batched_tokens": "a step computes tokens",
+         "block_size": "a KV block holds tokens"}  # fmt: skip
+#: the knobs that name one of the engine's choices
+NAMES = {"kv_dtype": ("bf16", "fp8"), "weights": WEIGHTS, "policy": POLICIES,
+         "attention_backend": ("default", "math", "efficient", "paged")}  # fmt: skip
+
+
+def check_config_value(key: str, value: Any) -> None:
+    """Refuse a value no trial of the engine could run with (a key it does not know is the
+    caller's to refuse).
+
+    Raises:
+        Infeasible: naming the knob, the value and what it takes.
+
+    Example:
+        >>> check_config_value("max_num_seqs", 2.5)
+        Traceback (most recent call last):
+        ...
+        autotune.failures.Infeasible: max_num_seqs=2.5 is not a whole number: a step runs ...
+    """
+    if key in SIZES:
+        if not is_whole(value):
+            raise Infeasible(f"{key}={value!r} is not a whole number: {SIZES[key]}")
+        if value < 1:
+            raise Infeasible(f"{key}={value!r} must be at least 1: {SIZES[key]}")
+    elif key in NAMES:
+        if not isinstance(value, str) or value not in NAMES[key]:
+            raise Infeasible(f"{key}={value!r} is not one of {', '.join(NAMES[key])}")
+    elif key == "cuda_graphs" and not isinstance(value, bool):
+        raise Infeasible(f"cuda_graphs={value!r} must be true or false")
+
+
+def is_whole(value: Any) -> bool:
+    """A whole number: an int (not a bool) or a finite float without a fraction (``16.0``, as
+    YAML or a float parameter writes it).
+
+    Example:
+        >>> is_whole(16), is_whole(16.0), is_whole(16.5), is_whole(True), is_whole("16")
+        (True, True, False, False, False)
+    """
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, numbers.Integral):
+        return True
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
