@@ -503,12 +503,14 @@ def build_settings(
             keys = objective_obj.config_keys()
         _check_config_keys(space_obj, workload, keys)
         notes += _unpoisoned_note(workload, objective_cls)
-        # optional checks against the space (a server's template), the SLO (a trace) and
-        # the trial timeout (a trace replayed in real time) (check_space: each parameter by
-        # its name, whose values a server's template is test-formatted with)
+        # optional checks against the space (a server's template; check_space_values: the
+        # values the space gives each knob), the SLO (a trace) and the trial timeout (a trace
+        # replayed in real time) (check_space: each parameter by its name, whose values a
+        # server's template is test-formatted with)
         params = {param.name: param for param in space_obj.params}
         timeout_s = trial_timeout(trial_timeout_s, time_budget_s)
         for hook, given, option in (("check_space", params, "--problem"),
+                                    ("check_space_values", params, space_obj.source),
                                     ("check_slo", dict(slo or {}), "--slo"),
                                     ("check_trial_timeout", timeout_s, "--problem")):  # fmt: skip
             check = getattr(objective_obj, hook, None)

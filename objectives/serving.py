@@ -42,7 +42,7 @@ import gc
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import count
 from typing import Any, ClassVar
@@ -58,7 +58,11 @@ from autotune.kernels.llama_infer import Chunk, InferenceModel
 from autotune.kernels.paged_kv import KV_DTYPES
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
-from autotune.objectives.serving_config import CONFIG_KEYS, check_config_value
+from autotune.objectives.serving_config import (
+    CONFIG_KEYS,
+    check_config_value,
+    check_space_values,
+)
 from autotune.objectives.serving_engine import Request, Scheduler, run_trace
 from autotune.objectives.serving_slo import SloWatch
 from autotune.objectives.serving_trace import (
@@ -70,6 +74,7 @@ from autotune.objectives.serving_trace import (
     problem_trace,
     without_poisson_keys,
 )
+from autotune.space.params import Param
 
 #: SDPA's backend over the gathered blocks; ``paged``: the Triton kernel reads them in place
 ATTENTION = {"default": None, "math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
@@ -214,6 +219,11 @@ class ServingObjective(Objective):
         check_context(entries, p, self.model_config.seq_len)
         self.entries = entries
         self._reference: torch.Tensor | None = None
+
+    def check_space_values(self, params: Mapping[str, Param]) -> None:
+        """Refuse a parameter of the space whose values no trial could run
+        (:func:`~autotune.objectives.serving_config.check_space_values`)."""
+        check_space_values(params)
 
     def check_slo(self, slo: dict[str, float]) -> None:
         """Refuse a ``--slo`` limit no trial could measure (:func:`~autotune.objectives.

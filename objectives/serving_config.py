@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
 from autotune.failures import Infeasible
 from autotune.kernels.llama_infer import WEIGHTS
 from autotune.objectives.serving_engine import POLICIES
+from autotune.space.params import Param
 
 #: every knob of a serving config, in the order the objective lists them
 CONFIG_KEYS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_dtype", "weights",
@@ -56,6 +58,38 @@ def check_config_value(key: str, value: Any) -> None:
             raise Infeasible(f"{key}={value!r} is not one of {', '.join(NAMES[key])}")
     elif key == "cuda_graphs" and not isinstance(value, bool):
         raise Infeasible(f"cuda_graphs={value!r} must be true or false")
+
+
+def check_space_values(params: Mapping[str, Param]) -> None:
+    """Refuse, before the sweep, a parameter of a space that gives a knob a value no trial
+    could run (:func:`check_config_value`), or a float parameter over a size, which draws
+    fractions; each such trial would be infeasible, or won (a float ``block_size`` of 15.7 ran
+    as 15). A parameter of at most 64 values is tried at each, a wider one at its ends.
+
+    Raises:
+        ValueError: naming the parameter and its first such value.
+
+    Example:
+        >>> check_space_values({"block_size": Param("block_size", "pow2", low=8, high=32)})
+        >>> check_space_values({"block_size": Param("block_size", "int", low=0, high=32)})
+        Traceback (most recent call last):
+        ...
+        ValueError: parameters.block_size: block_size=0 must be at least 1: a KV block holds tokens
+    """
+    for name, param in params.items():
+        if name not in CONFIG_KEYS:  # a key the engine lacks: refused as such by the sweep
+            continue
+        if param.kind == "float" and name in SIZES:
+            raise ValueError(f"parameters.{name}: a float parameter draws fractions, and "
+                             f"{name} takes whole numbers (an int, pow2 or categorical "
+                             "parameter)")  # fmt: skip
+        wide = not param.discrete or param.count() > 64
+        values = [param.low, param.high] if wide else param.values()
+        for value in values:
+            try:
+                check_config_value(name, value)
+            except Infeasible as exc:
+                raise ValueError(f"parameters.{name}: {exc}") from None
 
 
 def is_whole(value: Any) -> bool:

@@ -153,6 +153,33 @@ def test_measured_slo_limits_are_constraints_of_the_sweep(tmp_path) -> None:
     assert bad.returncode == 2 and "is not METRIC=LIMIT" in bad.stderr
 
 
+@pytest.mark.parametrize(
+    ("parameter", "says"),
+    [("block_size: {type: categorical, choices: [0, 16]}",
+      "parameters.block_size: block_size=0 must be at least 1: a KV block holds tokens"),
+     ("max_num_seqs: {type: int, low: -4, high: 8}",
+      "parameters.max_num_seqs: max_num_seqs=-4 must be at least 1"),
+     ("block_size: {type: float, low: 8, high: 16}",
+      "parameters.block_size: a float parameter draws fractions, and block_size takes whole"),
+     ("kv_dtype: {type: categorical, choices: [bf16, fp4]}",
+      "parameters.kv_dtype: kv_dtype='fp4' is not one of bf16, fp8")],
+)  # fmt: skip
+def test_a_space_value_no_trial_could_run_is_refused_before_the_sweep(tmp_path, parameter, says):
+    # block_size: [0, 16] swept on, each 0 a trial crashed with a ZeroDivisionError, and a
+    # float block_size "won" at 15.7 (served as 15)
+    space = tmp_path / "s.yaml"
+    space.write_text(f"name: s\nworkload: serving\nparameters:\n  {parameter}\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "serving", "--space", str(space),
+         "--trials", "2", "--problem", "num_requests=2", "--device", "cpu",
+         "--storage", f"sqlite:///{tmp_path / 's.db'}"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith(f"error: {space}: {says}"), done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "[1/2]" not in done.stdout
+
+
 class _Hurried(ServingObjective):
     """The serving objective with a replay deadline of a fraction of a second (a minute and
     more in a sweep), so that a config that cannot keep up runs into it at once."""
