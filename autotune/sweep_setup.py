@@ -509,8 +509,8 @@ def build_settings(
         # server's template is test-formatted with)
         params = {param.name: param for param in space_obj.params}
         timeout_s = trial_timeout(trial_timeout_s, time_budget_s)
-        for hook, given, option in (("check_space", params, "--problem"),
-                                    ("check_space_values", params, space_obj.source),
+        for hook, given, option in (("check_space_values", params, space_obj.source),
+                                    ("check_space", params, "--problem"),
                                     ("check_slo", dict(slo or {}), "--slo"),
                                     ("check_trial_timeout", timeout_s, "--problem")):  # fmt: skip
             check = getattr(objective_obj, hook, None)

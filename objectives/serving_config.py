@@ -83,13 +83,45 @@ def check_space_values(params: Mapping[str, Param]) -> None:
             raise ValueError(f"parameters.{name}: a float parameter draws fractions, and "
                              f"{name} takes whole numbers (an int, pow2 or categorical "
                              "parameter)")  # fmt: skip
-        wide = not param.discrete or param.count() > 64
-        values = [param.low, param.high] if wide else param.values()
-        for value in values:
+        for value in tried_values(param):
             try:
                 check_config_value(name, value)
             except Infeasible as exc:
                 raise ValueError(f"parameters.{name}: {exc}") from None
+
+
+def tried_values(param: Param) -> list[Any]:
+    """The values of ``param`` a check tries: each of at most 64, else its ends.
+
+    Example:
+        >>> tried_values(Param("n", "int", low=1, high=10**6))
+        [1, 1000000]
+    """
+    wide = not param.discrete or param.count() > 64
+    return [param.low, param.high] if wide else param.values()
+
+
+def runnable_values(params: Mapping[str, Param], key: str, default: Any) -> list[Any]:
+    """The values a space gives ``key`` that a trial could run (:func:`tried_values`, those
+    :func:`check_config_value` takes); ``[default]`` where the space has no such parameter.
+
+    Example:
+        >>> runnable_values({"block_size": Param("block_size", "categorical", choices=[0, 8])},
+        ...                 "block_size", 16)
+        [8]
+        >>> runnable_values({}, "kv_dtype", "bf16")
+        ['bf16']
+    """
+    if key not in params:
+        return [default]
+    values = []
+    for value in tried_values(params[key]):
+        try:
+            check_config_value(key, value)
+        except Infeasible:
+            continue
+        values.append(value)
+    return values
 
 
 def is_whole(value: Any) -> bool:

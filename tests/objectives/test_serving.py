@@ -10,6 +10,7 @@ import pytest
 
 from autotune.failures import Infeasible, TrialTimeout, WrongResult
 from autotune.objectives.serving import ServingObjective
+from autotune.space.params import Param
 
 
 def _objective(**problem) -> ServingObjective:
@@ -178,6 +179,35 @@ def test_a_space_value_no_trial_could_run_is_refused_before_the_sweep(tmp_path, 
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.startswith(f"error: {space}: {says}"), done.stderr
     assert len(done.stderr.splitlines()) == 1 and "[1/2]" not in done.stdout
+
+
+def test_a_cache_that_holds_no_request_under_any_config_of_the_space_is_refused(tmp_path) -> None:
+    # model=1b's KV takes 128 KiB a token: the CPU problem's 4 MB held no request at any
+    # block size or cache dtype, and the sweep spent 264 s refusing 3,960 configs, exit 1
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "serving", "--problem",
+         "model=1b,num_requests=2", "--trials", "2", "--device", "cpu",
+         "--storage", f"sqlite:///{tmp_path / 's.db'}"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert re.fullmatch(
+        r"error: --problem: kv_cache_mb=4 holds no request of the trace at any kv_dtype and "
+        r"block_size of the space: at most 64 tokens \(fp8, 64 KiB a token\), and its longest "
+        r"request takes \d+\n",
+        done.stderr,
+    ), done.stderr
+    # the check goes by the space's values: 1 MB holds 1,024 tokens of the CPU model in bf16
+    # and 2,048 in fp8, and the trace's request takes 1,500
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0, "prompt_len": 1400, "output_len": 100}\n')
+    obj = _objective(kv_cache_mb=1, max_context=2048, trace=str(trace))
+    blocks = Param("block_size", "categorical", choices=[8, 16])
+    bf16 = Param("kv_dtype", "categorical", choices=["bf16"])
+    with pytest.raises(ValueError, match=r"at most 1024 tokens \(bf16, 1 KiB a token\)"):
+        obj.check_space({"block_size": blocks, "kv_dtype": bf16})
+    both = Param("kv_dtype", "categorical", choices=["bf16", "fp8"])
+    obj.check_space({"block_size": blocks, "kv_dtype": both})
 
 
 class _Hurried(ServingObjective):
