@@ -208,6 +208,7 @@ class ServingObjective(Objective):
         p = self.problem
         # a cache of 0 MB ruled out every config one trial at a time (757 in 20 s, exit 1)
         check_positive(p, (*POISSON_KEYS, "slo_ttft_ms", "slo_tpot_ms", "kv_cache_mb"))
+        check_seed(int(p["seed"]))
         if not float(p["max_kl"]) >= 0:  # below 0 every quantized config failed its gate
             raise ValueError(f"max_kl={p['max_kl']} must be 0 or more")
         info = detect_device(p.get("device", "auto"))
@@ -466,6 +467,29 @@ class ServingObjective(Objective):
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+
+
+#: the seeds a trial gives torch: the problem's, and it plus 1 and plus 7
+SEED_OFFSETS = (0, 1, 7)
+
+
+def check_seed(seed: int) -> None:
+    """Refuse a seed torch cannot take (it takes -2**63 to 2**64 - 1) with the offsets a trial
+    adds (:data:`SEED_OFFSETS`): every trial would crash seeding its model.
+
+    Raises:
+        ValueError: naming the seed and the range.
+
+    Example:
+        >>> check_seed(0)
+        >>> check_seed(10**30)
+        Traceback (most recent call last):
+        ...
+        ValueError: seed=1000000000000000000000000000000 is out of range: a seed is a whole ...
+    """
+    if not -(2**63) <= seed <= 2**64 - 1 - max(SEED_OFFSETS):
+        raise ValueError(f"seed={seed} is out of range: a seed is a whole number from -2**63 "
+                         f"to 2**64 - {1 + max(SEED_OFFSETS)}")  # fmt: skip
 
 
 def check_quality(kl: float, max_kl: float) -> None:

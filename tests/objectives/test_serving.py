@@ -63,6 +63,15 @@ def test_a_limit_or_length_of_zero_is_refused_before_any_trial(key) -> None:
         _objective(**{key: 0})
 
 
+@pytest.mark.parametrize("seed", [10**30, -(2**63) - 1, 2**64 - 1])
+def test_a_seed_torch_cannot_take_is_refused_before_any_trial(seed) -> None:
+    # --problem seed=1e30 crashed every trial ("Overflow when unpacking long long"); the
+    # trial seeds torch with seed, seed + 1 and seed + 7
+    with pytest.raises(ValueError, match=rf"^seed={seed} is out of range: .* -2\*\*63 to "):
+        _objective(seed=seed)
+    _objective(seed=2**64 - 8)
+
+
 def test_the_quality_gate_passes_int8_and_fp8_and_fails_a_tight_limit() -> None:
     obj = _objective(max_kl=0.05)
     m = obj.evaluate({"weights": "int8", "kv_dtype": "fp8"})
