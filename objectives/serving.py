@@ -207,7 +207,9 @@ class ServingObjective(Objective):
         super().__init__(self.resolve_problem(problem))
         p = self.problem
         # a cache of 0 MB ruled out every config one trial at a time (757 in 20 s, exit 1)
-        check_positive(p, (*POISSON_KEYS, "slo_ttft_ms", "slo_tpot_ms", "kv_cache_mb"))
+        # (max_context: before the model's config refuses it as its seq_len)
+        check_positive(p, (*POISSON_KEYS, "slo_ttft_ms", "slo_tpot_ms", "kv_cache_mb",
+                           "max_context"))  # fmt: skip
         check_seed(int(p["seed"]))
         if not float(p["max_kl"]) >= 0:  # below 0 every quantized config failed its gate
             raise ValueError(f"max_kl={p['max_kl']} must be 0 or more")

@@ -56,9 +56,12 @@ def test_an_impossible_slo_leaves_no_goodput() -> None:
     assert m.values["goodput_tok_s"] == 0 and m.metrics["within_slo"] == 0
 
 
-@pytest.mark.parametrize("key", ["slo_ttft_ms", "slo_tpot_ms", "prompt_len", "output_len"])
+@pytest.mark.parametrize(
+    "key", ["slo_ttft_ms", "slo_tpot_ms", "prompt_len", "output_len", "max_context"]
+)
 def test_a_limit_or_length_of_zero_is_refused_before_any_trial(key) -> None:
-    # a sweep under slo_ttft_ms=-1 "won" at 0 tokens/s
+    # a sweep under slo_ttft_ms=-1 "won" at 0 tokens/s; max_context=0 was refused as
+    # "seq_len must be positive", a key the serving problem does not have
     with pytest.raises(ValueError, match=rf"^{key}=0 must be above 0$"):
         _objective(**{key: 0})
 
