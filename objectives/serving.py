@@ -211,6 +211,9 @@ class ServingObjective(Objective):
         check_positive(p, (*POISSON_KEYS, "slo_ttft_ms", "slo_tpot_ms", "kv_cache_mb",
                            "max_context"))  # fmt: skip
         check_seed(int(p["seed"]))
+        for key in STOP_KEYS.values():  # below 0 no trial was watched, as at 0 (off)
+            if not float(p.get(key) or 0.0) >= 0:
+                raise ValueError(f"{key}={p[key]} must be 0 (off) or above")
         if not float(p["max_kl"]) >= 0:  # below 0 every quantized config failed its gate
             raise ValueError(f"max_kl={p['max_kl']} must be 0 or more")
         info = detect_device(p.get("device", "auto"))

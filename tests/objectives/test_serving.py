@@ -66,6 +66,14 @@ def test_a_limit_or_length_of_zero_is_refused_before_any_trial(key) -> None:
         _objective(**{key: 0})
 
 
+@pytest.mark.parametrize("key", ["stop_ttft_p99_ms", "stop_tpot_p99_ms"])
+def test_a_negative_stop_limit_is_refused_not_taken_for_off(key) -> None:
+    # --problem stop_ttft_p99_ms=-1 swept with no limit watched, as 0 (off) does
+    with pytest.raises(ValueError, match=rf"^{key}=-1 must be 0 \(off\) or above$"):
+        _objective(**{key: -1})
+    assert _objective(**{key: 0})._slo_watch([], lambda step, value: None) is None
+
+
 @pytest.mark.parametrize("seed", [10**30, -(2**63) - 1, 2**64 - 1])
 def test_a_seed_torch_cannot_take_is_refused_before_any_trial(seed) -> None:
     # --problem seed=1e30 crashed every trial ("Overflow when unpacking long long"); the
