@@ -37,8 +37,9 @@ import torch
 
 from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
-from autotune.kernels.llama_infer import ATTENTION_READS, InferenceModel
-from autotune.objectives.serving_engine import Request, Scheduler, step_logits
+from autotune.kernels.llama_infer import ATTENTION_READS, WEIGHTS, InferenceModel
+from autotune.kernels.paged_kv import KV_DTYPES
+from autotune.objectives.serving_engine import POLICIES, Request, Scheduler, step_logits
 
 _DONE = None
 
@@ -280,17 +281,38 @@ def make_handler(
     return Handler
 
 
+def at_least_one(text: str) -> int:
+    """A size or count flag's value: a whole number of at least 1 (``--block-size 0`` ended
+    the server in a traceback once its cache was built).
+
+    Example:
+        >>> at_least_one("16")
+        16
+        >>> at_least_one("0")
+        Traceback (most recent call last):
+        ...
+        argparse.ArgumentTypeError: 0 is not a whole number of at least 1
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of at least 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--max-num-seqs", type=int, default=256)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=2048)
-    parser.add_argument("--block-size", type=int, default=16)
-    parser.add_argument("--num-blocks", type=int, default=512)
-    parser.add_argument("--kv-cache-dtype", default="bf16")
-    parser.add_argument("--weights", default="bf16")
-    parser.add_argument("--policy", default="fcfs")
+    parser.add_argument("--max-num-seqs", type=at_least_one, default=256)
+    parser.add_argument("--max-num-batched-tokens", type=at_least_one, default=2048)
+    parser.add_argument("--block-size", type=at_least_one, default=16)
+    parser.add_argument("--num-blocks", type=at_least_one, default=512)
+    parser.add_argument("--kv-cache-dtype", choices=tuple(KV_DTYPES), default="bf16")
+    parser.add_argument("--weights", choices=WEIGHTS, default="bf16")
+    parser.add_argument("--policy", choices=POLICIES, default="fcfs")
     parser.add_argument(
         "--api-key", default=None, help="refuse /v1/ requests without 'Authorization: Bearer KEY'"
     )
@@ -301,15 +323,19 @@ def main(argv: list[str] | None = None) -> None:
                         help="replay steps from CUDA graphs (a GPU only): decode steps, and "
                              "with --attention-reads paged every step")  # fmt: skip
     for name, default in (("vocab", 512), ("d-model", 128), ("n-layers", 2), ("n-heads", 4),
-                          ("max-context", 512), ("seed", 0)):  # fmt: skip
-        parser.add_argument(f"--{name}", type=int, default=default)
+                          ("max-context", 512)):  # fmt: skip
+        parser.add_argument(f"--{name}", type=at_least_one, default=default)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     torch.manual_seed(args.seed)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if args.cuda_graphs and device.type != "cuda":
         parser.error("--cuda-graphs needs a CUDA device")
-    cfg = LlamaConfig(vocab=args.vocab, d_model=args.d_model, n_layers=args.n_layers,
-                      n_heads=args.n_heads, seq_len=args.max_context)  # fmt: skip
+    try:  # d_model a multiple of n_heads, an even head dim
+        cfg = LlamaConfig(vocab=args.vocab, d_model=args.d_model, n_layers=args.n_layers,
+                          n_heads=args.n_heads, seq_len=args.max_context)  # fmt: skip
+    except ValueError as exc:
+        parser.error(str(exc))
     with torch.device(device):
         model = InferenceModel(Llama(cfg), args.weights, args.attention_reads)
     cache = model.new_cache(args.num_blocks, args.block_size, args.kv_cache_dtype)

@@ -116,3 +116,25 @@ def test_the_engine_fails_the_requests_of_a_failed_step_and_serves_the_next() ->
         assert engine.thread.is_alive()
     finally:
         engine.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [(["--block-size", "0"], "argument --block-size: 0 is not a whole number of at least 1"),
+     (["--max-num-seqs", "-3"], "argument --max-num-seqs: -3 is not a whole number of at least 1"),
+     (["--kv-cache-dtype", "fp4"], "argument --kv-cache-dtype: invalid choice: 'fp4'"),
+     (["--policy", "lifo"], "argument --policy: invalid choice: 'lifo'"),
+     (["--d-model", "130"], "d_model=130 is not divisible by n_heads=4")],
+)  # fmt: skip
+def test_a_flag_the_engine_cannot_serve_with_is_a_one_line_usage_error(args, says) -> None:
+    # --block-size 0 or --kv-cache-dtype fp4 ended the server in a traceback (a KeyError for
+    # fp4), which a server sweep's trial kept as its reason
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.objectives.engine_server", "--port", "0", *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert says in done.stderr.splitlines()[-1]
