@@ -201,24 +201,32 @@ class ProgressDisplay(SweepObserver):
             else ""
         )
         failures = failures_text(summary.failures, self._objective_name)
+        study_failures = failures_text(summary.study_failures, self._objective_name)
         if summary.trials_run == 0 and summary.trials_total and summary.stopped_by in EXHAUSTED:
             # a resume of a study whose every config was tried: its counts are the earlier
             # runs', not this one's
             self.console.print(
                 f"done: nothing ran: every config of the space was tried before this run (the "
                 f"grid is exhausted); study {summary.study_name} holds {summary.trials_total} "
-                f"launched trials from earlier runs ({failures})",
+                f"launched trials from earlier runs ({study_failures})",
                 markup=False,
                 soft_wrap=True,
             )
             return
-        self.console.print(
+        ran = (
             f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
-            f"({_stop_text(summary.stopped_by)}); {summary.trials_total} launched in study "
-            f"{summary.study_name}; {failures}{shares}",
-            markup=False,
-            soft_wrap=True,
+            f"({_stop_text(summary.stopped_by)})"
         )
+        if not summary.trials_stored and summary.study_failures == summary.failures:
+            # a first run: its counts are the study's
+            line = f"{ran}; {summary.trials_total} launched in study {summary.study_name}; "
+            line += f"{failures}{shares}"
+        else:  # a resume: this run's counts, then the study's, earlier runs' included
+            line = (
+                f"{ran}; this run: {failures}{shares}; study {summary.study_name} in all "
+                f"(earlier runs included): {summary.trials_total} launched; {study_failures}"
+            )
+        self.console.print(line, markup=False, soft_wrap=True)
 
 
 def _memory_text(memory: dict) -> str:

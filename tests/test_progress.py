@@ -111,7 +111,8 @@ def test_a_resume_of_an_exhausted_grid_says_nothing_ran_and_whose_counts_it_give
     out = io.StringIO()
     summary = SweepSummary(
         study=optuna.create_study(), study_name="g2", trials_run=0, trials_total=4,
-        failures=Counter(oom=1), best=[], stopped_by=stopped_by, elapsed_s=0.01, in_flight=1,
+        failures=Counter(), best=[], stopped_by=stopped_by, elapsed_s=0.01, in_flight=1,
+        study_failures=Counter(oom=1), trials_stored=4,
     )  # fmt: skip
     ProgressDisplay(Console(file=out, width=400)).on_end(summary)
     assert out.getvalue().strip() == (
@@ -128,3 +129,37 @@ def test_a_first_run_that_launched_nothing_keeps_its_closing_line():
     )  # fmt: skip
     ProgressDisplay(Console(file=out, width=400)).on_end(summary)
     assert out.getvalue().startswith("done: 0 trials in 0.0 s (stopped by every config tried)")
+
+
+def test_a_resumes_closing_line_gives_this_runs_failures_then_the_studys(tmp_path):
+    # a resume that ran 1 trial closed with 'done: 1 trials ...; 3 launched in study w;
+    # failed: wrong_result 3', the earlier runs' 2 failures read as this run's
+    from autotune.driver import Sweep
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import Param, Space
+
+    space = Space("w", [Param("fault", "categorical", choices=["wrong_result"]),
+                        Param("score", "float", low=0.0, high=1.0)])  # fmt: skip
+
+    def run(trials: int) -> tuple[SweepSummary, str]:
+        out = io.StringIO()
+        settings = SweepSettings(
+            workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+            n_trials=trials, seed=0, storage=f"sqlite:///{tmp_path / 'w.db'}", study_name="w",
+            executor="inline", device={"type": "cpu"},
+        )  # fmt: skip
+        summary = Sweep(settings, ProgressDisplay(Console(file=out, width=1000))).run()
+        return summary, out.getvalue().splitlines()[-1]
+
+    first, line = run(2)
+    assert (
+        line.startswith("done: 2 trials")
+        and "; 2 launched in study w; failed: wrong_result 2;" in line
+    )
+    resumed, line = run(3)
+    assert resumed.failures == {"wrong_result": 1}
+    assert resumed.study_failures == {"wrong_result": 3}
+    assert line.startswith("done: 1 trials in ") and "; this run: failed: wrong_result 1; " in line
+    assert line.endswith(
+        "; study w in all (earlier runs included): 3 launched; failed: wrong_result 3"
+    )

@@ -127,7 +127,7 @@ class SweepSummary:
     study_name: str
     trials_run: int
     trials_total: int  # the study's launched trials, by any driver (not interrupted ones)
-    failures: Counter
+    failures: Counter  # this run's, by kind (rejected and refused configs among them)
     best: list[optuna.trial.FrozenTrial]
     stopped_by: str
     elapsed_s: float
@@ -141,6 +141,10 @@ class SweepSummary:
     times: TrialTimes = field(default_factory=TrialTimes)  # what trials took (the finish's cost)
     #: this run's reasons for the configs it did not launch (rejected or refused), by count
     refusals: Counter = field(default_factory=Counter)
+    #: the study's failures by kind, the earlier runs' (stored when this one began) with this
+    #: run's: on a first run the same as ``failures``
+    study_failures: Counter = field(default_factory=Counter)
+    trials_stored: int = 0  # the study's launched trials when this run began (0: a first run)
 
     @property
     def search_overhead(self) -> float:

@@ -172,9 +172,10 @@ class _SweepRun:
         self.memory_guard = MemoryGuard.for_settings(s)
         # configs asked ahead: the compile pool's jobs, or one while every slot is busy
         self.depth = max(1, self.compiler.jobs if self.compiler else 0)
-        self.counts: Counter = Counter()
+        self.counts: Counter = Counter()  # the study's: the stored trials' and this run's
+        self.run_counts: Counter = Counter()  # this run's alone
         self.refusals: Counter = Counter()  # why configs were not launched, this run's
-        self.ran = self.rejected = 0
+        self.ran = self.rejected = self.trials_stored = 0
         self.busy_s = self.sampler_s = self.compile_wait_s = self.trial_compile_s = 0.0
         self.stop_requested = threading.Event()  # set by SIGINT / SIGTERM
         self.times = TrialTimes()  # what the trials took: the finish's cost
@@ -203,7 +204,8 @@ class _SweepRun:
         if self.settings.time_budget_s is not None:  # a trial never outlasts the budget
             self.executor.end_at(self.budget_start + self.settings.time_budget_s)
         capacity = self.executor.capacity
-        self.observer.on_start(self.settings, self.study, self.launched(), capacity)
+        self.trials_stored = self.launched()
+        self.observer.on_start(self.settings, self.study, self.trials_stored, capacity)
         stopped_by = "trials"
         try:
             while True:
@@ -489,6 +491,7 @@ class _SweepRun:
             self.refusals[record.reason] += 1
             status = REFUSED if refused or record.worker else INFEASIBLE
         self.counts[status] += 1
+        self.run_counts[status] += 1
         if record.launched:
             self.ran += 1
             self.rejected = 0
@@ -534,7 +537,7 @@ class _SweepRun:
             study_name=self.study.study_name,
             trials_run=self.ran,
             trials_total=self.launched(),
-            failures=Counter({k: v for k, v in self.counts.items() if k not in ("ok", REPEATED)}),
+            failures=_failures(self.run_counts),
             best=best_trials(self.study),
             stopped_by=stopped_by,
             elapsed_s=self.end - self.start,
@@ -547,6 +550,8 @@ class _SweepRun:
             memory=self.memory_report(),
             times=self.times,
             refusals=self.refusals,
+            study_failures=_failures(self.counts),
+            trials_stored=self.trials_stored,
         )
         self.study.set_user_attr(
             LAST_RUN,
@@ -574,3 +579,8 @@ class _SweepRun:
         )
         self.observer.on_end(summary)
         return summary
+
+
+def _failures(counts: Counter) -> Counter:
+    """The failures of ``counts`` by kind: every outcome but a success and a repeat."""
+    return Counter({k: v for k, v in counts.items() if k not in ("ok", REPEATED)})
