@@ -97,7 +97,12 @@ class ProgressDisplay(SweepObserver):
         self._done_at_start = 0
 
     def on_start(
-        self, settings: SweepSettings, study: optuna.Study, done: int, capacity: int = 1
+        self,
+        settings: SweepSettings,
+        study: optuna.Study,
+        done: int,
+        capacity: int = 1,
+        untried: int | None = None,
     ) -> None:
         self._objectives = list(settings.objectives)
         self._objective_name = settings.objective_name
@@ -109,10 +114,12 @@ class ProgressDisplay(SweepObserver):
         budget = []
         if settings.n_trials is not None:  # the study's target: a resume says what it adds
             left = max(0, settings.n_trials - done)
-            adds = f" ({left or 'none'} to run)" if done else ""
+            adds = f" ({_adds(left, untried)})" if done else ""
             budget.append(f"{settings.n_trials} trials{adds}")
-        if settings.time_budget_s is not None:
-            budget.append(f"{settings.time_budget_s:.0f} s")
+        if settings.time_budget_s is not None:  # a time budget's resume: none to run, or
+            spent = done and untried == 0 and settings.n_trials is None  # (as it goes) time
+            adds = f" ({_adds(1, 0)})" if spent else ""
+            budget.append(f"{settings.time_budget_s:.0f} s{adds}")
         device = settings.device.get("name", "?")
         workers = f" x{capacity}" if settings.workers or capacity > 1 else ""
         if settings.workers and settings.workers > capacity:
@@ -227,6 +234,25 @@ class ProgressDisplay(SweepObserver):
                 f"(earlier runs included): {summary.trials_total} launched; {study_failures}"
             )
         self.console.print(line, markup=False, soft_wrap=True)
+
+
+def _adds(left: int, untried: int | None) -> str:
+    """What a resume's header says it runs: ``left`` trials of the budget, fewer where the
+    sampler can tell that only ``untried`` configs of the space are left to try.
+
+    Example:
+        >>> _adds(6, None), _adds(0, 3), _adds(6, 0), _adds(6, 2)
+        ('6 to run', 'none to run', 'none to run: every config of the space was tried', \
+'6 to run; only 2 configs of the space left untried')
+    """
+    if not left:
+        return "none to run"
+    if untried == 0:
+        return "none to run: every config of the space was tried"
+    if untried is not None and untried < left:
+        configs = "config" if untried == 1 else "configs"
+        return f"{left} to run; only {untried} {configs} of the space left untried"
+    return f"{left} to run"
 
 
 def _memory_text(memory: dict) -> str:

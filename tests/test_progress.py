@@ -163,3 +163,55 @@ def test_a_resumes_closing_line_gives_this_runs_failures_then_the_studys(tmp_pat
     assert line.endswith(
         "; study w in all (earlier runs included): 3 launched; failed: wrong_result 3"
     )
+
+
+@pytest.mark.parametrize("sampler", ["bo", "grid"])
+def test_a_resumes_header_says_when_every_config_was_tried_before_it(tmp_path, sampler):
+    # a resume of a study whose 3 configs were all tried said 'budget 10 trials (7 to run)'
+    # and then ran none
+    from autotune.driver import Sweep
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import Param, Space
+
+    space = Space("c", [Param("fault", "categorical", choices=["none"]),
+                        Param("score", "categorical", choices=[0.5, 1.0, 2.0])])  # fmt: skip
+
+    def header(trials: int) -> str:
+        out = io.StringIO()
+        settings = SweepSettings(
+            workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+            n_trials=trials, seed=0, storage=f"sqlite:///{tmp_path / 'c.db'}", study_name="c",
+            executor="inline", device={"type": "cpu"}, sampler=sampler,
+        )  # fmt: skip
+        Sweep(settings, ProgressDisplay(Console(file=out, width=1000))).run()
+        return out.getvalue().splitlines()[0]
+
+    assert header(2).endswith("| study c (0 trials stored) | budget 2 trials")
+    assert header(10).endswith(
+        "| study c (2 trials stored) | budget 10 trials (8 to run; only 1 config of the space "
+        "left untried)"
+    )
+    assert header(10).endswith(
+        "| study c (3 trials stored) | budget 10 trials (none to run: every config of the space "
+        "was tried)"
+    )
+
+
+def test_a_resumes_header_leaves_the_count_to_run_where_the_sampler_cannot_tell(tmp_path):
+    from autotune.driver import Sweep
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import Param, Space
+
+    space = Space("c", [Param("fault", "categorical", choices=["none"]),
+                        Param("score", "categorical", choices=[0.5, 1.0])])  # fmt: skip
+    lines = []
+    for trials in (2, 5):
+        out = io.StringIO()
+        settings = SweepSettings(
+            workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+            n_trials=trials, seed=0, storage=f"sqlite:///{tmp_path / 't.db'}", study_name="t",
+            executor="inline", device={"type": "cpu"}, sampler="tpe",
+        )  # fmt: skip
+        Sweep(settings, ProgressDisplay(Console(file=out, width=1000))).run()
+        lines.append(out.getvalue().splitlines()[0])
+    assert lines[1].endswith("| study t (2 trials stored) | budget 5 trials (3 to run)")

@@ -131,6 +131,12 @@ class EnumeratedSampler(optuna.samplers.BaseSampler):
         that proposal's view of the study: this check costs nothing)."""
         return self._left == 0
 
+    def untried(self, study: optuna.Study) -> int:
+        """The feasible configs no trial of ``study`` has tried (or runs now): those this
+        sampler may still propose, before it proposes any."""
+        visited = self._observations(study).visited
+        return sum(1 for key in self._keys if key not in visited)
+
     def reseed_rng(self) -> None:
         self._rng.seed()
         self._fallback.reseed_rng()

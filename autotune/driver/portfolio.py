@@ -31,6 +31,7 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from autotune.driver.samplers.registry import untried_configs
 from autotune.driver.trial_attrs import is_ok
 from autotune.driver.trial_memo import FinishedTrialMemo
 
@@ -99,6 +100,13 @@ class PortfolioSampler(optuna.samplers.BaseSampler):
             callable(getattr(m, "is_exhausted", None)) and m.is_exhausted(study)
             for m in self.members.values()
         )
+
+    def untried(self, study: optuna.Study) -> int | None:
+        """The configs left to try, as the members that can tell count them (the fewest),
+        or None where none can."""
+        counts = [untried_configs(m, study) for m in self.members.values()]
+        known = [c for c in counts if c is not None]
+        return min(known) if known else None
 
     def reseed_rng(self) -> None:
         for member in self.members.values():

@@ -170,10 +170,16 @@ class SweepObserver:
     """Receives progress; the CLI's display subclasses it. The default prints nothing."""
 
     def on_start(
-        self, settings: SweepSettings, study: optuna.Study, done: int, capacity: int = 1
+        self,
+        settings: SweepSettings,
+        study: optuna.Study,
+        done: int,
+        capacity: int = 1,
+        untried: int | None = None,
     ) -> None:
         """The sweep starts: ``done`` trials stored, ``capacity`` trials at once (what the
-        executor holds: a Ray cluster may hold fewer than ``--workers`` asked)."""
+        executor holds: a Ray cluster may hold fewer than ``--workers`` asked), ``untried``
+        configs of the space left to try, where the sampler can tell (None where not)."""
 
     def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None: ...
 

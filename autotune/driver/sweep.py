@@ -40,7 +40,7 @@ from autotune.driver.novelty import config_key
 from autotune.driver.pruning import prune_check
 from autotune.driver.read_snapshot import batched_writes, snapshot_reads
 from autotune.driver.results import best_trials
-from autotune.driver.samplers import is_exhausted
+from autotune.driver.samplers import is_exhausted, untried_configs
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
 from autotune.driver.signals import interrupt_deferred, signals_held, stop_on_signals
 from autotune.driver.storage_watch import StorageLost, StorageWatch
@@ -205,7 +205,8 @@ class _SweepRun:
             self.executor.end_at(self.budget_start + self.settings.time_budget_s)
         capacity = self.executor.capacity
         self.trials_stored = self.launched()
-        self.observer.on_start(self.settings, self.study, self.trials_stored, capacity)
+        untried = untried_configs(self.study.sampler, self.study)
+        self.observer.on_start(self.settings, self.study, self.trials_stored, capacity, untried)
         stopped_by = "trials"
         try:
             while True:

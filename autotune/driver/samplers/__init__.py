@@ -41,6 +41,7 @@ from autotune.driver.samplers.registry import (
     register,
     registered,
     spec_for,
+    untried_configs,
 )
 from autotune.space import Space
 
@@ -56,6 +57,7 @@ __all__ = [
     "make_sampler",
     "register",
     "resolve_sampler",
+    "untried_configs",
 ]
 
 

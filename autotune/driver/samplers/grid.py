@@ -71,6 +71,11 @@ class AskTellGridSampler(optuna.samplers.GridSampler):
         done, running = self._grid_ids(study)
         return len(done | running) >= len(self._all_grids)
 
+    def untried(self, study: optuna.Study) -> int:
+        """The grid points neither measured (or found failing) nor running now."""
+        done, running = self._grid_ids(study)
+        return max(0, len(self._all_grids) - len(done | running))
+
 
 _ABSENT = object()  # a parameter the trial does not have: matches no grid point
 

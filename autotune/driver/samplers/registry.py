@@ -91,3 +91,10 @@ def is_exhausted(sampler: optuna.samplers.BaseSampler, study: optuna.Study) -> b
     without an ``is_exhausted`` method never are."""
     check = getattr(sampler, "is_exhausted", None)
     return bool(check(study)) if callable(check) else False
+
+
+def untried_configs(sampler: optuna.samplers.BaseSampler, study: optuna.Study) -> int | None:
+    """How many configs ``sampler`` has left to propose in ``study``, where it can tell
+    before proposing one (it lists the space's configs: ``bo``, ``grid``), else None."""
+    count = getattr(sampler, "untried", None)
+    return count(study) if callable(count) else None
