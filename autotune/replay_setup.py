@@ -342,6 +342,47 @@ def measured_on(replay: Path) -> str:
     return f" (measured on {shown})"
 
 
+#: a replay's label: its table as shown, what the table says it was measured on, then this
+LABEL_HEAD, LABEL_TAIL = "REPLAY of ", ": recorded measurements are looked up, nothing is measured"
+
+
+def replay_label(shown: str, replay: Path, params: list[str]) -> str:
+    """The label a replay's header, results and report carry: the table ``replay`` as
+    ``shown`` (as typed with ``--replay``), the device it was measured on, and its repeats.
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+        >>> _ = open(path, "w").write("a,device.name,m\\n1,NVIDIA H100,5\\n")
+        >>> replay_label("t.csv", Path(path), ["a"])
+        'REPLAY of t.csv (measured on NVIDIA H100): recorded measurements are looked up, ...'
+    """
+    return f"{LABEL_HEAD}{shown}{measured_on(replay)}{LABEL_TAIL}" + repeats_note(replay, params)
+
+
+def table_shown(stored: dict[str, Any] | None, replay: Path) -> str:
+    """The table ``replay`` of a stored replay study as its first run showed it (as typed
+    with ``--replay``), read from the label it stored; its stored (absolute) path where the
+    label does not say.
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+        >>> _ = open(path, "w").write("a,device.name,m\\n1,NVIDIA H100,5\\n")
+        >>> table_shown({"label": replay_label("data/t.csv", Path(path), ["a"])}, Path(path))
+        'data/t.csv'
+        >>> old = "REPLAY of t.csv: recorded measurements are looked up, nothing is measured"
+        >>> table_shown({"label": old}, Path(path)), table_shown({}, Path("/d/t.csv"))
+        ('t.csv', '/d/t.csv')
+    """
+    label = (stored or {}).get("label")
+    if not isinstance(label, str) or not label.startswith(LABEL_HEAD) or LABEL_TAIL not in label:
+        return str(replay)
+    shown = label[len(LABEL_HEAD) : label.rindex(LABEL_TAIL)]
+    # a label stored before it named the device has none to take off
+    return shown.removesuffix(measured_on(replay)) or str(replay)
+
+
 def repeats_note(replay: Path, params: list[str]) -> str:
     """The replay label's note on configs the table records more than once, or nothing.
 

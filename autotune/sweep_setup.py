@@ -429,13 +429,14 @@ def build_settings(
         from autotune.replay_setup import (
             check_replay_objective,
             check_replay_slo,
-            measured_on,
-            repeats_note,
             replay_arguments,
+            replay_label,
             replay_settings,
+            table_shown,
         )
 
         # a resumed replay study fills in what it stored (its table, ... with --study alone)
+        typed = replay  # the table as the user typed it, if this run names it
         given = {"params": params, "metric": metric, "maximize": maximize, "space_path": space}
         args = replay_arguments(stored, study, replay=replay, problem_values=problem, **given)
         replay, metric, maximize = args["replay"], args["metric"], args["maximize"]
@@ -453,9 +454,9 @@ def build_settings(
             seed = stored.get("seed") if seed is None else seed
             trials, time_budget_s = _resumed_budget(stored, trials, time_budget_s)
             slo = resumed_slo(study, stored, slo)
-        label = (f"REPLAY of {replay}{measured_on(replay)}: recorded measurements are looked "
-                 "up, nothing is measured")  # fmt: skip
-        label += repeats_note(replay, problem["params"])
+        # the table as typed, or as the study's first run showed it: not its stored path
+        shown = str(typed) if typed is not None else table_shown(stored, replay)
+        label = replay_label(shown, replay, problem["params"])
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]
         _check_stored_workload(study, workload)

@@ -311,3 +311,36 @@ def test_the_replay_label_names_the_device_the_table_was_measured_on(tmp_path):
     unstamped = _settings("memory", study=None).label
     assert unstamped == (f"REPLAY of {TABLE}: recorded measurements are looked up, nothing is "
                          "measured")  # fmt: skip
+
+
+def test_a_resumed_replays_label_shows_the_table_as_the_first_run_typed_it(tmp_path, monkeypatch):
+    # `--replay t.csv` showed 'REPLAY of t.csv ...'; resumed by --study alone the label read
+    # 'REPLAY of /tmp/.../t.csv ...', the path the study stored
+    import shutil
+
+    shutil.copy(DATA / "matmul_raw_sq5k_h100.csv", tmp_path / "t.csv")
+    monkeypatch.chdir(tmp_path)
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    first = _settings(storage, replay=Path("t.csv"), trials=1)
+    Sweep(first).run()
+    resumed = _settings(storage, replay=None, params=None, metric=None, trials=2)
+    assert resumed.problem["table"] == str(tmp_path / "t.csv")  # (stored whole)
+    assert resumed.label == first.label
+    assert resumed.label.startswith("REPLAY of t.csv (measured on NVIDIA H100 80GB HBM3): ")
+
+
+def test_a_resumed_replay_stored_before_labels_named_the_device_gets_it(tmp_path, monkeypatch):
+    # a study created before the label named the device stored 'REPLAY of t.csv: ...'
+    import shutil
+
+    shutil.copy(DATA / "matmul_raw_sq5k_h100.csv", tmp_path / "t.csv")
+    monkeypatch.chdir(tmp_path)
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    Sweep(_settings(storage, replay=Path("t.csv"), trials=1)).run()
+    study = optuna.load_study(study_name="s1", storage=storage)
+    info = study.user_attrs["autotune"]
+    old = "REPLAY of t.csv: recorded measurements are looked up, nothing is measured"
+    study.set_user_attr("autotune", {**info, "label": old})
+    resumed = _settings(storage, replay=None, params=None, metric=None, trials=2)
+    assert resumed.label == ("REPLAY of t.csv (measured on NVIDIA H100 80GB HBM3): recorded "
+                             "measurements are looked up, nothing is measured")  # fmt: skip
