@@ -120,8 +120,8 @@ def trials(
     """List a sweep's trials: status, reason, values, parameters."""
     quiet_libraries()
     from autotune.driver import trials_frame
-    from autotune.driver.results import study_info
     from autotune.driver.trial_attrs import INFEASIBLE, trial_origin
+    from autotune.replay_info import study_label
     from autotune.storage import load_study, open_storage
 
     if output is not None and format == "table":
@@ -130,7 +130,7 @@ def trials(
     loaded = load_study(open_storage(storage, existing=True), study)
     frame = trials_frame(loaded)
     # a replay's figures were looked up, not measured: its label heads the table and the page
-    label = study_info(loaded).get("label") or ""
+    label = study_label(loaded)  # (an old replay's completed with its device)
     if "status" not in frame.columns:  # no trial yet: the listing's columns, no rows
         frame = frame.reindex(columns=["trial", "status", "reason", "duration_s"])
     if format == "table":

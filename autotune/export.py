@@ -30,7 +30,7 @@ from autotune import __version__
 from autotune.driver.results import best_trials, objectives_of, study_info
 from autotune.driver.trial_attrs import TELEMETRY, stored_finish, trial_metrics
 from autotune.reference_verdict import reference_faster
-from autotune.replay_info import replay_info
+from autotune.replay_info import replay_info, study_label
 from autotune.std_paths import descriptor_of, write_to_descriptor
 from autotune.triton_export import triton_export
 
@@ -56,7 +56,7 @@ def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[s
         "autotune_version": __version__,
         "study": study.study_name,
         "workload": info.get("workload"),
-        "label": info.get("label", ""),
+        "label": study_label(study),  # (an old replay's completed with its device)
         "problem": info.get("problem", {}),
         "trial": trial.number,
         "config": dict(trial.params),

@@ -19,6 +19,56 @@ import optuna
 from autotune.driver.results import ok_trials, study_info
 from autotune.driver.trial_attrs import trial_metrics
 
+#: a replay's label: its table as shown, where its figures were measured, then this
+LABEL_HEAD, LABEL_TAIL = "REPLAY of ", ": recorded measurements are looked up, nothing is measured"
+#: how the label says where its figures were measured (:func:`measured_on_text`)
+MEASURED_ON = " (measured on "
+
+
+def measured_on_text(names: list[str]) -> str:
+    """The replay label's note on the devices a table's figures were measured on, or nothing
+    without one.
+
+    Example:
+        >>> measured_on_text(["NVIDIA H100"]), measured_on_text([])
+        (' (measured on NVIDIA H100)', '')
+        >>> measured_on_text(["a", "b", "c", "d", "e"])
+        ' (measured on a, b, c and 2 more)'
+    """
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{MEASURED_ON}{shown})"
+
+
+def lacks_device(label: str) -> bool:
+    """Whether ``label`` is a replay's stored before labels named the device its table was
+    measured on.
+
+    Example:
+        >>> lacks_device("REPLAY of t.csv: recorded measurements are looked up, nothing is "
+        ...              "measured"), lacks_device("")
+        (True, False)
+    """
+    if not label.startswith(LABEL_HEAD) or LABEL_TAIL not in label:
+        return False
+    return MEASURED_ON not in label[: label.rindex(LABEL_TAIL)]
+
+
+def completed_label(label: str, devices: list[str]) -> str:
+    """``label``, where it lacks the device (:func:`lacks_device`), with ``devices`` (the
+    names the table recorded) where the label names it now; else as it is.
+
+    Example:
+        >>> completed_label("REPLAY of t.csv: recorded measurements are looked up, nothing is "
+        ...                 "measured", ["NVIDIA H100"])
+        'REPLAY of t.csv (measured on NVIDIA H100): recorded measurements are looked up, ...'
+    """
+    if not lacks_device(label):
+        return label
+    cut = label.rindex(LABEL_TAIL)
+    return label[:cut] + measured_on_text(devices) + label[cut:]
+
 
 def replay_stamps(metrics: dict[str, Any]) -> dict[str, Any]:
     """What a recorded table says of its recording, read from a replayed trial's metrics (a
@@ -100,6 +150,23 @@ def replay_info(info: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]
 def is_replay(study: optuna.Study) -> bool:
     """Whether the study replayed a recorded table (measured nothing)."""
     return study_info(study).get("workload") == "replay"
+
+
+def study_label(study: optuna.Study) -> str:
+    """The label ``study`` stored (a replay's says so, ``REPLAY of ...``; '' for most
+    sweeps), the one every result and report shows. A replay's stored before labels named the
+    device its table was measured on is completed with it, from its trials' stamps
+    (:func:`replay_stamps`), as a replay of that table is labelled now."""
+    info = study_info(study)
+    label = info.get("label") or ""
+    if not isinstance(label, str) or info.get("workload") != "replay" or not lacks_device(label):
+        return label if isinstance(label, str) else ""
+    names: dict[str, None] = {}
+    for trial in study.get_trials(deepcopy=False):
+        name = replay_stamps(trial_metrics(trial))["device"].get("name")
+        if isinstance(name, str) and name.strip():
+            names.setdefault(name)
+    return completed_label(label, list(names))
 
 
 def study_replay(study: optuna.Study) -> dict[str, Any] | None:

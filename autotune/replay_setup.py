@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from autotune.replay_info import LABEL_HEAD, LABEL_TAIL, MEASURED_ON, measured_on_text
 from autotune.space import Space, load_space
 from autotune.sweep_setup import SetupError
 
@@ -335,15 +336,9 @@ def measured_on(replay: Path) -> str:
     column = next((c for c in ("device.name", "device") if c in table.columns), None)
     if column is None:
         return ""
-    names = list(dict.fromkeys(str(v) for v in table[column].dropna() if str(v).strip()))
-    if not names:
-        return ""
-    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return f" (measured on {shown})"
-
-
-#: a replay's label: its table as shown, what the table says it was measured on, then this
-LABEL_HEAD, LABEL_TAIL = "REPLAY of ", ": recorded measurements are looked up, nothing is measured"
+    return measured_on_text(
+        list(dict.fromkeys(str(v) for v in table[column].dropna() if str(v).strip()))
+    )
 
 
 def replay_label(shown: str, replay: Path, params: list[str]) -> str:
@@ -379,8 +374,9 @@ def table_shown(stored: dict[str, Any] | None, replay: Path) -> str:
     if not isinstance(label, str) or not label.startswith(LABEL_HEAD) or LABEL_TAIL not in label:
         return str(replay)
     shown = label[len(LABEL_HEAD) : label.rindex(LABEL_TAIL)]
-    # a label stored before it named the device has none to take off
-    return shown.removesuffix(measured_on(replay)) or str(replay)
+    if MEASURED_ON in shown:  # (a label stored before it named the device has none)
+        shown = shown[: shown.rindex(MEASURED_ON)]
+    return shown or str(replay)
 
 
 def repeats_note(replay: Path, params: list[str]) -> str:

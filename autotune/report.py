@@ -40,6 +40,7 @@ from autotune.driver.trial_attrs import (
     stored_info,
     trial_metrics,
 )
+from autotune.replay_info import study_label
 from autotune.report_winner import winner_panel
 from autotune.units import readable
 
@@ -415,7 +416,7 @@ class Report:
         self.data["figures"] = shown
         problem = ", ".join(f"{k}={v}" for k, v in self.info.get("problem", {}).items())
         head = f"{self.info.get('workload', '?')} {problem}"
-        label = self.info.get("label", "")
+        label = study_label(self.study)  # (an old replay's completed with its device)
         return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8">
 <title>autotune report: {html.escape(self.study.study_name)}</title>
