@@ -190,3 +190,38 @@ def crashing_finish(tmp_path: Path):
         return study, sweep.finish(study, top=top, rounds=rounds)
 
     return finish
+
+
+LOGS_EACH_MEASUREMENT = """import time
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Logged(Objective):
+    '''Each evaluate takes 0.3 s and, once it measured, appends its x to problem's log file.'''
+
+    name, space, directions = "logged", "logged.yaml", {"v": "maximize"}
+
+    def __init__(self, problem):
+        self.log = problem["log"]
+
+    def evaluate(self, config, report=None):
+        time.sleep(0.3)
+        with open(self.log, "a") as log:
+            log.write(f"{config['x']}\\n")
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = Logged
+"""
+
+
+@pytest.fixture
+def logged_workload(tmp_path: Path) -> tuple[Path, Path]:
+    """``(workload file, log)``: an objective over int x whose evaluate takes 0.3 s and then
+    appends x to the log file its problem names (``log=PATH``): what was measured, whatever
+    the study holds."""
+    (tmp_path / "logged.py").write_text(LOGS_EACH_MEASUREMENT)
+    (tmp_path / "logged.yaml").write_text("parameters:\n  x: {type: int, low: 0, high: 1000000}\n")
+    return tmp_path / "logged.py", tmp_path / "log.txt"

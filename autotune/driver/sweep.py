@@ -239,15 +239,38 @@ class _SweepRun:
         except KeyboardInterrupt:
             stopped_by = "interrupted"
         finally:
-            signal_restore()
-            # the sweep's wall time ends with its last trial: stopping the executor (workers,
-            # a Ray started for the sweep), like starting it, is not search overhead
-            self.end = time.monotonic()
-            # a trial still running when the sweep stops filled its slot until then (a stop by
-            # a signal or a lost cluster): without it the overhead read close to 100%
-            self.busy_s += sum(self.end - self.launched_at.get(n, self.end) for n in self.in_flight)
-            self.close(stopped_by)
+            # a second signal must not leave a trial RUNNING or drop a measured one: held
+            # until every trial is told or closed
+            try:
+                with signals_held():
+                    self.stop(stopped_by)
+            finally:
+                signal_restore()
         return self.summarise(stopped_by, capacity)
+
+    def stop(self, stopped_by: str) -> None:
+        """End the run: tell what was measured, count the slots' busy time, close the rest."""
+        # the sweep's wall time ends with its last trial: stopping the executor (workers, a
+        # Ray started for the sweep), like starting it, is not search overhead
+        self.end = time.monotonic()
+        self.tell_at_stop()
+        # a trial still running when the sweep stops filled its slot until then (a stop by a
+        # signal or a lost cluster): without it the overhead read close to 100%
+        self.busy_s += sum(self.end - self.launched_at.get(n, self.end) for n in self.in_flight)
+        self._close(stopped_by)
+
+    def tell_at_stop(self) -> None:
+        """Tell the trials measured but not told when the sweep stopped (the inline executor's
+        evaluated trials waiting on its simulated clock, a worker's result that came in while
+        a config was asked for): they are kept, not marked interrupted. An executor that cannot
+        answer then (a cluster gone) leaves its trials to be marked interrupted."""
+        try:
+            finished = self.executor.finished_at_stop()
+        except Exception:  # noqa: BLE001 - the stop goes on: its trials are marked interrupted
+            return
+        for one in finished:
+            if one.ticket in self.in_flight:  # not told yet
+                self._tell_finished(one)
 
     def tell_polled(self) -> None:
         """Tell the trials that finished by now, without waiting for one (at most every
@@ -501,11 +524,8 @@ class _SweepRun:
         self.observer.on_trial(record, self.study, self.counts)
 
     # -- the end ------------------------------------------------------------------------
-    def close(self, stopped_by: str) -> None:
-        with signals_held():
-            self._close(stopped_by)
-
     def _close(self, stopped_by: str) -> None:
+        """Stop the executor and close every trial of this driver not told (signals held)."""
         self.executor.close()  # ends workers still measuring
         for asked in self.in_flight.values():
             reason = f"the sweep stopped ({stopped_by}) while it ran"

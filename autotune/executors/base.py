@@ -78,6 +78,13 @@ class Executor(ABC):
         without blocking): the driver tells them while it goes on asking for configs."""
         return []
 
+    def finished_at_stop(self) -> list[Finished]:
+        """The trials whose results are in hand but were not handed back, or were handed back
+        and perhaps not told, as the sweep stops (called before :meth:`close`): the driver
+        tells those it has not told yet, rather than mark measured trials interrupted. By
+        default those :meth:`poll` finds."""
+        return self.poll()
+
     def worker_start_s(self) -> float | None:
         """The longest a worker took to start (import its libraries, build the objective) before
         its first trial, where the executor measures it; None where it does not. A fresh

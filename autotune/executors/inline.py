@@ -13,7 +13,9 @@ what they print goes to stderr, an exception (``SystemExit`` included) is the tr
 failure, and a trial past ``timeout_s`` is stopped and comes back ``timeout`` (one running
 when the sweep's time budget ends, ``interrupted``) where a timer can interrupt it (the main
 thread; a C call that never returns to Python cannot be). A segfault ends the driver:
-objectives that can crash take the local executor.
+objectives that can crash take the local executor. When the sweep stops (Ctrl-C), the trials
+evaluated but still waiting on the simulated clock are measured: :meth:`finished_at_stop`
+hands them to the driver to tell; the one a Ctrl-C cut mid-evaluation is ``interrupted``.
 
 Example:
     >>> executor = InlineExecutor("faults", {}, capacity=2)
@@ -59,6 +61,7 @@ class InlineExecutor(Executor):
         self._clock = 0.0  # simulated seconds
         self._order = 0  # ties finish in submission order
         self._pending: list[tuple[float, int, Finished]] = []
+        self._handed: list[Finished] = []  # the last trial wait_any handed back
 
     @property
     def capacity(self) -> int:
@@ -93,10 +96,21 @@ class InlineExecutor(Executor):
     def wait_any(self) -> list[Finished]:
         if not self._pending:
             raise RuntimeError("wait_any() with no trial in flight")
+        # kept before it leaves the heap: a stop before the driver told it still finds it
+        self._handed = [self._pending[0][2]]
         finish_at, _, finished = heapq.heappop(self._pending)
         self._clock = max(self._clock, finish_at)
         return [finished]
 
+    def finished_at_stop(self) -> list[Finished]:
+        """Every trial evaluated and not handed back yet (in the order the simulated clock
+        finishes them), after the last one handed back: all were measured, whatever the
+        simulated clock says, so a stop keeps them."""
+        waiting = [finished for _, _, finished in sorted(self._pending, key=lambda p: p[:2])]
+        handed, self._handed, self._pending = self._handed, [], []
+        return handed + waiting
+
     def close(self) -> None:
         self._pending.clear()
+        self._handed = []
         self._runner.close()

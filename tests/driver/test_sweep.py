@@ -554,3 +554,40 @@ def test_a_sweep_stopped_by_a_signal_counts_its_running_trials_as_filled_slots(w
         timer.cancel()
     assert summary.stopped_by == "interrupted"
     assert summary.search_overhead < 0.5
+
+
+def test_a_stop_while_a_config_is_asked_keeps_the_trial_a_worker_measured_meanwhile(
+    tmp_path, monkeypatch, logged_workload
+):
+    """Local workers: a trial that finished while the driver asked the sampler for a config
+    waited in the executor's queue; a Ctrl-C then marked it interrupted, its figure lost. It
+    must be told ok at the stop."""
+    from autotune.driver.trial_attrs import trial_status
+    from autotune.space import Param, Space
+
+    workload, log = logged_workload
+    original = optuna.samplers.RandomSampler.before_trial
+
+    def before_trial(self, study, trial):  # noqa: ANN001, ANN202
+        original(self, study, trial)
+        if trial.number == 2:  # asked ahead while trials 0 and 1 run: wait for one's result
+            deadline = time.monotonic() + 60
+            while not (log.exists() and log.read_text().split()) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.3)  # its worker has handed it back
+            os.kill(os.getpid(), signal.SIGINT)  # a real signal, while the config is asked
+
+    monkeypatch.setattr(optuna.samplers.RandomSampler, "before_trial", before_trial)
+    url = f"sqlite:///{tmp_path / 'ask.db'}"
+    space = Space("logged", [Param("x", "int", low=0, high=1000000)])
+    summary = Sweep(
+        settings(space, workload=str(workload), problem={"log": str(log)},
+                 objectives={"v": "maximize"}, sampler="random", storage=url, study_name="s",
+                 executor="local", workers=2, warm_start="off")
+    ).run()  # fmt: skip
+    assert summary.stopped_by == "interrupted"
+    trials = load(url, "s").trials
+    measured = {int(x) for x in log.read_text().split()}
+    stored_ok = {t.params["x"] for t in trials if trial_status(t) == "ok"}
+    assert measured and measured <= stored_ok, [(t.number, trial_status(t)) for t in trials]
+    assert optuna.trial.TrialState.RUNNING not in [t.state for t in trials]

@@ -108,3 +108,57 @@ def test_a_config_that_kills_the_inline_driver_is_crashed_at_the_resume_not_trie
     assert outcome == {"segfault": "crashed", "none": "ok"}
     crashed = next(t for t in study.trials if t.params["fault"] == "segfault")
     assert "ran in it (--executor inline)" in crashed.user_attrs["reason"]
+
+
+def test_ctrl_c_keeps_every_trial_evaluated_while_others_wait_on_the_simulated_clock(
+    tmp_path, logged_workload
+):
+    """Two in flight inline: each trial measured waits on the simulated clock while the next
+    one is evaluated, so a Ctrl-C then found a measured trial not yet told. It was marked
+    interrupted, its figure lost; every evaluated trial must be stored ok, the one cut
+    mid-evaluation interrupted, none RUNNING."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import optuna
+
+    from autotune.driver.trial_attrs import trial_status
+
+    workload, log = logged_workload
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "tune", str(workload),
+         "--problem", f"log={log}", "--executor", "inline", "--workers", "2",
+         "--trials", "40", "--finish-top", "0", "--storage", url, "--study", "s",
+         "--sampler", "random", "--seed", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (log.exists() and len(log.read_text().split()) >= 4):
+        assert time.monotonic() < deadline and sweep.poll() is None, sweep.communicate()
+        time.sleep(0.05)
+    time.sleep(0.1)  # into the next evaluate: the trial before it waits on the clock
+    sweep.send_signal(signal.SIGINT)
+    _, err = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130, err
+    assert "Traceback" not in err
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    statuses = {t.number: (t.state.name, trial_status(t)) for t in trials}
+    measured = {int(x) for x in log.read_text().split()}
+    stored_ok = {t.params["x"] for t in trials if trial_status(t) == "ok"}
+    assert measured == stored_ok, statuses
+    # the one cut mid-evaluation (the signal came during one, most likely) is interrupted
+    assert set(statuses.values()) <= {("COMPLETE", "ok"), ("FAIL", "interrupted")}, statuses
+
+
+def test_finished_at_stop_hands_back_every_evaluated_trial_in_finishing_order():
+    with InlineExecutor("faults", {}, capacity=3) as executor:
+        executor.submit(0, {"fault": "none", "delay": 0.05})
+        executor.submit(1, {"fault": "none", "delay": 0.0})
+        executor.submit(2, {"fault": "none", "delay": 0.02})
+        (first,) = executor.wait_any()  # handed back, perhaps not told: handed again
+        assert first.ticket == 1
+        assert [f.ticket for f in executor.finished_at_stop()] == [1, 2, 0]
+        assert executor.in_flight == 0 and executor.finished_at_stop() == []
