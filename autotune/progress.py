@@ -196,7 +196,9 @@ class ProgressDisplay(SweepObserver):
         slots = min(summary.in_flight, summary.trials_run)
         in_flight = f", up to {slots} at a time" if slots > 1 else ""
         shares = (  # of the slots' time: none without a trial run (a resume that ran none)
-            f"; search overhead {summary.search_overhead:.1%} of the slots' wall time "
+            _replay_cost_text(summary)
+            if not summary.measured
+            else f"; search overhead {summary.search_overhead:.1%} of the slots' wall time "
             f"(the sampler's {summary.sampler_share:.1%} runs while trials measure); "
             f"compiling held slots {summary.compile_share:.1%} of it"
             + (
@@ -253,6 +255,20 @@ def _adds(left: int, untried: int | None) -> str:
         configs = "config" if untried == 1 else "configs"
         return f"{left} to run; only {untried} {configs} of the space left untried"
     return f"{left} to run"
+
+
+def _replay_cost_text(summary: SweepSummary) -> str:
+    """What a replay's closing line says of the search's cost: its trials take no time, so a
+    share of the slots' time would read ~100%; the milliseconds per trial say it.
+
+    Example:
+        >>> from collections import Counter
+        >>> _replay_cost_text(SweepSummary(None, "s", 40, 40, Counter(), [], "trials", 0.5,
+        ...                                sampler_s=0.2, measured=False))
+        '; a replay measures nothing: the sweep took 12.5 ms a trial (the sampler 5.0 ms of it)'
+    """
+    return (f"; a replay measures nothing: the sweep took {summary.ms_per_trial:.1f} ms "
+            f"a trial (the sampler {summary.sampler_ms_per_trial:.1f} ms of it)")  # fmt: skip
 
 
 def _memory_text(memory: dict) -> str:

@@ -215,3 +215,28 @@ def test_a_resumes_header_leaves_the_count_to_run_where_the_sampler_cannot_tell(
         Sweep(settings, ProgressDisplay(Console(file=out, width=1000))).run()
         lines.append(out.getvalue().splitlines()[0])
     assert lines[1].endswith("| study t (2 trials stored) | budget 5 trials (3 to run)")
+
+
+def test_a_replay_s_closing_line_gives_the_search_s_milliseconds_a_trial_not_a_share(tmp_path):
+    # an inline replay read 'search overhead 99.2% of the slots' wall time (the sampler's 58.9%
+    # runs while trials measure)': its trials look figures up in no time, nothing measures
+    from autotune.driver import Sweep
+    from autotune.driver.settings import SweepSettings
+    from autotune.objectives.replay import load_table, space_from_table
+
+    table = tmp_path / "t.csv"
+    table.write_text("BM,gbps\n" + "".join(f"{b},{b / 10}\n" for b in range(16, 272, 16)))
+    settings = SweepSettings(
+        workload="replay", problem={"table": str(table), "params": ["BM"], "metric": "gbps"},
+        space=space_from_table(load_table(str(table)), ["BM"]), objectives={"gbps": "maximize"},
+        sampler="random", n_trials=10, seed=0, storage="memory", executor="inline",
+    )  # fmt: skip
+    out = io.StringIO()
+    summary = Sweep(settings, ProgressDisplay(Console(file=out, width=400))).run()
+    line = out.getvalue().splitlines()[-1]
+    assert "search overhead" not in line and "compiling held slots" not in line, line
+    ms = 1000 * summary.elapsed_s / 10
+    assert f"; a replay measures nothing: the sweep took {ms:.1f} ms a trial (the sampler " in line
+    stored = summary.study.user_attrs["last_run"]
+    assert stored["search_overhead"] is None
+    assert stored["ms_per_trial"] == round(ms, 3)

@@ -145,6 +145,10 @@ class SweepSummary:
     #: run's: on a first run the same as ``failures``
     study_failures: Counter = field(default_factory=Counter)
     trials_stored: int = 0  # the study's launched trials when this run began (0: a first run)
+    #: False where the objective measures nothing (a replay looks its figures up): its trials
+    #: take no time, so no share of the slots' time says anything; the line gives
+    #: :attr:`ms_per_trial` instead
+    measured: bool = True
 
     @property
     def search_overhead(self) -> float:
@@ -159,6 +163,23 @@ class SweepSummary:
         first launches, and waiting for the compile-ahead pool with a slot free."""
         total = self.elapsed_s * max(1, self.in_flight)
         return (self.trial_compile_s + self.compile_wait_s) / total if total else 0.0
+
+    @property
+    def ms_per_trial(self) -> float:
+        """Milliseconds of the sweep's wall time per trial run: for a replay, whose trials take
+        no time, what the search itself costs (sampler, storage, bookkeeping; with local
+        workers, their start and each lookup's round trip too).
+
+        Example:
+            >>> SweepSummary(None, "s", 40, 40, Counter(), [], "trials", 0.5).ms_per_trial
+            12.5
+        """
+        return 1000.0 * self.elapsed_s / self.trials_run if self.trials_run else 0.0
+
+    @property
+    def sampler_ms_per_trial(self) -> float:
+        """Of :attr:`ms_per_trial`, the milliseconds the sampler took to propose."""
+        return 1000.0 * self.sampler_s / self.trials_run if self.trials_run else 0.0
 
     @property
     def sampler_share(self) -> float:

@@ -186,6 +186,7 @@ class _SweepRun:
         self.repair = ConstraintRepair(s.space, s.problem, s.device, s.seed)
         self.last_reap = self.last_poll = time.monotonic()
         self.peers = StudyPeers(study, self.identity)  # the other drivers on this study
+        self.measures = _measures(s.workload)  # False: a replay (its trials take no time)
         for t in study.get_trials(deepcopy=False, states=(
             optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
         )):  # fmt: skip
@@ -573,6 +574,7 @@ class _SweepRun:
             refusals=self.refusals,
             study_failures=_failures(self.counts),
             trials_stored=self.trials_stored,
+            measured=self.measures,
         )
         self.study.set_user_attr(
             LAST_RUN,
@@ -585,7 +587,9 @@ class _SweepRun:
                 "elapsed_s": round(summary.elapsed_s, 3),
                 "evaluate_s": round(self.busy_s, 3),
                 "sampler_s": round(self.sampler_s, 3),
-                "search_overhead": round(summary.search_overhead, 4),
+                # a replay's trials take no time: its cost is the search's per trial
+                "search_overhead": round(summary.search_overhead, 4) if self.measures else None,
+                "ms_per_trial": round(summary.ms_per_trial, 3),
                 "compile_jobs": summary.compile_jobs,
                 "trial_compile_s": round(self.trial_compile_s, 3),
                 "compile_wait_s": round(self.compile_wait_s, 3),
@@ -605,3 +609,14 @@ class _SweepRun:
 def _failures(counts: Counter) -> Counter:
     """The failures of ``counts`` by kind: every outcome but a success and a repeat."""
     return Counter({k: v for k, v in counts.items() if k not in ("ok", REPEATED)})
+
+
+def _measures(workload: str) -> bool:
+    """Whether ``workload``'s objective measures (False: a replay looks its figures up); one
+    this process cannot import (it runs in Ray actors only) counts as measuring."""
+    from autotune.objectives import get_objective
+
+    try:
+        return get_objective(workload).measures
+    except (ImportError, KeyError):
+        return True
