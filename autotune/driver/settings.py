@@ -134,6 +134,9 @@ class SweepSummary:
     evaluate_s: float = 0.0  # slot-seconds spent in trials (summed over the slots)
     sampler_s: float = 0.0  # of elapsed_s, asking the sampler for configs (rejections included)
     in_flight: int = 1  # the executor's capacity at the start
+    #: trials that ran at the same time in wall time, where fewer than ``in_flight`` (the inline
+    #: executor's are simulated: 1); the slots whose time the shares below divide
+    side_by_side: int | None = None
     compile_jobs: int = 0  # processes of the compile-ahead pool (0: none)
     trial_compile_s: float = 0.0  # slot-seconds trials spent compiling (their first launch)
     compile_wait_s: float = 0.0  # seconds a free slot waited for the compile-ahead pool
@@ -151,17 +154,31 @@ class SweepSummary:
     measured: bool = True
 
     @property
+    def slots_s(self) -> float:
+        """The slots' wall time: elapsed x the trials that ran side by side (capacity, or
+        :attr:`side_by_side`).
+
+        Example:
+            >>> summary = SweepSummary(None, "s", 8, 8, Counter(), [], "trials", 2.0,
+            ...                        in_flight=4, side_by_side=1)  # inline, 4 simulated
+            >>> summary.slots_s
+            2.0
+        """
+        slots = self.side_by_side if self.side_by_side is not None else self.in_flight
+        return self.elapsed_s * max(1, slots)
+
+    @property
     def search_overhead(self) -> float:
-        """Share of the slots' wall time (capacity x elapsed) not spent in a trial: the
+        """Share of the slots' wall time (:attr:`slots_s`) not spent in a trial: the
         sampler, the storage and the display when they hold a slot up, and idle slots."""
-        total = self.elapsed_s * max(1, self.in_flight)
+        total = self.slots_s
         return max(0.0, 1.0 - self.evaluate_s / total) if total else 0.0
 
     @property
     def compile_share(self) -> float:
         """Share of the slots' wall time spent compiling where it held a slot: in the trials'
         first launches, and waiting for the compile-ahead pool with a slot free."""
-        total = self.elapsed_s * max(1, self.in_flight)
+        total = self.slots_s
         return (self.trial_compile_s + self.compile_wait_s) / total if total else 0.0
 
     @property

@@ -566,6 +566,7 @@ class _SweepRun:
             evaluate_s=self.busy_s,
             sampler_s=self.sampler_s,
             in_flight=capacity,
+            side_by_side=min(capacity, self.executor.side_by_side),
             compile_jobs=self.compiler.jobs if self.compiler is not None else 0,
             trial_compile_s=self.trial_compile_s,
             compile_wait_s=self.compile_wait_s,

@@ -55,6 +55,12 @@ class Executor(ABC):
         """How many trials may run at once now (a cluster that lost a node has less)."""
 
     @property
+    def side_by_side(self) -> int:
+        """How many trials really run at the same time, in wall time: the capacity, but for an
+        executor that simulates it (the inline one runs its trials one after another)."""
+        return self.capacity
+
+    @property
     @abstractmethod
     def in_flight(self) -> int:
         """How many submitted trials have not been returned by :meth:`wait_any` yet."""

@@ -68,6 +68,11 @@ class InlineExecutor(Executor):
         return self._capacity
 
     @property
+    def side_by_side(self) -> int:
+        """1: however many are in flight on the simulated clock, trials run one at a time."""
+        return 1
+
+    @property
     def in_flight(self) -> int:
         return len(self._pending)
 
