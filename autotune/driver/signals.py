@@ -1,7 +1,7 @@
 """How the sweep takes SIGINT, SIGTERM and SIGHUP (a closed terminal or SSH session): a
 signal stops it at the next turn of its loop (cutting a wait short), never while a measured
 trial is half-told or a new trial is not yet known to the heartbeat, and a second signal
-cannot interrupt the sweep's close.
+neither hangs the first's handler nor interrupts the sweep's stop.
 
 Example:
     >>> import threading
@@ -44,12 +44,22 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
     workers ended): the handler sets ``stop``, which the loop checks at every turn, and raises
     KeyboardInterrupt to cut a wait short, except while a measured trial is being told (Python
     drops an exception raised inside a garbage collector's callback; the flag still stops the
-    sweep then). Returns what puts the previous handlers back. Only the main thread takes
-    signals: elsewhere nothing changes."""
+    sweep then). A signal after the first does nothing: the sweep is stopping. Returns what
+    puts the previous handlers back. Only the main thread takes signals: elsewhere nothing
+    changes."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
+    taken: list[int] = []  # the signals that came: only the first stops the sweep
 
     def interrupt(signum: int, frame: object) -> None:
+        # A second signal (Ctrl-C twice, a closed terminal's SIGHUP then SIGTERM) is let be:
+        # its handler may run inside the first's ``stop.set()``, whose lock it would wait on
+        # for ever, and raising again could cut the sweep's stop short before its trials are
+        # closed. The first one's flag or exception stops the sweep all the same.
+        first = not taken
+        taken.append(signum)
+        if not first:
+            return
         stop.set()
         if not _DEFERRED.is_set():
             raise KeyboardInterrupt(f"signal {signum}")

@@ -81,3 +81,49 @@ def test_a_sweep_started_under_nohup_runs_on_when_the_terminal_closes(tmp_path):
     assert ignoring.wait(timeout=120) == 0, ignoring.stderr.read()
     assert "done: 6 trials" in ignoring.stderr.read()
     assert taking.wait(timeout=120) == 130  # a SIGHUP it was not started ignoring stops it
+
+
+SLOW_TO_SET = """
+import signal, sys, threading, time
+from autotune.driver.signals import stop_on_signals
+
+
+class SlowToSet(threading.Event):
+    '''An Event whose set() holds its lock a while, as a loaded machine's may.'''
+
+    def set(self):
+        with self._cond:
+            print("setting", flush=True)
+            time.sleep(1.0)  # a second signal lands here
+            self._flag = True
+            self._cond.notify_all()
+
+
+stop = SlowToSet()
+stop_on_signals(stop)
+print("ready", flush=True)
+try:
+    time.sleep(30)
+except KeyboardInterrupt:
+    print("interrupted", stop.is_set(), flush=True)
+"""
+
+
+def test_a_second_signal_while_the_first_sets_the_stop_neither_hangs_nor_raises_again():
+    # Ctrl-C twice, or a closed terminal's SIGHUP then SIGTERM: the second handler ran inside
+    # the first's stop.set() and waited for ever on the Event's lock, the sweep hung (seen:
+    # an inline sweep sent SIGINT and SIGTERM together never ended)
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", SLOW_TO_SET], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert process.stdout.readline() == "ready\n", process.stderr.read()
+        process.send_signal(signal.SIGINT)
+        assert process.stdout.readline() == "setting\n"
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=20)
+    finally:
+        process.kill()
+    assert out == "interrupted True\n", err
