@@ -3,11 +3,12 @@
 Whatever a trial prints (``print``, a write to file descriptor 1, a child process it starts)
 goes to stderr: the driver's stdout holds its results only (``autotune tune ... > best.json``).
 Any exception a trial raises is its failure, ``SystemExit`` included (``crashed: SystemExit:
-3``); only ``KeyboardInterrupt`` (the sweep being stopped) goes through. With ``timeout_s`` a
-trial that runs longer is stopped there and comes back ``timeout``: a timer (``SIGALRM``)
-raises in ``evaluate``, which interrupts a sleep, a wait on a lock, a socket or a child process
-and Python code, though not one C call that never returns to the interpreter; one running
-when the sweep's time budget ends (``budget_ends``) is stopped there and comes back
+3``); only ``KeyboardInterrupt`` (the sweep being stopped) goes through, also when the
+objective caught it and raised its own error (the trial is ``interrupted``, not blamed). With
+``timeout_s`` a trial that runs longer is stopped there and comes back ``timeout``: a timer
+(``SIGALRM``) raises in ``evaluate``, which interrupts a sleep, a wait on a lock, a socket or a
+child process and Python code, though not one C call that never returns to the interpreter; one
+running when the sweep's time budget ends (``budget_ends``) is stopped there and comes back
 ``interrupted``. Signals reach the main thread only, so elsewhere (and on a system without
 ``setitimer``) a trial has no time limit.
 
@@ -29,7 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from autotune.failures import Diverged, TrialStatus, classify
+from autotune.failures import Diverged, TrialStatus, classify, first_line
 from autotune.objectives import get_objective
 from autotune.objectives.external import keeps_working_folder, setup_call
 from autotune.runners.base import (
@@ -72,6 +73,30 @@ def stdout_to_stderr() -> Iterator[None]:
         if saved is not None:
             os.dup2(saved, 1)
             os.close(saved)
+
+
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a ``KeyboardInterrupt`` (the sweep being stopped) is in ``exc``'s chain of
+    causes: an objective or a library under it that caught the Ctrl-C and raised its own error.
+
+    Example:
+        >>> try:
+        ...     try:
+        ...         raise KeyboardInterrupt
+        ...     except KeyboardInterrupt as stop:
+        ...         raise RuntimeError("compile workers stopped") from stop
+        ... except RuntimeError as wrapped:
+        ...     caused_by_interrupt(wrapped), caused_by_interrupt(ValueError("x"))
+        (True, False)
+    """
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
 
 
 class InProcessRunner(Runner):
@@ -119,6 +144,8 @@ class InProcessRunner(Runner):
         except KeyboardInterrupt:  # the sweep is being stopped: not this trial's failure
             raise
         except BaseException as exc:  # noqa: BLE001 - every failure is data, SystemExit too
+            if caused_by_interrupt(exc):  # a Ctrl-C the objective wrapped in its own error
+                raise KeyboardInterrupt(first_line(exc)) from exc
             if not limit.fired:
                 failure = classify(exc)
                 return TrialResult(failure.status, str(failure), None, time.perf_counter() - start)

@@ -162,3 +162,50 @@ def test_finished_at_stop_hands_back_every_evaluated_trial_in_finishing_order():
         assert first.ticket == 1
         assert [f.ticket for f in executor.finished_at_stop()] == [1, 2, 0]
         assert executor.in_flight == 0 and executor.finished_at_stop() == []
+
+
+WRAPS_CTRL_C = """import os
+import signal
+import time
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Wraps(Objective):
+    name, space, directions = "wraps", "wraps.yaml", {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, while it runs
+            time.sleep(config["x"])
+        except KeyboardInterrupt as exc:  # as a compile pool or a library may
+            raise RuntimeError("the compile workers stopped") from exc
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = Wraps
+"""
+
+
+def test_ctrl_c_that_the_objective_turns_into_its_own_error_is_interrupted_not_crashed(tmp_path):
+    # an objective (a library under it) that caught the Ctrl-C and raised its own error had
+    # its trial recorded 'crashed' and its config blamed, the sweep running on
+    import optuna
+
+    from autotune.driver import Sweep, SweepSettings
+    from autotune.driver.trial_attrs import trial_status
+    from autotune.space import load_space
+
+    (tmp_path / "wraps.py").write_text(WRAPS_CTRL_C)
+    (tmp_path / "wraps.yaml").write_text("parameters:\n  x: {type: categorical, choices: [30]}\n")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    settings = SweepSettings(
+        workload=str(tmp_path / "wraps.py"), problem={}, space=load_space(tmp_path / "wraps.yaml"),
+        objectives={"v": "maximize"}, n_trials=3, seed=0, storage=url, study_name="s",
+        executor="inline", warm_start="off",
+    )  # fmt: skip
+    summary = Sweep(settings).run()
+    assert summary.stopped_by == "interrupted"
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    assert [trial_status(t) for t in trials] == ["interrupted"], [t.user_attrs for t in trials]
