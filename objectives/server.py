@@ -44,6 +44,7 @@ from typing import Any, ClassVar
 from autotune.failures import Crashed, Infeasible, OutOfMemory, TrialFailure, TrialTimeout
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective, Reporter, no_reporting
+from autotune.objectives.engine_server_flags import engine_knobs
 from autotune.objectives.server_process import OutputTail, running
 from autotune.objectives.server_program import server_program_parts
 from autotune.objectives.server_stream import api_key, stream_request
@@ -60,6 +61,7 @@ from autotune.objectives.serving import (
     RequestTiming,
     latency_summary,
 )
+from autotune.objectives.serving_config import check_space_values
 from autotune.objectives.serving_trace import (
     POISSON_KEYS,
     TraceEntry,
@@ -71,6 +73,7 @@ from autotune.objectives.serving_trace import (
 )
 from autotune.objectives.train_parallel import free_port
 from autotune.redact import redact, secrets_in
+from autotune.space.params import Param
 
 #: the project's engine behind its OpenAI-compatible server: what a sweep runs by default
 ENGINE_COMMAND = (
@@ -185,6 +188,19 @@ class ServerObjective(Objective):
         if isinstance(names_given, Mapping):
             check_formats(template, names_given, self.problem)
         check_program(template)
+
+    def check_space_values(self, params: Mapping[str, Param]) -> None:
+        """Refuse, before the sweep, a value of the space that the engine server (the default
+        command, :data:`ENGINE_COMMAND`) refuses at its start, where the template passes the
+        parameter to a flag of a serving knob (``--block-size {block_size}``): as the serving
+        workload refuses it (:func:`~autotune.objectives.serving_config.check_space_values`),
+        where each such trial would end ``crashed``. Another server's flags are its own.
+
+        Raises:
+            ValueError: naming the parameter and its first such value.
+        """
+        knobs = engine_knobs(str(self.problem["command"]))
+        check_space_values({name: params[name] for name in knobs if name in params}, knobs)
 
     def cache_parts(self) -> dict[str, str]:
         """The server program's files and package version, for the tuning cache's key

@@ -60,11 +60,13 @@ def check_config_value(key: str, value: Any) -> None:
         raise Infeasible(f"cuda_graphs={value!r} must be true or false")
 
 
-def check_space_values(params: Mapping[str, Param]) -> None:
+def check_space_values(params: Mapping[str, Param], knobs: Mapping[str, str] | None = None) -> None:
     """Refuse, before the sweep, a parameter of a space that gives a knob a value no trial
     could run (:func:`check_config_value`), or a float parameter over a size, which draws
     fractions; each such trial would be infeasible, or won (a float ``block_size`` of 15.7 ran
     as 15). A parameter of at most 64 values is tried at each, a wider one at its ends.
+    ``knobs`` maps a parameter to the knob it sets (a server's ``--block-size {bs}``: ``bs``
+    to ``block_size``); by default each parameter of a knob's name sets that knob.
 
     Raises:
         ValueError: naming the parameter and its first such value.
@@ -76,16 +78,19 @@ def check_space_values(params: Mapping[str, Param]) -> None:
         ...
         ValueError: parameters.block_size: block_size=0 must be at least 1: a KV block holds tokens
     """
+    if knobs is None:
+        knobs = {name: name for name in params}
     for name, param in params.items():
-        if name not in CONFIG_KEYS:  # a key the engine lacks: refused as such by the sweep
+        knob = knobs.get(name)
+        if knob not in CONFIG_KEYS:  # a key the engine lacks: refused as such by the sweep
             continue
-        if param.kind == "float" and name in SIZES:
+        if param.kind == "float" and knob in SIZES:
             raise ValueError(f"parameters.{name}: a float parameter draws fractions, and "
-                             f"{name} takes whole numbers (an int, pow2 or categorical "
+                             f"{knob} takes whole numbers (an int, pow2 or categorical "
                              "parameter)")  # fmt: skip
         for value in tried_values(param):
             try:
-                check_config_value(name, value)
+                check_config_value(knob, value)
             except Infeasible as exc:
                 raise ValueError(f"parameters.{name}: {exc}") from None
 

@@ -612,3 +612,51 @@ def test_the_sweep_takes_a_spec_every_value_takes_and_refuses_one_in_one_line(tm
     )  # fmt: skip
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert "cannot be filled in at n=4, a value of the space: Unknown format code 's'" in bad.stderr
+
+
+def _settings(space, command: str | None = None):
+    from autotune.sweep_setup import build_settings
+
+    problem = {} if command is None else {"command": command}
+    return build_settings(
+        workload="server", space=str(space), problem=problem, objective=None, sampler="auto",
+        trials=1, time_budget_s=None, seed=0, storage="memory", study=None,
+        trial_timeout_s=None, device={"type": "cpu", "name": "cpu"}, replay=None, params=None,
+        metric=None, maximize=True, command="autotune tune server",
+    )  # fmt: skip
+
+
+def test_a_space_value_the_engine_server_refuses_is_refused_before_the_sweep(tmp_path) -> None:
+    # block_size: [0, 16] over the default command swept on, each 0 a trial 'crashed' with the
+    # engine server's usage error
+    space = tmp_path / "s.yaml"
+    space.write_text("workload: server\nparameters:\n"
+                     "  max_num_seqs: {type: pow2, low: 4, high: 64}\n"
+                     "  max_num_batched_tokens: {type: pow2, low: 256, high: 1024}\n"
+                     "  block_size: {type: categorical, choices: [0, 16]}\n"
+                     "  policy: {type: categorical, choices: [fcfs]}\n")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "server", "--space", str(space),
+         "--trials", "2", "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr == (f"error: {space}: parameters.block_size: block_size=0 must be at "
+                           "least 1: a KV block holds tokens\n")  # fmt: skip
+
+
+def test_the_engine_servers_flags_are_checked_by_the_flag_not_the_parameters_name(tmp_path):
+    from autotune.setup_error import SetupError
+
+    space = tmp_path / "s.yaml"
+    space.write_text("workload: server\nparameters:\n"
+                     "  bs: {type: float, low: 8, high: 16}\n"
+                     "  pol: {type: categorical, choices: [fcfs, lifo]}\n")  # fmt: skip
+    engine = f"{shlex.quote(sys.executable)} -m autotune.objectives.engine_server --port {{port}}"
+    with pytest.raises(SetupError, match=r"parameters\.bs: a float parameter draws fractions, "
+                                         "and block_size takes whole numbers"):  # fmt: skip
+        _settings(space, f"{engine} --block-size {{bs}} --policy {{pol}}")
+    with pytest.raises(SetupError, match=r"parameters\.pol: policy='lifo' is not one of fcfs"):
+        _settings(space, f"{engine} --num-blocks {{bs:.0f}} --policy={{pol}}")
+    # another server's flags are its own: no engine server reads them
+    _settings(space, "true --port {port} --block-size {bs} --policy {pol}")
