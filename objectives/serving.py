@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from autotune.device import detect_device, read_telemetry
+from autotune.device import DeviceInfo, detect_device, read_telemetry
 from autotune.failures import Infeasible, TrialTimeout, WrongResult
 from autotune.kernels.decode_graphs import DecodeGraphs
 from autotune.kernels.llama import Llama, LlamaConfig
@@ -217,6 +217,7 @@ class ServingObjective(Objective):
         if not float(p["max_kl"]) >= 0:  # below 0 every quantized config failed its gate
             raise ValueError(f"max_kl={p['max_kl']} must be 0 or more")
         info = detect_device(p.get("device", "auto"))
+        check_cache_fits(p["kv_cache_mb"], info)
         self.device = (
             torch.device("cuda", info.index) if info.type == "cuda" else torch.device("cpu")
         )
@@ -495,6 +496,33 @@ def check_seed(seed: int) -> None:
     if not -(2**63) <= seed <= 2**64 - 1 - max(SEED_OFFSETS):
         raise ValueError(f"seed={seed} is out of range: a seed is a whole number from -2**63 "
                          f"to 2**64 - {1 + max(SEED_OFFSETS)}")  # fmt: skip
+
+
+def check_cache_fits(kv_cache_mb: float, device: DeviceInfo) -> None:
+    """Refuse a KV cache larger than the whole memory of the device the trials run on (a
+    GPU's total memory, a CPU's physical memory): every trial would run out of memory
+    building it (``kv_cache_mb=1e12``: each trial ``oom``). A device whose memory is not known
+    (0) is left to the trials.
+
+    Raises:
+        ValueError: naming the cache's size and the device's memory.
+
+    Example:
+        >>> cpu = DeviceInfo(type="cpu", name="cpu", total_memory=16 * 2**30)
+        >>> check_cache_fits(4096, cpu)
+        >>> check_cache_fits(10**6, cpu)
+        Traceback (most recent call last):
+        ...
+        ValueError: kv_cache_mb=1000000 (976.6 GiB) is more than the 16 GiB of physical memory ...
+    """
+    total = device.total_memory
+    cache = float(kv_cache_mb) * 2**20
+    if not total or cache <= total:
+        return
+    kind = "physical memory of this CPU" if device.type == "cpu" else f"this GPU ({device.name})"
+    memory = f"the {total / 2**30:,.3g} GiB of {kind}"
+    raise ValueError(f"kv_cache_mb={kv_cache_mb} ({cache / 2**30:,.1f} GiB) is more than "
+                     f"{memory}: no trial could hold the cache")  # fmt: skip
 
 
 def check_quality(kl: float, max_kl: float) -> None:

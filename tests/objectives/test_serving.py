@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -323,3 +324,21 @@ def test_the_quality_gate_passes_only_a_kl_within_the_limit(kl) -> None:
     check_quality(0.05, max_kl=0.05)  # at the limit: within it
     with pytest.raises(WrongResult, match="max_kl=0.05"):
         check_quality(kl, max_kl=0.05)
+
+
+def test_a_cache_larger_than_the_devices_memory_is_refused_before_the_sweep(tmp_path) -> None:
+    # --problem kv_cache_mb=1e12 passed setup and every trial ended 'oom' building the cache
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "serving", "--problem",
+         "kv_cache_mb=1e12,num_requests=2", "--trials", "2", "--device", "cpu",
+         "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    assert done.stderr == (
+        "error: --problem: kv_cache_mb=1000000000000 (976,562,500.0 GiB) is more than the "
+        f"{physical:,.3g} GiB of physical memory of this CPU: no trial could hold the cache\n"
+    ), done.stderr
+    # a cache the memory holds is left to the trials
+    assert _objective(kv_cache_mb=physical * 2**10 * 0.9).problem["kv_cache_mb"] > 0
