@@ -30,6 +30,7 @@ from autotune.space import Space, SpaceError, load_space
 from autotune.space.feasibility import check_satisfiable
 from autotune.storage import open_storage, storage_files, study_name_fault, study_names
 from autotune.tuning_cache import fingerprint, module_files, source_hash, source_modules
+from autotune.typed_values import as_typed
 
 DEFAULT_WORKLOAD = "train-step"
 DEFAULT_TRIALS = 30
@@ -120,7 +121,7 @@ def resolve_workload(
     except WorkloadError:
         raise
     except ValueError as exc:
-        raise SetupError(f"--problem: {exc}") from None
+        raise SetupError(f"--problem: {as_typed(str(exc), overrides)}") from None
     unused = [key for key in overrides if key not in problem]
     if unused:  # e.g. rate=5 beside trace=FILE.jsonl, whose requests replace the Poisson keys
         raise SetupError(f"--problem: {unused[0]}={overrides[unused[0]]!r} does not apply to "
@@ -478,6 +479,7 @@ def build_settings(
     else:
         default_job = workload is None
         workload = workload or DEFAULT_WORKLOAD
+        typed = dict(problem)  # the values given: a refusal names them as written (as_typed)
         problem = with_slo_limits(workload, problem, slo or {})
         objective_cls, space_obj, problem = resolve_workload(
             workload, space, problem, device, satisfiable=False
@@ -493,7 +495,7 @@ def build_settings(
         except WorkloadError:
             raise
         except refusals as exc:
-            raise SetupError(f"--problem: {exc}") from None
+            raise SetupError(f"--problem: {as_typed(str(exc), typed)}") from None
         # after the objective took the problem: a size it refuses is its own message, not a
         # constraint of the space failing on it (N=0 in log2(problem.N))
         check_satisfiable(space_obj, problem, device)
@@ -523,7 +525,7 @@ def build_settings(
             except WorkloadError:
                 raise
             except ValueError as exc:
-                raise SetupError(f"{option}: {exc}") from None
+                raise SetupError(f"{option}: {as_typed(str(exc), typed)}") from None
         untuned = {k: v for k, v in (baseline or {}).items() if k not in space_obj.names}
         baseline, outside = _baseline_in_space(baseline, space_obj, problem, device)
         notes += outside

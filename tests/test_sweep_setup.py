@@ -162,6 +162,18 @@ def test_a_whole_number_in_exponent_form_is_an_int_where_the_default_is_one():
     assert type(problem["N"]) is int
 
 
+def test_a_refused_value_written_with_an_exponent_is_named_as_written(tmp_path):
+    # --problem seed=1e30 was refused as 'seed=1000000000000000019884624838656 is out of
+    # range', the integer of the float, digits no one typed
+    with pytest.raises(SetupError, match=r"^--problem: seed=1e30 is out of range: a seed is"):
+        _settings(tmp_path, workload="serving", problem={"seed": 1e30})
+    with pytest.raises(SetupError, match=r"^--problem: seed=-2.5e19 is out of range: a seed is"):
+        _settings(tmp_path, workload="serving", problem={"seed": -2.5e19})
+    # a whole number typed in full is named in full
+    with pytest.raises(SetupError, match=rf"^--problem: seed={10**30} is out of range"):
+        _settings(tmp_path, workload="serving", problem={"seed": 10**30})
+
+
 def test_a_default_outside_the_space_still_says_what_the_untuned_knobs_ran_as(tmp_path):
     # the space narrowed past the default's x: trial 0 is dropped, and with it the default's
     # other knobs, which the exports then took as absent (fp32, adamw_torch where the trials
