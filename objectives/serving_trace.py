@@ -254,13 +254,11 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line, parse_float=_Written)
+            row = _row(line)
             entry = TraceEntry(_seconds(row["arrival"]), _count(row, "prompt_len"),
                                _count(row, "output_len"), line=number)  # fmt: skip
         except _BadValue as exc:
             raise ValueError(f"{path}:{number}: {exc}") from None
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:
-            raise ValueError(f"{path}:{number}: not a trace line ({exc})") from None
         if not (entry.arrival_s >= 0 and entry.prompt_len >= 1 and entry.output_len >= 1):
             raise ValueError(f"{path}:{number}: a request needs arrival >= 0, prompt_len >= 1 "
                              f"and output_len >= 1: {line.strip()}")  # fmt: skip
@@ -289,6 +287,45 @@ class _Written(float):
 
 class _BadValue(Exception):
     """A field of a trace line holds a value of the wrong kind (said as it is to be shown)."""
+
+
+#: what a trace line holds, as its errors show it
+LINE_SHAPE = '{"arrival": seconds, "prompt_len": tokens, "output_len": tokens}'
+FIELDS = ("arrival", "prompt_len", "output_len")
+
+
+def _row(line: str) -> dict[str, Any]:
+    """A trace line read: a JSON object holding each of :data:`FIELDS`.
+
+    Raises:
+        _BadValue: a line that is no JSON, not an object, or lacks a field (said plainly).
+
+    Example:
+        >>> _row('{"arrival": 0, "prompt_len": 4}')
+        Traceback (most recent call last):
+        ...
+        autotune.objectives.serving_trace._BadValue: no "output_len" field: a line is a JSON ...
+        >>> _row('[0, 4, 2]')
+        Traceback (most recent call last):
+        ...
+        autotune.objectives.serving_trace._BadValue: a line must be a JSON object {...}, not a list
+    """
+    try:
+        row = json.loads(line, parse_float=_Written)
+    except json.JSONDecodeError as exc:
+        raise _BadValue(f"not JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise _BadValue("not JSON: nested too deeply to read") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise _BadValue(f"not JSON: {exc}") from None
+    if not isinstance(row, dict):
+        kinds = {list: "list", str: "string", bool: "boolean", type(None): "null"}
+        kind = kinds.get(type(row), "number")
+        raise _BadValue(f"a line must be a JSON object {LINE_SHAPE}, not a {kind}")
+    missing = [key for key in FIELDS if key not in row]
+    if missing:
+        raise _BadValue(f'no "{missing[0]}" field: a line is a JSON object {LINE_SHAPE}')
+    return row
 
 
 def _seconds(value: object) -> float:

@@ -13,8 +13,19 @@ def test_a_trace_file_is_read_in_arrival_order_blank_lines_skipped(tmp_path):
 
 
 @pytest.mark.parametrize("text, says", [
-    ('{"arrival": 0, "prompt_len": 5}\n', "t.jsonl:1: not a trace line ('output_len')"),
-    ('{"arrival": 0, "prompt_len": 4, "output_len": 1}\nnot json\n', "t.jsonl:2: not a trace"),
+    # a missing field read "not a trace line ('output_len')", a list "list indices must be
+    # integers or slices, not str": Python's own words for what went wrong inside
+    ('{"arrival": 0, "prompt_len": 5}\n', 't.jsonl:1: no "output_len" field: a line is a JSON '
+                                          'object {"arrival": seconds, "prompt_len": tokens, '
+                                          '"output_len": tokens}'),
+    ('{"prompt_len": 5}\n', 't.jsonl:1: no "arrival" field: a line is a JSON object'),
+    ('[0, 5, 3]\n', 't.jsonl:1: a line must be a JSON object {"arrival": seconds, "prompt_len": '
+                    'tokens, "output_len": tokens}, not a list'),
+    ('{"arrival": 0, "prompt_len": 4, "output_len": 1}\n"x"\n', "t.jsonl:2: a line must be a "
+                                                                "JSON object {"),
+    ("null\n", "t.jsonl:1: a line must be a JSON object {"),
+    ('{"arrival": 0, "prompt_len": 4, "output_len": 1}\nnot json\n',
+     "t.jsonl:2: not JSON: Expecting value at column 1"),
     ('{"arrival": 0, "prompt_len": -5, "output_len": 3}\n', "t.jsonl:1: a request needs"),
     ('{"arrival": -1, "prompt_len": 5, "output_len": 3}\n', "t.jsonl:1: a request needs"),
     ('{"arrival": 0, "prompt_len": 5, "output_len": 0}\n', "t.jsonl:1: a request needs"),
@@ -37,7 +48,7 @@ def test_a_trace_file_is_read_in_arrival_order_blank_lines_skipped(tmp_path):
      't.jsonl:1: output_len must be a whole number of tokens, not "3"'),
     ('{"arrival": "soon", "prompt_len": 5, "output_len": 3}\n',
      't.jsonl:1: arrival must be a finite number of seconds, not "soon"'),
-    ("[" * 100_000 + "\n", "t.jsonl:1: not a trace line"),
+    ("[" * 100_000 + "\n", "t.jsonl:1: not JSON: nested too deeply to read"),
 ])  # fmt: skip
 def test_a_trace_no_server_could_replay_is_refused_naming_the_line(tmp_path, text, says):
     # a negative prompt failed every trial; an empty file said "max() arg is an empty sequence"
@@ -45,7 +56,8 @@ def test_a_trace_no_server_could_replay_is_refused_naming_the_line(tmp_path, tex
     path.write_text(text)
     with pytest.raises(ValueError) as refused:
         load_trace(path)
-    assert says in str(refused.value)
+    assert says in str(refused.value) and str(refused.value).startswith(str(path))
+    assert "\n" not in str(refused.value)
 
 
 def test_whole_numbers_written_as_floats_are_lengths(tmp_path):
