@@ -76,6 +76,7 @@ from autotune.objectives.serving_trace import (
     problem_trace,
     without_poisson_keys,
 )
+from autotune.objectives.train_loop import peak_rss_bytes, reset_peak_rss
 from autotune.space.params import Param
 
 #: SDPA's backend over the gathered blocks; ``paged``: the Triton kernel reads them in place
@@ -165,7 +166,8 @@ class ServingObjective(Objective):
 
     @classmethod
     def slo_metrics(cls) -> tuple[str, ...]:
-        return LATENCY_FIGURES
+        """The latencies, and the replay's peak memory (:func:`check_peak_measurable`)."""
+        return (*LATENCY_FIGURES, "peak_memory_gb")
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:
@@ -266,6 +268,7 @@ class ServingObjective(Objective):
         """Refuse a ``--slo`` limit no trial could measure (:func:`~autotune.objectives.
         serving_trace.check_tpot_measurable`)."""
         check_tpot_measurable(self.entries, slo)
+        check_peak_measurable(self.device.type, slo)
 
     def check_trial_timeout(self, timeout_s: float) -> None:
         """Refuse, before the sweep, a trace every trial would replay past the trial timeout
@@ -386,6 +389,7 @@ class ServingObjective(Objective):
             watch = self._slo_watch(measured, report)
             if cuda:  # the replay's peak: not the build's fp32 copy or the gate's bf16 model
                 torch.cuda.reset_peak_memory_stats(self.device)
+            rss_reset = not cuda and reset_peak_rss()  # a CPU's: the process's resident set
             energy_before = _energy_mj(self.device)
             started = time.perf_counter()
             deadline = self.replay_deadline_s()
@@ -404,6 +408,8 @@ class ServingObjective(Objective):
         metrics["weight_gb"] = model.weight_bytes() / 1e9
         if cuda:
             metrics["peak_memory_gb"] = torch.cuda.max_memory_allocated(self.device) / 1e9
+        elif rss_reset and (rss := peak_rss_bytes()) is not None:
+            metrics["peak_memory_gb"] = rss / 1e9
         report(0, metrics["goodput_tok_s"])
         model = sched = cache = graphs = None  # before the next trial builds its model
         gc.collect()
@@ -523,6 +529,33 @@ def check_cache_fits(kv_cache_mb: float, device: DeviceInfo) -> None:
     memory = f"the {total / 2**30:,.3g} GiB of {kind}"
     raise ValueError(f"kv_cache_mb={kv_cache_mb} ({cache / 2**30:,.1f} GiB) is more than "
                      f"{memory}: no trial could hold the cache")  # fmt: skip
+
+
+def check_peak_measurable(
+    device_type: str, slo: Mapping[str, float], can_reset: Callable[[], bool] | None = None
+) -> None:
+    """Refuse a ``--slo peak_memory_gb`` cap that no trial could measure: on a CPU the peak is
+    the trial process's resident set over the replay (the interpreter, torch and the model
+    in it), read only where Linux lets the process reset it (``can_reset``: by default
+    :func:`~autotune.objectives.train_loop.reset_peak_rss`, which tries); elsewhere every
+    trial would break the cap as not measured.
+
+    Raises:
+        ValueError: naming the limit.
+
+    Example:
+        >>> check_peak_measurable("cuda", {"peak_memory_gb": 40.0})
+        >>> check_peak_measurable("cpu", {"peak_memory_gb": 4.0}, can_reset=lambda: False)
+        Traceback (most recent call last):
+        ...
+        ValueError: peak_memory_gb=4: this CPU's peak resident set cannot be reset ...
+    """
+    if "peak_memory_gb" not in slo or device_type == "cuda":
+        return
+    if not (can_reset or reset_peak_rss)():
+        raise ValueError(f"peak_memory_gb={slo['peak_memory_gb']:g}: this CPU's peak resident "
+                         "set cannot be reset (/proc/self/clear_refs), so no trial could "
+                         "measure its replay's peak memory")  # fmt: skip
 
 
 def check_quality(kl: float, max_kl: float) -> None:

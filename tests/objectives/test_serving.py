@@ -342,3 +342,24 @@ def test_a_cache_larger_than_the_devices_memory_is_refused_before_the_sweep(tmp_
     ), done.stderr
     # a cache the memory holds is left to the trials
     assert _objective(kv_cache_mb=physical * 2**10 * 0.9).problem["kv_cache_mb"] > 0
+
+
+def test_peak_memory_can_cap_a_serving_sweep_and_is_measured_on_the_cpu_too() -> None:
+    # --slo peak_memory_gb=... was refused ('serving does not measure it') though a GPU trial
+    # reports it; a CPU trial reported none, so a cap would have broken every trial unmeasured
+    from autotune.driver.trial_book import slo_violations
+    from autotune.objectives.serving import check_peak_measurable
+    from autotune.objectives.train_loop import reset_peak_rss
+    from autotune.slo_setup import check_slo_metrics
+
+    check_slo_metrics("serving", {"peak_memory_gb": 4.0, "ttft_p99_ms": 500.0})
+    # where the CPU's peak cannot be read, a cap would break every trial unmeasured: refused
+    with pytest.raises(ValueError, match=r"^peak_memory_gb=4: this CPU's peak resident set "):
+        check_peak_measurable("cpu", {"peak_memory_gb": 4.0}, can_reset=lambda: False)
+    if not reset_peak_rss():
+        pytest.skip("this kernel does not let a process reset its peak resident set")
+    m = _objective(num_requests=2).evaluate({})
+    peak = m.metrics["peak_memory_gb"]
+    assert peak > m.metrics["weight_gb"], m.metrics  # the process's resident set, weights in it
+    assert slo_violations({"peak_memory_gb": peak / 2}, {**m.metrics, **m.values})
+    assert not slo_violations({"peak_memory_gb": peak * 2}, {**m.metrics, **m.values})
