@@ -245,13 +245,15 @@ def test_a_replay_cut_short_by_its_deadline_fails_instead_of_timing_the_few_it_s
     # 30 requests at once through 4 sequence slots: the deadline came with 4 of them given a
     # first token and none finished, and the trial was ok with a TTFT p99 of those 4 (395 ms,
     # while 26 requests had no first token at all)
+    # (60 requests of 200 tokens through 2 slots: 6,000 decode steps, which no machine serves
+    # in 0.3 s; 30 of 60 tokens through 4 slots once finished in time on a quick machine)
     trace = tmp_path / "t.jsonl"
-    trace.write_text('{"arrival": 0, "prompt_len": 40, "output_len": 60}\n' * 30)
+    trace.write_text('{"arrival": 0, "prompt_len": 40, "output_len": 200}\n' * 60)
     obj = _Hurried({**ServingObjective.default_problem({"type": "cpu"}), "device": "cpu",
                     "trace": str(trace)})  # fmt: skip
-    cut = r"deadline \(0.3 s after the trace's start.*\) passed with \d+ of 30 requests unfinished"
+    cut = r"deadline \(0.3 s after the trace's start.*\) passed with \d+ of 60 requests unfinished"
     with pytest.raises(TrialTimeout, match=cut):
-        obj.evaluate({"max_num_seqs": 4, "max_num_batched_tokens": 256})
+        obj.evaluate({"max_num_seqs": 2, "max_num_batched_tokens": 256})
 
 
 def test_a_request_longer_than_the_context_is_refused_naming_its_line(tmp_path) -> None:
