@@ -35,11 +35,14 @@ def run_settings(
     budget_from: float,
     show_best: bool = True,
     study_name: str | None = None,
+    ran: list[optuna.Study] | None = None,
 ) -> optuna.Study | None:
     """Run the sweep ``settings`` describe (or answer from the tuning cache), its finish, and
     (``show_best``) print its best config and write ``output``. ``budget_from``: when the time
     budget started counting; ``study_name``: the study's name where the cache does not answer
-    (None: the settings' own). Returns the study that answers; None where none does yet.
+    (None: the settings' own); ``ran``: where the sweep's study is put once it ran, however it
+    ended (an interrupt's best so far is in it). Returns the study that answers;
+    None where none does yet.
 
     Raises:
         typer.Exit: 1 where no trial succeeded, 130 when interrupted.
@@ -92,7 +95,12 @@ def run_settings(
     with command_session(settings) as teardown_s:  # one Ray for the sweep and its finish
         # the budget bounds the whole command: the executor's teardown at its end included
         settings.budget_from = budget_from - teardown_s
-        return sweep_and_finish(Sweep(settings, ProgressDisplay(err)), output, show_best)
+        sweep = Sweep(settings, ProgressDisplay(err))
+        try:
+            return sweep_and_finish(sweep, output, show_best)
+        finally:
+            if ran is not None and sweep.study is not None:
+                ran.append(sweep.study)
 
 
 def _note_unfinished(study: Any) -> None:

@@ -10,7 +10,8 @@ give the same space file and problem are one measurement: one sweep answers them
 as it starts, gets an equal share of the time left (its finish inside it), so a group that ends
 early leaves its time to those after it. At the end: a line per group, the prefixes' winners as
 JSON on stdout (``{prefix: config}``), and ``--output`` maps each prefix to the record
-``--output`` writes for one sweep (its study, problem, config and values).
+``--output`` writes for one sweep (its study, problem, config and values). Ctrl-C ends the
+command at the group it is in, which answers with its best so far where it has one.
 
 Example (a shell; ``decoder_gemms.yaml`` ships with autotune):
     $ autotune tune matmul --space decoder_gemms.yaml --trials 20 --output gemms.json
@@ -271,16 +272,18 @@ def tune_by_group(
         err.print(f"group {i + 1}/{len(groups)}: {_prefixes(group)} "
                   f"({_problem_text(group.settings.problem)})", highlight=False,
                   markup=False)  # fmt: skip
+        ran: list[optuna.Study] = []
         try:
             group.study = run_settings(
                 group.settings, None, cache=cache, finish_top=finish_top,
                 finish_rounds=finish_rounds, budget_from=budget_from, show_best=False,
-                study_name=group.labels[0],
+                study_name=group.labels[0], ran=ran,
             )  # fmt: skip
             group.reason = "no trial of its own succeeded yet" if group.study is None else ""
         except typer.Exit as stop:
             group.reason = "interrupted" if stop.exit_code == 130 else "no trial succeeded"
             if stop.exit_code == 130:
+                group.study = _best_so_far(ran)
                 interrupted = True
                 break
     _report(groups, output)
@@ -288,6 +291,14 @@ def tune_by_group(
         raise typer.Exit(130)
     if any(group.study is None for group in groups):
         raise typer.Exit(1)
+
+
+def _best_so_far(ran: list[optuna.Study]) -> optuna.Study | None:
+    """The study of an interrupted group's sweep where a trial of it succeeded (its best so
+    far answers the group, as an interrupted `autotune tune` prints it); else None."""
+    from autotune.driver.results import best_trials
+
+    return next((study for study in ran if best_trials(study)), None)
 
 
 def _prefixes(group: Group) -> str:
@@ -344,6 +355,7 @@ def _report(groups: list[Group], output: Path | None) -> None:
                 metric = finish.get("metric") or next(iter(first["values"]))
                 values += f" in the sweep, {named(metric, rows[0]['median'])} the finish's median"
             said += f", trial {first['trial']}: {values}"
+            said += " (interrupted: its best so far)" if group.reason == "interrupted" else ""
         err.print(f"  {said}", highlight=False, markup=False)
     configs = {prefix: rec["config"] for prefix, rec in record.items()}
     stream = result_stream()

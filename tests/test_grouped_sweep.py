@@ -2,6 +2,7 @@
 end on the CPU (Triton's interpreter, tiny shapes), and the composed spaces it refuses."""
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +93,42 @@ def test_a_composed_space_a_search_by_group_cannot_take_is_refused_in_one_line(
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
     assert says in result.stderr
+
+
+def interrupted_at(said: str, *args: str, cwd: Path) -> tuple[int, str]:
+    """``autotune *args`` sent a real SIGINT as soon as its stderr has a line holding
+    ``said``: its exit code and stderr."""
+    process = subprocess.Popen([sys.executable, "-m", "autotune.cli", *args], cwd=cwd,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)  # fmt: skip
+    lines = []
+    assert process.stderr is not None
+    for line in process.stderr:
+        lines.append(line)
+        if said in line and process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            break
+    lines += process.stderr.readlines()
+    return process.wait(timeout=120), "".join(lines)
+
+
+def test_ctrl_c_in_a_group_with_a_winner_reports_its_best_so_far_and_writes_it(tmp_path):
+    """Interrupted after some of its trials succeeded, a group answers with its sweep's best
+    so far (as one interrupted `autotune tune` prints it): in the closing lines and in
+    --output, not 'no winner'; the groups after it are not run; exit 130."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    code, stderr = interrupted_at("[3/40]", "tune", "matmul", "--space", "tiny.yaml",
+                                  "--trials", "40", "--device", "cpu", "--storage", url,
+                                  "--study", "run", "--finish-top", "0", "--output", "g.json",
+                                  cwd=tmp_path)  # fmt: skip
+    assert code == 130, stderr
+    best = autotune("best", "--storage", url, "--study", "run.qkv", cwd=tmp_path)
+    assert best.returncode == 0, best.stderr
+    trial = best.stderr.split("(trial ")[1].split(":")[0]
+    said = f"qkv., o. (M=16, N=32, K=32, dtype=bf16, layout=kn): study run.qkv, trial {trial}: "
+    assert said in stderr and "(interrupted: its best so far)" in stderr
+    assert "up. (M=16, N=64, K=32, dtype=bf16, layout=kn): no winner (not run)" in stderr
+    written = json.loads((tmp_path / "g.json").read_text())
+    assert written["qkv."]["config"] == json.loads(best.stdout) == written["o."]["config"]
+    assert written["qkv."]["study"] == "run.qkv" and written["up."]["config"] is None

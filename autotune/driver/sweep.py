@@ -99,13 +99,14 @@ class Sweep:
         self.observer = observer or SweepObserver()
         self.executor_factory = executor_factory or make_executor
         self.watch: StorageWatch | None = None  # the study's file, once run() opened it
+        self.study: optuna.Study | None = None  # the study, once run() opened it
 
     def run(self) -> SweepSummary:
         storage = snapshot_reads(open_storage(self.settings.storage, heartbeat_s=HEARTBEAT_S))
         self.watch = StorageWatch(self.settings.storage, storage)
         executor = self.executor_factory(self.settings)
         try:
-            study = open_study(self.settings, storage, executor.capacity)
+            study = self.study = open_study(self.settings, storage, executor.capacity)
             reap_stale_trials(study, storage)
             requeue_stopped_default(study)  # (after the reaping: a killed driver's too)
         except BaseException:
