@@ -286,6 +286,11 @@ def tune_by_group(
                 group.study = _best_so_far(ran)
                 interrupted = True
                 break
+        except KeyboardInterrupt:  # outside the sweep's own loop: its set-up, its finish
+            err.print("interrupted; finished trials are stored")
+            group.reason, group.study = "interrupted", _best_so_far(ran)
+            interrupted = True
+            break
     _report(groups, output)
     if interrupted:
         raise typer.Exit(130)

@@ -132,3 +132,21 @@ def test_ctrl_c_in_a_group_with_a_winner_reports_its_best_so_far_and_writes_it(t
     written = json.loads((tmp_path / "g.json").read_text())
     assert written["qkv."]["config"] == json.loads(best.stdout) == written["o."]["config"]
     assert written["qkv."]["study"] == "run.qkv" and written["up."]["config"] is None
+
+
+def test_ctrl_c_in_a_groups_finish_still_ends_with_every_groups_line_and_the_output(tmp_path):
+    """Ctrl-C outside a sweep's own loop (here the finish of the first group, which
+    re-measures its top configs) ends the command as inside it: the closing lines and
+    --output, the group answered by its sweep's best so far; exit 130."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    code, stderr = interrupted_at("done: 2 trials", "tune", "matmul", "--space", "tiny.yaml",
+                                  "--trials", "2", "--device", "cpu", "--storage", url,
+                                  "--study", "run", "--output", "g.json",
+                                  cwd=tmp_path)  # fmt: skip
+    assert code == 130, stderr
+    assert "searched by group: the winners" in stderr, stderr
+    assert "up. (M=16, N=64, K=32, dtype=bf16, layout=kn): no winner (not run)" in stderr
+    best = autotune("best", "--storage", url, "--study", "run.qkv", cwd=tmp_path)
+    written = json.loads((tmp_path / "g.json").read_text())
+    assert written["qkv."]["config"] == json.loads(best.stdout) and "wrote g.json" in stderr
