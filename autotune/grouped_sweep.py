@@ -152,6 +152,20 @@ def label(prefix: str) -> str:
     return re.sub(r"[^0-9A-Za-z]+$", "", prefix) or prefix
 
 
+def study_labels(prefixes: list[str]) -> list[str]:
+    """What each group's study name adds for its first prefix: its :func:`label`, or the
+    prefix whole where another prefix has the same label (two studies of one name would be
+    one study, swept at two problems).
+
+    Example:
+        >>> study_labels(["up.", "up_", "o."])
+        ['up.', 'up_', 'o']
+    """
+    labels = [label(prefix) for prefix in prefixes]
+    shared = {own for own in labels if labels.count(own) > 1}
+    return [prefix if own in shared else own for prefix, own in zip(prefixes, labels, strict=True)]
+
+
 def base_study_name(asked: dict[str, Any], labels: list[str]) -> str:
     """The name the groups' studies start with: ``--study``, else the workload (a file's by
     its stem) and the time, ``-2``, ``-3``... where a study of the storage has a group's name."""
@@ -185,10 +199,11 @@ def plan_groups(parts: list[Part], asked: dict[str, Any]) -> list[Group]:
     budget = asked["time_budget_s"]
     share = None if budget is None else budget / len(measured)  # a first guess: trial timeout
     groups: dict[tuple[str, str], Group] = {}
-    base = base_study_name(asked, [label(same[0].prefix) for same in measured])
-    for same in measured:
+    names = study_labels([same[0].prefix for same in measured])
+    base = base_study_name(asked, names)
+    for same, own in zip(measured, names, strict=True):
         first = same[0]
-        name = f"{base}.{label(first.prefix)}"
+        name = f"{base}.{own}"
         try:
             problem = {**asked["problem"], **first.problem}
             settings = build_settings(**{**asked, "space": str(first.space), "problem": problem,

@@ -150,3 +150,24 @@ def test_ctrl_c_in_a_groups_finish_still_ends_with_every_groups_line_and_the_out
     best = autotune("best", "--storage", url, "--study", "run.qkv", cwd=tmp_path)
     written = json.loads((tmp_path / "g.json").read_text())
     assert written["qkv."]["config"] == json.loads(best.stdout) and "wrote g.json" in stderr
+
+
+def test_prefixes_whose_study_names_would_be_the_same_get_a_study_each(tmp_path):
+    """``up.`` and ``up_`` less their separators are one name: the second group resumed the
+    first's study at another problem and the command stopped there ("cannot resume"); a
+    name that two groups would share keeps its prefix whole, a study each."""
+    (tmp_path / "two.yaml").write_text(
+        "name: two\nworkload: matmul\ninclude:\n"
+        '  - {space: matmul.yaml, prefix: "up.", problem: {M: 16, N: 32, K: 32}}\n'
+        '  - {space: matmul.yaml, prefix: "up_", problem: {M: 16, N: 64, K: 32}}\n'
+        '  - {space: matmul.yaml, prefix: "o.", problem: {M: 32, N: 32, K: 32}}\n'
+    )
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    result = autotune("tune", "matmul", "--space", "two.yaml", "--trials", "1", "--device",
+                      "cpu", "--storage", url, "--study", "run", "--finish-top", "0",
+                      "--output", "g.json", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    written = json.loads((tmp_path / "g.json").read_text())
+    assert {p: r["study"] for p, r in written.items()} == {
+        "up.": "run.up.", "up_": "run.up_", "o.": "run.o"}  # fmt: skip
+    assert written["up_"]["problem"]["N"] == 64
