@@ -70,7 +70,7 @@ def run_settings(
         wants_finish = bool(finish_top) and finishing
         hit = cached_study(open_storage(settings.storage), settings.fingerprint["key"],
                            settings.sampler, settings.n_trials,
-                           settings.time_budget_s, unfinished, wants_finish)  # fmt: skip
+                           settings.cache_ask_s, unfinished, wants_finish)  # fmt: skip
         if hit is None and unfinished:
             _note_unfinished(unfinished[0])
         if hit is not None:

@@ -281,6 +281,7 @@ def tune_by_group(
         budget_from = started if i == 0 else time.monotonic()
         if deadline is not None:  # an equal share of the time left
             group.settings.time_budget_s = max(0.0, deadline - budget_from) / (len(groups) - i)
+            group.settings.planned_budget_s = budget / len(groups)  # what the cache is asked
             if group.settings.time_budget_s < SHORTEST_SHARE_S:
                 group.reason = "not run: the time budget was spent"
                 continue

@@ -360,8 +360,8 @@ def cached_study(
         used = info.get("samplers") or [info.get("sampler", "auto")]
         if set(used) != {sampler} or (summary.n_trials < (trials or 0) and not searched_all):
             continue
-        if stopped_by == "time" and not _budget_covers(run.get("time_budget_s"), time_budget_s,
-                                                       trials):  # fmt: skip
+        asked_s = run.get("asked_budget_s", run.get("time_budget_s"))  # a group's: its share
+        if stopped_by == "time" and not _budget_covers(asked_s, time_budget_s, trials):
             continue
         study = optuna.load_study(study_name=summary.study_name, storage=storage)
         if launched_trials(study) < (trials or 0) and not searched_all:

@@ -171,3 +171,22 @@ def test_prefixes_whose_study_names_would_be_the_same_get_a_study_each(tmp_path)
     assert {p: r["study"] for p, r in written.items()} == {
         "up.": "run.up.", "up_": "run.up_", "o.": "run.o"}  # fmt: skip
     assert written["up_"]["problem"]["N"] == 64
+
+
+def test_the_same_command_with_a_time_budget_run_again_answers_every_group_from_the_cache(
+    tmp_path,
+):
+    """Run again, a search by group under --time-budget is answered from its stored studies:
+    a group the cache answers takes no time, which left the next a longer share than it was
+    swept for, and the cache (a 6-s sweep answers no 10-s ask) swept that one again, and so
+    on; each group now asks the cache for its planned share, the budget over the groups."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    args = ("tune", "matmul", "--space", "tiny.yaml", "--time-budget", "16s", "--device", "cpu",
+            "--storage", url, "--finish-top", "0")  # fmt: skip
+    first = autotune(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = autotune(*args, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("cached: study ") == 2, again.stderr
+    assert len(optuna.get_all_study_summaries(optuna.storages.RDBStorage(url))) == 2

@@ -37,6 +37,10 @@ class SweepSettings:
         time_budget_s: wall time this invocation may spend, None for no limit.
         budget_from: the ``time.monotonic()`` the budget counts from (the CLI: its command's
             start, so set-up counts too); None: the sweep's own start.
+        planned_budget_s: a group's planned share of a search by group's time budget (the
+            budget over the groups): what the tuning cache asks for, and what the run
+            records it was asked for at least, where ``time_budget_s`` (the share of the
+            time left) differs by what the groups before it left or overran; None: no group.
         executor: where trials run: "local" (worker processes, one per GPU by default),
             "inline" (in the driver's process on a simulated clock: replay, tests) or "ray".
         workers: trials in flight; None for the executor's default (local: one per visible
@@ -59,6 +63,7 @@ class SweepSettings:
     n_trials: int | None = 50
     time_budget_s: float | None = None
     budget_from: float | None = None
+    planned_budget_s: float | None = None
     storage: str = DEFAULT_STORAGE
     study_name: str | None = None
     trial_timeout_s: float = 300.0
@@ -104,6 +109,27 @@ class SweepSettings:
         """
         return secrets_of_values(self.problem or {}) | secrets_in(self.storage or "",
                                                                   whole_url=True)  # fmt: skip
+
+    @property
+    def cache_ask_s(self) -> float | None:
+        """The time budget the tuning cache is asked for: a group's planned share, else the
+        sweep's own (a group the ones before it left more time asks for no more)."""
+        return self.planned_budget_s if self.planned_budget_s is not None else self.time_budget_s
+
+    @property
+    def asked_budget_s(self) -> float | None:
+        """The time budget a run records it was asked for (what the tuning cache answers
+        up to): its own, or a group's planned share where that is longer (the groups before
+        it overran theirs by a little).
+
+        Example:
+            >>> SweepSettings(workload="w", problem={}, space=None, objectives={},
+            ...               time_budget_s=5.9, planned_budget_s=6.0).asked_budget_s
+            6.0
+        """
+        if self.time_budget_s is None or self.planned_budget_s is None:
+            return self.time_budget_s
+        return max(self.time_budget_s, self.planned_budget_s)
 
 
 @dataclass

@@ -583,6 +583,8 @@ class _SweepRun:
             {
                 "stopped_by": stopped_by,
                 "time_budget_s": self.settings.time_budget_s,  # what "time" stopped it at
+                # what the tuning cache reads it was asked for: a group's planned share too
+                "asked_budget_s": self.settings.asked_budget_s,
                 "trials": self.ran,
                 "executor": self.executor.name,
                 "in_flight": capacity,
