@@ -5,6 +5,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -95,9 +96,9 @@ def test_a_composed_space_a_search_by_group_cannot_take_is_refused_in_one_line(
     assert says in result.stderr
 
 
-def interrupted_at(said: str, *args: str, cwd: Path) -> tuple[int, str]:
-    """``autotune *args`` sent a real SIGINT as soon as its stderr has a line holding
-    ``said``: its exit code and stderr."""
+def interrupted_at(said: str, *args: str, cwd: Path, after: float = 0.0) -> tuple[int, str]:
+    """``autotune *args`` sent a real SIGINT ``after`` seconds after its stderr has a line
+    holding ``said``: its exit code and stderr."""
     process = subprocess.Popen([sys.executable, "-m", "autotune.cli", *args], cwd=cwd,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)  # fmt: skip
@@ -106,6 +107,7 @@ def interrupted_at(said: str, *args: str, cwd: Path) -> tuple[int, str]:
     for line in process.stderr:
         lines.append(line)
         if said in line and process.poll() is None:
+            time.sleep(after)
             process.send_signal(signal.SIGINT)
             break
     lines += process.stderr.readlines()
@@ -190,3 +192,22 @@ def test_the_same_command_with_a_time_budget_run_again_answers_every_group_from_
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("cached: study ") == 2, again.stderr
     assert len(optuna.get_all_study_summaries(optuna.storages.RDBStorage(url))) == 2
+
+
+def test_ctrl_c_as_a_groups_sweep_closes_on_its_own_still_stops_the_command(tmp_path):
+    """Ctrl-C just as a group's sweep ended by its trials (its workers closing, the signals
+    held so that no trial is left running) was dropped: the next group ran all of its sweep
+    and the command exited 0; the signal now stops the command once the sweep is closed."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    # the signal 0.15 s after the last trial's line: its workers take 0.5 s to close
+    code, stderr = interrupted_at("[2/2]", "tune", "matmul", "--space", "tiny.yaml",
+                                  "--trials", "2", "--device", "cpu", "--storage", url,
+                                  "--study", "run", "--finish-top", "0", cwd=tmp_path,
+                                  after=0.15)  # fmt: skip
+    assert code == 130, stderr
+    assert (
+        "group 2/2" not in stderr
+        and "up. (M=16, N=64, K=32, dtype=bf16, layout=kn): no winner (not run)" in stderr
+    )
+    assert "study run.qkv, trial" in stderr  # the first group's sweep ended: its winner

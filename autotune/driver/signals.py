@@ -86,13 +86,20 @@ def taken_signals() -> tuple[signal.Signals, ...]:
 
 
 @contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Ignore the stop signals while the sweep closes its trials (a second Ctrl-C must not
-    leave one RUNNING); the main thread only."""
+def signals_held(came: list[int] | None = None) -> Iterator[None]:
+    """Hold the stop signals off while the sweep closes its trials (a second Ctrl-C must not
+    leave one RUNNING): each that comes is only put in ``came`` (where given), for the sweep
+    to pass on once closed where it ended on its own as the signal came; the main thread
+    only."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
+
+    def hold(signum: int, frame: object) -> None:
+        if came is not None:
+            came.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in STOP_SIGNALS}
     try:
         yield
     finally:

@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import random
+import signal
 import threading
 import time
 import warnings
@@ -210,6 +211,7 @@ class _SweepRun:
         untried = untried_configs(self.study.sampler, self.study)
         self.observer.on_start(self.settings, self.study, self.trials_stored, capacity, untried)
         stopped_by = "trials"
+        held: list[int] = []  # the stop signals that came while the sweep closed
         try:
             while True:
                 stop = self.stop_reason()
@@ -244,11 +246,14 @@ class _SweepRun:
             # a second signal must not leave a trial RUNNING or drop a measured one: held
             # until every trial is told or closed
             try:
-                with signals_held():
+                with signals_held(held):
                     self.stop(stopped_by)
             finally:
                 signal_restore()
-        return self.summarise(stopped_by, capacity)
+        summary = self.summarise(stopped_by, capacity)
+        if held and stopped_by != "interrupted":  # it came as the sweep ended on its own: it
+            signal.raise_signal(held[0])  # stops what follows (the finish, the next sweep)
+        return summary
 
     def stop(self, stopped_by: str) -> None:
         """End the run: tell what was measured, count the slots' busy time, close the rest."""

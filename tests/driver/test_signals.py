@@ -56,6 +56,14 @@ def test_while_the_sweep_closes_a_second_signal_is_ignored():
         restore()
 
 
+def test_a_signal_while_the_sweep_closes_is_kept_for_it_to_pass_on():
+    came: list[int] = []
+    with signals_held(came):
+        os.kill(os.getpid(), signal.SIGTERM)
+        threading.Event().wait(0.2)  # the handler has run: nothing raised
+    assert came == [signal.SIGTERM]
+
+
 def test_a_sweep_started_under_nohup_runs_on_when_the_terminal_closes(tmp_path):
     # the command and the sweep put their own handlers over nohup's ignored SIGHUP: a closed
     # terminal (or SSH session) stopped the sweep nohup was meant to keep running
