@@ -358,6 +358,7 @@ def _report(groups: list[Group], output: Path | None) -> None:
     from autotune.cli_parsing import UsageError
     from autotune.cli_stdout import names_stdout, result_stream, write_result
     from autotune.export import write_atomic
+    from autotune.reference_verdict import describe
     from autotune.units import named
 
     record = combined_record(groups)
@@ -378,6 +379,9 @@ def _report(groups: list[Group], output: Path | None) -> None:
             said += f", trial {first['trial']}: {values}"
             said += " (interrupted: its best so far)" if group.reason == "interrupted" else ""
         err.print(f"  {said}", highlight=False, markup=False)
+        if first.get("reference_faster"):  # as one sweep's best config says it
+            err.print(f"    note: {describe(first['reference_faster'])}", highlight=False,
+                      markup=False)  # fmt: skip
     configs = {prefix: rec["config"] for prefix, rec in record.items()}
     stream = result_stream()
     if output is not None and names_stdout(output):

@@ -64,6 +64,10 @@ def test_a_composed_space_is_tuned_a_study_per_distinct_part_and_every_prefix_an
     assert "  qkv., o. (M=16, N=32, K=32, dtype=bf16, layout=kn): study run.qkv, trial" in (
         result.stderr
     )
+    # as one sweep's best says it: the library kernel beat the winner (on the CPU, by far)
+    closing = result.stderr.split("searched by group: the winners\n")[1].splitlines()
+    assert closing[1].startswith("    note: cublas is faster than the best config found: it ")
+    assert closing[3].endswith("keep cublas for this problem"), closing
     # each group's study is an ordinary one: the result commands read it as any other
     best = autotune("best", "--storage", url, "--study", "run.up", cwd=tmp_path)
     assert best.returncode == 0 and json.loads(best.stdout) == winners["up."]
