@@ -95,7 +95,8 @@ def searched_by_group(asked: dict[str, Any]) -> list[Part] | None:
 
 
 def check_parts(space: Space, parts: list[Part], workload: str, asked: dict[str, Any]) -> None:
-    """Refuse what a search by group cannot honour: a joint knob (a parameter of no prefixed
+    """Refuse what a search by group cannot honour: an include of a composed space (its
+    parts' prefixes are no config keys), a joint knob (a parameter of no prefixed
     include; no workload tunes one beside its parts), a constraint of the composed file
     itself (no group's sweep would check it), a problem key the workload does not have, or
     one that both ``--problem`` and an include set.
@@ -110,6 +111,13 @@ def check_parts(space: Space, parts: list[Part], workload: str, asked: dict[str,
         raise SetupError(f"{unprefixed.where}: no prefix: searched by group, every include "
                          f"needs one (its parameters would be joint knobs, which {workload} "
                          "has none of)")  # fmt: skip
+    for part in {part.space: part for part in reversed(parts)}.values():  # each file's first
+        inner = sorted({p.prefix for p in load_space(part.space).params if p.prefix})
+        if inner:
+            raise SetupError(f"{part.where}: {part.space.name} is itself composed of prefixed "
+                             f"includes ({', '.join(inner)}): searched by group, an include is "
+                             f"one space of {workload}'s own parameters; include "
+                             f"{part.space.name}'s parts here")  # fmt: skip
     joint = next((p for p in space.params if not p.prefix), None)
     if joint is not None:
         raise SetupError(f"{space.source}: parameters.{joint.name}: a joint knob (outside every "

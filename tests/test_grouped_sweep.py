@@ -85,14 +85,21 @@ def test_a_composed_space_is_tuned_a_study_per_distinct_part_and_every_prefix_an
       "tiny.yaml: constraints.few: a constraint of the composed space itself"),
      (TINY, ["--problem", "M=32"], "--problem: M is set by "),
      (TINY.replace("{M: 16, N: 64, K: 32}", "{M: abc}"), [],
-      "tiny.yaml: include[2].problem: M='abc' is not a number (matmul's default: 64)")],
+      "tiny.yaml: include[2].problem: M='abc' is not a number (matmul's default: 64)"),
+     (TINY + "  - {space: inner.yaml, prefix: 'l0.'}\n", [],
+      "tiny.yaml: include[3]: inner.yaml is itself composed of prefixed includes (x.): "
+      "searched by group, an include is one space of matmul's own parameters; include "
+      "inner.yaml's parts here")],
     ids=["unknown-problem-key", "joint-knob", "no-prefix", "own-constraint", "problem-twice",
-         "problem-value"],
+         "problem-value", "composed-include"],
 )  # fmt: skip
 def test_a_composed_space_a_search_by_group_cannot_take_is_refused_in_one_line(
     tmp_path, space, extra, says
 ):
     (tmp_path / "tiny.yaml").write_text(space)
+    (tmp_path / "inner.yaml").write_text(
+        "name: inner\nworkload: matmul\ninclude:\n  - {space: matmul.yaml, prefix: 'x.'}\n"
+    )
     result = autotune("tune", "matmul", "--space", "tiny.yaml", "--device", "cpu", "--storage",
                       "memory", *extra, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2, result.stderr
