@@ -114,7 +114,8 @@ class ProgressDisplay(SweepObserver):
         budget = []
         if settings.n_trials is not None:  # the study's target: a resume says what it adds
             left = max(0, settings.n_trials - done)
-            adds = f" ({_adds(left, untried)})" if done else ""
+            note = _adds(left, untried) if done else _first_run_note(settings.n_trials, untried)
+            adds = f" ({note})" if note else ""
             budget.append(f"{settings.n_trials} trials{adds}")
         if settings.time_budget_s is not None:  # a time budget's resume: none to run, or
             spent = done and untried == 0 and settings.n_trials is None  # (as it goes) time
@@ -255,6 +256,23 @@ def _adds(left: int, untried: int | None) -> str:
         configs = "config" if untried == 1 else "configs"
         return f"{left} to run; only {untried} {configs} of the space left untried"
     return f"{left} to run"
+
+
+def _first_run_note(trials: int, configs: int | None) -> str:
+    """What a first run's header adds to its budget of ``trials``: how few configs the space
+    holds, where the sampler lists them (``configs``) and they are fewer; else nothing.
+
+    Example:
+        >>> _first_run_note(10, 3), _first_run_note(10, 1), _first_run_note(3, 3)
+        ('only 3 configs in the space', 'only 1 config in the space', '')
+        >>> _first_run_note(10, None), _first_run_note(10, 0)
+        ('', 'no config in the space to run')
+    """
+    if configs is None or configs >= trials:
+        return ""
+    if not configs:
+        return "no config in the space to run"
+    return f"only {configs} {'config' if configs == 1 else 'configs'} in the space"
 
 
 def _replay_cost_text(summary: SweepSummary) -> str:

@@ -240,3 +240,32 @@ def test_a_replay_s_closing_line_gives_the_search_s_milliseconds_a_trial_not_a_s
     stored = summary.study.user_attrs["last_run"]
     assert stored["search_overhead"] is None
     assert stored["ms_per_trial"] == round(ms, 3)
+
+
+@pytest.mark.parametrize("sampler", ["bo", "grid"])
+def test_a_first_runs_header_says_when_the_space_holds_fewer_configs_than_its_trials(
+    tmp_path, sampler
+):
+    # a first run of --trials 10 over 3 configs said 'budget 10 trials' and ran 3; a resume
+    # said how few were left, a first run nothing
+    from autotune.driver import Sweep
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import Param, Space
+
+    space = Space("c", [Param("fault", "categorical", choices=["none"]),
+                        Param("score", "categorical", choices=[0.5, 1.0, 2.0])])  # fmt: skip
+
+    def header(trials: int, name: str) -> str:
+        out = io.StringIO()
+        settings = SweepSettings(
+            workload="faults", problem={}, space=space, objectives={"score": "maximize"},
+            n_trials=trials, seed=0, storage=f"sqlite:///{tmp_path / 'f.db'}", study_name=name,
+            executor="inline", device={"type": "cpu"}, sampler=sampler,
+        )  # fmt: skip
+        Sweep(settings, ProgressDisplay(Console(file=out, width=1000))).run()
+        return out.getvalue().splitlines()[0]
+
+    assert header(10, "f").endswith(
+        "| study f (0 trials stored) | budget 10 trials (only 3 configs in the space)"
+    )
+    assert header(3, "g").endswith("| study g (0 trials stored) | budget 3 trials")
