@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
-from autotune.driver.trial_attrs import INFEASIBLE, REFUSED, REPEATED
+from autotune.driver.trial_attrs import INFEASIBLE, INTERRUPTED, REFUSED, REPEATED
 from autotune.redact import redact_values
 from autotune.units import named
 
@@ -227,16 +227,35 @@ class ProgressDisplay(SweepObserver):
             f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
             f"({_stop_text(summary.stopped_by)})"
         )
-        if not summary.trials_stored and summary.study_failures == summary.failures:
-            # a first run: its counts are the study's
+        # the study's counts leave out trials stopped from outside (told FAIL), as it launched
+        told = Counter({k: v for k, v in summary.failures.items() if k != INTERRUPTED})
+        if not summary.trials_stored and not summary.shared and summary.study_failures == told:
+            # a first run, the study's only driver: its counts are the study's
             line = f"{ran}; {summary.trials_total} launched in study {summary.study_name}; "
             line += f"{failures}{shares}"
-        else:  # a resume: this run's counts, then the study's, earlier runs' included
+        else:  # this run's counts, then the study's: earlier runs', other drivers' included
             line = (
                 f"{ran}; this run: {failures}{shares}; study {summary.study_name} in all "
-                f"(earlier runs included): {summary.trials_total} launched; {study_failures}"
+                f"({_whose(summary)} included): {summary.trials_total} launched; "
+                f"{study_failures}"
             )
         self.console.print(line, markup=False, soft_wrap=True)
+
+
+def _whose(summary: SweepSummary) -> str:
+    """Whose trials a closing line's study totals hold besides this run's.
+
+    Example:
+        >>> from collections import Counter
+        >>> def whose(stored, shared):
+        ...     return _whose(SweepSummary(None, "s", 1, 1, Counter(), [], "trials", 1.0,
+        ...                                trials_stored=stored, shared=shared))
+        >>> whose(3, False), whose(0, True), whose(3, True)
+        ('earlier runs', "other drivers'", "earlier runs' and other drivers'")
+    """
+    if summary.shared:
+        return "earlier runs' and other drivers'" if summary.trials_stored else "other drivers'"
+    return "earlier runs"
 
 
 def _adds(left: int, untried: int | None) -> str:

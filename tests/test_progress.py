@@ -269,3 +269,50 @@ def test_a_first_runs_header_says_when_the_space_holds_fewer_configs_than_its_tr
         "| study f (0 trials stored) | budget 10 trials (only 3 configs in the space)"
     )
     assert header(3, "g").endswith("| study g (0 trials stored) | budget 3 trials")
+
+
+def test_the_closing_lines_study_totals_count_every_drivers_failures(tmp_path):
+    # with a second driver on the study, the closing line read '6 launched in study w; failed:
+    # wrong_result 4': the launched were every driver's, the failures only those stored when
+    # this run began and its own
+    import subprocess
+    import sys
+
+    from autotune.driver import Sweep
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import load_space
+
+    space_file = tmp_path / "w.yaml"
+    space_file.write_text("name: w\nworkload: faults\nparameters:\n"
+                          "  fault: {type: categorical, choices: [wrong_result]}\n"
+                          "  score: {type: float, low: 0.0, high: 1.0}\n")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+
+    class OtherDriver(ProgressDisplay):
+        """After this driver's first trial, another driver runs the study to 4 trials."""
+
+        def on_trial(self, record, study, counts):  # noqa: ANN001, ANN202
+            super().on_trial(record, study, counts)
+            if record.number == 0:
+                subprocess.run(
+                    [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space",
+                     str(space_file), "--trials", "4", "--study", "w", "--storage", url,
+                     "--executor", "inline", "--finish-top", "0", "--seed", "1"],
+                    capture_output=True, text=True, timeout=120, check=False,
+                )  # fmt: skip
+
+    out = io.StringIO()
+    settings = SweepSettings(
+        workload="faults", problem={}, space=load_space(str(space_file)),
+        objectives={"score": "maximize"}, n_trials=6, seed=0, storage=url, study_name="w",
+        executor="inline", device={"type": "cpu"}, warm_start="off",
+    )  # fmt: skip
+    summary = Sweep(settings, OtherDriver(Console(file=out, width=1000))).run()
+    assert summary.trials_total == 6 and summary.trials_run == 4, out.getvalue()
+    assert summary.failures == {"wrong_result": 4}
+    assert summary.study_failures == {"wrong_result": 6}
+    line = out.getvalue().splitlines()[-1]
+    assert "; this run: failed: wrong_result 4; " in line, line
+    assert line.endswith(
+        "; study w in all (other drivers' included): 6 launched; failed: wrong_result 6"
+    ), line

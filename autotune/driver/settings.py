@@ -170,10 +170,11 @@ class SweepSummary:
     times: TrialTimes = field(default_factory=TrialTimes)  # what trials took (the finish's cost)
     #: this run's reasons for the configs it did not launch (rejected or refused), by count
     refusals: Counter = field(default_factory=Counter)
-    #: the study's failures by kind, the earlier runs' (stored when this one began) with this
-    #: run's: on a first run the same as ``failures``
+    #: the study's failures by kind as it stands at the end, as ``trials_total`` counts its
+    #: trials: the earlier runs', this run's and (``shared``) other drivers' meanwhile
     study_failures: Counter = field(default_factory=Counter)
     trials_stored: int = 0  # the study's launched trials when this run began (0: a first run)
+    shared: bool = False  # another driver ran trials of the study while this run did
     #: False where the objective measures nothing (a replay looks its figures up): its trials
     #: take no time, so no share of the slots' time says anything; the line gives
     #: :attr:`ms_per_trial` instead

@@ -39,7 +39,7 @@ from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, rea
 from autotune.driver.memory_guard import MemoryGuard
 from autotune.driver.novelty import config_key
 from autotune.driver.pruning import prune_check
-from autotune.driver.read_snapshot import batched_writes, snapshot_reads
+from autotune.driver.read_snapshot import SnapshotStorage, batched_writes, snapshot_reads
 from autotune.driver.results import best_trials
 from autotune.driver.samplers import is_exhausted, untried_configs
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
@@ -53,6 +53,7 @@ from autotune.driver.trial_attrs import (
     FINISH_ASKED,
     FINISH_DONE,
     FINISH_OFF,
+    FINISHED_STATES,
     IN_DRIVER,
     INFEASIBLE,
     LAST_RUN,
@@ -174,7 +175,8 @@ class _SweepRun:
         self.memory_guard = MemoryGuard.for_settings(s)
         # configs asked ahead: the compile pool's jobs, or one while every slot is busy
         self.depth = max(1, self.compiler.jobs if self.compiler else 0)
-        self.counts: Counter = Counter()  # the study's: the stored trials' and this run's
+        # the study's (the stored trials' and this run's, as the progress line shows them)
+        self.counts: Counter = study_counts(study)
         self.run_counts: Counter = Counter()  # this run's alone
         self.refusals: Counter = Counter()  # why configs were not launched, this run's
         self.ran = self.rejected = self.trials_stored = 0
@@ -189,12 +191,6 @@ class _SweepRun:
         self.last_reap = self.last_poll = time.monotonic()
         self.peers = StudyPeers(study, self.identity)  # the other drivers on this study
         self.measures = _measures(s.workload)  # False: a replay (its trials take no time)
-        for t in study.get_trials(deepcopy=False, states=(
-            optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED
-        )):  # fmt: skip
-            status = REPEATED if is_repeat(t) else trial_status(t)
-            refused = status == INFEASIBLE and WORKER in t.user_attrs  # told when it ran
-            self.counts[REFUSED if refused else status] += 1
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> SweepSummary:
@@ -510,7 +506,9 @@ class _SweepRun:
             else:  # it turned out infeasible when it ran: so is its twin
                 reason = f"same config as trial {asked.trial.number}: {finished.result.reason}"
                 result = TrialResult(TrialStatus.INFEASIBLE, reason)
-                self.account(self.book.tell_result(twin, result), refused=True)
+                # its worker's: the study counts it refused, as this run does
+                record = self.book.tell_result(twin, result, finished.worker)
+                self.account(record, refused=True)
             self.heartbeat.discard(twin.trial.number)
 
     def account(self, record: TrialRecord, refused: bool = False) -> None:
@@ -560,11 +558,14 @@ class _SweepRun:
                 "memory_model_error": None if error is None else round(error, 4)}  # fmt: skip
 
     def summarise(self, stopped_by: str, capacity: int) -> SweepSummary:
+        if isinstance(self.storage, SnapshotStorage):
+            self.storage.expire()  # the study as every driver left it, read once for both
+        trials_total = self.launched()  # (the same read: nothing is written between)
         summary = SweepSummary(
             study=self.study,
             study_name=self.study.study_name,
             trials_run=self.ran,
-            trials_total=self.launched(),
+            trials_total=trials_total,
             failures=_failures(self.run_counts),
             best=best_trials(self.study),
             stopped_by=stopped_by,
@@ -579,8 +580,11 @@ class _SweepRun:
             memory=self.memory_report(),
             times=self.times,
             refusals=self.refusals,
-            study_failures=_failures(self.counts),
+            # every driver's, as trials_total counts them: other drivers' trials of this run's
+            # time were not told here
+            study_failures=_failures(study_counts(self.study)),
             trials_stored=self.trials_stored,
+            shared=self.peers.others_active,
             measured=self.measures,
         )
         self.study.set_user_attr(
@@ -613,6 +617,19 @@ class _SweepRun:
         )
         self.observer.on_end(summary)
         return summary
+
+
+def study_counts(study: optuna.Study) -> Counter:
+    """The outcomes of ``study``'s finished trials (every driver's) by kind, as a run counts
+    its own: a repeat as such, a config refused when it ran (it has a worker) apart from one
+    the constraints rejected; trials stopped from outside (told FAIL) are not among them, as
+    they are not among the launched."""
+    counts: Counter = Counter()
+    for t in study.get_trials(deepcopy=False, states=FINISHED_STATES):
+        status = REPEATED if is_repeat(t) else trial_status(t)
+        refused = status == INFEASIBLE and WORKER in t.user_attrs  # told when it ran
+        counts[REFUSED if refused else status] += 1
+    return counts
 
 
 def _failures(counts: Counter) -> Counter:
