@@ -208,6 +208,7 @@ class _SweepRun:
         self.observer.on_start(self.settings, self.study, self.trials_stored, capacity, untried)
         stopped_by = "trials"
         held: list[int] = []  # the stop signals that came while the sweep closed
+        ended = False  # the loop ended (or a signal ended it), no error raised
         try:
             while True:
                 stop = self.stop_reason()
@@ -236,17 +237,23 @@ class _SweepRun:
                 # launch included): a stop at any moment after this loses none
                 for one in self.executor.wait_any():
                     self.tell_finished(one)
+            ended = True
         except KeyboardInterrupt:
             stopped_by = "interrupted"
+            ended = True
         finally:
-            # a second signal must not leave a trial RUNNING or drop a measured one: held
-            # until every trial is told or closed
+            # a second signal must not leave a trial RUNNING or drop a measured one, nor the
+            # run's record unwritten (a resume's would leave the last run's: the tuning cache
+            # and the finish read it): held until every trial is told or closed and the
+            # record is written
             try:
                 with signals_held(held):
                     self.stop(stopped_by)
+                    summary = self.summarise(stopped_by, capacity) if ended else None
             finally:
                 signal_restore()
-        summary = self.summarise(stopped_by, capacity)
+        assert summary is not None  # (an error raised in the loop went on up)
+        self.observer.on_end(summary)
         if held and stopped_by != "interrupted":  # it came as the sweep ended on its own: it
             signal.raise_signal(held[0])  # stops what follows (the finish, the next sweep)
         return summary
@@ -558,6 +565,7 @@ class _SweepRun:
                 "memory_model_error": None if error is None else round(error, 4)}  # fmt: skip
 
     def summarise(self, stopped_by: str, capacity: int) -> SweepSummary:
+        """The run's summary, its record (:data:`LAST_RUN`) written to the study."""
         if isinstance(self.storage, SnapshotStorage):
             self.storage.expire()  # the study as every driver left it, read once for both
         trials_total = self.launched()  # (the same read: nothing is written between)
@@ -615,7 +623,6 @@ class _SweepRun:
                 **summary.memory,
             },
         )
-        self.observer.on_end(summary)
         return summary
 
 

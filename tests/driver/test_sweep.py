@@ -606,3 +606,51 @@ def test_an_inline_sweep_of_several_in_flight_shares_one_slot_s_time(write_space
     assert summary.search_overhead < 0.4
     stored = summary.study.user_attrs["last_run"]
     assert stored["search_overhead"] == round(summary.search_overhead, 4)
+
+
+def test_a_signal_while_the_runs_record_is_written_leaves_the_record(tmp_path):
+    """Ctrl-C after every trial was closed, while the run's record was written: the command
+    ended 130 without it. A resume that added trials to a finished study then left the
+    earlier run's record ('trials', finish done) in place: the tuning cache answered with
+    the new trials' winner, which no finish judged."""
+    from autotune.driver.executor_choice import make_executor
+    from autotune.driver.trial_attrs import finish_pending, last_run
+    from autotune.space import Param, Space
+    from autotune.storage import open_storage
+    from autotune.tuning_cache import cached_study
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    space = Space("r", [Param("fault", "categorical", choices=["none"]),
+                        Param("score", "float", low=0.0, high=1.0)])  # fmt: skip
+
+    def run_settings(trials: int) -> SweepSettings:
+        return settings(space, n_trials=trials, storage=url, study_name="r", warm_start="off",
+                        finish_top=1, finish_rounds=1, fingerprint={"key": "k"})  # fmt: skip
+
+    first = Sweep(run_settings(2))
+    first.finish(first.run().study, top=1, rounds=1)
+    storage = open_storage(url)
+    assert cached_study(storage, "k", "auto", 2, wants_finish=True) is not None
+
+    def signalling(s, workers=None):  # noqa: ANN001, ANN202
+        executor = make_executor(s, workers)
+
+        class AtTheClose(type(executor)):
+            @property
+            def side_by_side(self) -> int:  # read for the closing summary
+                os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, at that moment
+                return super().side_by_side
+
+        executor.__class__ = AtTheClose
+        return executor
+
+    try:
+        stopped_by = Sweep(run_settings(5), executor_factory=signalling).run().stopped_by
+    except KeyboardInterrupt:  # (not up to pytest: it would end the whole session)
+        stopped_by = "KeyboardInterrupt"  # the command ended 130
+    study = load(url, "r")
+    assert last_run(study.user_attrs)["trials"] == 3  # this run's, not the first run's 2
+    assert finish_pending(study.user_attrs)  # its finish never ran
+    assert cached_study(open_storage(url), "k", "auto", 5, wants_finish=True) is None
+    # every trial ran: the signal in the record's writing is let be, as one in the stop is
+    assert stopped_by == "trials"
