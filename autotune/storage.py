@@ -443,8 +443,9 @@ def _dispose(engine_ref: weakref.ref) -> None:
 
 
 def study_names(storage: optuna.storages.BaseStorage) -> list[str]:
-    """Names of the studies in ``storage``, oldest first."""
-    return [s.study_name for s in optuna.study.get_all_study_summaries(storage)]
+    """Names of the studies in ``storage``, oldest first (no trial read: a study summary
+    holds its trials' count, for which Optuna reads them all)."""
+    return optuna.study.get_all_study_names(storage)
 
 
 #: the longest study name Optuna's database tables hold (a VARCHAR(512) on PostgreSQL and
