@@ -105,3 +105,32 @@ def signals_held(came: list[int] | None = None) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """A block of writes that belong together (a new study's queued default and its
+    description), which a stop signal does not cut: one that comes meanwhile is delivered
+    once the block ends, to the handler it would have reached (Ctrl-C's KeyboardInterrupt);
+    the main thread only.
+
+    Example:
+        >>> with signals_deferred():
+        ...     pass
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        came.append(signum)
+
+    previous = {sig: signal.signal(sig, hold) for sig in taken_signals()}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if came:
+            signal.raise_signal(came[0])

@@ -19,6 +19,7 @@ import itertools
 import json
 import os
 import warnings
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from autotune.driver.pruning import DivergencePruner
 from autotune.driver.results import ok_trials
 from autotune.driver.samplers import make_sampler, resolve_sampler
 from autotune.driver.settings import SweepSettings
+from autotune.driver.signals import signals_deferred
 from autotune.driver.trial_attrs import BASELINE, STUDY, WARM_START, stored_info
 from autotune.driver.warm_start import (
     first_objective,
@@ -117,7 +119,13 @@ def requeue_stopped_default(study: optuna.Study) -> bool:
 
 
 def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) -> optuna.Study:
-    """Create the study, or load a stored one of the same workload and objectives."""
+    """Create the study, or load a stored one of the same workload and objectives.
+
+    A new study is written only once what it starts from is known (the warm start's source,
+    found by reading every stored study, may take seconds), and then whole, its queued
+    default and description together with a stop signal held till they are in: Ctrl-C while
+    a sweep is set up leaves no study, or one a resume takes up as it is (it had left queued
+    trials and no description: a resume by ``--study`` queued the default again)."""
     s = settings
     name = study_name_for(s)
     directions = list(s.objectives.values())
@@ -135,69 +143,118 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
         device=s.device,
         in_flight=in_flight,
     )
-    study = _create_or_load(storage, name, directions, sampler, named=bool(s.study_name))
-    info = study.user_attrs.get(STUDY)
-    if info is not None:
-        if info.get("workload") != s.workload or info.get("objectives") != s.objectives:
-            raise StudyMismatch(
-                f"study {name!r} holds a {info.get('workload')} sweep of "
-                f"{info.get('objectives')}; it cannot resume as {s.workload} of {s.objectives}"
-            )
-        changed = _changed(info.get("problem", {}), redact_values(s.problem))
-        if changed:
-            raise StudyMismatch(
-                f"study {name!r} holds a sweep at {changed[0]}; it cannot resume at "
-                f"{changed[1]} (start another --study)"
-            )
-        _check_space_fits(name, study, s)
-        _check_files_kept(name, info, s.problem)
-        _record_resume(study, info, s)
-        source = study.user_attrs.get(WARM_START, {}).get("source")
-        if source:  # a resumed warm start keeps its prior
-            with contextlib.suppress(KeyError):  # unless the source was deleted since
-                _set_prior(s, study, optuna.load_study(study_name=source, storage=storage))
-        return study
+    study = None
+    if s.study_name and _stored(storage, name):
+        study = _create_or_load(storage, name, directions, sampler, named=True)
+        info = study.user_attrs.get(STUDY)
+        if info is not None:
+            _resume(s, storage, study, info)
+            return study
+        # else a study whose set-up was cut short (by a kill): set up here, as a new one
+    start = _warm_start(s, storage, sampler, source_study, exclude=name)
+    info = _description(s, directions)
+    with signals_deferred():  # a stop now comes once the study is whole
+        if study is None:
+            study = _create_or_load(storage, name, directions, sampler, named=bool(s.study_name))
+        stored_now = study.user_attrs.get(STUDY)
+        if stored_now is not None:  # another driver of this --study set it up meanwhile
+            _resume(s, storage, study, stored_now)
+        else:
+            _write_new(s, study, start, info)
+    return study
+
+
+def _stored(storage: BaseStorage, name: str) -> bool:
+    """Whether ``storage`` holds a study named ``name``."""
+    try:
+        storage.get_study_id_from_name(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _resume(s: SweepSettings, storage: BaseStorage, study: optuna.Study, info: dict) -> None:
+    """Check that stored ``study`` (its description ``info``) may resume as ``s`` asks, and
+    record the resume.
+
+    Raises:
+        StudyMismatch: another workload, objective, problem, space or input file.
+    """
+    name = study.study_name
+    if info.get("workload") != s.workload or info.get("objectives") != s.objectives:
+        raise StudyMismatch(
+            f"study {name!r} holds a {info.get('workload')} sweep of "
+            f"{info.get('objectives')}; it cannot resume as {s.workload} of {s.objectives}"
+        )
+    changed = _changed(info.get("problem", {}), redact_values(s.problem))
+    if changed:
+        raise StudyMismatch(
+            f"study {name!r} holds a sweep at {changed[0]}; it cannot resume at "
+            f"{changed[1]} (start another --study)"
+        )
+    _check_space_fits(name, study, s)
+    _check_files_kept(name, info, s.problem)
+    _record_resume(study, info, s)
+    source = study.user_attrs.get(WARM_START, {}).get("source")
+    if source:  # a resumed warm start keeps its prior
+        with contextlib.suppress(KeyError):  # unless the source was deleted since
+            _set_prior(s, study.sampler, optuna.load_study(study_name=source, storage=storage))
+
+
+def _description(s: SweepSettings, directions: list[str]) -> dict[str, Any]:
+    """What a new study records of its sweep (:data:`STUDY`): what a resume must match, and
+    what the reports show."""
+    return {
+        "workload": s.workload,
+        "problem": redact_values(s.problem),  # a command's database password left out
+        "files": _file_digests(s.problem),  # what a replay table, a trace held: a
+        # resume that finds them changed would mix two sets of measurements
+        "space": whole_path(s.space.source),  # a resume from another folder finds it
+        # the default's knobs the space does not tune: what every trial ran for them
+        "untuned": {
+            k: v
+            for k, v in {**s.untuned, **(s.baseline or {})}.items()
+            if k not in s.space.names and isinstance(v, str | int | float | bool)
+        },
+        "objectives": s.objectives,
+        "slo": s.slo,  # what its trials were judged by: a resume keeps it
+        "sampler": s.sampler,
+        "sampler_used": resolve_sampler(s.sampler, s.space, len(directions)),
+        "seed": s.seed,
+        "n_trials": s.n_trials,
+        "time_budget_s": s.time_budget_s,  # a resume without a budget runs this again
+        "device": s.device,
+        # a password on the command line stays out, and so does each secret of the
+        # problem's values wherever it stands (--problem 'command=HF_TOKEN=X srv')
+        "command": redact(s.command, s.secrets),
+        "label": s.label,
+        "fingerprint": _redacted_fingerprint(s.fingerprint or {}),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _write_new(
+    s: SweepSettings, study: optuna.Study, start: WarmStart | None, info: dict[str, Any]
+) -> None:
+    """A new study's writes: the untuned default queued first, then the warm start's configs,
+    its metric names, and last its description ``info`` (a study with none is one whose
+    set-up was cut short: what it queued is not queued twice)."""
     if s.baseline:
         # the untuned default runs first: the sweep's answer is never worse than it
         study.enqueue_trial(
             {k: v for k, v in s.baseline.items() if k in s.space.names},
             user_attrs={BASELINE: True},
+            skip_if_exists=True,
         )
-    _warm_start(s, storage, study, source_study)
+    if start is not None:
+        for config in start.configs:
+            study.enqueue_trial(config, user_attrs={WARM_START: start.source}, skip_if_exists=True)
+        study.set_user_attr(WARM_START, {"source": start.source, "similarity": start.score,
+                                         "configs": len(start.configs)})  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names(list(s.objectives))
-    study.set_user_attr(
-        STUDY,
-        {
-            "workload": s.workload,
-            "problem": redact_values(s.problem),  # a command's database password left out
-            "files": _file_digests(s.problem),  # what a replay table, a trace held: a
-            # resume that finds them changed would mix two sets of measurements
-            "space": whole_path(s.space.source),  # a resume from another folder finds it
-            # the default's knobs the space does not tune: what every trial ran for them
-            "untuned": {
-                k: v
-                for k, v in {**s.untuned, **(s.baseline or {})}.items()
-                if k not in s.space.names and isinstance(v, str | int | float | bool)
-            },
-            "objectives": s.objectives,
-            "slo": s.slo,  # what its trials were judged by: a resume keeps it
-            "sampler": s.sampler,
-            "sampler_used": resolve_sampler(s.sampler, s.space, len(directions)),
-            "seed": s.seed,
-            "n_trials": s.n_trials,
-            "time_budget_s": s.time_budget_s,  # a resume without a budget runs this again
-            "device": s.device,
-            # a password on the command line stays out, and so does each secret of the
-            # problem's values wherever it stands (--problem 'command=HF_TOKEN=X srv')
-            "command": redact(s.command, s.secrets),
-            "label": s.label,
-            "fingerprint": _redacted_fingerprint(s.fingerprint or {}),
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-        },
-    )
-    return study
+    study.set_user_attr(STUDY, info)
 
 
 #: Between the commands of the runs that made a study, in its stored ``command``.
@@ -310,30 +367,45 @@ def _goal(objective: tuple[str, str] | None) -> str:
     return f"{objective[1][:-1]}es {objective[0]}"
 
 
+@dataclass(frozen=True)
+class WarmStart:
+    """What a warm start queues: ``configs`` of study ``source``, whose problem is ``score``
+    alike (:func:`~autotune.driver.warm_start.similarity`)."""
+
+    source: str
+    score: float
+    configs: list[dict[str, Any]]
+
+
 def _warm_start(
-    s: SweepSettings, storage: BaseStorage, study: optuna.Study, named: optuna.Study | None
-) -> None:
-    """Queue the best configs of a related stored sweep (``named``, or the most similar one
-    for ``auto``) as the first trials."""
+    s: SweepSettings,
+    storage: BaseStorage,
+    sampler: optuna.samplers.BaseSampler,
+    named: optuna.Study | None,
+    exclude: str,
+) -> WarmStart | None:
+    """The best configs of a related stored sweep (``named``, or the most similar one for
+    ``auto``, not study ``exclude``) to queue as the first trials, its measurements given to
+    ``sampler`` as a prior; None where there is none. Nothing is written."""
     if s.warm_start == "off":
-        return
+        return None
     if named is None:
         found = most_similar_study(
             storage,
             s.workload,
             s.problem,
             s.device.get("name"),
-            exclude=study.study_name,
+            exclude=exclude,
             objective=next(iter(s.objectives.items())),
         )
     else:
         problem = stored_info(named.user_attrs).get("problem", {})
         found = (named, similarity(s.problem, problem))
     if found is None or not tuned_params(found[0]) & set(s.space.names):
-        return  # a source that shares no parameter with the space holds nothing to start from
+        return None  # a source that shares no parameter with the space holds nothing to start from
     source, score = found
     direction = next(iter(s.objectives.values()))
-    _set_prior(s, study, source)
+    _set_prior(s, sampler, source)
     # the source's best configs that this space can hold (a narrowed space may hold none); an
     # empty one (none of its parameters in the space) would only be a sampled trial mislabelled
     fitting = [
@@ -341,16 +413,7 @@ def _warm_start(
         for config in top_configs(source, direction, len(source.trials))
     ]
     configs = [c for c in fitting if c and all(s.space[k].contains(v) for k, v in c.items())]
-    configs = configs[:WARM_START_CONFIGS]
-    for config in configs:
-        study.enqueue_trial(
-            config,
-            user_attrs={WARM_START: source.study_name},
-            skip_if_exists=True,
-        )
-    study.set_user_attr(
-        WARM_START, {"source": source.study_name, "similarity": score, "configs": len(configs)}
-    )
+    return WarmStart(source.study_name, score, configs[:WARM_START_CONFIGS])
 
 
 def _changed(stored: dict, given: dict) -> tuple[str, str] | None:
@@ -475,10 +538,12 @@ def _choices(distribution: optuna.distributions.BaseDistribution) -> str:
     return f"choices {list(choices)}" if choices is not None else repr(distribution)
 
 
-def _set_prior(s: SweepSettings, study: optuna.Study, source: optuna.Study) -> None:
-    """Give the sampler the source's measurements as a prior, where it takes one: trusted as
+def _set_prior(
+    s: SweepSettings, sampler: optuna.samplers.BaseSampler, source: optuna.Study
+) -> None:
+    """Give ``sampler`` the source's measurements as a prior, where it takes one: trusted as
     far as it ranks this sweep's own measurements (autotune.driver.transfer_prior)."""
-    if not hasattr(study.sampler, "set_prior"):
+    if not hasattr(sampler, "set_prior"):
         return
     # a config with a value this space does not have is left out: the model would read
     # it as the nearest value it knows (x=64 of a wider space as this one's x=1)
@@ -488,7 +553,7 @@ def _set_prior(s: SweepSettings, study: optuna.Study, source: optuna.Study) -> N
         if all(s.space[k].contains(v) for k, v in config.items()):
             configs.append(config)
             values.append(t.values[0])
-    study.sampler.set_prior(
+    sampler.set_prior(
         configs,
         values,
         maximize=next(iter(s.objectives.values())) == "maximize",

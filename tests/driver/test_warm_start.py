@@ -194,8 +194,7 @@ def test_the_prior_leaves_out_source_configs_with_values_this_space_lacks(sqlite
         def set_prior(self, configs, values, maximize):
             self.configs, self.values = configs, values
 
-    target = optuna.create_study()
-    target.sampler = Recorder()
-    study_setup._set_prior(settings, target, source)
-    assert target.sampler.configs == [{"x": 1, "y": "b"}, {"x": 8, "y": "b"}]
-    assert target.sampler.values == [2.0, 9.0]
+    sampler = Recorder()
+    study_setup._set_prior(settings, sampler, source)
+    assert sampler.configs == [{"x": 1, "y": "b"}, {"x": 8, "y": "b"}]
+    assert sampler.values == [2.0, 9.0]
