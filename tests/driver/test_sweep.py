@@ -652,5 +652,6 @@ def test_a_signal_while_the_runs_record_is_written_leaves_the_record(tmp_path):
     assert last_run(study.user_attrs)["trials"] == 3  # this run's, not the first run's 2
     assert finish_pending(study.user_attrs)  # its finish never ran
     assert cached_study(open_storage(url), "k", "auto", 5, wants_finish=True) is None
-    # every trial ran: the signal in the record's writing is let be, as one in the stop is
-    assert stopped_by == "trials"
+    # every trial ran and the record is written; the Ctrl-C, held meanwhile, is then passed on
+    # to stop what follows (the finish), as one while the sweep closes its workers is
+    assert stopped_by == "KeyboardInterrupt"
