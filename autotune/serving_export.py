@@ -173,7 +173,7 @@ def check_args(target: str, args: dict[str, Any]) -> None:
             raise ServingExportError(f"{target} --{flag} {value!r}: {fault}")
 
 
-#: the serving engine's values of its categorical knobs (objectives/serving.py)
+#: the serving engine's values of its categorical knobs (objectives/serving_config.py)
 KV_CACHE = {"bf16": "auto", "fp8": "fp8_e4m3"}
 WEIGHTS = ("bf16", "int8", "int4")
 POLICIES = ("fcfs", "prefill-first")

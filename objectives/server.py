@@ -55,13 +55,9 @@ from autotune.objectives.server_template import (
     format_command,
     template_names,
 )
-from autotune.objectives.serving import (
-    LATENCY_FIGURES,
-    SLO_PROBLEM_KEYS,
-    RequestTiming,
-    latency_summary,
-)
 from autotune.objectives.serving_config import check_space_values
+from autotune.objectives.serving_metrics import LATENCY_FIGURES, RequestTiming, latency_summary
+from autotune.objectives.serving_problem import SLO_PROBLEM_KEYS
 from autotune.objectives.serving_trace import (
     POISSON_KEYS,
     TraceEntry,

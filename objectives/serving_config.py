@@ -60,6 +60,43 @@ def check_config_value(key: str, value: Any) -> None:
         raise Infeasible(f"cuda_graphs={value!r} must be true or false")
 
 
+def checked_config(
+    config: Mapping[str, Any], default: Mapping[str, Any], d_model: int, device_type: str
+) -> dict[str, Any]:
+    """``config`` over ``default``, each knob checked (:func:`check_config_value`), and the
+    knobs checked against the model and the device.
+
+    Raises:
+        Infeasible: a key the engine does not know, a value it cannot run, int4 weights of a
+            ``d_model`` no group of 64 divides, CUDA graphs off a CUDA device.
+
+    Example:
+        >>> default = {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "block_size": 16,
+        ...            "kv_dtype": "bf16", "weights": "bf16", "policy": "fcfs",
+        ...            "attention_backend": "default", "cuda_graphs": False}
+        >>> checked_config({"block_size": 32}, default, 128, "cpu")["block_size"]
+        32
+        >>> checked_config({"weights": "int4"}, default, 96, "cpu")
+        Traceback (most recent call last):
+        ...
+        autotune.failures.Infeasible: int4 weights need d_model to be a multiple of 64, ...
+    """
+    merged = {**default, **config}
+    unknown = sorted(set(merged) - set(CONFIG_KEYS))
+    if unknown:
+        raise Infeasible(f"unknown serving config keys: {', '.join(unknown)}")
+    for key in CONFIG_KEYS:
+        check_config_value(key, merged[key])
+    # int4 groups of 128 input features, or of 64 where 128 does not divide them (the
+    # MLP's hidden width is a multiple of 64 already)
+    if merged["weights"] == "int4" and d_model % 64:
+        raise Infeasible("int4 weights need d_model to be a multiple of 64, their smallest "
+                         "group of input features")  # fmt: skip
+    if merged["cuda_graphs"] and device_type != "cuda":
+        raise Infeasible("cuda_graphs=true needs a CUDA device")
+    return merged
+
+
 def check_space_values(params: Mapping[str, Param], knobs: Mapping[str, str] | None = None) -> None:
     """Refuse, before the sweep, a parameter of a space that gives a knob a value no trial
     could run (:func:`check_config_value`), or a float parameter over a size, which draws

@@ -31,7 +31,7 @@ sys.path.append(str(Path(__file__).resolve().parents[2]))  # benchmarks.*, after
 from autotune.failures import TrialTimeout  # noqa: E402
 from autotune.kernels.decode_graphs import DecodeGraphs  # noqa: E402
 from autotune.kernels.llama_infer import Chunk  # noqa: E402
-from autotune.objectives import serving as serving_module  # noqa: E402
+from autotune.objectives import serving_replay as replay_module  # noqa: E402
 from autotune.objectives.serving import ServingObjective  # noqa: E402
 from autotune.timing import rotated  # noqa: E402
 from benchmarks.module_file import load_module  # noqa: E402
@@ -146,7 +146,7 @@ def main() -> None:
     if args.old_graphs is not None:
         old_graphs = load_module(args.old_graphs, "decode_graphs_old").DecodeGraphs
         variants["paged, every step graphed, old graphs"] = (PAGED, old_graphs, None)
-    current = {name: getattr(serving_module, name) for name in ENGINE_NAMES}
+    current = {name: getattr(replay_module, name) for name in ENGINE_NAMES}
     args.out.mkdir(parents=True, exist_ok=True)
     problem = {**ServingObjective.default_problem({"type": "cuda"}), "rate": args.rate}
     for item in filter(None, args.problem.split(",")):
@@ -158,14 +158,14 @@ def main() -> None:
     for round_ in range(args.rounds):
         for name in rotated(names, round_):
             config, graphs_class, engine = variants[name]
-            serving_module.DecodeGraphs = graphs_class
+            replay_module.DecodeGraphs = graphs_class
             for attr in ENGINE_NAMES:
-                setattr(serving_module, attr, getattr(engine, attr) if engine else current[attr])
+                setattr(replay_module, attr, getattr(engine, attr) if engine else current[attr])
             runs[name].append(measure(obj, config))  # a variant that timed out: on to the next
             print(f"round {round_} {name}: {json.dumps(runs[name][-1])}", flush=True)
-    serving_module.DecodeGraphs = DecodeGraphs
+    replay_module.DecodeGraphs = DecodeGraphs
     for attr in ENGINE_NAMES:
-        setattr(serving_module, attr, current[attr])
+        setattr(replay_module, attr, current[attr])
     obj.close()
     default = None  # the default config's goodput, when it ran and finished a round
     finished = [r["goodput_tok_s"] for r in runs.get("default", []) if "timed_out" not in r]
