@@ -58,13 +58,14 @@ def table_overlap(
     the row's values) holds a value the parameter takes (a number by its value, a choice as
     the table wrote it or by its value), each inactive one is blank, and no constraint breaks.
     """
-    from autotune.objectives.replay import _cell, _text_keys, load_table, offered_keys
+    from autotune.objectives.replay_rows import offered_keys
+    from autotune.objectives.replay_table import cell, load_table, text_keys
 
     table = load_table(str(table_path))
     names = space.names
     offered = offered_keys(table, names)
-    values = list(zip(*([_cell(v) for v in table[n]] for n in names), strict=True))
-    texts = _text_keys(str(table_path), tuple(names))
+    values = list(zip(*([cell(v) for v in table[n]] for n in names), strict=True))
+    texts = text_keys(str(table_path), tuple(names))
     admitted, chance, first_miss = 0, 0.0, ""
     rows = len(table)
     for index in range(rows):

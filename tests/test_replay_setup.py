@@ -259,7 +259,7 @@ def test_a_replay_named_by_a_relative_path_reads_its_table_once(tmp_path, monkey
     whole = settings.problem["table"]  # what the objective reads
     assert whole == str(tmp_path.resolve() / "grid.csv")
     assert load_table(whole) is load_table("grid.csv")  # one read, under either name
-    from autotune.objectives.replay import _read_table
+    from autotune.objectives.replay_table import _read_table
 
     reads = _read_table.cache_info().misses
     ReplayObjective(settings.problem)  # as the inline executor builds it

@@ -24,7 +24,8 @@ import pandas as pd
 
 from autotune.driver.novelty import config_key
 from autotune.space import Space, load_space
-from objectives.replay import _plain, load_table, space_from_table
+from objectives.replay import load_table, space_from_table
+from objectives.replay_table import plain
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks/data"
@@ -91,7 +92,7 @@ class Landscape:
         """Config key -> (status, metric or None) for every recorded row."""
         out = {}
         for row in self.frame.to_dict(orient="records"):
-            config = {p: _plain(row[p]) for p in self.params}
+            config = {p: plain(row[p]) for p in self.params}
             value = float(row[self.metric]) if row["status"] == "ok" else None
             out[config_key(config)] = (str(row["status"]), value)
         return out
