@@ -90,16 +90,15 @@ class ReplayObjective(Objective):
             raise SpaceError(f"{problem['table']}: --metric {self.metric!r} is not a column")
         self.no_status = bool(table.attrs.get(NO_STATUS, False))
         self.duration_column = next((c for c in DURATION_COLUMNS if c in table.columns), None)
+        records = table.to_dict(orient="records")  # one list of rows for the three lookups
         # the configs the table's own space offers: codes as written, other columns by value
-        self._rows_offered = rows_by_config(
-            table, self.params, self.metric, offered_keys(table, self.params)
-        )
-        self._rows = rows_by_config(table, self.params, self.metric)
+        offered = offered_keys(table, self.params)
+        self._rows_offered = rows_by_config(table, self.params, self.metric, offered, records)
+        self._rows = rows_by_config(table, self.params, self.metric, records=records)
         # the cells as written: a --space whose choices are the words "01", "10" finds its rows,
         # which pandas read as the numbers 1 and 10 (and "01" and "1" as one config)
-        self._rows_by_text = rows_by_config(
-            table, self.params, self.metric, text_keys(str(problem["table"]), tuple(self.params))
-        )
+        texts = text_keys(str(problem["table"]), tuple(self.params))
+        self._rows_by_text = rows_by_config(table, self.params, self.metric, texts, records)
 
     def evaluate(self, config: dict[str, Any], report: Reporter = no_reporting) -> Measurement:
         row = self._row(tuple(cell(config.get(p)) for p in self.params))  # absent: blank

@@ -300,3 +300,24 @@ def test_a_column_named_device_or_problem_beside_the_parameters_replays(tmp_path
     assert objective.evaluate({"a": 2, "b": 2}).metrics["device"] == "h200"
     done = _tune(table, "a,b", "v")
     assert done.returncode == 0 and "done: 2 trials" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_replays_set_up_reads_its_tables_text_once(tmp_path, monkeypatch):
+    # the loader read the file as text for its words and codes, and the objective read it as
+    # text again for its cells as written (4 parses of one table, with the header's check):
+    # one read of the text now serves both, and the replay finds the same rows
+    path = tmp_path / "grid.csv"
+    path.write_text("BM,mode,tflops\n064,None,400\n128,tiled,610\n8,auto,\n")
+    read_csv, reads = pd.read_csv, []
+
+    def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - pandas' own, counted
+        reads.append(kwargs.get("dtype"))
+        return read_csv(*args, **kwargs)
+
+    monkeypatch.setattr(pd, "read_csv", counted)
+    objective = ReplayObjective({"table": str(path), "params": ["BM", "mode"], "metric": "tflops"})
+    assert reads == [None, str]  # the typed read and the text's
+    assert objective.evaluate({"BM": "064", "mode": "None"}).values["tflops"] == 400.0
+    assert objective.evaluate({"BM": 128, "mode": "tiled"}).values["tflops"] == 610.0
+    with pytest.raises(Crashed, match="no tflops recorded"):
+        objective.evaluate({"BM": 8, "mode": "auto"})
