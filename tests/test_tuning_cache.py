@@ -112,6 +112,9 @@ def test_the_source_follows_imports_through_modules_and_into_functions():
     assert "autotune.objectives" not in serving and "autotune.kernels" not in serving
     assert {m.__name__ for m in source_modules("replay")} == {
         "autotune.objectives.replay",
+        "autotune.objectives.replay_rows",
+        "autotune.objectives.replay_space",
+        "autotune.objectives.replay_table",
         "autotune.objectives.base",
     }
 

@@ -109,8 +109,8 @@ class SlowToSet(threading.Event):
 
 stop = SlowToSet()
 stop_on_signals(stop)
-print("ready", flush=True)
-try:
+try:  # (the signal may come as soon as "ready" is read: before the sleep)
+    print("ready", flush=True)
     time.sleep(30)
 except KeyboardInterrupt:
     print("interrupted", stop.is_set(), flush=True)
