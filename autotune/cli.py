@@ -247,6 +247,7 @@ def tune(
     (include, problem), then each prefix's winner."""
     quiet_libraries()
     from autotune.cli_sweep import run_settings
+    from autotune.group_resume import resumed_workload
     from autotune.grouped_sweep import searched_by_group, tune_by_group
     from autotune.sweep_setup import build_settings
 
@@ -290,6 +291,7 @@ def tune(
         slo=limits,
     )
     ending = {"cache": cache, "finish_top": finish_top, "finish_rounds": finish_rounds}
+    asked["workload"] = resumed_workload(asked)  # a search by group's, resumed by --study
     parts = searched_by_group(asked)
     if parts:
         tune_by_group(parts, asked, output, started=COMMAND_STARTED, **ending)

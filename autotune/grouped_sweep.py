@@ -174,6 +174,12 @@ def study_labels(prefixes: list[str]) -> list[str]:
     return [prefix if own in shared else own for prefix, own in zip(prefixes, labels, strict=True)]
 
 
+def group_labels(parts: list[Part], given: dict[str, Any]) -> list[str]:
+    """What each group's study name adds after ``<study>.``: the :func:`study_labels` of
+    the first prefix of each of :func:`same_measurements`."""
+    return study_labels([same[0].prefix for same in same_measurements(parts, given)])
+
+
 def base_study_name(asked: dict[str, Any], labels: list[str]) -> str:
     """The name the groups' studies start with: ``--study``, else the workload (a file's by
     its stem) and the time, ``-2``, ``-3``... where a study of the storage has a group's name."""
@@ -207,7 +213,7 @@ def plan_groups(parts: list[Part], asked: dict[str, Any]) -> list[Group]:
     budget = asked["time_budget_s"]
     share = None if budget is None else budget / len(measured)  # a first guess: trial timeout
     groups: dict[tuple[str, str], Group] = {}
-    names = study_labels([same[0].prefix for same in measured])
+    names = group_labels(parts, asked["problem"])
     base = base_study_name(asked, names)
     for same, own in zip(measured, names, strict=True):
         first = same[0]

@@ -222,3 +222,33 @@ def test_ctrl_c_as_a_groups_sweep_closes_on_its_own_still_stops_the_command(tmp_
         and "up. (M=16, N=64, K=32, dtype=bf16, layout=kn): no winner (not run)" in stderr
     )
     assert "study run.qkv, trial" in stderr  # the first group's sweep ended: its winner
+
+
+def test_a_search_by_group_resumed_by_its_space_and_study_takes_the_stored_workload(tmp_path):
+    """``--space COMPOSED.yaml --study NAME`` without the workload fell back to train-step
+    (and refused the composed space as no space of it); it now takes the workload the
+    groups' studies stored. Another workload is refused naming both, and ``--study NAME``
+    alone, which started a new train-step sweep, names the groups' studies."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    common = ("--device", "cpu", "--storage", url, "--study", "run", "--finish-top", "0")
+    first = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "1", *common,
+                     cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    resumed = autotune("tune", "--space", "tiny.yaml", "--trials", "2", *common, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "study run.qkv (1 trials stored) | budget 2 trials (1 to run)" in resumed.stderr
+    storage = optuna.storages.RDBStorage(url)
+    for name in ("run.qkv", "run.up"):
+        study = optuna.load_study(study_name=name, storage=storage)
+        assert len(study.trials) == 2 and stored_info(study.user_attrs)["workload"] == "matmul"
+    other = autotune("tune", "rmsnorm", "--space", "tiny.yaml", *common, cwd=tmp_path)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
+    assert ("--study run: its group's study run.qkv holds a matmul sweep; it cannot resume as "
+            "rmsnorm") in other.stderr  # fmt: skip
+    alone = autotune("tune", *common, cwd=tmp_path)
+    assert alone.returncode == 2 and alone.stderr.count("\n") == 1, alone.stderr
+    assert ("--study run: no study of that name in this storage, but a search by group's "
+            "(run.qkv, run.up): give its composed --space") in alone.stderr  # fmt: skip
+    names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage))
+    assert names == ["run.qkv", "run.up"]  # no train-step study 'run' made
