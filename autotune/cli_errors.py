@@ -141,13 +141,13 @@ def _root_cause_line(exc: BaseException) -> str:
     return type(chain[-1]).__name__
 
 
-def _interrupted_line(exc: KeyboardInterrupt) -> str:
+def interrupted_line(exc: KeyboardInterrupt) -> str:
     """What Ctrl-C (or SIGTERM) says: a sweep's finished trials are stored; a report's server
     says it stopped.
 
     Example:
         >>> from autotune.report_server import ServerStopped
-        >>> _interrupted_line(KeyboardInterrupt()), _interrupted_line(ServerStopped("stopped"))
+        >>> interrupted_line(KeyboardInterrupt()), interrupted_line(ServerStopped("stopped"))
         ('interrupted; finished trials are stored', 'stopped')
     """
     from autotune.report_server import ServerStopped
@@ -171,7 +171,7 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt as exc:
-            err.print(_interrupted_line(exc))
+            err.print(interrupted_line(exc))
             raise typer.Exit(130) from None
         except _lost_types() as exc:
             err.print(f"[red]error:[/red] {escape(redact(str(exc)))}", highlight=False,

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from autotune.cli_errors import err
+from autotune.cli_errors import err, interrupted_line
 from autotune.cli_parsing import writable_output
 from autotune.cli_results import print_best
+from autotune.resume_hint import say_resume
 from autotune.units import readable
 
 if TYPE_CHECKING:
@@ -36,12 +37,14 @@ def run_settings(
     show_best: bool = True,
     study_name: str | None = None,
     ran: list[optuna.Study] | None = None,
+    resume_hint: bool = True,
 ) -> optuna.Study | None:
     """Run the sweep ``settings`` describe (or answer from the tuning cache), its finish, and
     (``show_best``) print its best config and write ``output``. ``budget_from``: when the time
     budget started counting; ``study_name``: the study's name where the cache does not answer
     (None: the settings' own); ``ran``: where the sweep's study is put once it ran, however it
-    ended (an interrupt's best so far is in it). Returns the study that answers;
+    ended (an interrupt's best so far is in it); ``resume_hint``: an interrupted sweep that
+    named its own study ends saying how to resume it. Returns the study that answers;
     None where none does yet.
 
     Raises:
@@ -82,6 +85,7 @@ def run_settings(
             if show_best:
                 print_best(settings.storage, hit.study_name, output)
             return hit
+    named = settings.study_name is not None  # by --study: no name to tell
     settings.study_name = settings.study_name or study_name
     if measures and finish_top and not finishing:  # said, not skipped in silence
         err.print("note: no finish: a sweep of several objectives ends in a Pareto front, not "
@@ -98,6 +102,14 @@ def run_settings(
         sweep = Sweep(settings, ProgressDisplay(err))
         try:
             return sweep_and_finish(sweep, output, show_best)
+        except (typer.Exit, KeyboardInterrupt) as stop:
+            interrupted = isinstance(stop, KeyboardInterrupt) or stop.exit_code == 130
+            if not interrupted or not resume_hint or named or sweep.study is None:
+                raise
+            if isinstance(stop, KeyboardInterrupt):  # (the finish): said as the CLI says it
+                err.print(interrupted_line(stop))
+            say_resume(settings.command, sweep.study.study_name, settings.storage)
+            raise typer.Exit(130) from None
         finally:
             if ran is not None and sweep.study is not None:
                 ran.append(sweep.study)

@@ -20,7 +20,7 @@ from typing import Any
 from autotune.setup_error import SetupError
 
 
-def _stored_names(url: str) -> list[str]:
+def stored_names(url: str) -> list[str]:
     """The studies of the storage ``url``; none where it holds nothing yet (memory, a file
     not written), which is not created here."""
     from autotune.storage import open_storage, storage_files, study_names
@@ -59,7 +59,7 @@ def resumed_workload(asked: dict[str, Any]) -> str | None:
     workload, study = asked["workload"], asked["study"]
     if study is None or asked["replay"] is not None:
         return workload
-    names = _stored_names(asked["storage"])
+    names = stored_names(asked["storage"])
     if study in names:  # a plain resume: its set-up takes (and checks) the stored workload
         return workload
     groups = group_study_names(asked, names) if asked["space"] is not None else []

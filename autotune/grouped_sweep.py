@@ -67,6 +67,7 @@ class Group:
     study: optuna.Study | None = None
     reason: str = "not run"
     labels: list[str] = field(default_factory=list)
+    base: str = ""  # the name its study adds a label to (``--study``, else one made)
 
 
 def searched_by_group(asked: dict[str, Any]) -> list[Part] | None:
@@ -229,7 +230,7 @@ def plan_groups(parts: list[Part], asked: dict[str, Any]) -> list[Group]:
         if key in groups:
             groups[key].parts += same
             continue
-        groups[key] = Group(list(same), settings, labels=[name])
+        groups[key] = Group(list(same), settings, labels=[name], base=base)
     return list(groups.values())
 
 
@@ -274,6 +275,7 @@ def tune_by_group(
     """
     from autotune.cli_parsing import writable_output
     from autotune.cli_sweep import modules_run, run_settings
+    from autotune.resume_hint import say_resume
     from autotune.sweep_setup import DEFAULT_WORKLOAD
 
     workload = asked["workload"] or DEFAULT_WORKLOAD
@@ -307,7 +309,7 @@ def tune_by_group(
             group.study = run_settings(
                 group.settings, None, cache=cache, finish_top=finish_top,
                 finish_rounds=finish_rounds, budget_from=budget_from, show_best=False,
-                study_name=group.labels[0], ran=ran,
+                study_name=group.labels[0], ran=ran, resume_hint=False,
             )  # fmt: skip
             group.reason = "no trial of its own succeeded yet" if group.study is None else ""
         except typer.Exit as stop:
@@ -323,9 +325,20 @@ def tune_by_group(
             break
     _report(groups, output)
     if interrupted:
+        if not asked["study"] and _stored_any(groups, asked["storage"]):  # a name it made
+            say_resume(asked["command"], groups[0].base, asked["storage"], group=True)
         raise typer.Exit(130)
     if any(group.study is None for group in groups):
         raise typer.Exit(1)
+
+
+def _stored_any(groups: list[Group], url: str) -> bool:
+    """Whether the storage ``url`` holds a study of ``groups`` (an interrupt in the first
+    group's set-up leaves none: nothing to resume)."""
+    from autotune.group_resume import stored_names
+
+    names = set(stored_names(url))
+    return any(label in names for group in groups for label in group.labels)
 
 
 def _best_so_far(ran: list[optuna.Study]) -> optuna.Study | None:

@@ -710,6 +710,38 @@ def test_a_sigterm_during_the_finish_ends_it_as_ctrl_c_does(tmp_path):
     _, stderr = sweep.communicate(timeout=120)
     assert sweep.returncode == 130, "".join(lines) + stderr
     assert "interrupted; finished trials are stored" in stderr
+    # the study it named itself, and how to resume it, last
+    assert stderr.splitlines()[-1].startswith("resume study faults-"), stderr
+
+
+def test_an_interrupted_sweep_that_named_its_own_study_says_how_to_resume_it(tmp_path):
+    """Ctrl-C of a sweep run without --study ended naming no way back to its study (a name
+    made of the time); its last line now names the study and the command that resumes it,
+    which does: the study reaches its budget and no other study is made."""
+    import shlex
+    import signal
+
+    quick = "  fault: {type: categorical, choices: [none]}\n"
+    quick += "  delay: {type: float, low: 0.5, high: 0.6}\n"
+    sweep = _faults_sweep(tmp_path, quick, trials=3)
+    lines = []
+    while not (lines and lines[-1].startswith("[1/3]")):
+        lines.append(sweep.stderr.readline())
+        assert lines[-1], "".join(lines)  # the sweep ended before its first trial's line
+    sweep.send_signal(signal.SIGINT)
+    _, stderr = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130, "".join(lines) + stderr
+    said, _, command = stderr.splitlines()[-1].partition(": ")
+    assert said.startswith("resume study faults-"), stderr
+    name = said.removeprefix("resume study ")
+    args = shlex.split(command)
+    assert args[:3] == ["autotune", "tune", "faults"] and args[-2:] == ["--study", name]
+    resumed = autotune(*args[1:], cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"study {name} (" in resumed.stderr.splitlines()[0], resumed.stderr
+    url = f"sqlite:///{tmp_path}/s.db"
+    assert optuna.get_all_study_names(url) == [name]
+    assert f"study {name} in all (earlier runs included): 3 launched" in resumed.stderr
 
 
 def test_a_resume_keeps_the_slo_its_trials_were_judged_by_and_refuses_another(tmp_path):

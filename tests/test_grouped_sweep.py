@@ -252,3 +252,25 @@ def test_a_search_by_group_resumed_by_its_space_and_study_takes_the_stored_workl
             "(run.qkv, run.up): give its composed --space") in alone.stderr  # fmt: skip
     names = sorted(s.study_name for s in optuna.get_all_study_summaries(storage))
     assert names == ["run.qkv", "run.up"]  # no train-step study 'run' made
+
+
+def test_ctrl_c_in_a_search_by_group_that_named_its_studies_says_how_to_resume_it(tmp_path):
+    """Interrupted without --study, a search by group ended naming no way back to its
+    studies (``<workload>-<time>.<prefix>``); its last line now names their common name and
+    the command that resumes them, the command as typed with ``--study`` that name."""
+    import shlex
+
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    code, stderr = interrupted_at("[2/40]", "tune", "matmul", "--space", "tiny.yaml",
+                                  "--trials", "40", "--device", "cpu", "--storage", url,
+                                  "--finish-top", "0", cwd=tmp_path)  # fmt: skip
+    assert code == 130, stderr
+    said, _, command = stderr.splitlines()[-1].partition(": ")
+    assert said.startswith("resume the studies matmul-") and said.endswith(".*"), stderr
+    base = said.removeprefix("resume the studies ").removesuffix(".*")
+    assert f"study {base}.qkv, trial" in stderr
+    assert shlex.split(command) == ["autotune", "tune", "matmul", "--space", "tiny.yaml",
+                                    "--trials", "40", "--device", "cpu", "--storage", url,
+                                    "--finish-top", "0", "--study", base]  # fmt: skip
+    assert optuna.get_all_study_names(url) == [f"{base}.qkv"]
