@@ -410,7 +410,7 @@ def _warm_start(
     # empty one (none of its parameters in the space) would only be a sampled trial mislabelled
     fitting = [
         {k: v for k, v in config.items() if k in s.space.names}
-        for config in top_configs(source, direction, len(source.trials))
+        for config in top_configs(source, direction, len(source.get_trials(deepcopy=False)))
     ]
     configs = [c for c in fitting if c and all(s.space[k].contains(v) for k, v in c.items())]
     return WarmStart(source.study_name, score, configs[:WARM_START_CONFIGS])

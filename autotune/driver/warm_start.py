@@ -131,9 +131,17 @@ def top_configs(study: optuna.Study, direction: str, count: int) -> list[dict[st
     finished = [by_number.pop(row["trial"]) for row in rows if not row.get("over_slo")]
     trials = finished + sorted(by_number.values(), key=lambda t: sign * t.values[0]) + over
     configs: list[dict[str, Any]] = []
+    seen: set[frozenset] = set()  # each config's items: one look-up, not a scan of the list
     for trial in trials:
-        if trial.params not in configs:
-            configs.append(dict(trial.params))
+        try:
+            key = frozenset(trial.params.items())
+        except TypeError:  # a value that is no hashable scalar: compared with each, as before
+            if trial.params not in configs:
+                configs.append(dict(trial.params))
+        else:
+            if key not in seen:
+                seen.add(key)
+                configs.append(dict(trial.params))
         if len(configs) == count:
             break
     return configs
