@@ -408,6 +408,9 @@ def main() -> None:
         from click.exceptions import UsageError as ClickUsageError
 
     _stop_signals_interrupt()
+    from autotune.interrupt_logging import quiet_interrupted_cursor_close
+
+    quiet_interrupted_cursor_close()  # SQLAlchemy's traceback of a read Ctrl-C cut short
     try:
         code = app(standalone_mode=False)  # an exit code is returned, not raised
     except typer.Abort:
