@@ -156,7 +156,9 @@ def test_ctrl_c_in_a_groups_finish_still_ends_with_every_groups_line_and_the_out
     code, stderr = interrupted_at("done: 2 trials", "tune", "matmul", "--space", "tiny.yaml",
                                   "--trials", "2", "--device", "cpu", "--storage", url,
                                   "--study", "run", "--output", "g.json",
-                                  cwd=tmp_path)  # fmt: skip
+                                  # (a finish long enough that the signal lands in it on a
+                                  # quick machine too, not after it in the next group)
+                                  "--finish-rounds", "40", cwd=tmp_path)  # fmt: skip
     assert code == 130, stderr
     assert "searched by group: the winners" in stderr, stderr
     assert "up. (M=16, N=64, K=32, dtype=bf16, layout=kn): no winner (not run)" in stderr
