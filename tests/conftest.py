@@ -225,3 +225,32 @@ def logged_workload(tmp_path: Path) -> tuple[Path, Path]:
     (tmp_path / "logged.py").write_text(LOGS_EACH_MEASUREMENT)
     (tmp_path / "logged.yaml").write_text("parameters:\n  x: {type: int, low: 0, high: 1000000}\n")
     return tmp_path / "logged.py", tmp_path / "log.txt"
+
+
+STEADY = """from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Steady(Objective):
+    name = "steady"
+    space = "steady.yaml"
+    directions = {"v": "maximize"}
+
+    def default_config(self):
+        return {"x": 1}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = Steady
+"""
+
+
+@pytest.fixture
+def steady_workload(tmp_path: Path) -> Path:
+    """``steady.py`` in ``tmp_path``, a workload file whose figure ``v`` is its config's x
+    (1..6, ``steady.yaml`` beside it; x=1 the untuned default), noiseless."""
+    (tmp_path / "steady.py").write_text(STEADY)
+    (tmp_path / "steady.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
+    return tmp_path / "steady.py"

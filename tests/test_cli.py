@@ -552,32 +552,10 @@ def test_the_finish_says_why_a_better_median_did_not_win(capsys):
     assert "not measurably" not in lines[0] + lines[2]
 
 
-STEADY = """from autotune.measurement import Measurement
-from autotune.objectives.base import Objective
-
-
-class Steady(Objective):
-    name = "steady"
-    space = "steady.yaml"
-    directions = {"v": "maximize"}
-
-    def default_config(self):
-        return {"x": 1}
-
-    def evaluate(self, config, report=None):
-        return Measurement(values={"v": float(config["x"])})
-
-
-OBJECTIVE = Steady
-"""
-
-
 @pytest.mark.parametrize("rounds", [1, 2])
-def test_one_finish_round_cannot_replace_the_default_two_can(tmp_path, rounds):
+def test_one_finish_round_cannot_replace_the_default_two_can(tmp_path, rounds, steady_workload):
     # x = 6 reads 6x the default's x = 1: one reading each says nothing of the noise, so the
     # default stays and the output says why; two rounds show no spread, and the tuned config wins
-    (tmp_path / "steady.py").write_text(STEADY)
-    (tmp_path / "steady.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
     result = autotune("tune", "steady.py", "--trials", "6", "--sampler", "grid", "--storage",
                       "memory", "--executor", "inline", "--finish-rounds", str(rounds),
                       "--output", "best.json", cwd=tmp_path)  # fmt: skip
@@ -972,10 +950,8 @@ def test_a_row_that_failed_a_round_of_the_finish_is_called_no_candidate(capsys):
     assert "no config measurably beat it and ran every round" in said
 
 
-def test_resuming_a_study_whose_workload_file_is_gone_is_one_line(tmp_path):
+def test_resuming_a_study_whose_workload_file_is_gone_is_one_line(tmp_path, steady_workload):
     # `tune --study s` after the file moved: a 47-line KeyError traceback
-    (tmp_path / "steady.py").write_text(STEADY)
-    (tmp_path / "steady.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
     url = f"sqlite:///{tmp_path / 's.db'}"
     first = autotune("tune", "steady.py", "--trials", "2", "--storage", url, "--study", "s",
                      "--executor", "inline", "--finish-top", "0", cwd=tmp_path)  # fmt: skip

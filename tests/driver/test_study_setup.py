@@ -47,26 +47,6 @@ def test_a_named_study_is_resumed(tmp_path):
     assert again.study_name == "mine" and len(again.trials) == 1
 
 
-STEADY = """from autotune.measurement import Measurement
-from autotune.objectives.base import Objective
-
-
-class Steady(Objective):
-    name = "steady"
-    space = "steady.yaml"
-    directions = {"v": "maximize"}
-
-    def default_config(self):
-        return {"x": 1}
-
-    def evaluate(self, config, report=None):
-        return Measurement(values={"v": float(config["x"])})
-
-
-OBJECTIVE = Steady
-"""
-
-
 def _storage_of_many_trials(db: Path, trials: int) -> None:
     """A SQLite storage holding one study of ``trials`` trials (another workload's: a warm
     start reads every stored trial to find its source, seconds for these)."""
@@ -121,14 +101,14 @@ def _interrupt_the_set_up(proc: subprocess.Popen, db: Path) -> None:
 
 
 @pytest.mark.parametrize("named", [True, False], ids=["--study", "made-up name"])
-def test_a_stop_while_a_new_study_is_set_up_leaves_none_or_a_whole_one(tmp_path, named):
+def test_a_stop_while_a_new_study_is_set_up_leaves_none_or_a_whole_one(
+    tmp_path, named, steady_workload
+):
     """Ctrl-C while a new study was set up (its warm start reading the storage) left it with
     the untuned default queued and no description: a resume by --study queued the default
     again, and without --study the half-made study stayed."""
     db = tmp_path / "s.db"
     _storage_of_many_trials(db, 20_000)
-    (tmp_path / "steady.py").write_text(STEADY)
-    (tmp_path / "steady.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
     url = f"sqlite:///{db}"
     command = [sys.executable, "-m", "autotune.cli", "tune", "steady.py", "--trials", "2",
                "--storage", url, "--executor", "inline", "--finish-top", "0",
