@@ -247,7 +247,7 @@ def tune(
     (include, problem), then each prefix's winner."""
     quiet_libraries()
     from autotune.cli_sweep import run_settings
-    from autotune.group_resume import resumed_workload
+    from autotune.group_resume import declared_workload, resumed_workload
     from autotune.grouped_sweep import searched_by_group, tune_by_group
     from autotune.sweep_setup import build_settings
 
@@ -292,6 +292,7 @@ def tune(
     )
     ending = {"cache": cache, "finish_top": finish_top, "finish_rounds": finish_rounds}
     asked["workload"] = resumed_workload(asked)  # a search by group's, resumed by --study
+    asked["workload"] = declared_workload(asked)  # else the --space file's own
     parts = searched_by_group(asked)
     if parts:
         tune_by_group(parts, asked, output, started=COMMAND_STARTED, **ending)

@@ -83,3 +83,36 @@ def resumed_workload(asked: dict[str, Any]) -> str | None:
                              "to resume it, or start another --study)")  # fmt: skip
         return stored
     return workload
+
+
+def declared_workload(asked: dict[str, Any]) -> str | None:
+    """``asked["workload"]``, or where it is left out, the workload the ``--space`` file says
+    it is for (its ``workload:`` key: a workload, or a workload file beside it): ``autotune
+    tune --space decoder_gemms.yaml`` tunes matmul, as the file says, where it fell back to
+    the default (train-step) and refused the file. None where neither names one (a replay
+    takes a space of any workload; a space that does not load, or names no workload that can
+    run, is left for the set-up to refuse, naming the problem).
+
+    Example:
+        >>> declared_workload({"workload": None, "space": "matmul", "replay": None})
+        'matmul'
+    """
+    from pathlib import Path
+
+    from autotune.objectives import get_objective
+    from autotune.space import SpaceError, load_space
+
+    if asked["workload"] is not None or asked["space"] is None or asked["replay"] is not None:
+        return asked["workload"]
+    try:
+        space = load_space(asked["space"])
+    except (SpaceError, OSError):
+        return None
+    named = space.workload
+    if named is not None and named.endswith(".py"):  # a workload file, beside the space
+        return str((Path(space.source).resolve().parent / named).resolve())
+    try:  # a workload's name (not an objective's name alone: no workload to run by it)
+        get_objective(named) if named is not None else None
+    except Exception:  # noqa: BLE001 (an unknown name: the set-up's default and refusal)
+        return None
+    return named

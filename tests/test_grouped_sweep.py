@@ -276,3 +276,19 @@ def test_ctrl_c_in_a_search_by_group_that_named_its_studies_says_how_to_resume_i
                                     "--trials", "40", "--device", "cpu", "--storage", url,
                                     "--finish-top", "0", "--study", base]  # fmt: skip
     assert optuna.get_all_study_names(url) == [f"{base}.qkv"]
+
+
+def test_a_composed_space_without_a_workload_given_tunes_the_one_its_file_names(tmp_path):
+    """``autotune tune --space tiny.yaml`` (no workload: the file says ``workload: matmul``)
+    fell back to the default, train-step, and refused the file as no space of train-step's;
+    it now tunes matmul by group, as with the workload given."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    result = autotune("tune", "--space", "tiny.yaml", "--trials", "1", "--device", "cpu",
+                      "--storage", url, "--study", "run", "--finish-top", "0",
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    storage = optuna.storages.RDBStorage(url)
+    for name in ("run.qkv", "run.up"):
+        info = stored_info(optuna.load_study(study_name=name, storage=storage).user_attrs)
+        assert info["workload"] == "matmul", info
