@@ -121,7 +121,15 @@ def interrupted_at(said: str, *args: str, cwd: Path, after: float = 0.0) -> tupl
             time.sleep(after)
             process.send_signal(signal.SIGINT)
             break
-    lines += process.stderr.readlines()
+    # CPython drops a KeyboardInterrupt raised inside a garbage collector's callback ("Exception
+    # ignored in: <function WeakSet...>"): that Ctrl-C is lost, and a user presses it again
+    swallowed = False
+    for line in process.stderr:
+        lines.append(line)
+        swallowed = swallowed or "Exception ignored in" in line
+        if swallowed and line.startswith("KeyboardInterrupt") and process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            swallowed = False
     return process.wait(timeout=120), "".join(lines)
 
 
