@@ -408,40 +408,29 @@ def main() -> None:
         from click.exceptions import NoArgsIsHelpError
         from click.exceptions import UsageError as ClickUsageError
 
-    _stop_signals_interrupt()
+    from autotune.driver.signals import stop_signals_recorded
     from autotune.interrupt_logging import quiet_interrupted_cursor_close
 
     quiet_interrupted_cursor_close()  # SQLAlchemy's traceback of a read Ctrl-C cut short
-    try:
-        code = app(standalone_mode=False)  # an exit code is returned, not raised
-    except typer.Abort:
-        err.print("interrupted")
-        end_process(130)
-    except NoArgsIsHelpError as exc:  # `autotune` alone: the help
-        exc.show()
-        end_process(exc.exit_code)
-    except ClickUsageError as exc:
-        where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
-        err.print(f"error: {where}{exc.format_message()}", markup=False, highlight=False,
-                  soft_wrap=True)  # fmt: skip
-        end_process(2)
-    end_process(code if isinstance(code, int) else 0)
-
-
-def _stop_signals_interrupt() -> None:
-    """SIGTERM and SIGHUP end any command as Ctrl-C does (each command's KeyboardInterrupt
-    path: "interrupted", exit 130, workers closed), also outside the sweep's own handling
-    (the finish, an export); a sweep sets its own while it runs and puts these back."""
-    import signal
-
-    from autotune.driver.signals import taken_signals
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    for sig in taken_signals():  # not one the process was started ignoring (nohup's SIGHUP)
-        if sig != signal.SIGINT:  # Python's own handler raises KeyboardInterrupt already
-            signal.signal(sig, interrupt)
+    # Ctrl-C, SIGTERM and SIGHUP end any command alike (each command's KeyboardInterrupt path:
+    # "interrupted", exit 130, workers closed), and are recorded: one whose KeyboardInterrupt
+    # CPython dropped still stops a sweep's finish or a search by group (a sweep sets its own
+    # handlers while it runs and puts these back)
+    with stop_signals_recorded():
+        try:
+            code = app(standalone_mode=False)  # an exit code is returned, not raised
+        except typer.Abort:
+            err.print("interrupted")
+            end_process(130)
+        except NoArgsIsHelpError as exc:  # `autotune` alone: the help
+            exc.show()
+            end_process(exc.exit_code)
+        except ClickUsageError as exc:
+            where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
+            err.print(f"error: {where}{exc.format_message()}", markup=False, highlight=False,
+                      soft_wrap=True)  # fmt: skip
+            end_process(2)
+        end_process(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

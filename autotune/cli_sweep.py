@@ -131,7 +131,11 @@ def sweep_and_finish(
     sweep: Any, output: Path | None, show_best: bool = True
 ) -> optuna.Study | None:
     """The sweep, its finish within the time budget left, and (``show_best``) the best config
-    printed; returns its study (None: no trial of its own succeeded, others still run)."""
+    printed; returns its study (None: no trial of its own succeeded, others still run). A
+    stop signal whose KeyboardInterrupt CPython dropped stops it all the same, as an
+    interrupt that was raised (:func:`~autotune.driver.signals.raise_if_stopped`)."""
+    from autotune.driver.signals import raise_if_stopped
+
     settings = sweep.settings
     budget_ends = (
         settings.budget_from + settings.time_budget_s
@@ -139,6 +143,8 @@ def sweep_and_finish(
         else None
     )
     summary = sweep.run()
+    if summary.stopped_by != "interrupted":  # a Ctrl-C CPython dropped as the sweep ended
+        raise_if_stopped()
     if not summary.best and summary.stopped_by == "interrupted":
         err.print("interrupted before any trial succeeded; finished trials are stored")
         raise typer.Exit(130)
@@ -167,6 +173,7 @@ def sweep_and_finish(
         print_best(settings.storage, summary.study_name, output, summary.study)
     if summary.stopped_by == "interrupted":
         raise typer.Exit(130)
+    raise_if_stopped()  # one as the best config was printed
     return summary.study
 
 

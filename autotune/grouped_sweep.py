@@ -275,6 +275,7 @@ def tune_by_group(
     """
     from autotune.cli_parsing import writable_output
     from autotune.cli_sweep import modules_run, run_settings
+    from autotune.driver.signals import raise_if_stopped
     from autotune.resume_hint import say_resume
     from autotune.sweep_setup import DEFAULT_WORKLOAD
 
@@ -306,11 +307,15 @@ def tune_by_group(
                   markup=False)  # fmt: skip
         ran: list[optuna.Study] = []
         try:
+            # a Ctrl-C whose KeyboardInterrupt CPython dropped (raised in a garbage collector's
+            # callback) stops the command here as one that was raised (the group it came in)
+            raise_if_stopped()
             group.study = run_settings(
                 group.settings, None, cache=cache, finish_top=finish_top,
                 finish_rounds=finish_rounds, budget_from=budget_from, show_best=False,
                 study_name=group.labels[0], ran=ran, resume_hint=False,
             )  # fmt: skip
+            raise_if_stopped()
             group.reason = "no trial of its own succeeded yet" if group.study is None else ""
         except typer.Exit as stop:
             group.reason = "interrupted" if stop.exit_code == 130 else "no trial succeeded"

@@ -254,3 +254,62 @@ def steady_workload(tmp_path: Path) -> Path:
     (tmp_path / "steady.py").write_text(STEADY)
     (tmp_path / "steady.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
     return tmp_path / "steady.py"
+
+
+DROPPED_CTRL_C = '''"""Ctrl-C as CPython drops it: a real SIGINT whose handler runs inside a
+weakref's callback, where the KeyboardInterrupt it raises is printed ("Exception ignored in:
+...") and lost."""
+
+import contextlib
+import os
+import signal
+import sys
+import weakref
+
+
+class _Referent:
+    pass
+
+
+def press_ctrl_c_in_a_gc_callback() -> None:
+    """Send this process a real SIGINT from inside a ``weakref.finalize`` callback, as when a
+    Ctrl-C lands while the garbage collector runs one (a WeakSet's): the handler runs there and
+    nothing reaches the caller."""
+    referent = _Referent()
+    weakref.finalize(referent, _press)
+    del referent  # its last reference: the callback runs now
+
+
+def _press() -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(1000):  # the handler runs here at the latest (os.kill may not look)
+        pass
+
+
+@contextlib.contextmanager
+def dropped():
+    """The types of the exceptions CPython drops in the block, instead of printing them."""
+    types = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: types.append(unraisable.exc_type)
+    try:
+        yield types
+    finally:
+        sys.unraisablehook = hook
+'''
+
+
+@pytest.fixture
+def dropped_ctrl_c(tmp_path: Path):
+    """The module ``dropped_ctrl_c`` (its ``press_ctrl_c_in_a_gc_callback()`` and
+    ``dropped()``), also written to ``tmp_path`` for a workload file or a command run there to
+    import."""
+    import importlib.util
+
+    path = tmp_path / "dropped_ctrl_c.py"
+    path.write_text(DROPPED_CTRL_C)
+    spec = importlib.util.spec_from_file_location("dropped_ctrl_c", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

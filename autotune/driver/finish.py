@@ -41,6 +41,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.results import ok_trials
+from autotune.driver.signals import raise_if_stopped
 from autotune.driver.trial_attrs import (
     BASELINE,
     FINISH,
@@ -228,7 +229,9 @@ def finish(
     run one at a time), in ``rounds`` interleaved rounds; store and return the rows, winner
     first. No round but the first starts that would end past ``deadline`` (a
     ``time.monotonic()`` reading: the end of the run's time budget) if it took as long as
-    the round before it, and no measurement but the first starts past it. A failure's reason
+    the round before it, and no measurement but the first starts past it. A stop signal ends
+    it with KeyboardInterrupt, nothing stored, also where CPython dropped the signal's
+    exception (:func:`~autotune.driver.signals.raise_if_stopped`). A failure's reason
     is stored with every password left out, the ``secrets``
     (:attr:`~autotune.driver.settings.SweepSettings.secrets`) wherever they stand."""
     maximize = direction == "maximize"
@@ -254,6 +257,7 @@ def finish(
             done_rounds += 1
             took: list[float] = []  # each measurement's seconds, this round
             for trial in rotated(chosen, round_index):
+                raise_if_stopped()  # a Ctrl-C whose KeyboardInterrupt CPython dropped
                 measured_from = time.monotonic()
                 if (done_rounds > 1 or took) and deadline is not None and measured_from >= deadline:
                     break  # the budget ended mid-round: what the round measured counts
@@ -274,6 +278,7 @@ def finish(
                 if on_sample is not None:
                     on_sample(trial.number, len(samples[trial.number]), value)
             last_round_s = _next_round_s(took, first_round=round_index == 0)
+        raise_if_stopped()  # (one that came in the last measurement: no record of a finish)
     # the rounds that measured something: a round whose every measurement failed (or was
     # stopped by the budget) re-measured nothing, whatever it started
     done_rounds = len({r for of_trial in rounds_of.values() for r in of_trial})

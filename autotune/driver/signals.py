@@ -1,7 +1,10 @@
 """How the sweep takes SIGINT, SIGTERM and SIGHUP (a closed terminal or SSH session): a
 signal stops it at the next turn of its loop (cutting a wait short), never while a measured
 trial is half-told or a new trial is not yet known to the heartbeat, and a second signal
-neither hangs the first's handler nor interrupts the sweep's stop.
+neither hangs the first's handler nor interrupts the sweep's stop. Outside the sweep's loop (the
+finish, a search by group between its groups) the command's handlers raise KeyboardInterrupt and
+record the signal (:func:`stop_signals_recorded`), which stops the command where CPython
+dropped the exception (:func:`raise_if_stopped`).
 
 Example:
     >>> import threading
@@ -21,6 +24,10 @@ from collections.abc import Callable, Iterator
 
 #: the signals that stop a sweep as Ctrl-C does
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+#: the stop signals that came while a command's handlers were in force
+#: (:func:`stop_signals_recorded`; the sweep's own record them too); None outside them
+_came: list[int] | None = None
 
 #: set while a measured trial is told, or a new one is created: a signal then only sets the stop
 #: flag, so that a trial half-written (its status stored, its value not yet) is never marked
@@ -44,9 +51,12 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
     workers ended): the handler sets ``stop``, which the loop checks at every turn, and raises
     KeyboardInterrupt to cut a wait short, except while a measured trial is being told (Python
     drops an exception raised inside a garbage collector's callback; the flag still stops the
-    sweep then). A signal after the first does nothing: the sweep is stopping. Returns what
-    puts the previous handlers back. Only the main thread takes signals: elsewhere nothing
-    changes."""
+    sweep then). Each signal is also recorded for the command (:func:`raise_if_stopped`): one
+    whose exception was dropped after the loop's last look at the flag stops what follows, the
+    finish or the next group; one recorded before, its exception dropped in the sweep's
+    set-up, sets ``stop`` at once. A signal after the first does nothing: the sweep is
+    stopping. Returns what puts the previous handlers back. Only the main thread takes
+    signals: elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     taken: list[int] = []  # the signals that came: only the first stops the sweep
@@ -56,6 +66,7 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
         # its handler may run inside the first's ``stop.set()``, whose lock it would wait on
         # for ever, and raising again could cut the sweep's stop short before its trials are
         # closed. The first one's flag or exception stops the sweep all the same.
+        _record(signum)
         first = not taken
         taken.append(signum)
         if not first:
@@ -65,12 +76,69 @@ def stop_on_signals(stop: threading.Event) -> Callable[[], None]:
             raise KeyboardInterrupt(f"signal {signum}")
 
     previous = {sig: signal.signal(sig, interrupt) for sig in taken_signals()}
+    if _came:  # one came before (the sweep's set-up), its KeyboardInterrupt dropped
+        taken.extend(_came)
+        stop.set()
 
     def restore() -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
     return restore
+
+
+@contextlib.contextmanager
+def stop_signals_recorded() -> Iterator[None]:
+    """A command's stop signals within the block (those it takes: :func:`taken_signals`):
+    each raises KeyboardInterrupt, as Ctrl-C does ("interrupted", exit 130, workers closed),
+    and is recorded. CPython drops a KeyboardInterrupt raised while a garbage collector's or a
+    weakref's callback runs (it prints "Exception ignored in: <function WeakSet...>" and goes
+    on), and the command ran on to its end, exit 0; the record outlives the exception, and
+    :func:`raise_if_stopped` raises it again where the command looks (the finish between its
+    measurements, a search by group between its groups). A sweep sets its own handlers while
+    its loop runs (:func:`stop_on_signals`, which record too) and puts these back. The main
+    thread only.
+
+    Example:
+        >>> with stop_signals_recorded():  # SIGINT now raises KeyboardInterrupt and is kept
+        ...     raise_if_stopped()  # none came: nothing raised
+    """
+    global _came
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        _record(signum)
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    outer, _came = _came, []
+    previous = {sig: signal.signal(sig, interrupt) for sig in taken_signals()}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        _came = outer
+
+
+def _record(signum: int) -> None:
+    """Keep ``signum`` for :func:`raise_if_stopped` (where a command's handlers are in force)."""
+    if _came is not None:
+        _came.append(signum)
+
+
+def raise_if_stopped() -> None:
+    """Raise KeyboardInterrupt, as the handler did, where a stop signal came while
+    :func:`stop_signals_recorded` was in force, whether or not its own exception was dropped:
+    a place where the command would go on (the finish's next measurement, the next group)
+    stops as an interrupt that reached it stops it.
+
+    Example:
+        >>> raise_if_stopped()  # no command's handlers in force, or no signal came
+    """
+    if _came:
+        raise KeyboardInterrupt(f"signal {_came[0]}")
 
 
 def taken_signals() -> tuple[signal.Signals, ...]:

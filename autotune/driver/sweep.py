@@ -43,7 +43,12 @@ from autotune.driver.read_snapshot import SnapshotStorage, batched_writes, snaps
 from autotune.driver.results import best_trials
 from autotune.driver.samplers import is_exhausted, untried_configs
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
-from autotune.driver.signals import interrupt_deferred, signals_held, stop_on_signals
+from autotune.driver.signals import (
+    interrupt_deferred,
+    raise_if_stopped,
+    signals_held,
+    stop_on_signals,
+)
 from autotune.driver.storage_watch import StorageLost, StorageWatch
 from autotune.driver.study_peers import StudyPeers
 from autotune.driver.study_setup import StudyMismatch, open_study, requeue_stopped_default
@@ -111,6 +116,7 @@ class Sweep:
             study = self.study = open_study(self.settings, storage, executor.capacity)
             reap_stale_trials(study, storage)
             requeue_stopped_default(study)  # (after the reaping: a killed driver's too)
+            raise_if_stopped()  # a Ctrl-C in the set-up whose KeyboardInterrupt was dropped
         except BaseException:
             executor.close()
             raise
@@ -140,6 +146,7 @@ class Sweep:
         rounds = rounds if rounds is not None else s.finish_rounds
         rows = finish(study, metric, direction, executor, top=top, rounds=rounds,
                       deadline=deadline, secrets=s.secrets)  # fmt: skip
+        raise_if_stopped()  # a signal as its record was written: stopped in it, not done
         mark_finish(study, FINISH_DONE)  # (a run stopped in it stays asked: no cache answer)
         if self.watch is not None:
             self.watch.check()  # the finish's record went where the study is, not nowhere

@@ -1,3 +1,5 @@
+import threading
+
 import optuna
 import pytest
 
@@ -254,6 +256,42 @@ def test_the_workers_start_does_not_count_against_the_rounds_after_the_first():
                   deadline=time.monotonic() + 4.0)  # fmt: skip
     assert study.user_attrs["finish"]["rounds"] == 3
     assert all(len(r.samples) == 3 for r in rows)
+
+
+class PressesCtrlC(InlineExecutor):
+    """A real in-process executor during whose first measurement Ctrl-C is pressed, its
+    KeyboardInterrupt dropped by CPython (``press``: a weakref callback's SIGINT)."""
+
+    def __init__(self, *args, press, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.press, self.submitted = press, 0
+
+    def submit(self, ticket, config, should_prune=lambda s, v: False):
+        self.submitted += 1
+        super().submit(ticket, config, should_prune)
+        if self.submitted == 1:
+            self.press()
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason="signal handlers can only be set in the main thread")  # fmt: skip
+def test_a_ctrl_c_whose_keyboard_interrupt_cpython_dropped_still_stops_the_finish(
+    dropped_ctrl_c,
+):
+    """Ctrl-C in the finish that landed in a garbage collector's callback was lost: the
+    finish ran all its rounds and the command exited 0; the recorded signal now stops it at
+    its next measurement, as a KeyboardInterrupt that was raised does, no record stored."""
+    from autotune.driver.finish import finish
+    from autotune.driver.signals import stop_signals_recorded
+
+    _, study = _swept([0.0, 0.01])
+    executor = PressesCtrlC("faults", {}, press=dropped_ctrl_c.press_ctrl_c_in_a_gc_callback)
+    with (stop_signals_recorded(), dropped_ctrl_c.dropped() as dropped,
+          pytest.raises(KeyboardInterrupt)):  # fmt: skip
+        finish(study, "latency_s", "minimize", executor, top=2, rounds=3)
+    assert dropped == [KeyboardInterrupt]  # the handler's own was lost
+    assert executor.submitted == 1  # stopped before its second measurement
+    assert study.user_attrs.get(FINISH) is None  # a finish stopped in it: no record
 
 
 def test_a_config_that_served_in_every_round_beats_a_default_that_served_nothing():

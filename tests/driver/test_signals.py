@@ -9,7 +9,13 @@ import threading
 
 import pytest
 
-from autotune.driver.signals import interrupt_deferred, signals_held, stop_on_signals
+from autotune.driver.signals import (
+    interrupt_deferred,
+    raise_if_stopped,
+    signals_held,
+    stop_on_signals,
+    stop_signals_recorded,
+)
 
 pytestmark = pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(),
@@ -135,3 +141,58 @@ def test_a_second_signal_while_the_first_sets_the_stop_neither_hangs_nor_raises_
     finally:
         process.kill()
     assert out == "interrupted True\n", err
+
+
+def test_a_ctrl_c_whose_keyboard_interrupt_cpython_dropped_is_kept_for_the_command(
+    dropped_ctrl_c,
+):
+    """Raised inside a garbage collector's callback, the handler's KeyboardInterrupt is
+    printed and lost, and the command ran on; the command's handlers record the signal, and
+    the places where it would go on raise it again."""
+    before = signal.getsignal(signal.SIGINT)
+    with stop_signals_recorded():
+        raise_if_stopped()  # none came yet
+        with dropped_ctrl_c.dropped() as dropped:
+            dropped_ctrl_c.press_ctrl_c_in_a_gc_callback()  # nothing raised here
+        assert dropped == [KeyboardInterrupt]
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_stopped()
+    assert signal.getsignal(signal.SIGINT) is before
+    raise_if_stopped()  # the command's handlers gone: its record too
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM])
+def test_a_command_stop_signal_raises_keyboard_interrupt_and_is_recorded(sent):
+    with stop_signals_recorded():
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), sent)
+            threading.Event().wait(5)  # the handler runs here at the latest
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_stopped()
+
+
+def test_a_signal_the_sweep_took_is_recorded_for_the_command():
+    # its KeyboardInterrupt dropped after the loop last looked at the flag, the sweep ends on
+    # its own: the record stops what follows (the finish, the next group)
+    with stop_signals_recorded():
+        stop = threading.Event()
+        restore = stop_on_signals(stop)
+        try:
+            with interrupt_deferred():  # (only the flag set, as where it was dropped)
+                os.kill(os.getpid(), signal.SIGINT)
+                threading.Event().wait(0.2)
+        finally:
+            restore()
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_stopped()
+
+
+def test_a_signal_recorded_before_the_sweep_took_over_stops_it_at_once(dropped_ctrl_c):
+    # Ctrl-C in a sweep's set-up (its study opened, its trials counted) whose KeyboardInterrupt
+    # was dropped: the sweep that starts after it stops at its first turn
+    with stop_signals_recorded():
+        with dropped_ctrl_c.dropped():
+            dropped_ctrl_c.press_ctrl_c_in_a_gc_callback()
+        stop = threading.Event()
+        stop_on_signals(stop)()
+        assert stop.is_set()
