@@ -295,9 +295,12 @@ def tune_by_group(
     deadline = None if budget is None else started + budget
     interrupted = False
     for i, group in enumerate(groups):
-        budget_from = started if i == 0 else time.monotonic()
-        if deadline is not None:  # an equal share of the time left
-            group.settings.time_budget_s = max(0.0, deadline - budget_from) / (len(groups) - i)
+        # an equal share of the time left as the group starts: the command's own start-up
+        # (imports, the space, the storage) is shared by all, not the first group's alone
+        budget_from = time.monotonic()
+        if deadline is not None:
+            left = max(0.0, deadline - budget_from)
+            group.settings.time_budget_s = left / (len(groups) - i)
             group.settings.planned_budget_s = budget / len(groups)  # what the cache is asked
             if group.settings.time_budget_s < SHORTEST_SHARE_S:
                 group.reason = "not run: the time budget was spent"

@@ -31,8 +31,9 @@ def autotune(*args: str, cwd: Path, timeout: float = 240) -> subprocess.Complete
 
 def test_a_composed_space_is_tuned_a_study_per_distinct_part_and_every_prefix_answered(tmp_path):
     """Each distinct (space, problem) its own study at its own problem, a shared one tuned
-    once, --trials counted per group, --time-budget split (the first group half of it, the
-    second what is left), and --output naming every prefix with its group's winner."""
+    once, --trials counted per group, --time-budget split (the first group half of what is
+    left after the command's start-up, the second what is left then), and --output naming
+    every prefix with its group's winner."""
     (tmp_path / "tiny.yaml").write_text(TINY)
     url = f"sqlite:///{tmp_path / 'g.db'}"
     result = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "2",
@@ -53,7 +54,8 @@ def test_a_composed_space_is_tuned_a_study_per_distinct_part_and_every_prefix_an
         assert len([t for t in study.trials if t.state.is_finished()]) == 2
     assert problems == {"run.qkv": {"M": 16, "N": 32, "K": 32},
                         "run.up": {"M": 16, "N": 64, "K": 32}}  # fmt: skip
-    assert budgets["run.qkv"] == 300.0 and 300.0 < budgets["run.up"] < 600.0
+    # half of what was left as the first group started, the second the rest
+    assert 270.0 < budgets["run.qkv"] < 300.0 and 300.0 < budgets["run.up"] < 600.0
     written = json.loads((tmp_path / "gemms.json").read_text())
     assert list(written) == ["qkv.", "o.", "up."]
     assert written["qkv."] == written["o."] and written["qkv."]["study"] == "run.qkv"
@@ -199,8 +201,10 @@ def test_the_same_command_with_a_time_budget_run_again_answers_every_group_from_
     on; each group now asks the cache for its planned share, the budget over the groups."""
     (tmp_path / "tiny.yaml").write_text(TINY)
     url = f"sqlite:///{tmp_path / 'g.db'}"
-    args = ("tune", "matmul", "--space", "tiny.yaml", "--time-budget", "16s", "--device", "cpu",
-            "--storage", url, "--finish-top", "0")  # fmt: skip
+    # --trials ends each group's sweep early, but its share (what the cache is asked) stays
+    # 15 s: a loaded machine's process start has eaten a whole 8-s first share
+    args = ("tune", "matmul", "--space", "tiny.yaml", "--time-budget", "30s", "--trials", "3",
+            "--device", "cpu", "--storage", url, "--finish-top", "0")  # fmt: skip
     first = autotune(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     again = autotune(*args, cwd=tmp_path)
