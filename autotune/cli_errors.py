@@ -47,7 +47,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.space import ExpressionError
     from autotune.storage import StorageError
     from autotune.sweep_setup import SetupError
-    from autotune.train_export import TrainExportError
+    from autotune.train_record import TrainExportError
     from autotune.triton_names import TritonExportError
 
     return (

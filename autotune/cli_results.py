@@ -31,9 +31,9 @@ from autotune.cli_options import (
 )
 from autotune.cli_parsing import UsageError, _parse_rename, is_device, writable_output
 from autotune.cli_stdout import names_stdout, result_stream, write_result
+from autotune.export_text import shown as one_line
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.train_export import TARGETS as TRAIN_TARGETS
-from autotune.train_export import shown as one_line
 from autotune.units import named, readable
 
 if TYPE_CHECKING:

@@ -30,8 +30,8 @@ from autotune.driver.trial_attrs import (
     stored_info,
     trial_status,
 )
+from autotune.export_text import shown
 from autotune.replay_info import study_replay
-from autotune.train_export import shown
 from autotune.units import readable
 
 
@@ -185,7 +185,7 @@ def _differs_text(rows: list[dict[str, Any]]) -> str:
 
 def compare_text(rows: list[dict[str, Any]]) -> str:
     """A plain table of :func:`compare_studies`; a name or source with a control character is
-    shown escaped (:func:`autotune.train_export.shown`, as ``autotune studies`` lists it), so
+    shown escaped (:func:`autotune.export_text.shown`, as ``autotune studies`` lists it), so
     the text never drives the terminal it is printed on.
 
     Example:

@@ -36,16 +36,8 @@ from typing import Any
 
 import yaml
 
-from autotune.train_export import (
-    TrainExport,
-    as_recorded,
-    comment_lines,
-    measured_on_cpu,
-    replay_note,
-    shown,
-    which_sweep,
-    whole,
-)
+from autotune.export_record import as_recorded, measured_on_cpu, replay_note, which_sweep, whole
+from autotune.export_text import TrainExport, comment_lines, shown
 
 TARGETS = ("vllm", "sglang")
 

@@ -27,9 +27,9 @@ from urllib.parse import urlparse
 
 import optuna
 
+from autotune.export_text import shown
 from autotune.failures import first_line
 from autotune.redact import query_secret_holds_at, redact, redact_url
-from autotune.train_export import shown
 
 DEFAULT_STORAGE = "sqlite:///autotune.db"
 _RDB_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql")

@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autotune import train_export
+from autotune import train_notes, train_record
+from autotune.export_text import TrainExport
 
 #: torchtitan 0.2's JobConfig sections (a dotted name is a nested one) and the fields of each
 #: that this export may write.
@@ -61,23 +62,23 @@ _TP_PRECISION_NOTE = (
 FLOAT8_CONVERTER = "quantize.linear.float8"
 
 
-def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
+def torchtitan_export(record: dict[str, Any]) -> TrainExport:
     """torchtitan sections for the record's tuned config (see the module docstring)."""
-    config, micro, accum, lr = train_export._tuned(record)
+    config, micro, accum, lr = train_record.tuned(record)
     precision = config.get("precision", "fp32")
     layout = config.get("layout", "single")
-    world = train_export.world_size(record)
+    world = train_record.world_size(record)
     half = precision in ("bf16", "fp8") and layout != "tp"  # see _TP_PRECISION_NOTE
     training: dict[str, Any] = {
         "local_batch_size": micro,  # per device; torchtitan accumulates up to the global batch
-        "global_batch_size": micro * accum * train_export.data_parallel(record),
+        "global_batch_size": micro * accum * train_record.data_parallel(record),
         "mixed_precision_param": "bfloat16" if half else "float32",
         "mixed_precision_reduce": "float32",
         # the tuned step does not clip; torchtitan 0.2 always clips, by max_norm / grad norm
         # capped at 1 (0 would zero every gradient): at inf that factor is 1
         "max_norm": math.inf,
     }
-    seq = train_export.sequence_length(record)
+    seq = train_record.sequence_length(record)
     if seq is not None:  # tokens per optimizer step = global_batch_size * seq_len
         training["seq_len"] = seq
     settings: dict[str, Any] = {
@@ -93,9 +94,9 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
         "optimizer": {
             "name": "AdamW",
             "lr": lr,
-            "beta1": train_export.ADAMW["betas"][0],
-            "beta2": train_export.ADAMW["betas"][1],
-            "weight_decay": train_export.ADAMW["weight_decay"],
+            "beta1": train_record.ADAMW["betas"][0],
+            "beta2": train_record.ADAMW["betas"][1],
+            "weight_decay": train_record.ADAMW["weight_decay"],
             "implementation": "fused" if config.get("optimizer") == "fused" else "foreach",
         },  # fmt: skip
         # the tuned step's lr is constant; torchtitan 0.2's warmup-stable-decay schedule warms
@@ -112,15 +113,15 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
     if layout == "fsdp2":
         reshard = config.get("reshard_after_forward", True)
         settings["parallelism"]["fsdp_reshard_after_forward"] = "always" if reshard else "never"
-    notes = {**train_export._common_notes(config), **train_export.cpu_note(record, "torchtitan")}
+    notes = {**train_notes.common_notes(config), **train_notes.cpu_note(record, "torchtitan")}
     if seq is None:  # torchtitan's own default (2048) is no tuned length
-        notes.update(train_export.sequence_note(record))
+        notes.update(train_notes.sequence_note(record))
     notes["max_norm"] = (
         "inf: the tuned step does not clip; torchtitan 0.2 clips every step and has no switch, "
         "so at inf it scales the gradients by 1 but still computes their norm (a reduction, "
         "and a collective when sharded, that the tuned step did not run)"
     )
-    if precision in train_export.PRECISIONS:  # an unknown one keeps the common note
+    if precision in train_record.PRECISIONS:  # an unknown one keeps the common note
         notes.pop("precision", None)
     if precision == "fp8":
         settings["model"] = {"converters": [FLOAT8_CONVERTER]}
@@ -134,7 +135,7 @@ def torchtitan_export(record: dict[str, Any]) -> train_export.TrainExport:
             else "tf32: torch.backends.cuda.matmul.allow_tf32 = True before training"
         )
     check_keys(settings)
-    return train_export.TrainExport("torchtitan", settings, notes)
+    return TrainExport("torchtitan", settings, notes)
 
 
 def check_keys(settings: dict[str, dict[str, Any]]) -> None:

@@ -440,7 +440,7 @@ def test_fsdp2_exports_say_accelerate_reduces_the_gradients_the_step_reduced_in_
         assert "reduced them in float32" in out.not_expressed["reduce_dtype"]
     assert "trainer.accelerator.state.fsdp_plugin" in hf.not_expressed["reduce_dtype"]
     # the policy the notes give, as accelerate takes it: kept over its bf16 one
-    from autotune.train_export import FSDP2_POLICY
+    from autotune.train_notes import FSDP2_POLICY
 
     policy = {key: getattr(torch, name) for key, name in FSDP2_POLICY.items()}
     kept = FullyShardedDataParallelPlugin(fsdp_version=2, mixed_precision_policy=policy)
