@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from autotune.cli_errors import err
+from autotune.group_warm_start import group_sources
 from autotune.setup_error import SetupError
 from autotune.space import Space, load_space
 from autotune.space.parts import Part, composed_parts
@@ -216,22 +217,34 @@ def plan_groups(parts: list[Part], asked: dict[str, Any]) -> list[Group]:
     groups: dict[tuple[str, str], Group] = {}
     names = group_labels(parts, asked["problem"])
     base = base_study_name(asked, names)
-    for same, own in zip(measured, names, strict=True):
+    sources = group_sources(asked["warm_start"], _stored_set(asked), measured, names)
+    for same, own, (source, note) in zip(measured, names, sources, strict=True):
         first = same[0]
         name = f"{base}.{own}"
         try:
             problem = {**asked["problem"], **first.problem}
             settings = build_settings(**{**asked, "space": str(first.space), "problem": problem,
                                          "study": name if asked["study"] else None,
-                                         "time_budget_s": share})  # fmt: skip
+                                         "time_budget_s": share, "warm_start": source})  # fmt: skip
         except SetupError as exc:
             raise _at_include(exc, first) from None
+        settings.notes += [note] if note else []
         key = (settings.space.source, json.dumps(settings.problem, sort_keys=True, default=str))
         if key in groups:
             groups[key].parts += same
             continue
         groups[key] = Group(list(same), settings, labels=[name], base=base)
     return list(groups.values())
+
+
+def _stored_set(asked: dict[str, Any]) -> set[str]:
+    """The storage's study names where ``--warm-start`` names a study (a search by group's
+    name is looked up among them); none read for ``auto`` and ``off``."""
+    from autotune.group_resume import stored_names
+
+    if asked["warm_start"] in ("auto", "off"):
+        return set()
+    return set(stored_names(asked["storage"]))
 
 
 def _at_include(exc: SetupError, part: Part) -> SetupError:

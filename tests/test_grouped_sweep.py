@@ -343,3 +343,39 @@ def test_a_composed_space_without_a_workload_given_tunes_the_one_its_file_names(
     for name in ("run.qkv", "run.up"):
         info = stored_info(optuna.load_study(study_name=name, storage=storage).user_attrs)
         assert info["workload"] == "matmul", info
+
+
+def test_warm_start_naming_an_earlier_search_by_group_starts_each_group_from_its_own(tmp_path):
+    """``--warm-start OLD``, OLD the ``--study`` of an earlier search by group (its studies
+    ``OLD.<prefix>``), was refused as no study named OLD; each group now starts from its own
+    counterpart, one without any from the most similar stored sweep (said), and a name that
+    is neither is refused in one line (a plain study: tests/test_group_warm_start.py)."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    (tmp_path / "qkv.yaml").write_text(TINY.rsplit("  - ", 1)[0])  # qkv. and o. only
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    common = ("--trials", "1", "--device", "cpu", "--storage", url, "--finish-top", "0")
+
+    def sources(study: str) -> dict[str, str]:
+        return {label: optuna.load_study(study_name=f"{study}.{label}", storage=url)
+                .user_attrs["warm_start"]["source"] for label in ("qkv", "up")}  # fmt: skip
+
+    first = autotune("tune", "matmul", "--space", "qkv.yaml", "--study", "old", *common,
+                     cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    fewer = autotune("tune", "matmul", "--space", "tiny.yaml", "--study", "new",
+                     "--warm-start", "old", *common, cwd=tmp_path)  # fmt: skip
+    assert fewer.returncode == 0, fewer.stderr
+    assert sources("new")["qkv"] == "old.qkv"
+    assert ("note: --warm-start old: its search by group has no study for up. (old.up); this "
+            "group starts from the most similar stored sweep (auto)") in fewer.stderr  # fmt: skip
+    every = autotune("tune", "matmul", "--space", "tiny.yaml", "--study", "newer",
+                     "--warm-start", "new", *common, cwd=tmp_path)  # fmt: skip
+    assert every.returncode == 0, every.stderr
+    assert sources("newer") == {"qkv": "new.qkv", "up": "new.up"}
+    neither = autotune("tune", "matmul", "--space", "tiny.yaml", "--study", "x",
+                       "--warm-start", "nosuch", *common, cwd=tmp_path)  # fmt: skip
+    assert neither.returncode == 2 and neither.stderr.count("\n") == 1, neither.stderr
+    assert (
+        "error: --warm-start: no study named 'nosuch' in this storage, nor a search by "
+        "group's nosuch.<prefix> for these groups; give auto"
+    ) in neither.stderr
