@@ -234,7 +234,29 @@ def plan_groups(parts: list[Part], asked: dict[str, Any]) -> list[Group]:
             groups[key].parts += same
             continue
         groups[key] = Group(list(same), settings, labels=[name], base=base)
+    _check_stored(list(groups.values()), asked["storage"])
     return list(groups.values())
+
+
+def _check_stored(groups: list[Group], url: str) -> None:
+    """Refuse, before any group runs, a group's stored study (``--study``'s) that its sweep
+    could not resume (another problem, workload, objective or space: the include changed
+    since), as the sweep's set-up would refuse it once the groups before it had run.
+
+    Raises:
+        StudyMismatch: naming the study and what differs.
+    """
+    from autotune.driver.study_setup import check_resumable
+    from autotune.group_resume import stored_names
+    from autotune.storage import open_storage
+
+    names = {group.settings.study_name for group in groups} & set(stored_names(url))
+    if not names:
+        return
+    storage = open_storage(url)
+    for group in groups:
+        if group.settings.study_name in names:
+            check_resumable(group.settings, storage)
 
 
 def _stored_set(asked: dict[str, Any]) -> set[str]:

@@ -379,3 +379,22 @@ def test_warm_start_naming_an_earlier_search_by_group_starts_each_group_from_its
         "error: --warm-start: no study named 'nosuch' in this storage, nor a search by "
         "group's nosuch.<prefix> for these groups; give auto"
     ) in neither.stderr
+
+
+def test_a_groups_stored_study_it_cannot_resume_is_refused_before_any_group_runs(tmp_path):
+    """A rerun whose later include changed its problem (``up.`` at N=128, its study ``run.up``
+    at N=64) swept the first group, then ended with the later group's refusal and without the
+    first group's winner or ``--output``; it is now refused in one line before any sweep."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    common = ("--device", "cpu", "--storage", url, "--study", "run", "--finish-top", "0")
+    first = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "1", *common,
+                     cwd=tmp_path)  # fmt: skip
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "tiny.yaml").write_text(TINY.replace("N: 64", "N: 128"))
+    changed = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "2", *common,
+                       cwd=tmp_path)  # fmt: skip
+    assert changed.returncode == 2 and changed.stderr.count("\n") == 1, changed.stderr
+    assert ("error: study 'run.up' holds a sweep at N=64; it cannot resume at N=128 (start "
+            "another --study)") in changed.stderr  # fmt: skip
+    assert len(optuna.load_study(study_name="run.qkv", storage=url).trials) == 1  # not swept

@@ -180,6 +180,37 @@ def _resume(s: SweepSettings, storage: BaseStorage, study: optuna.Study, info: d
     Raises:
         StudyMismatch: another workload, objective, problem, space or input file.
     """
+    _check_resume(s, study, info)
+    _record_resume(study, info, s)
+    source = study.user_attrs.get(WARM_START, {}).get("source")
+    if source:  # a resumed warm start keeps its prior
+        with contextlib.suppress(KeyError):  # unless the source was deleted since
+            _set_prior(s, study.sampler, optuna.load_study(study_name=source, storage=storage))
+
+
+def check_resumable(s: SweepSettings, storage: BaseStorage) -> None:
+    """Where the study ``s`` names is stored, that it may resume as ``s`` asks, checked as
+    the sweep's set-up checks it, nothing written: a search by group checks every group's
+    before the first sweep runs (a later group's refusal ended the command after the
+    earlier groups had spent their time, without their winners).
+
+    Raises:
+        StudyMismatch: another workload, objective, problem, space or input file.
+    """
+    if not s.study_name or not _stored(storage, s.study_name):
+        return
+    study = optuna.load_study(study_name=s.study_name, storage=storage)
+    info = study.user_attrs.get(STUDY)
+    if info is not None:  # else a set-up cut short: set up as a new one
+        _check_resume(s, study, info)
+
+
+def _check_resume(s: SweepSettings, study: optuna.Study, info: dict) -> None:
+    """Refuse to resume stored ``study`` (its description ``info``) as ``s`` where it differs.
+
+    Raises:
+        StudyMismatch: another workload, objective, problem, space or input file.
+    """
     name = study.study_name
     if info.get("workload") != s.workload or info.get("objectives") != s.objectives:
         raise StudyMismatch(
@@ -194,11 +225,6 @@ def _resume(s: SweepSettings, storage: BaseStorage, study: optuna.Study, info: d
         )
     _check_space_fits(name, study, s)
     _check_files_kept(name, info, s.problem)
-    _record_resume(study, info, s)
-    source = study.user_attrs.get(WARM_START, {}).get("source")
-    if source:  # a resumed warm start keeps its prior
-        with contextlib.suppress(KeyError):  # unless the source was deleted since
-            _set_prior(s, study.sampler, optuna.load_study(study_name=source, storage=storage))
 
 
 def _description(s: SweepSettings, directions: list[str]) -> dict[str, Any]:
