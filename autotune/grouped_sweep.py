@@ -421,7 +421,9 @@ def combined_record(groups: list[Group]) -> dict[str, Any]:
 
 
 def _report(groups: list[Group], output: Path | None) -> None:
-    """A line per group, the winners on stdout (``{prefix: config}``), ``output`` written."""
+    """A line per group (each objective's value; under it, with several objectives, the
+    other configs of its Pareto front), the winners on stdout (``{prefix: config}``),
+    ``output`` written."""
     import yaml
     from rich.console import Console
 
@@ -452,6 +454,10 @@ def _report(groups: list[Group], output: Path | None) -> None:
         if first.get("reference_faster"):  # as one sweep's best config says it
             err.print(f"    note: {describe(first['reference_faster'])}", highlight=False,
                       markup=False)  # fmt: skip
+        for member in (first.get("pareto_front") or [])[1:]:  # as one sweep's best lists them
+            vals = ", ".join(named(k, v) for k, v in member["values"].items())
+            err.print(f"    Pareto front: trial {member['trial']}: {vals} {member['config']}",
+                      highlight=False, markup=False)  # fmt: skip
     configs = {prefix: rec["config"] for prefix, rec in record.items()}
     stream = result_stream()
     if output is not None and names_stdout(output):

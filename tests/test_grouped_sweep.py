@@ -398,3 +398,61 @@ def test_a_groups_stored_study_it_cannot_resume_is_refused_before_any_group_runs
     assert ("error: study 'run.up' holds a sweep at N=64; it cannot resume at N=128 (start "
             "another --study)") in changed.stderr  # fmt: skip
     assert len(optuna.load_study(study_name="run.qkv", storage=url).trials) == 1  # not swept
+
+
+#: a workload file of two objectives at odds (v = x, w = 7 - x): every config it measures is
+#: on its Pareto front
+PAIR = """from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Pair(Objective):
+    name = "pair"
+    space = "pair.yaml"
+    directions = {"v": "maximize", "w": "maximize"}
+
+    @classmethod
+    def default_problem(cls, device):
+        return {"n": 1}
+
+    def config_keys(self):
+        return ("x",)
+
+    def default_config(self):
+        return {"x": 1}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": float(config["x"]), "w": float(7 - config["x"])})
+
+
+OBJECTIVE = Pair
+"""
+
+
+def test_a_group_of_several_objectives_lists_its_pareto_front_as_one_sweep_does(tmp_path):
+    """A group's closing line named one config of its Pareto front, as if the winner; as one
+    sweep's best config does, the front's other configs follow it, each objective's value and
+    the config, and ``--output`` holds the front of each prefix."""
+    (tmp_path / "pair.py").write_text(PAIR)
+    (tmp_path / "pair.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
+    (tmp_path / "two.yaml").write_text(
+        "workload: pair.py\ninclude:\n  - {space: pair.yaml, prefix: 'a.', problem: {n: 1}}\n"
+        "  - {space: pair.yaml, prefix: 'b.', problem: {n: 2}}\n"
+    )
+    result = autotune("tune", "--space", "two.yaml", "--objective", "v,w", "--trials", "3",
+                      "--storage", "memory", "--study", "run", "--output", "o.json",
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    written = json.loads((tmp_path / "o.json").read_text())
+    closing = result.stderr.split("searched by group: the winners\n")[1].splitlines()
+    for prefix in ("a.", "b."):
+        record = written[prefix]
+        front = record["pareto_front"]
+        assert len(front) == 3 and record["trial"] == front[0]["trial"]
+        at = next(i for i, line in enumerate(closing) if line.startswith(f"  {prefix} "))
+        assert closing[at].endswith(f"{front[0]['values']['v']:.2f} v, "
+                                    f"{front[0]['values']['w']:.2f} w")  # fmt: skip
+        assert closing[at + 1 : at + 3] == [
+            f"    Pareto front: trial {m['trial']}: {m['values']['v']:.2f} v, "
+            f"{m['values']['w']:.2f} w {m['config']}" for m in front[1:]
+        ], closing  # fmt: skip
