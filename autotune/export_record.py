@@ -74,25 +74,33 @@ def which_sweep(record: dict[str, Any]) -> str:
     return f"study {record.get('study')!r} tuned {what} (--study NAME picks another)"
 
 
-def as_recorded(record: dict[str, Any]) -> dict[str, Any]:
+def as_recorded(record: dict[str, Any], knobs: tuple[str, ...] = ()) -> dict[str, Any]:
     """A replay's record (``autotune.export.best_record``'s, with ``replay``) as the sweep its
     table recorded: the table's ``workload`` stamp and its problem (the recorded one, the
-    replay's ``--problem`` values over it); any other record, and a replay of a table that
-    records no workload, as it is.
+    replay's ``--problem`` values over it), and in its config each of ``knobs`` (the target's,
+    by the recorded workload's names) that the replay did not take as a parameter, at the value
+    its row recorded: every knob of the recording ran at some value, and a table recorded at
+    bf16 replayed with ``--params micro_batch`` ran bf16, not the target's default. Any other
+    record, and a replay of a table that records no workload, as it is.
 
     Example:
         >>> record = {"workload": "replay", "problem": {"table": "t.csv", "params": ["a"]},
+        ...           "config": {"micro_batch": 2}, "metrics": {"precision": "bf16", "ms": 3},
         ...           "replay": {"workload": "train-step", "problem": {"global_batch": 16}}}
-        >>> recorded = as_recorded(record)
-        >>> recorded["workload"], recorded["problem"]
-        ('train-step', {'global_batch': 16})
+        >>> recorded = as_recorded(record, knobs=("micro_batch", "precision"))
+        >>> recorded["workload"], recorded["problem"], recorded["config"]
+        ('train-step', {'global_batch': 16}, {'precision': 'bf16', 'micro_batch': 2})
     """
     replay = record.get("replay")
     if record.get("workload") != "replay" or not isinstance(replay, dict):
         return record
     if not replay.get("workload"):
         return record
-    return {**record, "workload": replay["workload"], "problem": replay.get("problem") or {}}
+    row = record.get("metrics") or {}
+    held = {k: row[k] for k in knobs if k in row}  # a parameter is never among its row's metrics
+    config = {**held, **(record.get("config") or {})}
+    return {**record, "workload": replay["workload"], "problem": replay.get("problem") or {},
+            "config": config}  # fmt: skip
 
 
 def replay_note(record: dict[str, Any]) -> dict[str, str]:

@@ -280,7 +280,7 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
     replay in ``not_expressed``."""
     if target not in _SPECS:
         raise ServingExportError(f"unknown serving target {target!r}; choose vllm or sglang")
-    replayed, record = replay_note(record), as_recorded(record)
+    replayed, record = replay_note(record), as_recorded(record, ENGINE_KNOBS)
     config = record.get("config", {})
     workload = record.get("workload")
     engine_knobs = {"max_num_seqs", "max_num_batched_tokens"}

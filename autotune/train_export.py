@@ -42,6 +42,11 @@ from autotune.hf_export import hf_export
 from autotune.train_record import TrainExportError
 
 TARGETS = ("hf", "accelerate", "deepspeed", "torchtitan")
+#: the training step's knobs these exports read (a replay's row holds those it did not search)
+TRAIN_KNOBS = (
+    "micro_batch", "precision", "activation_checkpointing", "attention_backend", "optimizer",
+    "compile", "compile_mode", "layout", "reshard_after_forward",
+)  # fmt: skip
 
 
 def training_export(record: dict[str, Any], target: str) -> TrainExport:
@@ -54,7 +59,7 @@ def training_export(record: dict[str, Any], target: str) -> TrainExport:
               "torchtitan": torchtitan_export}  # fmt: skip
     if target not in makers:
         raise TrainExportError(f"unknown training target {target!r}; choose {', '.join(TARGETS)}")
-    recorded = as_recorded(record)
+    recorded = as_recorded(record, TRAIN_KNOBS)
     # the optimizer, its betas and weight decay, the untuned knobs: the training step's own,
     # which another workload (a file's objective with a micro_batch too) never ran
     if recorded.get("workload") not in (None, "train-step", "replay"):

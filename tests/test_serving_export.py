@@ -227,6 +227,20 @@ def test_a_replay_of_a_serving_table_exports_labelled_as_a_replay() -> None:
     assert on_gpu.settings["enforce-eager"] is True
 
 
+def test_a_replay_exports_the_recorded_engine_knobs_it_did_not_replay_as_parameters() -> None:
+    """A serving table recorded at 256 tokens a step and an fp8 cache, replayed with
+    ``--params max_num_seqs,policy``: the export wrote only those two, so the server kept its
+    own step budget and cache dtype, not the ones the winner's figures were measured with."""
+    record = {**_replay({"workload": "serving"}, {"type": "cuda"}),
+              "config": {"max_num_seqs": 8, "policy": "fcfs"},
+              "metrics": {"replay": True, "max_num_batched_tokens": 256, "block_size": 32,
+                          "kv_dtype": "fp8", "cuda_graphs": True, "ttft_p99_ms": 20.0}}  # fmt: skip
+    out = serving_export(record, "vllm")
+    assert out.settings["max-num-seqs"] == 8 and out.settings["max-num-batched-tokens"] == 256
+    assert out.settings["block-size"] == 32 and out.settings["kv-cache-dtype"] == "fp8_e4m3"
+    assert out.settings["enforce-eager"] is False and "ttft_p99_ms" not in out.text
+
+
 def test_a_replay_of_a_table_that_records_no_workload_is_no_serving_sweep() -> None:
     with pytest.raises(ServingExportError, match="'r' tuned replay of a table that records no"):
         serving_export(_replay({}), "sglang")

@@ -615,6 +615,28 @@ def test_a_replay_of_a_train_step_table_exports_its_recorded_problem_labelled() 
     assert "replay" not in untouched.not_expressed
 
 
+def test_a_replay_exports_the_recorded_knobs_it_did_not_replay_as_parameters() -> None:
+    """A train-step table recorded at bf16 throughout and replayed with ``--params
+    micro_batch``: the winner's row ran bf16 with fused AdamW, and the export said fp32 and
+    torch's plain AdamW (``bf16: false``), as if the knobs left out of --params never ran."""
+    record = {"study": "r", "workload": "replay", "config": {"micro_batch": 4},
+              "problem": {"table": "t.csv", "params": ["micro_batch"]},
+              "metrics": {"replay": True, "precision": "bf16", "optimizer": "fused",
+                          "activation_checkpointing": True, "step_ms": 9.5},
+              "replay": {"workload": "train-step", "problem": PROBLEM}}  # fmt: skip
+    hf = training_export(record, "hf").settings
+    assert hf["bf16"] is True and hf["optim"] == "adamw_torch_fused"
+    assert hf["per_device_train_batch_size"] == 4 and hf["gradient_accumulation_steps"] == 4
+    assert hf["activation_checkpointing"] is True
+    # a table that records no workload: its columns are no known sweep's knobs
+    unstamped = {
+        **record,
+        "replay": {"workload": None, "problem": {}},
+        "problem": {"table": "t.csv", "params": ["micro_batch"], **PROBLEM},
+    }
+    assert training_export(unstamped, "hf").settings["bf16"] is False
+
+
 def test_a_replay_of_a_stamped_table_without_a_global_batch_is_told_how_to_give_one():
     """The stamped table's record (as_recorded: its workload the stamp) lost the hint the
     unstamped table's gets, and was told it "tuned train-step of a train-step table"."""
