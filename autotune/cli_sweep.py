@@ -165,13 +165,10 @@ def sweep_and_finish(
                       f"{summary.refusals.total()}; `autotune trials --all` lists them)",
                       highlight=False, markup=False, soft_wrap=True)  # fmt: skip
             raise typer.Exit(1)
-        err.print(
-            "no trial succeeded: nothing to report (see `autotune trials --study "
-            f"{summary.study_name}`)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+        from autotune.no_success import none_succeeded_line
+
+        err.print(none_succeeded_line(summary, settings.slo), highlight=False, markup=False,
+                  soft_wrap=True)  # fmt: skip
         raise typer.Exit(1)
     if settings.finish_top and summary.stopped_by != "interrupted":
         _finish_within_budget(sweep, summary, budget_ends)

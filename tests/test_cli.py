@@ -1,6 +1,7 @@
 """The command line end to end, as a user runs it (a real process, a real SQLite file)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -740,6 +741,25 @@ def test_a_resume_keeps_the_slo_its_trials_were_judged_by_and_refuses_another(tm
     assert autotune("trials", "--storage", url, "--study", "s", "--format", "csv").stdout == before
     resumed = autotune(*sweep, "--trials", "2")  # no --slo: the stored one
     assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_sweep_whose_every_trial_breaks_the_slo_says_so_in_its_last_line(tmp_path):
+    """Every trial over --slo ended 'no trial succeeded: nothing to report', as if nothing had
+    run: the last line now says they all ran over it, with a trial's reason."""
+    space = tmp_path / "space.yaml"
+    space.write_text("name: s\nworkload: faults\nparameters:\n"
+                     "  fault: {type: categorical, choices: [none]}\n"
+                     "  delay: {type: categorical, choices: [0.3, 0.4]}\n")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    ran = autotune("tune", "faults", "--space", str(space), "--storage", url, "--trials", "2",
+                   "--slo", "latency_s=0.1", "--finish-top", "0", "--seed", "0")  # fmt: skip
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+    last = ran.stderr.strip().splitlines()[-1]
+    head = ("no trial succeeded: every trial of this run broke --slo latency_s=0.1 "
+            "(slo_violated 2 of 2; #1: over the SLO: latency_s ")  # fmt: skip
+    assert last.startswith(head), ran.stderr
+    assert re.search(r"\); loosen a limit to get a best config \(`autotune trials --study "
+                     r"faults-[0-9-]+` lists them\)$", last), ran.stderr  # fmt: skip
 
 
 def test_a_resume_without_slo_judges_its_new_trials_by_the_stored_one(tmp_path):
