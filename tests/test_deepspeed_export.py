@@ -1,17 +1,107 @@
 """The DeepSpeed export (:mod:`autotune.deepspeed_export`), checked by DeepSpeed's own config
-and engine, in processes of their own."""
+and engine, in processes of their own.
+
+DeepSpeed's TorchBackend JIT-builds a C++ extension (deepspeed_shm_comm) at its first start on a
+machine, minutes on a loaded 2-core one: it is built once up front (:func:`deepspeed_shm_comm`),
+so that no test kills a start mid-build, and each DeepSpeed process runs in a process group of
+its own (:func:`_own_group`), ended with its test.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from autotune.train_export import training_export
 from tests.training_records import PARALLEL, TUNED, _parallel, _record
+
+#: how long the shm extension's build may take: ~1-2 min in CI, ~3 min on a loaded 2-core machine
+BUILD_S = 600
+
+
+@contextlib.contextmanager
+def _own_group(command: list[str], **options) -> Iterator[subprocess.Popen]:
+    """``subprocess.Popen(command, **options)`` in a session of its own, whose whole process
+    group is ended if it still runs as the block leaves, however it leaves (:func:`_end_group`).
+
+    Example:
+        with _own_group([sys.executable, "-c", "print(1)"], stdout=subprocess.PIPE) as child:
+            out, _ = child.communicate(timeout=60)
+    """
+    with subprocess.Popen(command, start_new_session=True, **options) as process:
+        try:
+            yield process
+        finally:
+            _end_group(process)
+
+
+def _end_group(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """End the process group ``process`` leads, unless it ended and was reaped already: SIGINT
+    first, so that a JIT build in it stops and releases torch's lock file (its ``finally``),
+    then SIGKILL to what is left after ``grace_s``. The leader is reaped last, so that the
+    group's id is still its own when signalled."""
+    if process.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    exited = os.WEXITED | os.WNOHANG | os.WNOWAIT  # a look that leaves the leader unreaped
+    while os.waitid(os.P_PID, process.pid, exited) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+_BUILD_SHM = """
+from deepspeed.comm.torch import build_shm_op
+build_shm_op()
+"""
+
+
+@pytest.fixture(scope="session")
+def deepspeed_shm_comm() -> None:
+    """DeepSpeed's shm extension, built as DeepSpeed builds it at its first start
+    (``build_shm_op``), before any test starts DeepSpeed under a timeout. Two pytest-xdist
+    workers may run it at once: torch's lock file lets one build while the other waits. A
+    build that fails, or does not end within :data:`BUILD_S`, fails every test that uses it.
+
+    Example:
+        def test_an_engine(deepspeed_shm_comm): ...  # starts DeepSpeed within 180 s
+    """
+    pytest.importorskip("deepspeed")
+    from torch.utils.cpp_extension import _get_build_directory
+
+    lock = Path(_get_build_directory("deepspeed_shm_comm", verbose=False)) / "lock"
+    what = f"DeepSpeed's shm extension (deepspeed.comm.torch.build_shm_op, in {lock.parent})"
+    start = time.monotonic()
+    command = [sys.executable, "-P", "-c", _BUILD_SHM]
+    with _own_group(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as build:
+        try:
+            said, _ = build.communicate(timeout=BUILD_S)
+        except subprocess.TimeoutExpired:
+            said = None
+    if said is None:  # our build, if it held the lock, released it as its group was ended
+        held = (
+            f"; {lock} is still there: another build holds it, or one killed mid-build left "
+            "it (remove it once no build runs)"
+            if lock.exists()
+            else ""
+        )
+        pytest.fail(f"{what} did not build in {BUILD_S} s{held}", pytrace=False)
+    if build.returncode != 0:
+        took = time.monotonic() - start
+        pytest.fail(f"{what} failed to build (exit {build.returncode}, after {took:.0f} s):\n"
+                    + said[-3000:], pytrace=False)  # fmt: skip
 
 
 def test_deepspeed_config_passes_deepspeeds_own_checks():
@@ -52,7 +142,9 @@ print(json.dumps([sorted({str(p.dtype) for p in params}), out,
 """
 
 
-def test_deepspeeds_engine_keeps_the_fp32_weights_the_tuned_bf16_step_autocast_over():
+def test_deepspeeds_engine_keeps_the_fp32_weights_the_tuned_bf16_step_autocast_over(
+    deepspeed_shm_comm,
+):
     # the export's bf16 section is DeepSpeed's own mixed precision: it cast the weights to bf16
     # (an fp32 copy in the optimizer), where the tuned step ran autocast over fp32 weights
     pytest.importorskip("deepspeed")
@@ -63,10 +155,12 @@ def test_deepspeeds_engine_keeps_the_fp32_weights_the_tuned_bf16_step_autocast_o
     out = training_export(record, "deepspeed")
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0",
            "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_SIZE": "1"}  # fmt: skip
-    done = subprocess.run([sys.executable, "-P", "-c", _DEEPSPEED_ENGINE, out.text],
-                          capture_output=True, text=True, env=env, timeout=180)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    weights, output, reduced_in = json.loads(done.stdout.strip().splitlines()[-1])
+    command = [sys.executable, "-P", "-c", _DEEPSPEED_ENGINE, out.text]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    with _own_group(command, env=env, **pipes) as engine:
+        stdout, stderr = engine.communicate(timeout=180)
+    assert engine.returncode == 0, stderr[-2000:]
+    weights, output, reduced_in = json.loads(stdout.strip().splitlines()[-1])
     assert weights == ["torch.float32"] and output == "torch.bfloat16"
     assert reduced_in == []  # no gradient is reduced in bf16: all in fp32, as the step's were
 
@@ -85,7 +179,7 @@ except AssertionError as exc:
 """
 
 
-def test_deepspeed_takes_a_tensor_parallel_winner_as_autotp_on_its_processes():
+def test_deepspeed_takes_a_tensor_parallel_winner_as_autotp_on_its_processes(deepspeed_shm_comm):
     # a tp winner was a note only, and its train_batch_size (micro x accumulation, data
     # parallel 1) failed DeepSpeed's batch check on the tp processes it must launch on
     pytest.importorskip("deepspeed")
@@ -94,16 +188,18 @@ def test_deepspeed_takes_a_tensor_parallel_winner_as_autotp_on_its_processes():
     record = {**_parallel(layout="tp"), "problem": {**PARALLEL, "world_size": 2}}
     out = training_export(record, "deepspeed")
     port = free_port()
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, "-P", "-c", _DEEPSPEED_RANK, out.text], stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, env={**os.environ, "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": "2", "LOCAL_SIZE": "2"},
-        )
-        for rank in range(2)
-    ]  # fmt: skip
-    said = [json.loads(rank.communicate(timeout=180)[0].strip().splitlines()[-1]) for rank in ranks]
+    with contextlib.ExitStack() as started:  # a rank left waiting for its peer ends with the test
+        ranks = [
+            started.enter_context(_own_group(
+                [sys.executable, "-P", "-c", _DEEPSPEED_RANK, out.text], stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True, env={**os.environ, "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": "2", "LOCAL_SIZE": "2"},
+            ))
+            for rank in range(2)
+        ]  # fmt: skip
+        said = [json.loads(rank.communicate(timeout=180)[0].strip().splitlines()[-1])
+                for rank in ranks]  # fmt: skip
     # AutoTP over both processes, the whole global batch of 16 = 2 x 8 on each
     assert said == [[2, 8, 2], [2, 8, 2]]
     assert "--num_gpus 2" in out.not_expressed["layout"]
