@@ -7,6 +7,7 @@ import shlex
 import pytest
 import yaml
 
+from autotune.objectives.server import ENGINE_COMMAND
 from autotune.serving_export import (
     SGLANG_ARGS,
     VLLM_ARGS,
@@ -271,3 +272,89 @@ def test_a_value_the_target_does_not_take_is_a_note_and_the_rest_is_exported() -
     )
     assert "(not a count of 1 or more)" in server.not_expressed["tensor_parallel_size"]
     assert "# not expressed" in server.text or "gpu_memory_utilization" in server.text
+
+
+VLLM_COMMAND = ("vllm serve MODEL --host 0.0.0.0 --port {port} --api-key sk-1 --max-num-seqs "
+                "{max_num_seqs} --block-size 32 --kv-cache-dtype fp8 --no-enable-chunked-prefill "
+                "--swap-space 4")  # fmt: skip
+
+
+def test_a_server_sweeps_fixed_flags_reach_the_export(tmp_path, one_trial_study) -> None:
+    """Every trial of ``--block-size 32 --kv-cache-dtype fp8`` written in the command ran with
+    them: the export wrote only ``max-num-seqs``, and a deployment from it lost them."""
+    from autotune.export import best_record
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study = one_trial_study(url, "srv", "server", {"command": VLLM_COMMAND},
+                            {"max_num_seqs": 64}, "goodput_tok_s", 100.0)  # fmt: skip
+    record = best_record(study)
+    vllm = serving_export(record, "vllm")
+    assert vllm.settings == {"max-num-seqs": 64, "block-size": 32, "kv-cache-dtype": "fp8",
+                             "enable-chunked-prefill": False}  # fmt: skip
+    assert vllm.not_expressed == {"command": "fixed in the sweep's command: --swap-space 4 "
+                                  "(every trial ran with them: pass them to vllm yourself "
+                                  "where it has them)"}  # fmt: skip
+    assert "sk-1" not in vllm.text and "0.0.0.0" not in vllm.text
+    # SGLang's name for the block size; a cache dtype it does not spell so is said, not dropped
+    sglang = serving_export(record, "sglang")
+    assert sglang.settings == {"max-running-requests": 64, "page-size": 32}
+    note = sglang.not_expressed["command"]
+    assert note.startswith("fixed in the sweep's command: --kv-cache-dtype fp8 (sglang "
+                           "--kv-cache-dtype does not take it: not one of auto")  # fmt: skip
+    assert "--no-enable-chunked-prefill; --swap-space 4 (every trial" in note
+
+
+def test_the_engine_servers_fixed_flags_go_through_its_knobs() -> None:
+    """The engine server's ``--kv-cache-dtype fp8`` is its serving knob kv_dtype (vLLM's
+    fp8_e4m3), ``--policy prefill-first`` no flag of vLLM's; its toy model's shape is no
+    serving setting, and a flag it has that neither server does is noted."""
+    command = ("python -m autotune.objectives.engine_server --port {port} --max-num-seqs "
+               "{max_num_seqs} --max-num-batched-tokens {max_num_batched_tokens} --block-size 32 "
+               "--kv-cache-dtype fp8 --policy prefill-first --cuda-graphs --num-blocks 1024 "
+               "--d-model 256 --seed 3")  # fmt: skip
+    record = {"workload": "server", "problem": {"command": command}, "device": {"type": "cuda"},
+              "config": {"max_num_seqs": 64, "max_num_batched_tokens": 2048}}  # fmt: skip
+    vllm = serving_export(record, "vllm")
+    assert vllm.settings == {"max-num-seqs": 64, "max-num-batched-tokens": 2048,
+                             "enable-chunked-prefill": True, "block-size": 32,
+                             "kv-cache-dtype": "fp8_e4m3", "enforce-eager": False}  # fmt: skip
+    assert vllm.not_expressed["policy"].startswith("fixed in the sweep's command: prefill-first")
+    assert vllm.not_expressed["command"].startswith("fixed in the sweep's command: --num-blocks "
+                                                    "1024 (every trial")  # fmt: skip
+    assert set(vllm.not_expressed) == {"policy", "command"}
+    sglang = serving_export(record, "sglang")
+    assert sglang.settings["page-size"] == 32 and sglang.settings["enable-mixed-chunk"] is False
+    # the default command writes no flag literally: nothing more than its tuned knobs
+    default = serving_export({**record, "problem": {"command": ENGINE_COMMAND}}, "vllm")
+    assert set(default.settings) == {"max-num-seqs", "max-num-batched-tokens",
+                                     "enable-chunked-prefill"}  # fmt: skip
+    assert not default.not_expressed
+
+
+def test_a_real_server_sweeps_fixed_flags_reach_its_vllm_export(tmp_path) -> None:
+    """End to end: the engine server swept with ``--block-size 32 --num-blocks 64`` written in
+    its command; the vLLM export carries the block size and notes the block count."""
+    import subprocess
+    import sys
+
+    space = tmp_path / "seqs.yaml"
+    space.write_text("name: seqs\nworkload: server\nparameters:\n"
+                     "  max_num_seqs: {type: categorical, choices: [4]}\n")  # fmt: skip
+    command = (f"{sys.executable} -m autotune.objectives.engine_server --port {{port}} "
+               "--max-num-seqs {max_num_seqs} --block-size 32 --num-blocks 64")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cli = [sys.executable, "-m", "autotune.cli"]
+    tuned = subprocess.run(
+        [*cli, "tune", "server", "--space", str(space), "--sampler", "grid", "--problem",
+         f"command={command},num_requests=2,output_len=2,prompt_len=4",
+         "--trials", "1", "--finish-top", "0", "--storage", url, "--study", "s"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    exported = subprocess.run([*cli, "export", "--storage", url, "--study", "s", "--to", "vllm"],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    assert yaml.safe_load(exported.stdout) == {"max-num-seqs": 4, "block-size": 32}
+    assert "# not expressed: command: fixed in the sweep's command: --num-blocks 64" in (
+        exported.stdout
+    )
