@@ -396,3 +396,32 @@ def repeats_note(replay: Path, params: list[str]) -> str:
         return ""
     configs = "1 config" if repeated == 1 else f"{repeated} configs"
     return f"; {configs} recorded more than once: the median of the ok readings replays"
+
+
+def merged_note(replay: Path, params: list[str], metric: str) -> str | None:
+    """The sweep's note where one config's median merges rows that differ in a config column
+    left out of ``params`` (:func:`~autotune.objectives.replay_rows.merged_columns`): its
+    figure is the median over different configs, which a replay of a sub-space may want, so
+    it is said, not refused (as rows of two problems or devices are: two recordings joined).
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "t.csv")
+        >>> _ = open(path, "w").write("lr,optimizer,ms\\n1,fused,5\\n1,foreach,9\\n2,fused,7\\n")
+        >>> print(merged_note(Path(path), ["lr"], "ms"))
+        replay: rows of one config differ in optimizer (fused, foreach): each config's value is the median over them; add it to --params to search it
+    """  # noqa: E501
+    from autotune.objectives.replay_rows import merged_columns
+    from autotune.objectives.replay_table import load_table
+
+    merged = merged_columns(load_table(str(replay)), params, metric)
+    if not merged:
+        return None
+    shown = [
+        f"{column} ({', '.join('blank' if v is None else str(v) for v in values[:4])}"
+        f"{', ...' if len(values) > 4 else ''})"
+        for column, values in merged.items()
+    ]
+    it = "it" if len(merged) == 1 else "them"
+    return (f"replay: rows of one config differ in {' and '.join(shown)}: each config's value "
+            f"is the median over them; add {it} to --params to search {it}")  # fmt: skip

@@ -430,6 +430,7 @@ def build_settings(
         from autotune.replay_setup import (
             check_replay_objective,
             check_replay_slo,
+            merged_note,
             replay_arguments,
             replay_label,
             replay_settings,
@@ -458,6 +459,8 @@ def build_settings(
         # the table as typed, or as the study's first run showed it: not its stored path
         shown = str(typed) if typed is not None else table_shown(stored, replay)
         label = replay_label(shown, replay, problem["params"])
+        merged = merged_note(replay, problem["params"], metric)  # medians of several configs
+        notes += [merged] if merged else []
     elif stored is not None and workload in (None, stored.get("workload")):
         workload = stored["workload"]
         _check_stored_workload(study, workload)

@@ -53,14 +53,62 @@ def rows_by_config(
         grouped.setdefault(key, []).append(row)
     rows = {}
     for key, group in grouped.items():
-        ok = [r for r in group if str(r.get("status", TrialStatus.OK.value)) == "ok"
-              and number(r[metric]) is not None and math.isfinite(number(r[metric]))]  # fmt: skip
+        ok = [r for r in group if _reads(r, metric)]
         if len(group) == 1 or not ok:
             rows[key] = group[0]
             continue
         median = statistics.median(number(r[metric]) for r in ok)
         rows[key] = {**ok[0], metric: median, "replay_readings": len(ok)}
     return rows
+
+
+def _reads(row: dict[str, Any], metric: str) -> bool:
+    """Whether ``row`` is an ok reading of ``metric`` (a finite number): one a median takes."""
+    value = number(row[metric])
+    ok = str(row.get("status", TrialStatus.OK.value)) == "ok"
+    return ok and value is not None and math.isfinite(value)
+
+
+#: the columns that end a table's config columns (``autotune record`` writes the config first,
+#: then its stamps, then ``status`` and the figures; a table by hand, the config then figures)
+_AFTER_CONFIG = ("workload", "device", "status")
+
+
+def merged_columns(table: pd.DataFrame, params: list[str], metric: str) -> dict[str, list[Any]]:
+    """The config columns left out of ``params`` (those before the stamps, ``status`` and
+    ``metric``: :data:`_AFTER_CONFIG`) whose cells differ among the ok readings that one config's
+    median merges (:func:`rows_by_config`), each with its values there in the table's order
+    (None: blank): the median of different configs, not of one re-measured.
+
+    Example:
+        >>> t = pd.DataFrame({"lr": [1, 1, 2], "opt": ["fused", "foreach", "fused"],
+        ...                   "ms": [5.0, 9.0, 7.0]})
+        >>> merged_columns(t, ["lr"], "ms"), merged_columns(t, ["lr", "opt"], "ms")
+        ({'opt': ['fused', 'foreach']}, {})
+    """
+    columns: list[str] = []
+    for column in table.columns:
+        name = str(column)
+        if name in _AFTER_CONFIG or name == metric or name.startswith(("problem.", "device.")):
+            break
+        if column not in params:
+            columns.append(column)
+    if not columns:
+        return {}
+    cells = {column: offered_cells(table, column) for column in columns}
+    first: dict[tuple, int] = {}
+    merged: dict[str, list[Any]] = {}
+    records = table.to_dict(orient="records")
+    for at, key in enumerate(offered_keys(table, params)):
+        if not _reads(records[at], metric):
+            continue
+        was = first.setdefault(key, at)
+        for column in columns:
+            value, before = cells[column][at], cells[column][was]
+            if str(value) != str(before):
+                values = merged.setdefault(column, [])
+                values += [v for v in dict.fromkeys((before, value)) if v not in values]
+    return {column: merged[column] for column in columns if column in merged}
 
 
 def offered_keys(table: pd.DataFrame, params: list[str]) -> list[tuple]:

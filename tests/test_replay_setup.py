@@ -344,3 +344,38 @@ def test_a_resumed_replay_stored_before_labels_named_the_device_gets_it(tmp_path
     resumed = _settings(storage, replay=None, params=None, metric=None, trials=2)
     assert resumed.label == ("REPLAY of t.csv (measured on NVIDIA H100 80GB HBM3): recorded "
                              "measurements are looked up, nothing is measured")  # fmt: skip
+
+
+MERGED = ("note: replay: rows of one config differ in optimizer (fused, foreach): each config's "
+          "value is the median over them; add it to --params to search it")  # fmt: skip
+
+
+def test_a_replay_that_merges_configs_into_one_median_says_so(tmp_path):
+    # rows of lr=1 recorded with the fused and the foreach optimizer, replayed with --params lr:
+    # each lr replayed the median of both optimizers' figures, without a word
+    import subprocess
+    import sys
+
+    table = tmp_path / "opt.csv"
+    table.write_text("lr,optimizer,status,reason,ms\n1,fused,ok,,5.0\n1,foreach,ok,,9.0\n"
+                     "2,fused,ok,,7.0\n2,fused,ok,,8.0\n")  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params",
+         "lr", "--metric", "ms", "--minimize", "--trials", "2", "--storage", "memory",
+         "--executor", "inline"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert MERGED in " ".join(done.stderr.split())
+    merged = _settings("memory", study=None, replay=table, params="lr", metric="ms",
+                       maximize=False)  # fmt: skip
+    assert [n for n in merged.notes if n.startswith("replay:")] == [MERGED[len("note: ") :]]
+    # searched, or re-measured alone (figures and reasons after status differ): no note (a
+    # file of its own each: a process reads a table once)
+    alone = tmp_path / "alone.csv"
+    alone.write_text("lr,optimizer,status,reason,ms\n1,fused,ok,,5.0\n1,fused,crashed,boom,\n"
+                     "1,foreach,crashed,oom,\n2,fused,ok,,7.0\n2,fused,ok,late,8.0\n")  # fmt: skip
+    for params, path in (("lr,optimizer", table), ("lr", alone)):
+        settings = _settings("memory", study=None, replay=path, params=params, metric="ms",
+                             maximize=False)  # fmt: skip
+        assert not [n for n in settings.notes if n.startswith("replay:")]

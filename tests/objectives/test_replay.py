@@ -321,3 +321,22 @@ def test_a_replays_set_up_reads_its_tables_text_once(tmp_path, monkeypatch):
     assert objective.evaluate({"BM": 128, "mode": "tiled"}).values["tflops"] == 610.0
     with pytest.raises(Crashed, match="no tflops recorded"):
         objective.evaluate({"BM": 8, "mode": "auto"})
+
+
+def test_the_columns_one_configs_median_merges_are_named_with_their_values(tmp_path) -> None:
+    """A config column left out of --params whose ok readings of one config differ: codes as
+    written, blanks as None; a failed row (no reading in the median) and the columns after
+    the config (stamps, status, figures) do not count."""
+    from autotune.objectives.replay_rows import merged_columns
+
+    path = tmp_path / "t.csv"
+    path.write_text("a,tag,sub,opt,workload,status,ms,spread\n"
+                    "1,01,,x,matmul,ok,5,0.1\n1,1,4,x,matmul,ok,6,0.2\n"
+                    "2,01,4,x,matmul,ok,7,0.1\n2,01,4,y,matmul,crashed,,\n")  # fmt: skip
+    table = load_table(str(path))
+    assert merged_columns(table, ["a"], "ms") == {"tag": ["01", "1"], "sub": [None, 4]}
+    assert merged_columns(table, ["a", "tag", "sub"], "ms") == {}
+    # a table by hand: its config columns end at the metric
+    hand = tmp_path / "hand.csv"
+    hand.write_text("a,b,ms,tflops\n1,2,5,9\n1,3,6,8\n")
+    assert merged_columns(load_table(str(hand)), ["a"], "ms") == {"b": [2, 3]}
