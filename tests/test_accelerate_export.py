@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from autotune.train_export import training_export
+from tests.process_group import own_group
 from tests.training_records import PARALLEL, PROBLEM, _parallel, _record
 
 
@@ -64,9 +65,11 @@ def test_accelerate_launches_a_tensor_parallel_winner_tensor_parallel(tmp_path):
     assert ClusterConfig.from_yaml_file(str(config)).distributed_type == "MULTI_GPU"
     launch = [sys.executable, "-P", "-m", "accelerate.commands.launch", "--config_file",
               str(config), "--main_process_port", "0", str(rank)]  # fmt: skip
-    done = subprocess.run(launch, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-2000:]
-    said = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+    # the launcher's ranks in its process group, ended with the test if the wait runs out
+    with own_group(launch, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as done:
+        stdout, stderr = done.communicate(timeout=180)
+    assert done.returncode == 0, stderr[-2000:]
+    said = [json.loads(line) for line in stdout.splitlines() if line.startswith("[")]
     assert said == [["true", 2], ["true", 2]]  # both processes, tensor parallel over 2
     assert "set model.tp_size = 2" in out.not_expressed["layout"]
     on_cpu = training_export({**record, "device": {"type": "cpu"}}, "accelerate")

@@ -4,7 +4,7 @@ and engine, in processes of their own.
 DeepSpeed's TorchBackend JIT-builds a C++ extension (deepspeed_shm_comm) at its first start on a
 machine, minutes on a loaded 2-core one: it is built once up front (:func:`deepspeed_shm_comm`),
 so that no test kills a start mid-build, and each DeepSpeed process runs in a process group of
-its own (:func:`_own_group`), ended with its test.
+its own (:func:`tests.process_group.own_group`), ended with its test.
 """
 
 from __future__ import annotations
@@ -12,54 +12,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from autotune.train_export import training_export
+from tests.process_group import own_group
 from tests.training_records import PARALLEL, TUNED, _parallel, _record
 
 #: how long the shm extension's build may take: ~1-2 min in CI, ~3 min on a loaded 2-core machine
 BUILD_S = 600
-
-
-@contextlib.contextmanager
-def _own_group(command: list[str], **options) -> Iterator[subprocess.Popen]:
-    """``subprocess.Popen(command, **options)`` in a session of its own, whose whole process
-    group is ended if it still runs as the block leaves, however it leaves (:func:`_end_group`).
-
-    Example:
-        with _own_group([sys.executable, "-c", "print(1)"], stdout=subprocess.PIPE) as child:
-            out, _ = child.communicate(timeout=60)
-    """
-    with subprocess.Popen(command, start_new_session=True, **options) as process:
-        try:
-            yield process
-        finally:
-            _end_group(process)
-
-
-def _end_group(process: subprocess.Popen, grace_s: float = 10.0) -> None:
-    """End the process group ``process`` leads, unless it ended and was reaped already: SIGINT
-    first, so that a JIT build in it stops and releases torch's lock file (its ``finally``),
-    then SIGKILL to what is left after ``grace_s``. The leader is reaped last, so that the
-    group's id is still its own when signalled."""
-    if process.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGINT)
-    deadline = time.monotonic() + grace_s
-    exited = os.WEXITED | os.WNOHANG | os.WNOWAIT  # a look that leaves the leader unreaped
-    while os.waitid(os.P_PID, process.pid, exited) is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 _BUILD_SHM = """
@@ -85,7 +50,7 @@ def deepspeed_shm_comm() -> None:
     what = f"DeepSpeed's shm extension (deepspeed.comm.torch.build_shm_op, in {lock.parent})"
     start = time.monotonic()
     command = [sys.executable, "-P", "-c", _BUILD_SHM]
-    with _own_group(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as build:
+    with own_group(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as build:
         try:
             said, _ = build.communicate(timeout=BUILD_S)
         except subprocess.TimeoutExpired:
@@ -157,7 +122,7 @@ def test_deepspeeds_engine_keeps_the_fp32_weights_the_tuned_bf16_step_autocast_o
            "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_SIZE": "1"}  # fmt: skip
     command = [sys.executable, "-P", "-c", _DEEPSPEED_ENGINE, out.text]
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
-    with _own_group(command, env=env, **pipes) as engine:
+    with own_group(command, env=env, **pipes) as engine:
         stdout, stderr = engine.communicate(timeout=180)
     assert engine.returncode == 0, stderr[-2000:]
     weights, output, reduced_in = json.loads(stdout.strip().splitlines()[-1])
@@ -190,7 +155,7 @@ def test_deepspeed_takes_a_tensor_parallel_winner_as_autotp_on_its_processes(dee
     port = free_port()
     with contextlib.ExitStack() as started:  # a rank left waiting for its peer ends with the test
         ranks = [
-            started.enter_context(_own_group(
+            started.enter_context(own_group(
                 [sys.executable, "-P", "-c", _DEEPSPEED_RANK, out.text], stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, text=True, env={**os.environ, "MASTER_ADDR": "127.0.0.1",
                 "MASTER_PORT": str(port), "RANK": str(rank), "LOCAL_RANK": str(rank),
