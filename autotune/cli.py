@@ -329,7 +329,7 @@ def record(
     quiet_libraries()
     writable_output(output, inputs={"--space": space})
     from autotune.record import check_recordable, record_grid
-    from autotune.sweep_setup import resolve_workload
+    from autotune.workload_setup import resolve_workload
 
     device_info = _select_device(device)
     workload = workload_name(workload)

@@ -77,7 +77,7 @@ def searched_by_group(asked: dict[str, Any]) -> list[Part] | None:
     no prefixed parameter, or a workload that takes its names as they are (any config key, or
     prefixed keys of its own)."""
     from autotune.objectives import get_objective
-    from autotune.sweep_setup import DEFAULT_WORKLOAD
+    from autotune.sweep_defaults import DEFAULT_WORKLOAD
 
     if asked["space"] is None or asked["replay"] is not None:
         return None
@@ -187,7 +187,7 @@ def base_study_name(asked: dict[str, Any], labels: list[str]) -> str:
     its stem) and the time, ``-2``, ``-3``... where a study of the storage has a group's name."""
     from autotune.objectives.external import is_file_workload
     from autotune.storage import open_storage, storage_files, study_names
-    from autotune.sweep_setup import DEFAULT_WORKLOAD
+    from autotune.sweep_defaults import DEFAULT_WORKLOAD
 
     if asked["study"]:
         return str(asked["study"])
@@ -312,7 +312,7 @@ def tune_by_group(
     from autotune.cli_sweep import modules_run, run_settings
     from autotune.driver.signals import raise_if_stopped
     from autotune.resume_hint import say_resume
-    from autotune.sweep_setup import DEFAULT_WORKLOAD
+    from autotune.sweep_defaults import DEFAULT_WORKLOAD
 
     workload = asked["workload"] or DEFAULT_WORKLOAD
     space = load_space(asked["space"])

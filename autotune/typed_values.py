@@ -1,7 +1,7 @@
 """``--problem`` values as the user wrote them, in a workload's refusal of one.
 
 A whole number written with an exponent (``seed=1e30``) reaches the workload as the integer
-of that float (:func:`autotune.sweep_setup._as_defaults_kind`), which past 2**53 holds digits
+of that float (:func:`autotune.workload_setup._as_defaults_kind`), which past 2**53 holds digits
 no one typed: ``1000000000000000019884624838656``. A refusal that names the value names it as
 written instead.
 

@@ -154,7 +154,7 @@ def test_bad_input_for_a_named_study_creates_no_storage(tmp_path):
 def test_a_whole_number_in_exponent_form_is_an_int_where_the_default_is_one():
     # --problem M=1e3 was stored and used as the float 1000.0 beside N=64
     from autotune.device import detect_device
-    from autotune.sweep_setup import resolve_workload
+    from autotune.workload_setup import resolve_workload
 
     device = detect_device().as_dict()
     _, _, problem = resolve_workload("matmul", None, {"M": 1e3, "N": 64.0}, device)
@@ -198,7 +198,7 @@ def test_a_default_outside_the_space_still_says_what_the_untuned_knobs_ran_as(tm
      ("tflops,", "an empty metric between commas")],
 )  # fmt: skip
 def test_an_objective_with_an_empty_part_is_refused_not_read_as_the_default(text, says):
-    from autotune.sweep_setup import parse_objectives
+    from autotune.objective_option import parse_objectives
 
     with pytest.raises(SetupError, match=says):
         parse_objectives(text, {"tflops": "maximize", "ms": "minimize"})

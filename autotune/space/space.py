@@ -89,7 +89,7 @@ class Space:
     #: ``source`` itself is not among them): what else its parameters depend on
     includes: tuple[str, ...] = ()
     #: the workload the space file says it is for (its ``workload:`` key; None where it names
-    #: none): a sweep of another workload refuses it (:func:`autotune.sweep_setup.
+    #: none): a sweep of another workload refuses it (:func:`autotune.workload_checks.
     #: check_space_workload`); a replay takes a space of any workload
     workload: str | None = None
 

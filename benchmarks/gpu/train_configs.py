@@ -20,8 +20,8 @@ from typing import Any
 from autotune.cli_parsing import parse_problem
 from autotune.device import detect_device
 from autotune.failures import TrialFailure, classify
-from autotune.sweep_setup import resolve_workload
 from autotune.timing import rotated
+from autotune.workload_setup import resolve_workload
 
 
 def _named(text: str) -> tuple[str, dict[str, Any]]:

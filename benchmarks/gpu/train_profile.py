@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from autotune.cli_parsing import parse_problem
 from autotune.device import detect_device
-from autotune.sweep_setup import resolve_workload
+from autotune.workload_setup import resolve_workload
 
 #: kernel-name fragments -> kind, first match wins
 KINDS = (
