@@ -5,7 +5,9 @@ The sampler is asked for a config while others run; configs in flight are RUNNIN
 the study, so the sampler knows them (``bo`` never proposes one and believes them at their
 predicted value, TPE lies about them) and no config runs twice at once. When every slot is
 busy, the next config is asked for ahead, and starts the moment a slot frees; the trials that
-finished are told while it runs.
+finished are told while it runs. The loop's parts have owners beside it:
+:mod:`~autotune.driver.ask_ahead`, :mod:`~autotune.driver.trial_telling`,
+:mod:`~autotune.driver.stop_rules` and :mod:`~autotune.driver.run_summary`.
 
 Example:
     >>> from autotune.space import load_space
@@ -30,58 +32,47 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.ask_ahead import AskAhead
 from autotune.driver.compile_ahead import compile_ahead_pool
 from autotune.driver.constraint_repair import ConstraintRepair
 from autotune.driver.executor_choice import make_executor
 from autotune.driver.finish import FinishRow, finish
-from autotune.driver.finish_costs import TrialTimes, finish_reserve_s
+from autotune.driver.finish_costs import TrialTimes
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
 from autotune.driver.memory_guard import MemoryGuard
 from autotune.driver.novelty import config_key
 from autotune.driver.pruning import prune_check
-from autotune.driver.read_snapshot import SnapshotStorage, batched_writes, snapshot_reads
-from autotune.driver.results import best_trials
-from autotune.driver.samplers import is_exhausted, untried_configs
-from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary, TrialRecord
+from autotune.driver.read_snapshot import batched_writes, snapshot_reads
+from autotune.driver.run_summary import RunSummary, study_counts, workload_measures
+from autotune.driver.samplers import untried_configs
+from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary
 from autotune.driver.signals import (
     interrupt_deferred,
     raise_if_stopped,
     signals_held,
     stop_on_signals,
 )
+from autotune.driver.stop_rules import StopRules
 from autotune.driver.storage_watch import StorageLost, StorageWatch
 from autotune.driver.study_peers import StudyPeers
 from autotune.driver.study_setup import StudyMismatch, open_study, requeue_stopped_default
 from autotune.driver.trial_attrs import (
     DRIVER,
-    FINISH,
-    FINISH_ASKED,
     FINISH_DONE,
-    FINISH_OFF,
-    FINISHED_STATES,
     IN_DRIVER,
-    INFEASIBLE,
-    LAST_RUN,
-    REFUSED,
-    REPEATED,
-    WORKER,
-    is_repeat,
     mark_finish,
     stored_finish,
-    trial_status,
 )
 from autotune.driver.trial_book import Asked, TrialBook
+from autotune.driver.trial_telling import TrialTelling
 from autotune.driver.write_batch import WriteConflict
-from autotune.executors.base import Executor, Finished
+from autotune.executors.base import Executor
 from autotune.failures import TrialStatus
 from autotune.runners.base import TrialResult
 from autotune.storage import open_storage
 
 # Consecutive static-constraint rejections allowed per trial of budget before the sweep stops.
 MAX_REJECTIONS_PER_TRIAL = 50
-REAP_EVERY_S = 30.0
-#: While configs are rejected in a row, trials that finished are told this often
-POLL_EVERY_S = 0.05
 #: Writing an asked config found the trial another driver's (see ``_SweepRun.ask``)
 _TAKEN_ELSEWHERE = (WriteConflict, optuna.exceptions.UpdateFinishedTrialError)
 
@@ -153,8 +144,11 @@ class Sweep:
         return rows
 
 
-class _SweepRun:
-    """The state of one invocation of :meth:`Sweep.run`."""
+class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
+    """The state of one invocation of :meth:`Sweep.run`: the loop, asking for and launching
+    configs, and closing the run here; the ask-ahead queue (:class:`AskAhead`), telling
+    finished trials (:class:`TrialTelling`), the stop rules (:class:`StopRules`) and the
+    closing summary (:class:`RunSummary`) in modules of their own."""
 
     def __init__(
         self,
@@ -197,7 +191,7 @@ class _SweepRun:
         self.repair = ConstraintRepair(s.space, s.problem, s.device, s.seed)
         self.last_reap = self.last_poll = time.monotonic()
         self.peers = StudyPeers(study, self.identity)  # the other drivers on this study
-        self.measures = _measures(s.workload)  # False: a replay (its trials take no time)
+        self.measures = workload_measures(s.workload)  # False: a replay (its trials take no time)
 
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> SweepSummary:
@@ -275,113 +269,6 @@ class _SweepRun:
         # signal or a lost cluster): without it the overhead read close to 100%
         self.busy_s += sum(self.end - self.launched_at.get(n, self.end) for n in self.in_flight)
         self._close(stopped_by)
-
-    def tell_at_stop(self) -> None:
-        """Tell the trials measured but not told when the sweep stopped (the inline executor's
-        evaluated trials waiting on its simulated clock, a worker's result that came in while
-        a config was asked for): they are kept, not marked interrupted. An executor that cannot
-        answer then (a cluster gone) leaves its trials to be marked interrupted."""
-        try:
-            finished = self.executor.finished_at_stop()
-        except Exception:  # noqa: BLE001 - the stop goes on: its trials are marked interrupted
-            return
-        for one in finished:
-            if one.ticket in self.in_flight:  # not told yet
-                self._tell_finished(one)
-
-    def tell_polled(self) -> None:
-        """Tell the trials that finished by now, without waiting for one (at most every
-        :data:`POLL_EVERY_S`: a rejection takes milliseconds, asking Ray may take one)."""
-        now = time.monotonic()
-        if not self.executor.in_flight or now - self.last_poll < POLL_EVERY_S:
-            return
-        self.last_poll = now
-        for one in self.executor.poll():
-            self.tell_finished(one)
-
-    def wants_ahead(self) -> bool:
-        """True while fewer configs are asked ahead than the lookahead holds and the budget
-        leaves room for them."""
-        if len(self.ahead) >= self.depth:
-            return False
-        n_trials = self.settings.n_trials
-        return n_trials is None or self.launched() + len(self.ahead) < n_trials
-
-    def queue(self, asked: Asked | None) -> None:
-        """Keep a config asked for ahead, and start compiling it."""
-        if asked is None:
-            return
-        self.ahead.append(asked)
-        if self.compiler is not None:
-            self.compiler.submit(asked.trial.number, asked.config)
-
-    def ready_ahead(self) -> Asked | None:
-        """The oldest config asked ahead that may launch now: its compile has ended, or the
-        pool has not begun it (still starting, or behind), so that a free slot never waits for
-        a compile nobody runs: the trial compiles it itself. One that failed to compile is told
-        to the study (it costs no slot) and the next is looked at."""
-        for asked in list(self.ahead):
-            number = asked.trial.number
-            if self.compiler is not None and not self.compiler.done(number):
-                if self.compiler.started(number):
-                    continue  # being compiled: wait for it rather than compile it twice
-                self.compiler.discard(number)
-            self.ahead.remove(asked)
-            failed = self.compiler.wait(number) if self.compiler is not None else None
-            if failed is None:
-                return asked
-            self.tell_unlaunched(asked, failed)
-        return None
-
-    def wait_for_compile(self) -> None:
-        """Wait for the oldest config's compile (a free slot waits on it): time counted as
-        the compile share the pool did not hide."""
-        started = time.perf_counter()
-        number = self.ahead[0].trial.number
-        failed = (
-            self.compiler.wait(number, self.settings.trial_timeout_s) if self.compiler else None
-        )
-        self.compile_wait_s += time.perf_counter() - started
-        if failed is not None:
-            self.tell_unlaunched(self.ahead.popleft(), failed)
-
-    def tell_unlaunched(self, asked: Asked, result: TrialResult) -> None:
-        """A config that failed in the compile pool: a trial result that took no slot."""
-        self.account(self.book.tell_result(asked, result, "compile-ahead pool"))
-        self.heartbeat.discard(asked.trial.number)
-
-    def stop_reason(self) -> str | None:
-        """Why no further trial may launch now, or None to go on."""
-        if self.stop_requested.is_set():
-            return "interrupted"  # a signal came (see stop_on_signals)
-        if self.watch is not None:
-            self.watch.check()  # the study's file deleted: stop (StorageLost), saving it
-        s = self.settings
-        if time.monotonic() - self.last_reap > REAP_EVERY_S:
-            # trials left RUNNING by a driver that died meanwhile stop counting as launched
-            self.last_reap = time.monotonic()
-            reap_stale_trials(self.study, self.storage)
-        if s.n_trials is not None and self.launched() >= s.n_trials:
-            return "trials"
-        budget = s.time_budget_s
-        if budget is not None and (
-            time.monotonic() - self.budget_start >= budget - self.finish_reserve()
-        ):
-            return "time"
-        if is_exhausted(self.study.sampler, self.study):
-            return "every config tried"
-        if self.book.exhausted:
-            return "no unvisited config left"
-        if self.rejected >= self.max_rejected:
-            return f"constraints rejected {self.rejected} configs in a row"
-        if self.executor.capacity < 1:
-            return "no capacity left: every worker was lost"
-        return None
-
-    def finish_reserve(self) -> float:
-        """Seconds of a time budget held back for the finish (:func:`finish_reserve_s`)."""
-        s = self.settings
-        return finish_reserve_s(s.finish_top, s.finish_rounds, self.times, s.time_budget_s)
 
     def is_default(self, config: dict[str, Any]) -> bool:
         """Whether ``config`` is the untuned default (the sweep's trial 0, as enqueued)."""
@@ -488,60 +375,6 @@ class _SweepRun:
         self.launched_at[asked.trial.number] = time.monotonic()
         self.executor.submit(asked.trial.number, asked.config, prune)
 
-    def tell_finished(self, finished: Finished) -> None:
-        with interrupt_deferred():  # a signal now stops the sweep after this trial is told
-            self._tell_finished(finished)
-
-    def _tell_finished(self, finished: Finished) -> None:
-        asked = self.in_flight.pop(finished.ticket)
-        self.launched_at.pop(finished.ticket, None)
-        self.book.running.discard(asked.key)
-        self.busy_s += finished.seconds
-        measurement = finished.result.measurement
-        compile_s = 0.0
-        # a replayed figure (recorded_duration_s set) compiled nothing here: its compile_s is
-        # its table's column, seconds of the recording's device, not of this sweep's slots
-        if measurement is not None and measurement.recorded_duration_s is None:
-            compile_s = float(measurement.metrics.get("compile_s", 0.0) or 0.0)
-            self.trial_compile_s += compile_s
-        # the finish re-measures compiled configs: their compile (cached by then) is not its cost
-        self.times.add(max(0.0, finished.seconds - compile_s), ok=finished.result.ok,
-                       default=self.is_default(asked.config))  # fmt: skip
-        self.times.worker_start_s = self.executor.worker_start_s()
-        self.account(self.book.tell_result(asked, finished.result, finished.worker))
-        if self.stale_finish:
-            self.study.set_user_attr(FINISH, None)  # the next finish writes its own
-            self.stale_finish = False
-        self.heartbeat.discard(asked.trial.number)
-        for twin in self.waiting.pop(asked.key, []):
-            previous = self.book.previous(twin.config)
-            if previous is not None:
-                self.account(self.book.tell_repeat(twin, previous))
-            else:  # it turned out infeasible when it ran: so is its twin
-                reason = f"same config as trial {asked.trial.number}: {finished.result.reason}"
-                result = TrialResult(TrialStatus.INFEASIBLE, reason)
-                # its worker's: the study counts it refused, as this run does
-                record = self.book.tell_result(twin, result, finished.worker)
-                self.account(record, refused=True)
-            self.heartbeat.discard(twin.trial.number)
-
-    def account(self, record: TrialRecord, refused: bool = False) -> None:
-        """Count ``record``'s outcome; ``refused``: an infeasible one the objective told (as
-        one told by a worker is), not the space's constraints."""
-        counted = record.launched or record.status == INFEASIBLE
-        status = record.status if counted else REPEATED
-        if status == INFEASIBLE:
-            self.refusals[record.reason] += 1
-            status = REFUSED if refused or record.worker else INFEASIBLE
-        self.counts[status] += 1
-        self.run_counts[status] += 1
-        if record.launched:
-            self.ran += 1
-            self.rejected = 0
-        else:
-            self.rejected += 1
-        self.observer.on_trial(record, self.study, self.counts)
-
     # -- the end ------------------------------------------------------------------------
     def _close(self, stopped_by: str) -> None:
         """Stop the executor and close every trial of this driver not told (signals held)."""
@@ -561,102 +394,3 @@ class _SweepRun:
         for number in self.heartbeat.numbers:
             self.book.mark_interrupted(number, f"the sweep stopped ({stopped_by}) before it ran")
         self.heartbeat.close()
-
-    def memory_report(self) -> dict:
-        """The memory model's record: configs it rejected, its error on the trials that ran."""
-        guard = self.memory_guard
-        if guard is None:
-            return {}
-        error = guard.error(self.study)
-        return {"memory_rejected": guard.rejected,
-                "memory_model_error": None if error is None else round(error, 4)}  # fmt: skip
-
-    def summarise(self, stopped_by: str, capacity: int) -> SweepSummary:
-        """The run's summary, its record (:data:`LAST_RUN`) written to the study."""
-        if isinstance(self.storage, SnapshotStorage):
-            self.storage.expire()  # the study as every driver left it, read once for both
-        trials_total = self.launched()  # (the same read: nothing is written between)
-        summary = SweepSummary(
-            study=self.study,
-            study_name=self.study.study_name,
-            trials_run=self.ran,
-            trials_total=trials_total,
-            failures=_failures(self.run_counts),
-            best=best_trials(self.study),
-            stopped_by=stopped_by,
-            elapsed_s=self.end - self.start,
-            evaluate_s=self.busy_s,
-            sampler_s=self.sampler_s,
-            in_flight=capacity,
-            side_by_side=min(capacity, self.executor.side_by_side),
-            compile_jobs=self.compiler.jobs if self.compiler is not None else 0,
-            trial_compile_s=self.trial_compile_s,
-            compile_wait_s=self.compile_wait_s,
-            memory=self.memory_report(),
-            times=self.times,
-            refusals=self.refusals,
-            # every driver's, as trials_total counts them: other drivers' trials of this run's
-            # time were not told here
-            study_failures=_failures(study_counts(self.study)),
-            trials_stored=self.trials_stored,
-            shared=self.peers.others_active,
-            measured=self.measures,
-        )
-        self.study.set_user_attr(
-            LAST_RUN,
-            {
-                "stopped_by": stopped_by,
-                "time_budget_s": self.settings.time_budget_s,  # what "time" stopped it at
-                # what the tuning cache reads it was asked for: a group's planned share too
-                "asked_budget_s": self.settings.asked_budget_s,
-                "trials": self.ran,
-                "executor": self.executor.name,
-                "in_flight": capacity,
-                "elapsed_s": round(summary.elapsed_s, 3),
-                "evaluate_s": round(self.busy_s, 3),
-                "sampler_s": round(self.sampler_s, 3),
-                # a replay's trials take no time: its cost is the search's per trial
-                "search_overhead": round(summary.search_overhead, 4) if self.measures else None,
-                "ms_per_trial": round(summary.ms_per_trial, 3),
-                "compile_jobs": summary.compile_jobs,
-                "trial_compile_s": round(self.trial_compile_s, 3),
-                "compile_wait_s": round(self.compile_wait_s, 3),
-                "compile_share": round(summary.compile_share, 4),
-                # what the finish was costed at: a worker's start, the time held back for it
-                "worker_start_s": self.times.worker_start_s and round(self.times.worker_start_s, 3),
-                "finish_reserve_s": round(self.finish_reserve(), 3),
-                # the finish to come (done once it ran): a run stopped in it is no answer
-                "finish": FINISH_ASKED if self.settings.finish_top else FINISH_OFF,
-                **summary.memory,
-            },
-        )
-        return summary
-
-
-def study_counts(study: optuna.Study) -> Counter:
-    """The outcomes of ``study``'s finished trials (every driver's) by kind, as a run counts
-    its own: a repeat as such, a config refused when it ran (it has a worker) apart from one
-    the constraints rejected; trials stopped from outside (told FAIL) are not among them, as
-    they are not among the launched."""
-    counts: Counter = Counter()
-    for t in study.get_trials(deepcopy=False, states=FINISHED_STATES):
-        status = REPEATED if is_repeat(t) else trial_status(t)
-        refused = status == INFEASIBLE and WORKER in t.user_attrs  # told when it ran
-        counts[REFUSED if refused else status] += 1
-    return counts
-
-
-def _failures(counts: Counter) -> Counter:
-    """The failures of ``counts`` by kind: every outcome but a success and a repeat."""
-    return Counter({k: v for k, v in counts.items() if k not in ("ok", REPEATED)})
-
-
-def _measures(workload: str) -> bool:
-    """Whether ``workload``'s objective measures (False: a replay looks its figures up); one
-    this process cannot import (it runs in Ray actors only) counts as measuring."""
-    from autotune.objectives import get_objective
-
-    try:
-        return get_objective(workload).measures
-    except (ImportError, KeyError):
-        return True
