@@ -521,16 +521,17 @@ def test_export_triton_configs_are_loadable(tmp_path):
 
 
 def test_a_finish_that_cannot_fit_the_time_budget_is_skipped_and_said_so(tmp_path):
-    """Trials of 1.5 s in an 8 s budget: the sweep holds back a third of it, 2.7 s, too little
-    for one finish round (the best and the default, 3 s); the run ends with the budget instead
+    """Trials of 4 s in a 22 s budget: the sweep holds back a third of it, 7.3 s, too little
+    for one finish round (the best and the default, 8 s); the run ends with the budget instead
     of a finish's length past it. Trials run in process: a worker's start took the whole budget
     on a loaded CI machine, and what is checked is the finish's reserve. (The budget counts
-    from the command's start: its imports come out of it, a few seconds on a loaded machine.)"""
+    from the command's start: its imports come out of it, over 5 s on a loaded machine, which
+    left 1.5-s trials of an 8-s budget no time to end in.)"""
     space = tmp_path / "slow.yaml"
     space.write_text("name: slow\nworkload: faults\nparameters:\n"
                      "  score: {type: float, low: 0.0, high: 1.0}\n"
-                     "  delay: {type: categorical, choices: [1.5]}\n")  # fmt: skip
-    result = autotune("tune", "faults", "--space", str(space), "--time-budget", "8s",
+                     "  delay: {type: categorical, choices: [4.0]}\n")  # fmt: skip
+    result = autotune("tune", "faults", "--space", str(space), "--time-budget", "22s",
                       "--storage", "memory", "--sampler", "random", "--executor", "inline",
                       cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
