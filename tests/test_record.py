@@ -319,6 +319,7 @@ def test_a_stop_while_record_compiles_ahead_ends_it_at_once(tmp_path):
 
 SLOW_TO_MEASURE = """
 import time
+from pathlib import Path
 
 from autotune.measurement import Measurement
 from autotune.objectives.base import Objective
@@ -330,7 +331,11 @@ class SlowToMeasure(Objective):
     directions = {"v": "maximize"}
 
     def evaluate(self, config, report=None):
-        time.sleep(0.5)
+        # after its first config, each waits for the test's 'release' file (at most 60 s)
+        waited = time.monotonic() + 60
+        while Path("g.csv").exists() and not Path("release").exists() and time.monotonic() < waited:
+            time.sleep(0.05)
+        time.sleep(0.05)
         return Measurement(values={"v": float(config["x"])})
 
 
@@ -351,7 +356,10 @@ def test_a_second_recording_of_the_same_output_is_refused_while_the_first_writes
     deadline = time.monotonic() + 60
     while not (tmp_path / "g.csv").exists() and time.monotonic() < deadline:
         time.sleep(0.1)  # the first has measured a config: it holds the table
+    # the first holds the table until the second has run: a second that started after the
+    # first had ended (the imports of a loaded machine) resumed it and exited 0
     second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    (tmp_path / "release").touch()
     _, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert second.returncode == 2, second.stderr
