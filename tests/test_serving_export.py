@@ -15,6 +15,7 @@ from autotune.serving_export import (
     check_args,
     serving_export,
 )
+from tests.server_studies import CLI, one_trial_server_study
 
 TUNED = {"max_num_seqs": 64, "max_num_batched_tokens": 4096, "block_size": 32,
          "kv_dtype": "fp8", "weights": "int4", "policy": "prefill-first",
@@ -335,23 +336,11 @@ def test_a_real_server_sweeps_fixed_flags_reach_its_vllm_export(tmp_path) -> Non
     """End to end: the engine server swept with ``--block-size 32 --num-blocks 64`` written in
     its command; the vLLM export carries the block size and notes the block count."""
     import subprocess
-    import sys
 
-    space = tmp_path / "seqs.yaml"
-    space.write_text("name: seqs\nworkload: server\nparameters:\n"
-                     "  max_num_seqs: {type: categorical, choices: [4]}\n")  # fmt: skip
-    command = (f"{sys.executable} -m autotune.objectives.engine_server --port {{port}} "
-               "--max-num-seqs {max_num_seqs} --block-size 32 --num-blocks 64")  # fmt: skip
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    cli = [sys.executable, "-m", "autotune.cli"]
-    tuned = subprocess.run(
-        [*cli, "tune", "server", "--space", str(space), "--sampler", "grid", "--problem",
-         f"command={command},num_requests=2,output_len=2,prompt_len=4",
-         "--trials", "1", "--finish-top", "0", "--storage", url, "--study", "s"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert tuned.returncode == 0, tuned.stderr
-    exported = subprocess.run([*cli, "export", "--storage", url, "--study", "s", "--to", "vllm"],
+    url = one_trial_server_study(
+        tmp_path, "--max-num-seqs {max_num_seqs} --block-size 32 --num-blocks 64"
+    )
+    exported = subprocess.run([*CLI, "export", "--storage", url, "--study", "s", "--to", "vllm"],
                               capture_output=True, text=True, timeout=120)  # fmt: skip
     assert exported.returncode == 0, exported.stderr
     assert yaml.safe_load(exported.stdout) == {"max-num-seqs": 4, "block-size": 32}

@@ -24,6 +24,7 @@ from autotune.objectives.server_process import GroupWatchdog, running
 from autotune.objectives.server_stream import stream_request
 from autotune.objectives.server_template import format_command
 from autotune.objectives.train_parallel import free_port
+from tests.server_studies import CLI, one_trial_server_study
 
 ENGINE = ENGINE_COMMAND
 
@@ -533,21 +534,8 @@ def test_the_faulty_server_serves_a_whole_trace_where_it_has_no_fault(tmp_path) 
 def test_the_export_lists_as_untuned_only_the_knobs_the_command_passed(tmp_path) -> None:
     # a command that passes --max-num-seqs alone exported the engine's max_num_batched_tokens
     # 2048, block_size 16 and policy fcfs as what the trials ran untuned: no server saw them
-    space = tmp_path / "seqs.yaml"
-    space.write_text("name: seqs\nworkload: server\nparameters:\n"
-                     "  max_num_seqs: {type: categorical, choices: [4]}\n")  # fmt: skip
-    command = (f"{sys.executable} -m autotune.objectives.engine_server --port {{port}} "
-               "--max-num-seqs {max_num_seqs}")  # fmt: skip
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    cli = [sys.executable, "-m", "autotune.cli"]
-    tuned = subprocess.run(
-        [*cli, "tune", "server", "--space", str(space), "--sampler", "grid", "--problem",
-         f"command={command},num_requests=2,output_len=2,prompt_len=4",
-         "--trials", "1", "--finish-top", "0", "--storage", url, "--study", "s"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert tuned.returncode == 0, tuned.stderr
-    exported = subprocess.run([*cli, "export", "--storage", url, "--study", "s", "--to", "json"],
+    url = one_trial_server_study(tmp_path, "--max-num-seqs {max_num_seqs}")
+    exported = subprocess.run([*CLI, "export", "--storage", url, "--study", "s", "--to", "json"],
                               capture_output=True, text=True, timeout=120)  # fmt: skip
     assert exported.returncode == 0, exported.stderr
     record = json.loads(exported.stdout)
