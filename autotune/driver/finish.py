@@ -10,7 +10,8 @@ the workload's reference in the same round (the ratio to cuBLAS is a figure of o
 One config is measurably better than another (:func:`beats`) when, over three or more rounds
 both were measured in, it wins every round and its median round-by-round ratio to the other
 clears 1 by more than those ratios' range (the rounds pair their readings: a slow round slows
-both); or, unpaired, when their medians differ by more than the larger of their spreads. A
+both); or, unpaired, when their medians differ by more than the larger of their ranges of
+readings (in logarithms, where the readings are positive: a fraction of each reading). A
 single reading has no spread to judge by: a finish of one round (``--finish-rounds 1``, or a
 time budget that left no more) orders its configs by reading but never replaces the default.
 
@@ -116,8 +117,36 @@ def beats(a: FinishRow, b: FinishRow, maximize: bool) -> bool:
     if paired and statistics.median(ratios) - 1 > max(finite) - min(finite):
         return True
     better = a.median > b.median if maximize else a.median < b.median
-    gap = abs(a.median - b.median) / abs(a.median) if a.median else 0.0
-    return better and gap > max(a.spread, b.spread)
+    return better and _gap_over_ranges(a, b)
+
+
+def _gap_over_ranges(a: FinishRow, b: FinishRow) -> bool:
+    """True when the medians of ``a`` and ``b`` lie further apart than either's range of
+    readings, on one scale for both: the logarithm where every reading is positive (noise in
+    timings is a fraction of the reading, so a default 60x slower with a 100% spread is still
+    told apart), else the readings themselves (a row without samples: its median and spread).
+
+    Example:
+        >>> def row(*xs): return FinishRow(0, {}, statistics.median(xs), 0.0, list(xs))
+        >>> _gap_over_ranges(row(2578.0, 2578.4), row(21.2, 65.2))  # 60x: outside both ranges
+        True
+        >>> _gap_over_ranges(row(10.0, 10.4, 9.8), row(10.1, 10.3, 9.9))
+        False
+        >>> _gap_over_ranges(row(1.0, 1.1), row(-2.0, -1.5)), _gap_over_ranges(row(0.5, 1.0),
+        ...                                                                     row(0.1, 0.5))
+        (True, False)
+    """
+    logs = min(a.samples + b.samples + [a.median, b.median]) > 0
+    scale = math.log if logs else float
+
+    def median_and_range(row: FinishRow) -> tuple[float, float]:
+        if not row.samples:  # a relative spread is, near enough, a range of logarithms
+            return scale(row.median), row.spread * (1.0 if logs else abs(row.median))
+        xs = [scale(x) for x in row.samples]
+        return statistics.median(xs), max(xs) - min(xs)
+
+    (median_a, range_a), (median_b, range_b) = median_and_range(a), median_and_range(b)
+    return abs(median_a - median_b) > max(range_a, range_b)
 
 
 def _round_ratio(x: float, y: float, maximize: bool) -> float:

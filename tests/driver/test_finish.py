@@ -25,6 +25,18 @@ def test_within_noise_when_medians_differ_less_than_the_spread():
     assert minimize[1].within_noise is False  # no spread at all: any gap is real
 
 
+def test_a_default_many_times_slower_is_told_apart_however_noisy_its_own_readings():
+    # the finish of an H100 serving sweep (tokens/s of goodput, 2 rounds): the default, over
+    # the SLO, served 21 and 65 tokens/s (a 102% spread) against the winner's 2578; the gap was
+    # measured against the winner's median and the spread against the default's, and the
+    # default read "within noise of the winner"
+    rows = summarise_samples({20: [2578.0, 2578.4], 0: [21.2, 65.2]}, maximize=True)
+    assert [(r.trial, r.within_noise) for r in rows] == [(20, True), (0, False)]
+    # a latency 10x the winner's, whose own readings range over 100 ms, is no closer
+    rows = summarise_samples({1: [9.0, 11.0], 2: [50.0, 150.0]}, maximize=False)
+    assert [(r.trial, r.within_noise) for r in rows] == [(1, True), (2, False)]
+
+
 def test_rounds_pair_the_readings_a_config_that_wins_every_round_clearly_beats_the_default():
     # the finish of an H200 sweep at 8192x14336x4096 (ratios to cuBLAS, 3 interleaved rounds):
     # trial 38 wins each round by 6-10% although its own spread (3.6%) is larger than its lead
