@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,13 @@ import torch
 # without a GPU the interpreter must be on before any test module imports triton.
 if torch.cuda.device_count() == 0:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# A suite started from a background job of a non-interactive shell (``nohup ... &``, as a CI
+# runner may) inherits SIGINT ignored, and every command it starts inherits that too: the tests
+# that stop a sweep with SIGINT, as Ctrl-C does, would see it ignored and wait forever. A
+# handler here (not an ignore) is reset to the default in each command the tests start.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATA = Path(__file__).parents[1] / "benchmarks" / "data"
 
