@@ -29,8 +29,8 @@ def test_a_stopped_report_server_says_the_server_stopped(tmp_path, sig):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=60) as answer:
             assert answer.status == 200  # serving: stopped from its loop, as a user stops it
         server.send_signal(sig)
-        rest = server.stderr.read()
-        assert server.wait(timeout=60) == 130
+        _, rest = server.communicate(timeout=60)  # a server that ignores the signal fails
+        assert server.returncode == 130
     finally:
         if server.poll() is None:
             server.kill()
