@@ -28,6 +28,7 @@ from autotune.driver.trial_attrs import stored_finish
 from autotune.reference_verdict import describe, winner_verdict
 from autotune.replay_info import is_replay, study_replay
 from autotune.triton_names import TritonExportError, check_rename, distinct_configs
+from autotune.triton_recorded import exported_configs
 from autotune.triton_source import (
     dropped_note,
     figures_origin,
@@ -66,7 +67,7 @@ def ranked_trials(
     for t in rest:
         where = ", on the Pareto front" if t.number in front else ""
         ranked.append((t, f"trial {t.number}: {t.values[0]:.4g} {name} ({reading}{where})"))
-    kept = distinct_configs([dict(t.params) for t, _ in ranked], rename or {})
+    kept = distinct_configs(exported_configs(study, [t for t, _ in ranked]), rename or {})
     return [ranked[i] for i in kept[:top]]
 
 
@@ -90,7 +91,7 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     info = study_info(study)
     replay = study_replay(study)
     check_kernel_workload(study.study_name, info, replay)
-    configs = [dict(t.params) for t, _ in ranked]
+    configs = exported_configs(study, [t for t, _ in ranked])
     check_rename(rename or {}, {name for config in configs for name in config})
     verdict = winner_verdict(study, ranked[0][0])
     problem = info.get("problem", {})  # a replay's: with the problem its table records

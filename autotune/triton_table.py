@@ -35,6 +35,7 @@ from autotune.triton_names import (
     python_name,
     renamed,
 )
+from autotune.triton_recorded import exported_configs
 from autotune.triton_source import (
     dict_source,
     dropped_note,
@@ -335,7 +336,8 @@ def triton_table_export(
         shape = _shape_of(study.study_name, problem, key)
         swept[shape].append(study.study_name)
         comments = [f"{study.study_name}, {comment}" for _, comment in ranked]
-        rows[shape] = list(zip([dict(t.params) for t, _ in ranked], comments, strict=True))
+        configs = exported_configs(study, [t for t, _ in ranked])
+        rows[shape] = list(zip(configs, comments, strict=True))
         slower.pop(shape, None)  # the kept (last) sweep's verdict alone
         verdict = winner_verdict(study, ranked[0][0])
         if verdict is not None:

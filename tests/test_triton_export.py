@@ -541,10 +541,12 @@ def test_hostile_study_data_neither_breaks_the_module_nor_runs(tmp_path, templat
 
 
 def _replay_study(name: str, storage, configs: list[dict], stamps: dict | None = None,
-                  given: dict | None = None) -> optuna.Study:  # fmt: skip
+                  given: dict | None = None, recorded: list[dict] | None = None,
+                  ) -> optuna.Study:  # fmt: skip
     """A stored ``tune --replay`` study of a table whose rows carry ``stamps`` (the columns
     ``autotune record`` writes: ``workload``, ``problem.NAME``; a ``device.name``), with
-    ``given`` as its ``--problem`` values, replayed on a CPU."""
+    ``given`` as its ``--problem`` values, replayed on a CPU; ``recorded``: each row's other
+    columns."""
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize")
     study.set_user_attr(STUDY, {
         "workload": "replay", "objectives": {"tflops": "maximize"},
@@ -556,9 +558,10 @@ def _replay_study(name: str, storage, configs: list[dict], stamps: dict | None =
     distributions = {k: optuna.distributions.CategoricalDistribution(
         sorted({c[k] for c in configs}, key=str)) for k in configs[0]}  # fmt: skip
     for i, config in enumerate(configs):
+        row = {"replay": True, **(stamps or {}), **(recorded[i] if recorded else {})}
         study.add_trial(optuna.trial.create_trial(
             params=config, value=100.0 + i, distributions=distributions,
-            user_attrs={"status": "ok", METRICS: {"replay": True, **(stamps or {})}},
+            user_attrs={"status": "ok", METRICS: row},
         ))  # fmt: skip
     return study
 
@@ -654,3 +657,22 @@ def test_a_plain_optuna_study_s_module_says_nothing_it_does_not_know():
     first = module.splitlines()[0]
     assert first == '"""Tuned by autotune 0.1.0: on a device it did not record.', first
     assert "None" not in module.split("configs = [")[0]
+
+
+def test_a_replay_with_some_knobs_searched_exports_the_rest_at_their_recorded_values(tmp_path):
+    # a matmul table recorded over every tile knob, replayed with --params BLOCK_M,BLOCK_N: the
+    # export listed triton.Config({'BLOCK_M': .., 'BLOCK_N': ..}) alone, and the kernel ran at
+    # its default warps, stages and BLOCK_K, not the ones each figure was measured at
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    recorded = [{"BLOCK_K": 64, "num_warps": 4, "num_stages": 3},
+                {"BLOCK_K": 128, "num_warps": 8, "num_stages": 4}]  # fmt: skip
+    study = _replay_study("rec", storage, [{"BLOCK_M": 16, "BLOCK_N": 32},
+                                           {"BLOCK_M": 32, "BLOCK_N": 32}],
+                          {"workload": "matmul", "problem.M": 64, "problem.N": 64,
+                           "problem.K": 64}, recorded=recorded)  # fmt: skip
+    source = triton_export(study)
+    assert ("triton.Config({'BLOCK_M': 32, 'BLOCK_N': 32, 'BLOCK_K': 128}, num_warps=8, "
+            "num_stages=4)") in source  # fmt: skip
+    assert "{'BLOCK_M': 16, 'BLOCK_N': 32, 'BLOCK_K': 64}, num_warps=4, num_stages=3)" in source
+    table = triton_table_export([study], ["M", "N", "K"])
+    assert "'BLOCK_K': 128" in table and "num_stages=4" in table

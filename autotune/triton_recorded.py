@@ -1,0 +1,56 @@
+"""The config a trial's ``triton.Config`` holds: its parameters and, for a replay of a kernel's
+recorded table, the kernel's other tunables at the values its row recorded. A table recorded over
+every tile knob and replayed with ``--params BLOCK_M,BLOCK_N`` measured each row at some
+``num_warps``, ``num_stages``, ``SPLIT_K`` ...; a ``triton.Config`` without them would launch the
+kernel at its defaults, which is not what the figure was measured at.
+
+Example:
+    >>> config = recorded_config({"BLOCK_M": 64}, {"tflops": 1.0, "num_warps": 8},
+    ...                          knobs=("BLOCK_M", "BLOCK_K", "num_warps"))
+    >>> config
+    {'BLOCK_M': 64, 'num_warps': 8}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+
+from autotune.driver.trial_attrs import trial_metrics
+from autotune.replay_info import study_replay
+
+
+def recorded_config(
+    params: dict[str, Any], row: dict[str, Any], knobs: tuple[str, ...]
+) -> dict[str, Any]:
+    """``params`` with each of ``knobs`` that they lack at the value ``row`` recorded, in the
+    order of ``knobs`` (the kernel space's), then any parameter that is not a knob."""
+    config = {k: params[k] if k in params else row[k] for k in knobs if k in params or k in row}
+    return config | {k: v for k, v in params.items() if k not in config}
+
+
+def kernel_knobs(study: optuna.Study) -> tuple[str, ...]:
+    """The tunables of the kernel whose recorded table ``study`` replays (its ``workload``
+    column), by that workload's own space; none for a sweep that measured, or a table that
+    records no workload or one this installation does not know."""
+    replay = study_replay(study)
+    workload = (replay or {}).get("workload")
+    if not workload:
+        return ()
+    from autotune.objectives import get_objective
+    from autotune.space import load_space
+
+    try:
+        space = get_objective(str(workload)).space
+    except KeyError:  # a workload of another installation: its knobs are not known here
+        return ()
+    return tuple(p.name for p in load_space(space).params) if space else ()
+
+
+def exported_configs(
+    study: optuna.Study, trials: list[optuna.trial.FrozenTrial]
+) -> list[dict[str, Any]]:
+    """Each trial's config as its ``triton.Config`` holds it (:func:`recorded_config`)."""
+    knobs = kernel_knobs(study)
+    return [recorded_config(dict(t.params), trial_metrics(t), knobs) for t in trials]
