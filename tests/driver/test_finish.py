@@ -109,7 +109,7 @@ def _sweep_with_default(objective: str, choices: list, default: dict, top: int) 
     settings = SweepSettings(
         workload="faults", problem={}, space=space, objectives={objective: "maximize"
         if objective == "score" else "minimize"}, sampler="grid", n_trials=len(choices),
-        storage="memory", executor="local", baseline=default, warm_start="off",
+        storage="memory", executor="inline", baseline=default, warm_start="off",
     )  # fmt: skip
     sweep = Sweep(settings)
     study = sweep.run().study
@@ -226,7 +226,7 @@ def test_a_default_over_the_slo_is_remeasured_as_the_reference_but_never_chosen(
                         Param("score", "categorical", choices=[1.0, 5.0])])  # fmt: skip
     settings = SweepSettings(
         workload="faults", problem={}, space=space, objectives={"score": "maximize"},
-        sampler="grid", n_trials=4, storage="memory", executor="local",
+        sampler="grid", n_trials=4, storage="memory", executor="inline",
         baseline={"delay": 0.1, "score": 5.0}, warm_start="off", slo={"latency_s": 0.05},
     )  # fmt: skip
     sweep = Sweep(settings)
