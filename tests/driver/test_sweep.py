@@ -295,8 +295,14 @@ def test_the_memory_model_rejects_what_would_not_fit_before_launching_it(write_s
     from autotune.driver.trial_attrs import LAST_RUN
     from autotune.objectives.train_step import TrainStepObjective
 
-    from ..conftest import TINY_TRAIN_STEP, TRAIN_SPACE  # noqa: TID252
+    from ..conftest import TINY_TRAIN_STEP  # noqa: TID252
 
+    # the two parameters the memory model is told of here: 6 configs, not TRAIN_SPACE's 24
+    # (each run a real training step)
+    space = (
+        "parameters:\n  micro_batch: {type: pow2, low: 1, high: 4}\n"
+        "  precision: {type: categorical, choices: [fp32, bf16]}\n"
+    )
     problem = {**TINY_TRAIN_STEP, "model": "", "check_numerics": False}
     predict = TrainStepObjective.predict_memory
     small = predict(problem, {"micro_batch": 1, "precision": "fp32"})
@@ -304,7 +310,7 @@ def test_the_memory_model_rejects_what_would_not_fit_before_launching_it(write_s
     # a device whose memory holds a micro-batch of 1 or 2 but not of 4
     budget = (small + large) / 2 / 0.95
     settings = SweepSettings(
-        workload="train-step", problem=problem, space=load_space(write_space(TRAIN_SPACE)),
+        workload="train-step", problem=problem, space=load_space(write_space(space)),
         objectives={"tokens_per_s": "maximize"}, sampler="grid", n_trials=None, seed=0,
         storage="memory", executor="inline",
         device={"type": "cuda", "total_memory": budget, "max_shared_memory": 232448},
