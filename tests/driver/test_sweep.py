@@ -218,6 +218,8 @@ def test_resume_after_a_killed_sweep_loses_no_finished_trial(tmp_path, write_spa
         url,
         "--study",
         "r",
+        "--executor",  # (in the driver's process: no worker's start, torch's import, to wait)
+        "inline",
     ]
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -242,8 +244,8 @@ def test_resume_after_a_killed_sweep_loses_no_finished_trial(tmp_path, write_spa
     }
     assert len(before) >= 4
 
-    resumed = subprocess.run(
-        [*command[:5], "--storage", url, "--study", "r"],
+    resumed = subprocess.run(  # (the finish is not what is tested)
+        [*command[:5], *command[-2:], "--storage", url, "--study", "r", "--finish-top", "0"],
         capture_output=True,
         text=True,
         timeout=120,
