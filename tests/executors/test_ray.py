@@ -29,7 +29,7 @@ def local_ray():
 
 def test_trials_run_as_actors_and_a_crash_or_hang_costs_one_trial(local_ray):
     executor = RayExecutor(
-        "faults", {}, workers=2, timeout_s=8, prune_rule=DivergencePruner.diverged
+        "faults", {}, workers=2, timeout_s=4, prune_rule=DivergencePruner.diverged
     )
     with executor:
         assert executor.capacity == 2
