@@ -27,7 +27,7 @@ if GPU:
 
 @pytest.fixture(scope="module")
 def executor():
-    with LocalExecutor("faults", {}, workers=1, timeout_s=8) as ex:
+    with LocalExecutor("faults", {}, workers=1, timeout_s=4) as ex:
         yield ex
 
 
