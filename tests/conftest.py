@@ -9,6 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
+# CI runs two xdist workers on the two cores, and torch's default of a thread a core put four
+# spinning OpenMP threads on them: a tiny training step took 5-8 s instead of 1.2-1.5 s. One
+# thread each, in this process and (through the environment) in every command the tests start;
+# what the tests check does not depend on it. A thread count set for the run is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 # Triton's own @jit helpers (tl.sum, tl.cdiv, ...) are decorated when triton is first imported:
 # without a GPU the interpreter must be on before any test module imports triton.
 if torch.cuda.device_count() == 0:
