@@ -24,6 +24,12 @@ include:
 """
 
 
+#: the trials of a test that is not about the executor run in the command's own process: a
+#: worker process per group imports torch and Triton again (about 6 s a group on a loaded
+#: machine, where the trial itself takes under 1 s)
+INLINE = ("--executor", "inline")
+
+
 def autotune(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout)  # fmt: skip
@@ -39,7 +45,7 @@ def test_a_composed_space_is_tuned_a_study_per_distinct_part_and_every_prefix_an
     result = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "2",
                       "--time-budget", "10m", "--device", "cpu", "--storage", url,
                       "--study", "run", "--finish-top", "0", "--output", "gemms.json",
-                      cwd=tmp_path)  # fmt: skip
+                      *INLINE, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     storage = optuna.storages.RDBStorage(url)
     studies = {s.study_name: s for s in optuna.get_all_study_summaries(storage)}
@@ -184,7 +190,7 @@ def test_prefixes_whose_study_names_would_be_the_same_get_a_study_each(tmp_path)
     url = f"sqlite:///{tmp_path / 'g.db'}"
     result = autotune("tune", "matmul", "--space", "two.yaml", "--trials", "1", "--device",
                       "cpu", "--storage", url, "--study", "run", "--finish-top", "0",
-                      "--output", "g.json", cwd=tmp_path)  # fmt: skip
+                      "--output", "g.json", *INLINE, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     written = json.loads((tmp_path / "g.json").read_text())
     assert {p: r["study"] for p, r in written.items()} == {
@@ -204,7 +210,7 @@ def test_the_same_command_with_a_time_budget_run_again_answers_every_group_from_
     # --trials ends each group's sweep early, but its share (what the cache is asked) stays
     # 15 s: a loaded machine's process start has eaten a whole 8-s first share
     args = ("tune", "matmul", "--space", "tiny.yaml", "--time-budget", "30s", "--trials", "3",
-            "--device", "cpu", "--storage", url, "--finish-top", "0")  # fmt: skip
+            "--device", "cpu", "--storage", url, "--finish-top", "0", *INLINE)  # fmt: skip
     first = autotune(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     again = autotune(*args, cwd=tmp_path)
@@ -284,7 +290,8 @@ def test_a_search_by_group_resumed_by_its_space_and_study_takes_the_stored_workl
     alone, which started a new train-step sweep, names the groups' studies."""
     (tmp_path / "tiny.yaml").write_text(TINY)
     url = f"sqlite:///{tmp_path / 'g.db'}"
-    common = ("--device", "cpu", "--storage", url, "--study", "run", "--finish-top", "0")
+    common = ("--device", "cpu", "--storage", url, "--study", "run", "--finish-top", "0",
+              *INLINE)  # fmt: skip
     first = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "1", *common,
                      cwd=tmp_path)  # fmt: skip
     assert first.returncode == 0, first.stderr
@@ -336,7 +343,7 @@ def test_a_composed_space_without_a_workload_given_tunes_the_one_its_file_names(
     (tmp_path / "tiny.yaml").write_text(TINY)
     url = f"sqlite:///{tmp_path / 'g.db'}"
     result = autotune("tune", "--space", "tiny.yaml", "--trials", "1", "--device", "cpu",
-                      "--storage", url, "--study", "run", "--finish-top", "0",
+                      "--storage", url, "--study", "run", "--finish-top", "0", *INLINE,
                       cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     storage = optuna.storages.RDBStorage(url)
@@ -353,7 +360,8 @@ def test_warm_start_naming_an_earlier_search_by_group_starts_each_group_from_its
     (tmp_path / "tiny.yaml").write_text(TINY)
     (tmp_path / "qkv.yaml").write_text(TINY.rsplit("  - ", 1)[0])  # qkv. and o. only
     url = f"sqlite:///{tmp_path / 'g.db'}"
-    common = ("--trials", "1", "--device", "cpu", "--storage", url, "--finish-top", "0")
+    common = ("--trials", "1", "--device", "cpu", "--storage", url, "--finish-top", "0",
+              *INLINE)  # fmt: skip
 
     def sources(study: str) -> dict[str, str]:
         return {label: optuna.load_study(study_name=f"{study}.{label}", storage=url)
@@ -387,7 +395,8 @@ def test_a_groups_stored_study_it_cannot_resume_is_refused_before_any_group_runs
     first group's winner or ``--output``; it is now refused in one line before any sweep."""
     (tmp_path / "tiny.yaml").write_text(TINY)
     url = f"sqlite:///{tmp_path / 'g.db'}"
-    common = ("--device", "cpu", "--storage", url, "--study", "run", "--finish-top", "0")
+    common = ("--device", "cpu", "--storage", url, "--study", "run", "--finish-top", "0",
+              *INLINE)  # fmt: skip
     first = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "1", *common,
                      cwd=tmp_path)  # fmt: skip
     assert first.returncode == 0, first.stderr
@@ -440,7 +449,7 @@ def test_a_group_of_several_objectives_lists_its_pareto_front_as_one_sweep_does(
         "  - {space: pair.yaml, prefix: 'b.', problem: {n: 2}}\n"
     )
     result = autotune("tune", "--space", "two.yaml", "--objective", "v,w", "--trials", "3",
-                      "--storage", "memory", "--study", "run", "--output", "o.json",
+                      "--storage", "memory", "--study", "run", "--output", "o.json", *INLINE,
                       cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     written = json.loads((tmp_path / "o.json").read_text())
