@@ -133,12 +133,11 @@ def test_problem_values_reach_the_constraints_of_a_replays_space(tmp_path):
         _settings("memory", study=None, problem={"table": "x.csv"})
 
 
-def test_a_table_and_space_named_relative_resume_from_another_folder(tmp_path):
+def test_a_table_and_space_named_relative_resume_from_another_folder(tmp_path, monkeypatch):
     # stored as typed, `--replay t.csv` resumed only from the folder it started in, and the
-    # same file named by its whole path was refused as another table
+    # same file named by its whole path was refused as another table (each sweep run here as
+    # `autotune tune` runs it, from the folder it names its files from)
     import shutil
-    import subprocess
-    import sys
 
     folder = tmp_path / "work"
     folder.mkdir()
@@ -147,21 +146,19 @@ def test_a_table_and_space_named_relative_resume_from_another_folder(tmp_path):
                                    "  score: {type: float, low: 0.0, high: 1.0}\n")  # fmt: skip
     url = f"sqlite:///{tmp_path / 'r.db'}"
 
-    def tune(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "autotune.cli", "tune", *args, "--storage",
-                               url, "--finish-top", "0", "--executor", "inline"], cwd=cwd,
-                              capture_output=True, text=True, timeout=180)  # fmt: skip
+    def tune(cwd: Path, **given) -> None:
+        monkeypatch.chdir(cwd)
+        Sweep(_settings(url, **given)).run()
 
-    replay = ["--params", PARAMS, "--metric", "tflops", "--study", "rp"]
-    assert tune(folder, "--replay", "t.csv", *replay, "--trials", "2").returncode == 0
-    resumed = tune(tmp_path, "--study", "rp", "--trials", "3")
-    assert resumed.returncode == 0, resumed.stderr
-    whole = tune(tmp_path, "--replay", str(folder / "t.csv"), *replay, "--trials", "4")
-    assert whole.returncode == 0, whole.stderr
-    spaced = ["faults", "--study", "sp"]
-    assert tune(folder, *spaced, "--space", "s.yaml", "--trials", "1").returncode == 0
-    resumed = tune(tmp_path, *spaced, "--trials", "2")
-    assert resumed.returncode == 0, resumed.stderr
+    named = {"replay": None, "params": None, "metric": None}  # by --study alone
+    tune(folder, replay=Path("t.csv"), study="rp", trials=2)
+    tune(tmp_path, **named, study="rp", trials=3)
+    tune(tmp_path, replay=folder / "t.csv", study="rp", trials=4)
+    assert len(optuna.load_study(study_name="rp", storage=url).trials) >= 4
+    spaced = {**named, "workload": "faults", "study": "sp"}
+    tune(folder, **spaced, space="s.yaml", trials=1)
+    tune(tmp_path, **spaced, trials=2)
+    assert len(optuna.load_study(study_name="sp", storage=url).trials) == 2
 
 
 def test_a_replay_whose_table_changed_is_not_resumed(tmp_path):
