@@ -100,7 +100,8 @@ def _replay_sweep(table: Path, url: str, study: str) -> None:
 
     done = subprocess.run(
         [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params", "a",
-         "--metric", "m", "--trials", "2", "--storage", url, "--study", study],
+         "--metric", "m", "--trials", "2", "--storage", url, "--study", study, "--executor",
+         "inline"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
