@@ -204,7 +204,8 @@ def test_stored_text_is_listed_as_written_never_as_markup_or_terminal_codes(tmp_
     )
     url = f"sqlite:///{tmp_path / 't.db'}"
     swept = _cli("tune", "--replay", "t.csv", "--params", "p", "--metric", "ms", "--trials",
-                 "3", "--seed", "0", "--storage", url, cwd=tmp_path)  # fmt: skip
+                 "3", "--seed", "0", "--storage", url, "--executor", "inline",
+                 cwd=tmp_path)  # fmt: skip
     assert swept.returncode == 0, swept.stderr
     listed = _cli("trials", "--storage", url, cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -219,7 +220,8 @@ def test_a_parameter_named_like_a_listing_column_keeps_its_values(tmp_path):
     (tmp_path / "t.csv").write_text("duration_s,ms\n10,1.0\n20,2.0\n30,3.0\n")
     url = f"sqlite:///{tmp_path / 't.db'}"
     swept = _cli("tune", "--replay", "t.csv", "--params", "duration_s", "--metric", "ms",
-                 "--trials", "3", "--seed", "0", "--storage", url, cwd=tmp_path)  # fmt: skip
+                 "--trials", "3", "--seed", "0", "--storage", url, "--executor", "inline",
+                 cwd=tmp_path)  # fmt: skip
     assert swept.returncode == 0, swept.stderr
     listed = _cli("trials", "--storage", url, "--format", "csv", cwd=tmp_path)
     header, *rows = listed.stdout.splitlines()
@@ -236,7 +238,8 @@ def test_a_damaged_study_record_is_passed_over_or_one_line(tmp_path):
     (tmp_path / "t.csv").write_text("p,ms\n1,1.0\n2,2.0\n3,3.0\n")
     url = f"sqlite:///{tmp_path / 't.db'}"
     swept = _cli("tune", "--replay", "t.csv", "--params", "p", "--metric", "ms", "--trials",
-                 "3", "--seed", "0", "--storage", url, "--study", "s", cwd=tmp_path)  # fmt: skip
+                 "3", "--seed", "0", "--storage", url, "--study", "s", "--executor", "inline",
+                 cwd=tmp_path)  # fmt: skip
     assert swept.returncode == 0, swept.stderr
     db = sqlite3.connect(tmp_path / "t.db")
     with db:
