@@ -167,13 +167,28 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _replayed(tmp_path: Path, name: str, table: pd.DataFrame, params: str, metric: str) -> str:
-    """``tune --replay`` of ``table`` (written to NAME.csv) into a storage; its URL."""
+    """``tune --replay`` of ``table`` (written to NAME.csv) into a storage; its URL. Its
+    lookups run in the command's own process (``--executor inline``): a worker process would
+    import torch again only to read a table."""
     table.to_csv(tmp_path / f"{name}.csv", index=False)
     url = f"sqlite:///{tmp_path / 'r.db'}"
     done = _cli("tune", "--replay", f"{name}.csv", "--params", params, "--metric", metric,
-                "--sampler", "grid", "--storage", url, "--study", name, cwd=tmp_path)  # fmt: skip
+                "--sampler", "grid", "--executor", "inline", "--storage", url, "--study", name,
+                cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return url
+
+
+#: a replay of a kernel's table whose rows record no device; several tests read its study
+TILES = pd.DataFrame({"BLOCK_M": [16, 32], "num_warps": [4, 8], "tflops": [90.0, 113.0]})
+
+
+@pytest.fixture(scope="module")
+def tiles_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The storage of ``tune --replay`` of :data:`TILES` (study ``mm``), made once for the
+    tests that only export it (on one xdist worker: their ``xdist_group``)."""
+    return _replayed(tmp_path_factory.mktemp("tiles"), "mm", TILES, "BLOCK_M,num_warps",
+                     "tflops")  # fmt: skip
 
 
 def test_a_replay_is_exported_as_its_tables_workload_and_device(tmp_path):
@@ -237,21 +252,20 @@ def test_write_atomic_through_a_dangling_link_writes_the_file_it_names(tmp_path)
     assert link.is_symlink() and (tmp_path / "target.json").read_text() == "new"
 
 
+@pytest.mark.xdist_group("export_tiles")
 @pytest.mark.parametrize("fd", [1, 2])
 def test_an_output_on_a_descriptor_the_shell_opened_on_a_file_is_written_into_that_file(
-    tmp_path, fd
+    tmp_path, tiles_url, fd
 ):
     # `export --output /dev/stdout >> run.log`: /dev/stdout then named a regular file, which
     # was replaced through a temporary file and a rename: the log's earlier lines were lost
-    tiles = pd.DataFrame({"BLOCK_M": [16, 32], "num_warps": [4, 8], "tflops": [90.0, 113.0]})
-    url = _replayed(tmp_path, "mm", tiles, "BLOCK_M,num_warps", "tflops")
     log = tmp_path / "run.log"
     log.write_text("existing line\n")
     name = {1: "/dev/stdout", 2: "/dev/stderr"}[fd]
     with open(log, "a") as appended:
         done = subprocess.run(
-            [sys.executable, "-m", "autotune.cli", "export", "--storage", url, "--study", "mm",
-             "--output", name],
+            [sys.executable, "-m", "autotune.cli", "export", "--storage", tiles_url, "--study",
+             "mm", "--output", name],
             stdout=appended if fd == 1 else subprocess.PIPE,
             stderr=appended if fd == 2 else subprocess.PIPE, cwd=tmp_path, timeout=240,
         )  # fmt: skip
@@ -260,7 +274,7 @@ def test_an_output_on_a_descriptor_the_shell_opened_on_a_file_is_written_into_th
     assert text.startswith("existing line\n"), text[:200]
     exported = text[text.index("{") : text.rindex("}") + 1]
     assert json.loads(exported)["config"] == {"BLOCK_M": 32, "num_warps": 8}
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mm.csv", "r.db", "run.log"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.log"]  # nothing left beside it
 
 
 def test_a_descriptor_path_is_a_device_whatever_it_is_open_on():
@@ -275,11 +289,10 @@ def test_a_descriptor_path_is_a_device_whatever_it_is_open_on():
     assert _side_file(Path("/dev/stdout"), "memory", []) is None
 
 
-def test_a_yaml_export_of_a_replay_has_no_anchors(tmp_path):
+@pytest.mark.xdist_group("export_tiles")
+def test_a_yaml_export_of_a_replay_has_no_anchors(tmp_path, tiles_url):
     # the replay's device stood twice in the record: 'device: &id001 {}' ... '*id001'
-    tiles = pd.DataFrame({"BLOCK_M": [16, 32], "num_warps": [4, 8], "tflops": [90.0, 113.0]})
-    url = _replayed(tmp_path, "mm", tiles, "BLOCK_M,num_warps", "tflops")
-    done = _cli("export", "--to", "yaml", "--storage", url, "--study", "mm", cwd=tmp_path)
+    done = _cli("export", "--to", "yaml", "--storage", tiles_url, "--study", "mm", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "&id" not in done.stdout and "*id" not in done.stdout
     assert yaml.safe_load(done.stdout)["config"] == {"BLOCK_M": 32, "num_warps": 8}
