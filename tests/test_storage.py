@@ -254,7 +254,8 @@ def test_a_journal_cut_off_mid_record_is_read_but_not_written(tmp_path):
 
 
 def _replay_tune(tmp_path, url, trials, study="s"):
-    """``autotune tune`` over a replayed 6x6 grid: what the command line writes."""
+    """``autotune tune`` over a replayed 6x6 grid: what the command line writes (its lookups in
+    its own process: a worker process would import torch again only to read the grid)."""
     import subprocess
     import sys
 
@@ -267,7 +268,7 @@ def _replay_tune(tmp_path, url, trials, study="s"):
         pd.DataFrame(rows).to_csv(grid, index=False)
     command = [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(grid), "--params",
                "a,b", "--metric", "m", "--maximize", "--trials", str(trials), "--study", study,
-               "--storage", url]  # fmt: skip
+               "--executor", "inline", "--storage", url]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
 
 
