@@ -61,6 +61,9 @@ _MAX_POWER = 64  # keeps `2 ** huge` from eating the machine
 MAX_SEQUENCE = 4096
 _BUILT = (str, tuple)  # what an expression's operators can build: lists evaluate as tuples
 MAX_SOURCE_CHARS = 2000  # an expression is a line; a longer one is a mistake
+#: how deep an expression may nest: its own limit, not the interpreter's recursion limit (which
+#: another library in the same process may have raised, and then 1900 nested minus signs parse)
+MAX_DEPTH = 100
 
 
 class ExpressionError(ValueError):
@@ -145,7 +148,9 @@ class Expression:
     def __repr__(self) -> str:
         return f"Expression({self.source!r})"
 
-    def _check(self, node: ast.AST) -> None:
+    def _check(self, node: ast.AST, depth: int = 0) -> None:
+        if depth > MAX_DEPTH:
+            raise RecursionError  # said as 'nested too deeply', as the parser's own is
         allowed = (
             ast.BinOp,
             ast.UnaryOp,
@@ -171,7 +176,7 @@ class Expression:
             if node.keywords:
                 raise ExpressionError("keyword arguments are not allowed")
             for arg in node.args:
-                self._check(arg)
+                self._check(arg, depth + 1)
             return
         if isinstance(node, ast.Attribute):
             if not isinstance(node.value, ast.Name) or node.value.id not in NAMESPACES:
@@ -189,7 +194,7 @@ class Expression:
             if not isinstance(
                 child, ast.operator | ast.cmpop | ast.unaryop | ast.boolop | ast.expr_context
             ):
-                self._check(child)
+                self._check(child, depth + 1)
 
     def evaluate(self, env: Mapping[str, Any]) -> Any:
         """Evaluate against ``env`` (names to values; namespaces as mappings)."""

@@ -1,4 +1,5 @@
 import re
+import sys
 
 import pytest
 
@@ -112,3 +113,17 @@ def test_a_power_too_large_at_some_configs_rules_out_those_configs_only(tmp_path
                     "constraints:\n  c: '10 ** 10 ** 10 > A'\n")  # fmt: skip
     with pytest.raises(SpaceError, match="constraints.c: exponent 10000000000 too large"):
         check_satisfiable(load_space(str(path)), {}, {})
+
+
+def test_a_deeply_nested_expression_is_refused_whatever_the_recursion_limit():
+    # it relied on the parser overflowing the interpreter's recursion limit; in CI a library
+    # another test used had raised that limit in the same worker, and 1900 nested minus signs
+    # were taken as a constraint
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        with pytest.raises(ExpressionError, match="nested too deeply"):
+            Expression("-" * 1900 + "x > 0")
+    finally:
+        sys.setrecursionlimit(old)
+    assert Expression("-" * 50 + "x > 0").evaluate({"x": 1}) is True
