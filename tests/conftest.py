@@ -27,6 +27,10 @@ if torch.cuda.device_count() == 0:
 # handler here (not an ignore) is reset to the default in each command the tests start.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+# and under ``nohup`` SIGHUP is ignored: the tests of a hangup (and of a sweep started under
+# nohup, which ignores it itself) start from the default, as in a terminal
+if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 DATA = Path(__file__).parents[1] / "benchmarks" / "data"
 
