@@ -4,8 +4,10 @@ every measurement ran with them, and an export of its best config carries them
 
 The template is split as the workload splits it (``shlex``, no shell); its flags start at the
 first ``--`` word (the program, ``-m MODULE``, ``serve`` and the model positional come before).
-Left out: a flag whose name or value holds a ``{placeholder}`` (a parameter, a problem value or
-the port, filled per trial), and :data:`PLUMBING`, the flags that say where the server listens
+A ``{placeholder}`` that names a problem value (``--dtype {dtype}`` with ``--problem
+dtype=bfloat16``) was filled the same for every trial, so its flag is fixed too, with the value
+filled in. Left out: a flag whose name or value holds a placeholder filled per trial (a tuned
+parameter, the port), and :data:`PLUMBING`, the flags that say where the server listens
 and which model it loads (the workload's own business, never a setting to carry over), with,
 for the project's engine server, its toy model's shape and seed (:data:`ENGINE_PLUMBING`).
 
@@ -18,7 +20,8 @@ Example:
 from __future__ import annotations
 
 import shlex
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from autotune.objectives.engine_server_flags import runs_engine_server
 from autotune.objectives.server_template import template_names
@@ -30,21 +33,27 @@ PLUMBING = frozenset({"port", "host", "model", "model-path", "served-model-name"
 ENGINE_PLUMBING = frozenset({"vocab", "d-model", "n-layers", "n-heads", "max-context", "seed"})
 
 
-def fixed_flags(template: str, bare: Collection[str] = ()) -> list[tuple[str, str | None]]:
+def fixed_flags(
+    template: str, bare: Collection[str] = (), problem: Mapping[str, Any] | None = None
+) -> list[tuple[str, str | None]]:
     """Each literal ``--flag value`` (or ``--flag=value``) of ``template``, the flag's name
     without its dashes and its value (None for a flag written alone: one of ``bare``, the flags
     that take no value, or one followed by another flag or by nothing), in order; a
-    single-dash flag (``-tp 2``) keeps its dash. None where the template does not parse (the
-    workload's own check says why).
+    single-dash flag (``-tp 2``) keeps its dash. A word whose placeholders all name values of
+    ``problem`` (the sweep's problem: the same in every trial) is filled in from it; one that
+    names anything else (a parameter, ``{port}``) is left out. None where the template does not
+    parse (the workload's own check says why).
 
     Example:
         >>> fixed_flags("python -m sglang.launch_server --model-path M --port {port} -tp 2 "
-        ...             "--mem-fraction-static {{0.8}} --dtype {dtype}")
-        [('-tp', '2'), ('mem-fraction-static', '{0.8}')]
+        ...             "--mem-fraction-static {{0.8}} --dtype {dtype} --seed {seed}",
+        ...             problem={"dtype": "bfloat16"})
+        [('-tp', '2'), ('mem-fraction-static', '{0.8}'), ('dtype', 'bfloat16')]
     """
+    given_values = {k: v for k, v in (problem or {}).items() if k != "port"}
     try:
         words = shlex.split(template)
-        names = [bool(template_names(word)) for word in words]
+        names = [_per_trial(word, given_values) for word in words]
     except ValueError:
         return []
     start = next((i for i, word in enumerate(words) if word.startswith("--")), len(words))
@@ -58,14 +67,36 @@ def fixed_flags(template: str, bare: Collection[str] = ()) -> list[tuple[str, st
             continue  # a positional (the model, written after the flags)
         flag, equals, value = word.partition("=")
         name = flag[2:] if flag.startswith("--") else flag
+        name = name if filled else name.format(**given_values)  # --{flag} from the problem
         given: str | None = value if equals else None
         if not equals and name not in bare and index < len(words) and not _is_flag(words[index]):
             given, filled = words[index], filled or names[index]
             index += 1
         if filled or name in plumbing:
             continue
-        flags.append((name, None if given is None else given.format()))  # {{ is a brace
+        # {{ is a brace; every placeholder left names a problem value (_per_trial)
+        flags.append((name, None if given is None else given.format(**given_values)))
     return flags
+
+
+def _per_trial(word: str, problem: Mapping[str, Any]) -> bool:
+    """Whether ``word`` holds a placeholder filled per trial: one that names no value of
+    ``problem``, or that ``problem``'s value cannot fill (the workload refuses such a template
+    before any trial; here it is only not a fixed flag).
+
+    Example:
+        >>> _per_trial("{n}", {}), _per_trial("{dtype}", {"dtype": "fp16"}), _per_trial("32", {})
+        (True, False, False)
+    """
+    names = template_names(word)
+    if any(name not in problem for name in names):
+        return True
+    if names:
+        try:
+            word.format(**problem)
+        except (ValueError, IndexError, KeyError, AttributeError, TypeError, OverflowError):
+            return True
+    return False
 
 
 def _is_flag(word: str) -> bool:

@@ -337,12 +337,12 @@ def _fixed(
     record: dict[str, Any], config: dict[str, Any], target: str, taken: set[str],
     on_cpu: bool | None,
 ) -> tuple[dict[str, Any], dict[str, str]]:  # fmt: skip
-    """The flags a ``server`` sweep's command wrote literally (:func:`fixed_flags`: every
-    trial ran with them), as ``target``'s flags, and a note of those it does not take (under
-    ``command``) or cannot express. One the sweep also tuned, or that sets a flag of ``taken``
-    (the tuned ones'), is the tuned one's. The engine server's knobs go through :func:`_engine`
-    as tuned ones do; a vLLM or SGLang flag is exported under the target's name
-    (:data:`SAME_KNOB`), its value checked as a tuned one's is.
+    """The flags a ``server`` sweep's command wrote literally or filled from its problem
+    (:func:`fixed_flags`: every trial ran with them), as ``target``'s flags, and a note of
+    those it does not take (under ``command``) or cannot express. One the sweep also tuned, or
+    that sets a flag of ``taken`` (the tuned ones'), is the tuned one's. The engine server's
+    knobs go through :func:`_engine` as tuned ones do; a vLLM or SGLang flag is exported under
+    the target's name (:data:`SAME_KNOB`), its value checked as a tuned one's is.
 
     Example:
         >>> record = {"workload": "server", "problem": {"command": "vllm serve M --port {port} "
@@ -361,7 +361,8 @@ def _fixed(
     args: dict[str, Any] = {}
     knobs: dict[str, Any] = {}
     passed: list[str] = []
-    for name, value in fixed_flags(template, _BARE):
+    problem = {k: v for k, v in record["problem"].items() if k not in config}  # config's win
+    for name, value in fixed_flags(template, _BARE, problem):
         wrote = (name if name.startswith("-") else f"--{name}") + (
             "" if value is None else f" {value}"
         )

@@ -36,3 +36,20 @@ def test_the_engine_servers_model_shape_is_no_setting() -> None:
 @pytest.mark.parametrize("command", ["srv --port {port} 'unclosed", "srv --port {port} --x }"])
 def test_a_template_that_does_not_parse_has_none(command: str) -> None:
     assert fixed_flags(command) == []
+
+
+def test_a_flag_filled_from_the_problem_is_fixed_with_its_value() -> None:
+    """``--dtype {dtype}`` with ``--problem dtype=bfloat16`` ran as ``--dtype bfloat16`` in
+    every trial: it is a fixed flag, its value filled in; one naming a parameter is not."""
+    command = ("vllm serve M --port {port} --dtype {dtype} --max-model-len={ctx:d} "
+               "--gpu-memory-utilization {mem} --max-num-seqs {max_num_seqs} "
+               "--x {{y}}")  # fmt: skip
+    problem = {"command": command, "dtype": "bfloat16", "ctx": 4096, "mem": 0.9, "port": 1}
+    assert fixed_flags(command, problem=problem) == [
+        ("dtype", "bfloat16"), ("max-model-len", "4096"), ("gpu-memory-utilization", "0.9"),
+        ("x", "{y}"),
+    ]  # fmt: skip
+    # a value the problem cannot fill in as the template formats it is no fixed flag
+    assert fixed_flags("srv --port {port} --n {ctx:d}", problem={"ctx": "big"}) == []
+    # the port is filled per trial, whatever the problem holds
+    assert fixed_flags("srv --port {port}", problem={"port": 8000}) == []

@@ -347,3 +347,16 @@ def test_a_real_server_sweeps_fixed_flags_reach_its_vllm_export(tmp_path) -> Non
     assert "# not expressed: command: fixed in the sweep's command: --num-blocks 64" in (
         exported.stdout
     )
+
+
+def test_a_flag_the_problem_filled_in_reaches_the_export() -> None:
+    """``--dtype {dtype}`` with ``--problem dtype=bfloat16`` ran so in every trial: the export
+    carries ``dtype: bfloat16``; a problem value the sweep also tuned is the tuned one's."""
+    command = ("vllm serve M --port {port} --max-num-seqs {max_num_seqs} --dtype {dtype} "
+               "--gpu-memory-utilization {mem}")  # fmt: skip
+    record = {"workload": "server", "device": {"type": "cuda"}, "config": {"max_num_seqs": 8},
+              "problem": {"command": command, "dtype": "bfloat16", "mem": 0.85,
+                          "max_num_seqs": 2}}  # fmt: skip
+    vllm = serving_export(record, "vllm")
+    assert vllm.settings == {"max-num-seqs": 8, "dtype": "bfloat16",
+                             "gpu-memory-utilization": 0.85}  # fmt: skip
