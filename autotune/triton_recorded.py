@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import optuna
@@ -36,13 +37,23 @@ def kernel_knobs(study: optuna.Study) -> tuple[str, ...]:
     records no workload or one this installation does not know."""
     replay = study_replay(study)
     workload = (replay or {}).get("workload")
-    if not workload:
-        return ()
+    return _workload_knobs(str(workload)) if workload else ()
+
+
+@functools.lru_cache(maxsize=16)
+def _workload_knobs(workload: str) -> tuple[str, ...]:
+    """The parameters of ``workload``'s own space, in its order (read once per process: an
+    export ranks and then writes the same configs).
+
+    Example:
+        >>> _workload_knobs("rmsnorm")
+        ('BLOCK_N', 'ROWS', 'num_warps')
+    """
     from autotune.objectives import get_objective
     from autotune.space import load_space
 
     try:
-        space = get_objective(str(workload)).space
+        space = get_objective(workload).space
     except KeyError:  # a workload of another installation: its knobs are not known here
         return ()
     return tuple(p.name for p in load_space(space).params) if space else ()
