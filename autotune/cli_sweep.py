@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import optuna
 
     from autotune.driver import SweepSettings
+    from autotune.driver.kept_processes import KeptProcesses
 
 
 def run_settings(
@@ -38,13 +39,15 @@ def run_settings(
     study_name: str | None = None,
     ran: list[optuna.Study] | None = None,
     resume_hint: bool = True,
+    kept: KeptProcesses | None = None,
 ) -> optuna.Study | None:
     """Run the sweep ``settings`` describe (or answer from the tuning cache), its finish, and
     (``show_best``) print its best config and write ``output``. ``budget_from``: when the time
     budget started counting; ``study_name``: the study's name where the cache does not answer
     (None: the settings' own); ``ran``: where the sweep's study is put once it ran, however it
     ended (an interrupt's best so far is in it); ``resume_hint``: an interrupted sweep that
-    named its own study ends saying how to resume it. Returns the study that answers;
+    named its own study ends saying how to resume it; ``kept``: the processes the command
+    keeps from one sweep to the next (a search by group's). Returns the study that answers;
     None where none does yet.
 
     Raises:
@@ -99,7 +102,7 @@ def run_settings(
     with command_session(settings) as teardown_s:  # one Ray for the sweep and its finish
         # the budget bounds the whole command: the executor's teardown at its end included
         settings.budget_from = budget_from - teardown_s
-        sweep = Sweep(settings, ProgressDisplay(err))
+        sweep = Sweep(settings, ProgressDisplay(err), kept=kept)
         try:
             return sweep_and_finish(sweep, output, show_best)
         except (typer.Exit, KeyboardInterrupt) as stop:

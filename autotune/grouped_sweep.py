@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     import optuna
 
     from autotune.driver import SweepSettings
+    from autotune.driver.kept_processes import KeptProcesses
 
 #: A group whose share of the time budget is shorter than this is not started.
 SHORTEST_SHARE_S = 1.0
@@ -309,8 +310,8 @@ def tune_by_group(
         typer.Exit: 1 where a group found no winner, 130 when interrupted.
     """
     from autotune.cli_parsing import writable_output
-    from autotune.cli_sweep import modules_run, run_settings
-    from autotune.driver.signals import raise_if_stopped
+    from autotune.cli_sweep import modules_run
+    from autotune.driver.kept_processes import KeptProcesses
     from autotune.resume_hint import say_resume
     from autotune.sweep_defaults import DEFAULT_WORKLOAD
 
@@ -326,6 +327,27 @@ def tune_by_group(
     also = f" (prefixes of the same space and problem share one: {shared} fewer)" if shared else ""
     err.print(f"searched by group: {len(groups)} sweeps for {len(parts)} prefixes{also}",
               highlight=False, markup=False)  # fmt: skip
+    with KeptProcesses() as kept:  # each group's sweep takes up the last one's processes
+        interrupted = _sweep_groups(groups, asked, started, cache, finish_top, finish_rounds,
+                                    kept)  # fmt: skip
+    _report(groups, output)
+    if interrupted:
+        if not asked["study"] and _stored_any(groups, asked["storage"]):  # a name it made
+            say_resume(asked["command"], groups[0].base, asked["storage"], group=True)
+        raise typer.Exit(130)
+    if any(group.study is None for group in groups):
+        raise typer.Exit(1)
+
+
+def _sweep_groups(
+    groups: list[Group], asked: dict[str, Any], started: float, cache: bool, finish_top: int,
+    finish_rounds: int, kept: KeptProcesses,
+) -> bool:  # fmt: skip
+    """Sweep ``groups`` one after another within the time budget counted from ``started``,
+    each with ``kept``'s processes; True where a Ctrl-C stopped them."""
+    from autotune.cli_sweep import run_settings
+    from autotune.driver.signals import raise_if_stopped
+
     budget = asked["time_budget_s"]
     deadline = None if budget is None else started + budget
     interrupted = False
@@ -351,7 +373,7 @@ def tune_by_group(
             group.study = run_settings(
                 group.settings, None, cache=cache, finish_top=finish_top,
                 finish_rounds=finish_rounds, budget_from=budget_from, show_best=False,
-                study_name=group.labels[0], ran=ran, resume_hint=False,
+                study_name=group.labels[0], ran=ran, resume_hint=False, kept=kept,
             )  # fmt: skip
             raise_if_stopped()
             group.reason = "no trial of its own succeeded yet" if group.study is None else ""
@@ -366,13 +388,7 @@ def tune_by_group(
             group.reason, group.study = "interrupted", _best_so_far(ran)
             interrupted = True
             break
-    _report(groups, output)
-    if interrupted:
-        if not asked["study"] and _stored_any(groups, asked["storage"]):  # a name it made
-            say_resume(asked["command"], groups[0].base, asked["storage"], group=True)
-        raise typer.Exit(130)
-    if any(group.study is None for group in groups):
-        raise typer.Exit(1)
+    return interrupted
 
 
 def _stored_any(groups: list[Group], url: str) -> bool:

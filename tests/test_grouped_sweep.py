@@ -232,11 +232,12 @@ def test_ctrl_c_as_a_groups_sweep_closes_on_its_own_still_stops_the_command(tmp_
     and the command exited 0; the signal now stops the command once the sweep is closed."""
     (tmp_path / "tiny.yaml").write_text(TINY)
     url = f"sqlite:///{tmp_path / 'g.db'}"
-    # the signal 0.15 s after the last trial's line: its workers take 0.5 s to close
+    # the signal as the last trial's line comes: the sweep closing, its signals held (its
+    # workers are kept for the next group now, so the close takes well under 0.1 s)
     code, stderr = interrupted_at("[2/2]", "tune", "matmul", "--space", "tiny.yaml",
                                   "--trials", "2", "--device", "cpu", "--storage", url,
                                   "--study", "run", "--finish-top", "0", cwd=tmp_path,
-                                  after=0.15)  # fmt: skip
+                                  after=0.0)  # fmt: skip
     assert code == 130, stderr
     assert (
         "group 2/2" not in stderr
@@ -472,3 +473,63 @@ def test_a_group_of_several_objectives_lists_its_pareto_front_as_one_sweep_does(
             f"    Pareto front: trial {m['trial']}: {m['values']['v']:.2f} v, "
             f"{m['values']['w']:.2f} w {m['config']}" for m in front[1:]
         ], closing  # fmt: skip
+
+
+#: a workload file whose figure is x times the problem's n, and which keeps the process that
+#: measured it
+PID = """import os
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Pid(Objective):
+    name = "pid"
+    space = "pid.yaml"
+    directions = {"v": "maximize"}
+
+    @classmethod
+    def default_problem(cls, device):
+        return {"n": 1}
+
+    def config_keys(self):
+        return ("x",)
+
+    def default_config(self):
+        return {"x": 1}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"v": float(config["x"] * self.problem["n"])},
+                           metrics={"pid": os.getpid()})
+
+
+OBJECTIVE = Pid
+"""
+
+
+def test_the_groups_sweeps_take_up_the_first_groups_worker_at_their_own_problem(tmp_path):
+    """Each group's sweep started a worker process of its own (torch and Triton imported
+    again, the device's context opened: most of a short group's share of the time budget);
+    the first group's worker now serves every group, its objective rebuilt at each group's
+    problem."""
+    from autotune.driver.trial_attrs import trial_metrics
+
+    (tmp_path / "pid.py").write_text(PID)
+    (tmp_path / "pid.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 6}\n")
+    (tmp_path / "three.yaml").write_text(
+        "workload: pid.py\ninclude:\n  - {space: pid.yaml, prefix: 'a.', problem: {n: 1}}\n"
+        "  - {space: pid.yaml, prefix: 'b.', problem: {n: 10}}\n"
+        "  - {space: pid.yaml, prefix: 'c.', problem: {n: 100}}\n"
+    )
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    result = autotune("tune", "--space", "three.yaml", "--trials", "3", "--storage", url,
+                      "--study", "run", "--executor", "local", "--no-cache",
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    pids = set()
+    for prefix, n in (("a", 1), ("b", 10), ("c", 100)):
+        trials = optuna.load_study(study_name=f"run.{prefix}", storage=url).trials
+        assert len(trials) == 3
+        for trial in trials:  # measured at its group's problem
+            assert trial.values == [trial.params["x"] * n], (prefix, trial.params, trial.values)
+            pids.add(trial_metrics(trial)["pid"])
+    assert len(pids) == 1, pids

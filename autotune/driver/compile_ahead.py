@@ -30,17 +30,31 @@ from autotune.driver.settings import SweepSettings
 from autotune.failures import TrialStatus, classify
 from autotune.runners.base import TrialResult
 
-#: the objective each pool process builds once
+#: the objective each pool process builds, its workload and its problem
 _OBJECTIVE: Any = None
+_WORKLOAD = ""
+_PROBLEM: dict[str, Any] = {}
 
 
 def _build(workload: str, problem: dict[str, Any]) -> None:
-    global _OBJECTIVE
+    global _OBJECTIVE, _WORKLOAD, _PROBLEM
     from autotune.objectives import get_objective
     from autotune.runners.worker import output_to_stderr
 
     output_to_stderr()  # what compiling prints is progress, not the sweep's result
-    _OBJECTIVE = get_objective(workload)(problem)
+    _OBJECTIVE, _WORKLOAD, _PROBLEM = get_objective(workload)(problem), workload, problem
+
+
+def _at(problem: dict[str, Any]) -> None:
+    """In a pool process: serve ``problem`` (the next sweep of a search by group), the
+    objective rebuilt where it was built for another."""
+    global _OBJECTIVE
+    if problem != _PROBLEM:
+        from autotune.runners.base import close_objective
+
+        objective, _OBJECTIVE = _OBJECTIVE, None
+        close_objective(_WORKLOAD, objective)
+        _build(_WORKLOAD, problem)
 
 
 def _ready() -> bool:
@@ -48,10 +62,11 @@ def _ready() -> bool:
     return _OBJECTIVE is not None
 
 
-def _compile(config: dict[str, Any]) -> tuple[str, str, float]:
-    """In a pool process: (status, reason, seconds) of compiling one config."""
+def _compile(config: dict[str, Any], problem: dict[str, Any]) -> tuple[str, str, float]:
+    """In a pool process: (status, reason, seconds) of compiling one config at ``problem``."""
     started = time.perf_counter()
     try:
+        _at(problem)
         _OBJECTIVE.prepare(config)
     except Exception as exc:  # noqa: BLE001 - a failure to compile is a result
         failure = classify(exc)
@@ -73,6 +88,7 @@ class CompileAhead:
         if jobs < 1:
             raise ValueError(f"jobs must be at least 1, not {jobs}")
         self.jobs = jobs
+        self._problem = dict(problem)
         self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
             max_workers=jobs,
             mp_context=get_context("spawn"),
@@ -85,13 +101,16 @@ class CompileAhead:
         self._warming = [self._pool.submit(_ready) for _ in range(jobs)]
         self.compile_s = 0.0  # pool-seconds spent compiling
         self.broken = ""  # why the pool stopped, if it did (trials then compile themselves)
+        #: kept for the command's next sweep (:mod:`autotune.driver.kept_processes`): a sweep's
+        #: close() then drops its compiles and keeps the processes
+        self.kept = False
 
     def submit(self, ticket: int, config: dict[str, Any]) -> None:
         """Start compiling ``config``; a broken pool leaves it to the trial."""
         if self._pool is None:
             return
         try:
-            self._futures[ticket] = self._pool.submit(_compile, dict(config))
+            self._futures[ticket] = self._pool.submit(_compile, dict(config), self._problem)
         except (BrokenProcessPool, RuntimeError) as exc:
             self._stop(f"compile-ahead pool stopped: {exc}")
 
@@ -135,11 +154,34 @@ class CompileAhead:
         if future is not None:
             future.cancel()
 
+    def take_up(self, problem: dict[str, Any]) -> bool:
+        """Compile for the next sweep, at ``problem`` (a search by group's next group), in the
+        processes already up: each rebuilds its objective as its first compile at the new
+        problem starts. False where the pool broke (the next sweep then starts its own).
+
+        Example:
+            >>> with CompileAhead("faults", {}, jobs=1) as pool:
+            ...     pool.submit(0, {"fault": "none"})
+            ...     first = pool.wait(0)
+            ...     pool.take_up({"scale": 2.0}), pool.submit(1, {"fault": "compile_error"})
+            ...     pool.wait(1).status.value
+            (True, None)
+            'compile_error'
+        """
+        for ticket in list(self._futures):
+            self.discard(ticket)
+        self._problem, self.compile_s = dict(problem), 0.0
+        return self._pool is not None
+
     def _stop(self, why: str) -> None:
         self.broken = self.broken or why
+        self.kept = False  # a broken pool is no use to the next sweep
         self.close()
 
     def close(self) -> None:
+        if self.kept:
+            self.take_up(self._problem)
+            return
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
@@ -152,10 +194,10 @@ class CompileAhead:
         self.close()
 
 
-def compile_ahead_pool(settings: SweepSettings, capacity: int) -> CompileAhead | None:
-    """The pool ``settings.compile_ahead`` asks for; by default (None) one of
-    :func:`default_jobs` processes for a compiling objective on a local GPU, else none (the
-    interpreter compiles nothing; a Ray cluster's nodes keep their own kernel caches)."""
+def ahead_jobs(settings: SweepSettings, capacity: int) -> int:
+    """The processes ``settings.compile_ahead`` asks for; by default (None) :func:`default_jobs`
+    for a compiling objective on a local GPU, else none (the interpreter compiles nothing; a
+    Ray cluster's nodes keep their own kernel caches)."""
     jobs = settings.compile_ahead
     if jobs is None:
         from autotune.objectives import get_objective
@@ -164,6 +206,10 @@ def compile_ahead_pool(settings: SweepSettings, capacity: int) -> CompileAhead |
         jobs = (
             default_jobs(capacity) if local_gpu and get_objective(settings.workload).compiles else 0
         )
-    if jobs < 1:
-        return None
-    return CompileAhead(settings.workload, settings.problem, jobs)
+    return jobs
+
+
+def compile_ahead_pool(settings: SweepSettings, capacity: int) -> CompileAhead | None:
+    """A pool of :func:`ahead_jobs` processes, or None where that is none."""
+    jobs = ahead_jobs(settings, capacity)
+    return CompileAhead(settings.workload, settings.problem, jobs) if jobs >= 1 else None

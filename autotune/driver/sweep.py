@@ -28,7 +28,7 @@ import time
 import warnings
 from collections import Counter, deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
@@ -76,6 +76,9 @@ MAX_REJECTIONS_PER_TRIAL = 50
 #: Writing an asked config found the trial another driver's (see ``_SweepRun.ask``)
 _TAKEN_ELSEWHERE = (WriteConflict, optuna.exceptions.UpdateFinishedTrialError)
 
+if TYPE_CHECKING:
+    from autotune.driver.kept_processes import KeptProcesses
+
 __all__ = ["StudyMismatch", "Sweep", "SweepObserver", "SweepSettings", "SweepSummary"]
 
 
@@ -85,6 +88,9 @@ class Sweep:
     Args:
         executor_factory: builds the executor (default :func:`make_executor`); it is also
             called with ``workers=1`` for the finish.
+        kept: the processes a command keeps from one sweep to its next (a search by group's:
+            :mod:`autotune.driver.kept_processes`); they stand in for ``executor_factory``'s
+            executor and the compile-ahead pool in the sweep, not in the finish.
     """
 
     def __init__(
@@ -92,17 +98,20 @@ class Sweep:
         settings: SweepSettings,
         observer: SweepObserver | None = None,
         executor_factory: Callable[..., Executor] | None = None,
+        kept: KeptProcesses | None = None,
     ) -> None:
         self.settings = settings
         self.observer = observer or SweepObserver()
         self.executor_factory = executor_factory or make_executor
+        self.kept = kept
         self.watch: StorageWatch | None = None  # the study's file, once run() opened it
         self.study: optuna.Study | None = None  # the study, once run() opened it
 
     def run(self) -> SweepSummary:
         storage = snapshot_reads(open_storage(self.settings.storage, heartbeat_s=HEARTBEAT_S))
         self.watch = StorageWatch(self.settings.storage, storage)
-        executor = self.executor_factory(self.settings)
+        build = self.kept.executor if self.kept is not None else self.executor_factory
+        executor = build(self.settings)
         try:
             study = self.study = open_study(self.settings, storage, executor.capacity)
             reap_stale_trials(study, storage)
@@ -172,7 +181,8 @@ class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
         self.waiting: dict[tuple, list[Asked]] = {}  # repeats of a config in flight
         # asked for ahead, oldest first: compiling in the pool, or waiting for a free slot
         self.ahead: deque[Asked] = deque()
-        self.compiler = compile_ahead_pool(s, executor.capacity)
+        pool = sweep.kept.compile_pool if sweep.kept is not None else compile_ahead_pool
+        self.compiler = pool(s, executor.capacity)
         self.memory_guard = MemoryGuard.for_settings(s)
         # configs asked ahead: the compile pool's jobs, or one while every slot is busy
         self.depth = max(1, self.compiler.jobs if self.compiler else 0)

@@ -69,6 +69,9 @@ class LocalExecutor(Executor):
         self._in_flight = 0
         self._closing = False
         self._threads: list[threading.Thread] = []
+        #: kept for the command's next sweep (:mod:`autotune.driver.kept_processes`): close()
+        #: then only releases the workers (:meth:`release`)
+        self.kept = False
 
     @property
     def capacity(self) -> int:
@@ -144,8 +147,43 @@ class LocalExecutor(Executor):
         return finished
 
     def close(self) -> None:
+        if self.kept:
+            self.release()
+            return
         self._closing = True
         for runner, _ in self._slots:
             runner.close()  # ends a worker still measuring: its slot's thread returns at once
+        self._join()
+
+    def release(self) -> None:
+        """End one sweep's use, keeping the idle workers for :meth:`take_up`: a trial still
+        running is stopped (its worker ended, the trial ``interrupted``), as :meth:`close`
+        stops it."""
+        self._closing = True
+        for runner, _ in self._slots:
+            if runner.busy:
+                runner.close()
+        self._join()
+
+    def take_up(self, problem: dict[str, Any]) -> None:
+        """Serve the next sweep, at ``problem``, with the workers kept (see
+        :meth:`IsolatedRunner.take_up`); the trials the last sweep left are dropped.
+
+        Example:
+            >>> with LocalExecutor("faults", {}, workers=1, timeout_s=30) as executor:
+            ...     executor.submit(0, {"fault": "none"})
+            ...     _ = executor.wait_any()
+            ...     executor.release()
+            ...     executor.take_up({"scale": 2.0})
+            ...     executor.submit(1, {"fault": "none"})
+            ...     executor.wait_any()[0].result.status.value, executor.workers_started
+            ('ok', 1)
+        """
+        self.poll()
+        self._closing, self._in_flight = False, 0
+        for runner, _ in self._slots:
+            runner.take_up(problem)
+
+    def _join(self) -> None:
         for thread in self._threads:
             thread.join(timeout=30)

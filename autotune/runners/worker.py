@@ -139,6 +139,19 @@ def _worker_main(
     _end_with_the_driver(os.getppid())
     os.environ.update(env)  # e.g. CUDA_VISIBLE_DEVICES, before torch is imported
     _progress_bars_lock_in_process()
+    held: list[Any] = [None]  # the objective now served
+    with contextlib.suppress(_DriverGone):  # a killed driver: nothing is left to tell
+        held[0] = _built(conn, workload, problem)
+        if held[0] is not None:
+            _send(conn, ("ready",))
+            _serve(conn, workload, held)
+    if held[0] is not None:
+        close_objective(workload, held[0])
+
+
+def _built(conn: Connection, workload: str, problem: dict[str, Any]) -> Any:
+    """``workload``'s objective at ``problem``; or None, its error said to the driver (the
+    worker then ends)."""
     from autotune.objectives import get_objective
 
     try:
@@ -146,10 +159,8 @@ def _worker_main(
     except Exception as exc:  # noqa: BLE001 - reported to the driver, which records it
         with contextlib.suppress(_DriverGone):
             _send(conn, ("init_error", f"{type(exc).__name__}: {exc}"))
-        return
-    with contextlib.suppress(_DriverGone):  # a killed driver: nothing is left to tell
-        _serve(conn, objective)
-    close_objective(workload, objective)
+        return None
+    return objective
 
 
 class _DriverGone(BaseException):
@@ -163,16 +174,27 @@ def _send(conn: Connection, message: object) -> None:
         raise _DriverGone from None
 
 
-def _serve(conn: Connection, objective: Any) -> None:
-    """Evaluate the configs the driver sends until it says stop or is gone."""
-    _send(conn, ("ready",))
+def _serve(conn: Connection, workload: str, held: list[Any]) -> None:
+    """Evaluate the configs the driver sends with ``held[0]``, the objective, until the driver
+    says stop or is gone. A new problem (``("problem", {...})``: the next sweep of a search by
+    group) replaces ``held[0]`` in this process, torch, Triton and the device's context already
+    loaded (None where it could not be built: the worker ends)."""
     while True:
+        objective = held[0]
         try:
             message = conn.recv()
         except (EOFError, OSError):  # the driver is gone
             break
         if message[0] == "stop":
             break
+        if message[0] == "problem":
+            held[0] = None
+            close_objective(workload, objective)
+            held[0] = _built(conn, workload, message[1])
+            if held[0] is None:
+                return
+            _send(conn, ("ready",))
+            continue
         config = message[1]
 
         def report(step: int, value: float) -> None:
@@ -329,6 +351,41 @@ class IsolatedRunner(Runner):
             except (OSError, BrokenPipeError):
                 pass
         self._kill()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a trial is being evaluated now."""
+        return self._busy
+
+    def take_up(self, problem: dict[str, Any]) -> None:
+        """Serve ``problem`` from the next trial on (the next sweep of a search by group, the
+        same workload): an idle worker builds the new problem's objective in its own process,
+        its libraries and the device's context still loaded; one that is busy, or cannot
+        build it within ``start_timeout_s``, is ended, and the next trial starts a fresh worker
+        (whose failure to start is that trial's, as always).
+
+        Example:
+            >>> with IsolatedRunner("faults", {}, timeout_s=30) as runner:
+            ...     _ = runner.evaluate({"fault": "none"})
+            ...     runner.take_up({"scale": 2.0})
+            ...     runner.evaluate({"fault": "none"}).status.value, runner.workers_started
+            ('ok', 1)
+        """
+        self.problem, self._closed, self.budget_ends = dict(problem), False, None
+        conn, process = self._conn, self._process
+        ready = False
+        if conn is not None and process is not None and process.is_alive() and not self._busy:
+            try:
+                conn.send(("problem", self.problem))
+                deadline = time.perf_counter() + self.start_timeout_s
+                while not conn.poll(_POLL_S):
+                    if not process.is_alive() or time.perf_counter() > deadline:
+                        raise EOFError
+                ready = conn.recv()[0] == "ready"
+            except (EOFError, OSError):
+                pass
+        if not ready:
+            self._kill()
 
     # -- one trial -----------------------------------------------------------------------
     def evaluate(
