@@ -13,14 +13,16 @@ A knob the sweep did not tune is not written (the server keeps its own default);
 engine does not have (a ``kv_dtype`` other than bf16 or fp8, say) is a note in
 ``not_expressed``, and a count that is no positive whole number is refused.
 
-A ``server`` sweep (whose parameters are the server's own flags, spelled with underscores)
-exports each parameter the target has as is, and one the other server names for the same knob
-under the target's name (:data:`SAME_KNOB`: a vLLM sweep's ``max_num_seqs`` is SGLang's
-``--max-running-requests``; ``gpu_memory_utilization`` its ``--mem-fraction-static``, both
-the share of GPU memory the server may take for weights and KV cache). The flags its command
-writes literally ran in every trial: each is exported likewise, one the target does not take
-noted under ``command`` (:mod:`autotune.serving_fixed_args`; what is left out:
-:mod:`autotune.server_fixed_flags`).
+A ``server`` sweep of the project's engine server (its command says so, whichever knobs it
+tuned: :func:`~autotune.serving_fixed_args.tuned_engine_knobs`) exports the engine's knobs it
+tuned as a ``serving`` sweep does. One of another server (whose parameters are the server's own
+flags, spelled with underscores) exports each parameter the target has as is, and one the other
+server names for the same knob under the target's name (:data:`SAME_KNOB`: a vLLM sweep's
+``max_num_seqs`` is SGLang's ``--max-running-requests``; ``gpu_memory_utilization`` its
+``--mem-fraction-static``, both the share of GPU memory the server may take for weights and KV
+cache). The flags its command writes literally ran in every trial: each is exported likewise,
+one the target does not take noted under ``command`` (:mod:`autotune.serving_fixed_args`; what
+is left out: :mod:`autotune.server_fixed_flags`).
 
 Example:
     >>> record = {"workload": "serving", "config": {"max_num_seqs": 64,
@@ -52,7 +54,7 @@ from autotune.serving_args import (
     value_fault,
 )
 from autotune.serving_engine_args import ENGINE_KNOBS, engine_args
-from autotune.serving_fixed_args import fixed_args
+from autotune.serving_fixed_args import fixed_args, tuned_engine_knobs
 
 __all__ = ["ENGINE_KNOBS", "SAME_KNOB", "SGLANG_ARGS", "TARGETS", "VLLM_ARGS", "ServingExport",
            "ServingExportError", "check_args", "serving_export", "value_fault"]  # fmt: skip
@@ -89,34 +91,29 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
     replayed, record = replay_note(record), as_recorded(record, ENGINE_KNOBS)
     config = record.get("config", {})
     workload = record.get("workload")
-    engine_knobs = {"max_num_seqs", "max_num_batched_tokens"}
     if workload not in ("serving", "server"):
         raise ServingExportError(
             f"a serving export needs a serving or server sweep; {which_sweep(record)}"
         )
-    args: dict[str, Any] = {}
-    notes: dict[str, str] = {}
     knob_of = {"block-size": "block_size", "page-size": "block_size",
                "max-running-requests": "max_num_seqs", "chunked-prefill-size":
                "max_num_batched_tokens"}  # fmt: skip
-    if workload == "serving" or engine_knobs <= set(config):  # the project engine's names
-        args, notes = engine_args(config, target, on_cpu=measured_on_cpu(record))
-    if workload == "server":  # the server's own flags, spelled with underscores
-        known = set(ENGINE_KNOBS) if engine_knobs <= set(config) else set()
-        for name, value in config.items():
-            if name in known:
-                continue
-            flag = name.replace("_", "-")
-            flag = flag if flag in SPECS[target] else SAME_KNOB.get(flag, flag)
-            if flag in SPECS[target]:
-                args[flag] = value
-                knob_of.setdefault(flag, name)
-            else:
-                notes[name] = (f"{shown(value)}: --{flag} is not among the {target} flags this "
-                               "export checks (see VLLM_ARGS / SGLANG_ARGS); pass it yourself "
-                               "if your version has it")  # fmt: skip
+    # the project engine's names; a server sweep's other parameters are the server's own flags
+    knobs, own = (config, {}) if workload == "serving" else tuned_engine_knobs(record, config)
+    on_cpu = measured_on_cpu(record)
+    args, notes = engine_args(knobs, target, on_cpu=on_cpu)
+    for name, value in own.items():  # spelled with underscores
+        flag = name.replace("_", "-")
+        flag = flag if flag in SPECS[target] else SAME_KNOB.get(flag, flag)
+        if flag in SPECS[target]:
+            args[flag] = value
+            knob_of.setdefault(flag, name)
+        else:
+            notes[name] = (f"{shown(value)}: --{flag} is not among the {target} flags this "
+                           "export checks (see VLLM_ARGS / SGLANG_ARGS); pass it yourself "
+                           "if your version has it")  # fmt: skip
     args, refused = _expressible(target, args, knob_of)
-    fixed, fixed_notes = fixed_args(record, config, target, set(args), measured_on_cpu(record))
+    fixed, fixed_notes = fixed_args(record, {**config, **knobs}, target, set(args), on_cpu)
     args = {**args, **fixed}
     check_args(target, args)
     return ServingExport(target, args, {**replayed, **notes, **refused, **fixed_notes})

@@ -1,5 +1,7 @@
-"""The flags a ``server`` sweep's command wrote literally (every trial ran with them), as
-vLLM's or SGLang's flags (:func:`fixed_args`): the engine server's knobs through
+"""What a ``server`` sweep's command says of the export: whether it ran the project's engine
+server, and so which of its parameters are the engine's knobs (:func:`tuned_engine_knobs`), and
+the flags it wrote literally (every trial ran with them), as vLLM's or SGLang's flags
+(:func:`fixed_args`): the engine server's knobs through
 :func:`autotune.serving_engine_args.engine_args`, a vLLM or SGLang flag under the target's name
 (:data:`autotune.serving_args.SAME_KNOB`), and a note of those the target does not take.
 :mod:`autotune.serving_export` writes them beside the tuned ones.
@@ -16,11 +18,11 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from autotune.objectives.engine_server_flags import KNOB_FLAGS, runs_engine_server
+from autotune.objectives.engine_server_flags import KNOB_FLAGS, engine_knobs, runs_engine_server
 from autotune.redact import redact
 from autotune.server_fixed_flags import fixed_flags
 from autotune.serving_args import SAME_KNOB, SPECS, value_fault
-from autotune.serving_engine_args import engine_args
+from autotune.serving_engine_args import ENGINE_KNOBS, engine_args
 
 #: the engine server's flags (objectives/engine_server.py) that set a serving engine knob,
 #: each with the knob: one its command writes literally goes through :func:`engine_args`
@@ -34,6 +36,56 @@ _BARE = {f for spec in SPECS.values() for f, (kind, _) in spec.items() if kind i
 _BARE |= {f"no-{f}" for f in _BARE} | {"cuda-graphs"}
 
 
+def _runs_engine(template: str) -> bool:
+    """Whether a command template runs the engine server (not where it does not parse: no
+    trial ran it, and the workload's own check says why)."""
+    try:
+        return runs_engine_server(shlex.split(template))
+    except ValueError:
+        return False
+
+
+def tuned_engine_knobs(
+    record: dict[str, Any], config: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ``server`` sweep's ``config`` split into the serving engine's knobs it tuned (by the
+    engine's names and values, for :func:`engine_args`) and its other parameters (the server's
+    own flags, spelled with underscores). Which server ran is its command's to say: where it ran
+    the engine server, a parameter its command passes whole as the value of one of
+    :data:`ENGINE_FLAGS` is that flag's knob (``--block-size {bs}``: ``bs`` is block_size,
+    ``--attention-reads {reads}`` the attention backend), whichever others the sweep tuned; a
+    record that names no command ran the workload's default, the engine server, its
+    parameters named as the knobs. Any other server's parameters are all its own flags.
+
+    Example:
+        >>> record = {"problem": {"command": "python -m autotune.objectives.engine_server "
+        ...           "--port {port} --block-size {bs} --kv-cache-dtype {kv_dtype} --n {n}"}}
+        >>> tuned_engine_knobs(record, {"bs": 32, "kv_dtype": "fp8", "n": 2})
+        ({'block_size': 32, 'kv_dtype': 'fp8'}, {'n': 2})
+        >>> tuned_engine_knobs({"problem": {"command": "vllm serve M --port {port} "
+        ...                     "--block-size {block_size}"}}, {"block_size": 32})
+        ({}, {'block_size': 32})
+    """
+    template = (record.get("problem") or {}).get("command")
+    if template is None:
+        knob_of = {name: name for name in ENGINE_KNOBS}
+    elif isinstance(template, str) and _runs_engine(template):
+        knob_of = engine_knobs(template, {f"--{flag}": k for flag, k in ENGINE_FLAGS.items()})
+    else:
+        knob_of = {}
+    knobs: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for name, value in config.items():
+        knob = knob_of.get(name)
+        if knob is None:
+            rest[name] = value
+        elif knob == "attention_backend" and isinstance(value, str):
+            knobs[knob] = _READS.get(value, value)  # --attention-reads gather: the default
+        else:
+            knobs[knob] = value
+    return knobs, rest
+
+
 def fixed_args(
     record: dict[str, Any], config: dict[str, Any], target: str, taken: set[str],
     on_cpu: bool | None,
@@ -42,8 +94,8 @@ def fixed_args(
     (:func:`fixed_flags`: every trial ran with them), as ``target``'s flags, and a note of
     those it does not take (under ``command``) or cannot express. One the sweep also tuned, or
     that sets a flag of ``taken`` (the tuned ones'), is the tuned one's. The engine server's
-    knobs go through :func:`engine_args` as tuned ones do; a vLLM or SGLang flag is exported under the target's name
-    (:data:`SAME_KNOB`), its value checked as a tuned one's is.
+    knobs go through :func:`engine_args` as tuned ones do; a vLLM or SGLang flag is exported
+    under the target's name (:data:`SAME_KNOB`), its value checked as a tuned one's is.
 
     Example:
         >>> record = {"workload": "server", "problem": {"command": "vllm serve M --port {port} "
@@ -55,10 +107,7 @@ def fixed_args(
     if record.get("workload") != "server" or not isinstance(template, str):
         return {}, {}
     spec = SPECS[target]
-    try:
-        engine = runs_engine_server(shlex.split(template))
-    except ValueError:  # no flags either (the workload's own check says why)
-        engine = False
+    engine = _runs_engine(template)
     args: dict[str, Any] = {}
     knobs: dict[str, Any] = {}
     passed: list[str] = []

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shlex
 import string
+from collections.abc import Mapping
 
 #: the module ``python -m`` runs for the engine server
 ENGINE_MODULE = "autotune.objectives.engine_server"
@@ -39,9 +40,10 @@ def runs_engine_server(words: list[str]) -> bool:
     return any(a == "-m" and b == ENGINE_MODULE for a, b in zip(words, words[1:], strict=False))
 
 
-def engine_knobs(template: str) -> dict[str, str]:
-    """Each placeholder a template passes whole as the value of one of :data:`KNOB_FLAGS`
-    (``--block-size {bs}`` or ``--block-size={bs}``), with the knob it fills; none where the
+def engine_knobs(template: str, flags: Mapping[str, str] = KNOB_FLAGS) -> dict[str, str]:
+    """Each placeholder a template passes whole as the value of one of ``flags`` (the engine
+    server's flags, each with the knob it sets: :data:`KNOB_FLAGS` unless given), as in
+    ``--block-size {bs}`` or ``--block-size={bs}``, with the knob it fills; none where the
     template does not run the engine server, or does not parse (its own check says why).
     """
     try:
@@ -55,8 +57,8 @@ def engine_knobs(template: str) -> dict[str, str]:
         flag, equals, value = word.partition("=")
         if not equals:
             flag, value = word, words[index + 1] if index + 1 < len(words) else ""
-        if flag in KNOB_FLAGS and (name := _lone_placeholder(value)) is not None:
-            knobs[name] = KNOB_FLAGS[flag]
+        if flag in flags and (name := _lone_placeholder(value)) is not None:
+            knobs[name] = flags[flag]
     return knobs
 
 

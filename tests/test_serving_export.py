@@ -360,3 +360,58 @@ def test_a_flag_the_problem_filled_in_reaches_the_export() -> None:
     vllm = serving_export(record, "vllm")
     assert vllm.settings == {"max-num-seqs": 8, "dtype": "bfloat16",
                              "gpu-memory-utilization": 0.85}  # fmt: skip
+
+
+ENGINE_SERVER = "python -m autotune.objectives.engine_server --port {port}"
+
+
+@pytest.mark.parametrize("target", ["vllm", "sglang"])
+@pytest.mark.parametrize(
+    "tuned",
+    [{"max_num_batched_tokens": 2048},
+     {"max_num_seqs": 64, "block_size": 32, "kv_dtype": "fp8", "weights": "int4",
+      "policy": "fcfs"},
+     {"block_size": 16, "kv_dtype": "bf16", "policy": "prefill-first"}],
+)  # fmt: skip
+def test_an_engine_server_sweep_exports_its_knobs_whichever_it_tuned(target, tuned) -> None:
+    """The engine server's knobs were read as its knobs only where the sweep tuned both
+    max_num_seqs and max_num_batched_tokens: one that tuned fewer exported kv_dtype, weights
+    and policy as notes of flags no server has (--kv-dtype, --weights, --policy), its fp8
+    cache and FCFS mixing lost, and a step budget without vLLM's chunked prefill; what ran is
+    the command's to say, and the export is the serving workload's for the same knobs."""
+    flags = " ".join(f"--{k.replace('_', '-')} {{{k}}}" for k in tuned)
+    command = f"{ENGINE_SERVER} {flags}".replace("--kv-dtype", "--kv-cache-dtype")
+    record = {"workload": "server", "problem": {"command": command}, "device": {"type": "cuda"},
+              "config": tuned}  # fmt: skip
+    out = serving_export(record, target)
+    engine = serving_export({"workload": "serving", "device": {"type": "cuda"}, "config": tuned},
+                            target)  # fmt: skip
+    assert (out.settings, out.not_expressed) == (engine.settings, engine.not_expressed)
+    assert "is not among the" not in out.text
+
+
+def test_an_engine_server_sweeps_parameters_are_the_knobs_their_flags_set() -> None:
+    """A placeholder named otherwise (``--block-size {bs}``) fills the engine's knob all the
+    same, and ``--attention-reads {reads}`` is its attention backend."""
+    command = f"{ENGINE_SERVER} --block-size {{bs}} --attention-reads {{reads}} --policy={{p}}"
+    record = {"workload": "server", "problem": {"command": command},
+              "config": {"bs": 32, "reads": "paged", "p": "fcfs"}}  # fmt: skip
+    sglang = serving_export(record, "sglang")
+    assert sglang.settings == {"page-size": 32, "schedule-policy": "fcfs",
+                               "enable-mixed-chunk": True}  # fmt: skip
+    assert set(sglang.not_expressed) == {"attention_backend"}
+    assert "in place" in sglang.not_expressed["attention_backend"]
+
+
+def test_a_vllm_sweep_of_the_engines_two_step_knobs_keeps_its_own_chunked_prefill() -> None:
+    """A vLLM sweep that tuned max_num_seqs and max_num_batched_tokens was taken for the
+    engine server's: its export turned chunked prefill on over the command's
+    --no-enable-chunked-prefill, which every trial ran with."""
+    command = ("vllm serve M --port {port} --max-num-seqs {max_num_seqs} --max-num-batched-tokens "
+               "{max_num_batched_tokens} --no-enable-chunked-prefill")  # fmt: skip
+    record = {"workload": "server", "problem": {"command": command},
+              "config": {"max_num_seqs": 8, "max_num_batched_tokens": 4096}}  # fmt: skip
+    vllm = serving_export(record, "vllm")
+    assert vllm.settings == {"max-num-seqs": 8, "max-num-batched-tokens": 4096,
+                             "enable-chunked-prefill": False}  # fmt: skip
+    assert vllm.not_expressed == {}
