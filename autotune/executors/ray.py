@@ -32,6 +32,7 @@ import os
 import re
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ _POLL_S = 0.5
 _RESOURCES_TTL_S = 2.0
 #: How often a wait with nothing finished asks whether the cluster's GCS still takes a connection
 _LIVENESS_EVERY_S = 5.0
+#: How long a question to the GCS (the cluster's resources) goes unanswered before the executor
+#: checks that the GCS still takes a connection, and again each time as long after that
+_GCS_PATIENCE_S = 2.0
 
 PruneRule = Callable[[Sequence[float]], bool]
 
@@ -291,7 +295,14 @@ class RayExecutor(Executor):
         self.timeout_s, self.start_timeout_s = timeout_s, start_timeout_s
         self.prune_rule = prune_rule
         self._resources: tuple[float, dict[str, float]] | None = None
+        # the cluster's GCS (HOST:PORT): once it refuses connections, every Ray call waits a
+        # minute and Ray then ends the process, so the executor stops asking it anything
+        self._gcs = _gcs_address(self._ray)
+        self._lost = False
+        self._last_liveness = time.monotonic()
         fits = self._cluster_slots()
+        if self._lost:
+            raise self._lost_error()
         if fits < 1:
             need = f"{gpus_per_trial:g} GPU" if gpus_per_trial else f"{cpus_per_trial:g} CPU"
             raise ExecutorError(f"the Ray cluster has no room for one trial ({need} each)")
@@ -303,11 +314,6 @@ class RayExecutor(Executor):
         self._idle = list(range(self._slots))
         self._running: dict[Any, _Flight] = {}  # the trial's result ref -> its flight
         self._budget_ends: float | None = None  # time.monotonic() at the sweep budget's end
-        # the cluster's GCS (HOST:PORT): once it refuses connections, every Ray call waits a
-        # minute and Ray then ends the process, so the executor stops asking it anything
-        self._gcs = _gcs_address(self._ray)
-        self._lost = False
-        self._last_liveness = time.monotonic()
 
     def end_at(self, budget_ends: float | None) -> None:
         """Stop trials still running at ``budget_ends`` (a ``time.monotonic()`` reading): their
@@ -316,23 +322,68 @@ class RayExecutor(Executor):
 
     def _cluster_slots(self) -> int:
         """Trials the cluster's live nodes can hold at once (asked of Ray at most every
-        :data:`_RESOURCES_TTL_S`, and at once after an actor died)."""
+        :data:`_RESOURCES_TTL_S`, and at once after an actor died); 0 once the cluster is
+        found gone."""
         now = time.monotonic()
         if self._resources is None or now - self._resources[0] > _RESOURCES_TTL_S:
-            self._resources = (now, self._ray.cluster_resources())
+            resources = self._ask_gcs(self._ray.cluster_resources)
+            if resources is not None:
+                self._resources = (now, resources)
+        if self._lost or self._resources is None:
+            return 0
         resources = self._resources[1]
         if self.gpus_per_trial > 0:
             return int(resources.get("GPU", 0) // self.gpus_per_trial)
         return int(resources.get("CPU", 0) // self.cpus_per_trial)
 
+    def _ask_gcs(self, question: Callable[[], Any]) -> Any:
+        """The answer to ``question`` (a Ray call its GCS answers), or None once the GCS
+        refuses connections: Ray's own call then waits a minute, unanswered, before Ray ends
+        the process. It is asked in a thread of its own, while this one checks the GCS every
+        :data:`_GCS_PATIENCE_S` it goes unanswered (a GCS that takes connections but is slow,
+        on a loaded machine, is waited for); a call left waiting on a lost cluster ends with
+        the process."""
+        if self._lost:
+            return None
+        if self._gcs is None:  # not watched
+            return question()
+        answer: list[Any] = []
+        error: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                answer.append(question())
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                error.append(exc)
+
+        thread = threading.Thread(target=ask, name="autotune-ray-gcs", daemon=True)
+        thread.start()
+        while True:
+            thread.join(_GCS_PATIENCE_S)
+            if not thread.is_alive():
+                break
+            if self._cluster_gone():
+                return None
+        if error:
+            raise error[0]
+        return answer[0]
+
     @property
     def capacity(self) -> int:
-        if self._lost:
-            raise ClusterLost(
-                f"the Ray cluster (GCS {self._gcs}) stopped answering: the sweep stopped; its "
-                "finished trials are stored: run the same command again once the cluster is back"
-            )
-        return min(self._slots, self._cluster_slots())
+        """The trials the cluster can run at once now. Once its GCS is found gone: 0 while
+        trials are in flight (the next :meth:`wait_any` hands them back ``interrupted``), then
+        :class:`ClusterLost`."""
+        slots = min(self._slots, self._cluster_slots())
+        if self._lost and not self._running:
+            raise self._lost_error()
+        return slots
+
+    def _lost_error(self) -> ClusterLost:
+        """The one-line error of a cluster whose GCS stopped answering."""
+        return ClusterLost(
+            f"the Ray cluster (GCS {self._gcs}) stopped answering: the sweep stopped; its "
+            "finished trials are stored: run the same command again once the cluster is back"
+        )
 
     def _cluster_gone(self) -> bool:
         """Whether the cluster's GCS refuses a connection (the cluster stopped); checked
