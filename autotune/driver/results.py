@@ -13,10 +13,9 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
-import pandas as pd
 
 from autotune.driver.trial_attrs import (
     DURATION,
@@ -28,6 +27,9 @@ from autotune.driver.trial_attrs import (
     trial_metrics,
     trial_status,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def study_info(study: optuna.Study) -> dict[str, Any]:
@@ -97,6 +99,8 @@ _LISTING_COLUMNS = ("reason", "duration_s")
 
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: number, status, reason, objective values, parameters, metrics."""
+    import pandas as pd  # here: the best trial, a study's record and a listing need no pandas
+
     objectives = list(objectives_of(study))
     rows = []
     kinds: dict[str, set[type]] = {}  # each parameter and metric column's value types
