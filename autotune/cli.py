@@ -409,9 +409,7 @@ def main() -> None:
         from click.exceptions import UsageError as ClickUsageError
 
     from autotune.driver.signals import stop_signals_recorded
-    from autotune.interrupt_logging import quiet_interrupted_cursor_close
 
-    quiet_interrupted_cursor_close()  # SQLAlchemy's traceback of a read Ctrl-C cut short
     # Ctrl-C, SIGTERM and SIGHUP end any command alike (each command's KeyboardInterrupt path:
     # "interrupted", exit 130, workers closed), and are recorded: one whose KeyboardInterrupt
     # CPython dropped still stops a sweep's finish or a search by group (a sweep sets its own

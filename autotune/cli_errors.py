@@ -30,7 +30,6 @@ from rich.markup import escape
 
 from autotune.cli_parsing import UsageError
 from autotune.redact import redact
-from autotune.space import SpaceError
 
 err = Console(stderr=True, soft_wrap=True)  # a path or message is never broken mid-line
 
@@ -44,7 +43,7 @@ def _bad_input_types() -> tuple[type[Exception], ...]:
     from autotune.objectives.external import WorkloadError
     from autotune.record import RecordError
     from autotune.serving_export import ServingExportError
-    from autotune.space import ExpressionError
+    from autotune.space import ExpressionError, SpaceError
     from autotune.storage import StorageError
     from autotune.sweep_setup import SetupError
     from autotune.train_record import TrainExportError

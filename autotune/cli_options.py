@@ -23,11 +23,16 @@ out = Console()
 
 
 def quiet_libraries() -> None:
-    """Optuna's log below warnings, and no experimental-feature warnings."""
+    """Optuna's log below warnings, no experimental-feature warnings, and no SQLAlchemy
+    traceback of a read that Ctrl-C cut short. Every command that opens a storage calls this
+    first, so the others (``--help``, ``workloads``) never import Optuna and SQLAlchemy."""
     import optuna
+
+    from autotune.interrupt_logging import quiet_interrupted_cursor_close
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    quiet_interrupted_cursor_close()
 
 
 def output_file(text: str | Path) -> Path:
