@@ -24,9 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from autotune.driver.executor_choice import build_executor
 from autotune.export import write_atomic
@@ -37,6 +35,11 @@ from autotune.redact import redact, redact_values, secrets_of_values
 from autotune.runners.base import TrialResult
 from autotune.space import Space
 from autotune.std_paths import descriptor_of
+
+# pandas (about 0.3 s) is imported in the functions that read or build a table: every CLI
+# command imports this module for RecordError alone, to tell a refusal from a crash
+if TYPE_CHECKING:
+    import pandas as pd
 
 _PREPARED: dict[str, Any] = {}
 
@@ -104,6 +107,8 @@ def _comparable(value: Any) -> str:
 def _same(recorded: Any, value: Any) -> bool:
     """A value read back from the CSV against the problem's (64.0 is 64; a blank, from rows
     recorded before the stamps, matches anything)."""
+    import pandas as pd
+
     if pd.isna(recorded):
         return True
     try:
@@ -141,6 +146,8 @@ def resumed_rows(
         ...
         autotune.record.RecordError: .../m.csv holds a recording at M=64, not M=128: ...
     """
+    import pandas as pd
+
     if not output.exists():
         return []
     _check_regular(output)
@@ -194,6 +201,7 @@ def _check_states(output: Path, states: pd.Series) -> None:
     counted it as measured, and the replay of the table refused it.
 
     Example:
+        >>> import pandas as pd
         >>> _check_states(Path("g.csv"), pd.Series(["ok", "oom", "weird"]))
         Traceback (most recent call last):
         ...
@@ -239,6 +247,7 @@ def _check_problem_keys(output: Path, table: pd.DataFrame, problem: dict[str, An
     its rows say nothing of this problem, whose values no column of theirs stands for.
 
     Example:
+        >>> import pandas as pd
         >>> table = pd.DataFrame({"x": [1], "workload": ["w.py"], "problem.N": [3]})
         >>> _check_problem_keys(Path("g.csv"), table, {"M": 5})
         Traceback (most recent call last):
@@ -421,6 +430,8 @@ def _record(
     on_row: Callable[[int, int, dict[str, Any]], None] | None,
 ) -> pd.DataFrame:  # fmt: skip
     """:func:`record_grid` once ``output`` is this process's alone."""
+    import pandas as pd
+
     rows = resumed_rows(output, workload, problem, space, device)
     done = {_key(r, space.names) for r in rows}
     todo = [c for c in configs if _key(c, space.names) not in done]
