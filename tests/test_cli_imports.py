@@ -1,0 +1,52 @@
+"""Every ``autotune`` command starts a fresh interpreter: the CLI imports a heavy library
+(pandas, Optuna, SQLAlchemy, torch, Triton, plotly) only in the commands that use it, not
+where it parses its options, prints its help or refuses bad input."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: what no command pays for before it runs: the table library, the tuner and its storage,
+#: the GPU stack, the report's plots, the sweep itself
+HEAVY = ("pandas", "optuna", "sqlalchemy", "torch", "triton", "plotly", "autotune.driver.sweep")
+
+#: what a command that reads a storage needs, and may import, before it refuses bad input
+STORAGE = ("optuna", "sqlalchemy")
+
+#: in a fresh interpreter: import the CLI and, with arguments, run it; the modules loaded
+#: (also where the command ends the process: :func:`autotune.process_end.end_process` runs the
+#: exit handlers) are written to the file named first
+SCRIPT = """
+import atexit, sys
+listed, args = sys.argv[1], sys.argv[2:]
+atexit.register(lambda: open(listed, "w").write("\\n".join(sorted(sys.modules))))
+import autotune.cli
+if args:
+    sys.argv = ["autotune", *args]
+    autotune.cli.main()
+"""
+
+
+def loaded_modules(tmp_path: Path, *args: str) -> set[str]:
+    """The modules a fresh ``autotune ARGS`` (with none: ``import autotune.cli``) loaded."""
+    listed = tmp_path / "modules.txt"
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(listed), *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert listed.exists(), done.stderr
+    return set(listed.read_text().split("\n"))
+
+
+@pytest.mark.parametrize(
+    ("args", "allowed"),
+    [
+        ((), ()),  # import autotune.cli
+        (("--help",), ()),
+        (("export", "--to", "nowhere", "--storage", "sqlite:///runs.db"), STORAGE),  # refused
+    ],
+)
+def test_the_cli_imports_no_heavy_library_a_command_does_not_use(tmp_path, args, allowed):
+    loaded = loaded_modules(tmp_path, *args)
+    assert "autotune.cli" in loaded
+    assert sorted(m for m in HEAVY if m in loaded and m not in allowed) == []
