@@ -1,5 +1,8 @@
 """Device detection and telemetry, through torch and NVML, degrading cleanly without them.
 
+A machine with no GPU runtime at all (no NVIDIA, ROCm or WSL GPU device) is described without
+importing torch (about 2 s of CPU per process): what torch would say there is known, the CPU.
+
 Example:
     >>> info = detect_device()
     >>> info.type in ("cuda", "cpu")
@@ -10,8 +13,12 @@ Example:
 
 from __future__ import annotations
 
+import ast
+import glob
+import importlib.util
 import os
 import platform
+import sys
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -22,6 +29,15 @@ _SMEM_BY_CC = {(9, 0): 232448, (8, 0): 166912, (8, 6): 101376, (8, 9): 101376, (
 # Under the Triton interpreter there is no shared memory; constraints use the Hopper limit so that
 # a sweep on the CPU rejects the same configs it would reject on an H100/H200.
 _CPU_EMULATED_SMEM = 232448
+#: where a GPU runtime shows itself to a process: NVIDIA's device nodes and loaded driver, ROCm's
+#: kernel driver (torch's ROCm build answers torch.cuda), WSL's GPU paravirtualisation (CUDA on
+#: WSL has no /dev/nvidia*); where none matches, torch can see no GPU
+_GPU_RUNTIME_PATHS = ("/dev/nvidia*", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
+#: the source file of each package whose ``__version__`` (and torch's ``version.cuda``) it
+#: assigns as a literal: ``torch.__version__`` is made from torch/version.py's, and
+#: ``optuna.__version__`` is optuna/version.py's (installed wheels' versions can differ from
+#: their distributions': pytorch-triton's carry a +commit suffix that triton.__version__ lacks)
+_VERSION_FILES = {"torch": "version.py", "triton": "__init__.py", "optuna": "version.py"}
 
 
 @dataclass
@@ -68,6 +84,108 @@ def software_versions() -> dict[str, str]:
     return versions
 
 
+def _literals(path: str) -> dict[str, Any]:
+    """The names that the Python file ``path`` binds to a literal at its top level and nowhere
+    else (no other assignment, import, definition or ``global`` of the name, no ``*`` import),
+    with their values: read from its source, nothing run.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        ...     _ = f.write("from x import y\\nv = '1.0'\\ncuda: str | None = None\\ny = 2\\n"
+        ...                 "w = '1'\\nw = '2'\\nz = f()\\nt = 3\\nif z:\\n    t = 4\\n")
+        >>> sorted(_literals(f.name).items())
+        [('cuda', None), ('v', '1.0')]
+        >>> os.remove(f.name)
+    """
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    bindings: dict[str, int] = {}
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names = [node.id]
+        elif isinstance(node, ast.alias):
+            if node.name == "*":
+                return {}  # may bind any name
+            names = [node.asname or node.name.split(".")[0]]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            names = list(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names = [node.name]
+        for name in names:
+            bindings[name] = bindings.get(name, 0) + 1
+    literals = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and bindings.get(target.id) == 1:
+            try:
+                literals[target.id] = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+    return literals
+
+
+def _declared_version(module: str) -> tuple[str, str | None] | None:
+    """``module``'s ``__version__`` and, for torch, its ``version.cuda``, as the package's source
+    assigns them (:data:`_VERSION_FILES`), read without importing it; None where it does not say
+    so (not installed, another layout).
+
+    Example:
+        >>> _declared_version("no_such_package") is None
+        True
+    """
+    try:
+        spec = importlib.util.find_spec(module)
+        folder = (spec.submodule_search_locations or [])[0] if spec else None
+        if folder is None:
+            return None
+        literals = _literals(os.path.join(folder, _VERSION_FILES[module]))
+        version = literals["__version__"]
+        cuda = literals["cuda"] if module == "torch" else None
+    except Exception:  # noqa: BLE001 - unreadable, or not as expected: the caller imports it
+        return None
+    return (version, cuda) if isinstance(version, str) else None
+
+
+def _declared_versions() -> dict[str, str] | None:
+    """What :func:`software_versions` returns (the same keys, values and order) without
+    importing torch, Triton or Optuna: each version as its package's source assigns it (one
+    already imported is asked); None where a package's source does not say (not installed,
+    another layout), for the caller to ask torch as before."""
+    versions = {"python": platform.python_version()}
+    cuda = None
+    for module in _VERSION_FILES:
+        if module in sys.modules:  # imported already: asking it costs nothing
+            try:
+                versions[module] = sys.modules[module].__version__
+                cuda = sys.modules[module].version.cuda if module == "torch" else cuda
+            except Exception:  # noqa: BLE001 - half imported, or broken: ask as before
+                return None
+            continue
+        declared = _declared_version(module)
+        if declared is None:
+            return None
+        versions[module], torch_cuda = declared
+        cuda = torch_cuda if module == "torch" else cuda
+    if cuda:
+        versions["cuda"] = cuda
+    return versions
+
+
+def _no_gpu_runtime() -> bool:
+    """Whether this machine certainly has no GPU that torch could see: none of
+    :data:`_GPU_RUNTIME_PATHS` exists."""
+    return not any(glob.glob(pattern) for pattern in _GPU_RUNTIME_PATHS)
+
+
 def _nvml_handle(index: int):
     import pynvml
 
@@ -94,6 +212,15 @@ def detect_device(prefer: str = "auto", index: int = 0) -> DeviceInfo:
         prefer: "auto" (CUDA when available), "cuda" or "cpu".
         index: which CUDA device.
     """
+    if prefer == "cpu" or (prefer == "auto" and _no_gpu_runtime()):
+        software = _declared_versions()
+        if software is not None:  # what torch would say here, without importing it
+            return _cpu_info(software)
+    return _detect_with_torch(prefer, index)
+
+
+def _detect_with_torch(prefer: str, index: int) -> DeviceInfo:
+    """:func:`detect_device`, asking torch whether a CUDA device is there."""
     import torch
 
     if prefer != "cpu" and torch.cuda.is_available():
@@ -120,13 +247,18 @@ def detect_device(prefer: str = "auto", index: int = 0) -> DeviceInfo:
         return info
     if prefer == "cuda":
         raise RuntimeError("CUDA was asked for but torch sees no CUDA device")
+    return _cpu_info(software_versions())
+
+
+def _cpu_info(software: dict[str, str]) -> DeviceInfo:
+    """This machine's CPU as the device, with the toolchain's versions ``software``."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return DeviceInfo(
         type="cpu",
         name=_cpu_name(),
         total_memory=int(total),
         multiprocessors=os.cpu_count() or 1,
-        software=software_versions(),
+        software=software,
     )
 
 
