@@ -8,12 +8,22 @@ from pathlib import Path
 
 import pytest
 
+from autotune.device import _no_gpu_runtime
+
 #: what no command pays for before it runs: the table library, the tuner and its storage,
 #: the GPU stack, the report's plots, the sweep itself
 HEAVY = ("pandas", "optuna", "sqlalchemy", "torch", "triton", "plotly", "autotune.driver.sweep")
 
 #: what a command that reads a storage needs, and may import, before it refuses bad input
 STORAGE = ("optuna", "sqlalchemy")
+
+#: a recorded table, replayed: a sweep that measures nothing (and, on a machine with no GPU
+#: runtime, neither needs torch to describe the device nor, within the sampler's start-up draws,
+#: its model)
+TABLE = Path(__file__).parents[1] / "benchmarks" / "data" / "matmul_decode_h200.csv"
+REPLAY = ("tune", "--replay", str(TABLE),
+          "--params", "BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages", "--metric", "tflops",
+          "--trials", "3", "--executor", "inline", "--storage", "memory")  # fmt: skip
 
 #: in a fresh interpreter: import the CLI and, with arguments, run it; the modules loaded
 #: (also where the command ends the process: :func:`autotune.process_end.end_process` runs the
@@ -44,9 +54,12 @@ def loaded_modules(tmp_path: Path, *args: str) -> set[str]:
         ((), ()),  # import autotune.cli
         (("--help",), ()),
         (("export", "--to", "nowhere", "--storage", "sqlite:///runs.db"), STORAGE),  # refused
+        (REPLAY, (*STORAGE, "pandas", "autotune.driver.sweep")),
     ],
 )
 def test_the_cli_imports_no_heavy_library_a_command_does_not_use(tmp_path, args, allowed):
+    if args == REPLAY and not _no_gpu_runtime():
+        pytest.skip("a GPU runtime is here: torch describes the device")
     loaded = loaded_modules(tmp_path, *args)
     assert "autotune.cli" in loaded
     assert sorted(m for m in HEAVY if m in loaded and m not in allowed) == []

@@ -42,7 +42,8 @@ import random
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
@@ -55,6 +56,9 @@ from autotune.driver.transfer_prior import TransferPrior
 from autotune.driver.trial_attrs import INFEASIBLE, STATUS, is_repeat
 from autotune.driver.trial_memo import FinishedTrialMemo
 from autotune.space import Space
+
+if TYPE_CHECKING:
+    from autotune.driver.gp import GaussianProcess
 
 #: failure states that a config dominating the failed one shares (more of every ordered
 #: parameter asks for more of the resource): not proposed while others are left
@@ -277,12 +281,23 @@ class GridBayesSampler(EnumeratedSampler):
         self.failures = failures
         self.region = region
         self._features = self._grid.features
-        from autotune.driver.gp import GaussianProcess  # torch: only where a sampler is built
-
-        self._model = GaussianProcess()
-        self._feasibility = GaussianProcess()
         self.prior: TransferPrior | None = None
         self._codes: np.ndarray | None = None  # a value code per config and parameter
+
+    @cached_property
+    def _model(self) -> GaussianProcess:
+        """The surrogate of the target, made where first fitted (torch is imported there: a
+        sweep that ends within its start-up draws needs none)."""
+        from autotune.driver.gp import GaussianProcess
+
+        return GaussianProcess()
+
+    @cached_property
+    def _feasibility(self) -> GaussianProcess:
+        """The classifier of where configs fail, made where first fitted (as :attr:`_model`)."""
+        from autotune.driver.gp import GaussianProcess
+
+        return GaussianProcess()
 
     def _choose(self, seen: _Observations, unvisited: list[int]) -> int:
         if seen.short_of_resources:
