@@ -182,8 +182,14 @@ def _declared_versions() -> dict[str, str] | None:
 
 def _no_gpu_runtime() -> bool:
     """Whether this machine certainly has no GPU that torch could see: none of
-    :data:`_GPU_RUNTIME_PATHS` exists."""
-    return not any(glob.glob(pattern) for pattern in _GPU_RUNTIME_PATHS)
+    :data:`_GPU_RUNTIME_PATHS` exists, and no GPU driver's library is installed (NVIDIA's
+    ``libcuda`` can load its kernel module and make the device nodes at a process's first
+    CUDA call, on a host that made none yet; ROCm's ``libamdhip64`` likewise)."""
+    if any(glob.glob(pattern) for pattern in _GPU_RUNTIME_PATHS):
+        return False
+    import ctypes.util
+
+    return not any(ctypes.util.find_library(name) for name in ("cuda", "amdhip64"))
 
 
 def _nvml_handle(index: int):
