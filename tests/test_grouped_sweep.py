@@ -417,33 +417,43 @@ def test_a_groups_stored_study_it_cannot_resume_is_refused_before_any_group_runs
     assert len(optuna.load_study(study_name="run.qkv", storage=url).trials) == 1  # not swept
 
 
-#: a workload file of two objectives at odds (v = x, w = 7 - x): every config it measures is
-#: on its Pareto front
-PAIR = """from autotune.measurement import Measurement
+def workload_file(name: str, directions: str, measurement: str, imports: str = "") -> str:
+    """A workload file's text: objective ``name`` of one parameter x (default 1) and problem
+    {n: 1}, whose evaluate returns ``measurement``, a Measurement(...) expression."""
+    return f"""{imports}from autotune.measurement import Measurement
 from autotune.objectives.base import Objective
 
 
-class Pair(Objective):
-    name = "pair"
-    space = "pair.yaml"
-    directions = {"v": "maximize", "w": "maximize"}
+class Workload(Objective):
+    name = "{name}"
+    space = "{name}.yaml"
+    directions = {directions}
 
     @classmethod
     def default_problem(cls, device):
-        return {"n": 1}
+        return {{"n": 1}}
 
     def config_keys(self):
         return ("x",)
 
     def default_config(self):
-        return {"x": 1}
+        return {{"x": 1}}
 
     def evaluate(self, config, report=None):
-        return Measurement(values={"v": float(config["x"]), "w": float(7 - config["x"])})
+        return {measurement}
 
 
-OBJECTIVE = Pair
+OBJECTIVE = Workload
 """
+
+
+#: a workload file of two objectives at odds (v = x, w = 7 - x): every config it measures is
+#: on its Pareto front
+PAIR = workload_file(
+    "pair",
+    '{"v": "maximize", "w": "maximize"}',
+    'Measurement(values={"v": float(config["x"]), "w": float(7 - config["x"])})',
+)
 
 
 def test_a_group_of_several_objectives_lists_its_pareto_front_as_one_sweep_does(tmp_path):
@@ -477,33 +487,13 @@ def test_a_group_of_several_objectives_lists_its_pareto_front_as_one_sweep_does(
 
 #: a workload file whose figure is x times the problem's n, and which keeps the process that
 #: measured it
-PID = """import os
-from autotune.measurement import Measurement
-from autotune.objectives.base import Objective
-
-
-class Pid(Objective):
-    name = "pid"
-    space = "pid.yaml"
-    directions = {"v": "maximize"}
-
-    @classmethod
-    def default_problem(cls, device):
-        return {"n": 1}
-
-    def config_keys(self):
-        return ("x",)
-
-    def default_config(self):
-        return {"x": 1}
-
-    def evaluate(self, config, report=None):
-        return Measurement(values={"v": float(config["x"] * self.problem["n"])},
-                           metrics={"pid": os.getpid()})
-
-
-OBJECTIVE = Pid
-"""
+PID = workload_file(
+    "pid",
+    '{"v": "maximize"}',
+    'Measurement(values={"v": float(config["x"] * self.problem["n"])}, '
+    'metrics={"pid": os.getpid()})',
+    imports="import os\n",
+)
 
 
 def test_the_groups_sweeps_take_up_the_first_groups_worker_at_their_own_problem(tmp_path):
