@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -185,5 +186,9 @@ class LocalExecutor(Executor):
             runner.take_up(problem)
 
     def _join(self) -> None:
+        """Wait for the slots' threads (their workers were ended first). A thread whose
+        ``start()`` a Ctrl-C interrupted (it waits there for the thread to run) cannot be
+        joined, though it may run: its worker ended, it returns at once."""
         for thread in self._threads:
-            thread.join(timeout=30)
+            with contextlib.suppress(RuntimeError):  # "cannot join thread before it is started"
+                thread.join(timeout=30)

@@ -1,3 +1,5 @@
+import pytest
+
 from autotune.executors.local import LocalExecutor
 from autotune.failures import TrialStatus
 
@@ -39,3 +41,24 @@ def test_closing_ends_a_trial_still_running():
     executor.submit(0, {"fault": "hang", "seconds": 600})
     executor.close()  # returns once the worker is ended, not after 600 s
     assert executor.in_flight == 1  # never handed back: the driver marks it interrupted
+
+
+def test_a_ctrl_c_inside_a_slot_threads_start_still_lets_the_executor_close(monkeypatch):
+    """``Thread.start()`` waits for the new thread to run, and a Ctrl-C lands there as a
+    KeyboardInterrupt; closing the executor then failed on joining that thread ("cannot join
+    thread before it is started", a traceback instead of the sweep's 'interrupted')."""
+    import threading
+
+    executor = LocalExecutor("faults", {}, workers=1, timeout_s=30)
+    real_start = threading.Thread.start
+
+    def interrupted_start(thread):
+        if thread.name.startswith("autotune-slot-"):
+            raise KeyboardInterrupt
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_start)
+    with pytest.raises(KeyboardInterrupt):
+        executor.submit(0, {"fault": "none"})
+    monkeypatch.undo()
+    executor.close()  # no RuntimeError
