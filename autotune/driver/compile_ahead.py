@@ -168,10 +168,14 @@ class CompileAhead:
             (True, None)
             'compile_error'
         """
-        for ticket in list(self._futures):
-            self.discard(ticket)
+        self.release()
         self._problem, self.compile_s = dict(problem), 0.0
         return self._pool is not None
+
+    def release(self) -> None:
+        """End one sweep's use, keeping the processes: the compiles it asked for are dropped."""
+        for ticket in list(self._futures):
+            self.discard(ticket)
 
     def _stop(self, why: str) -> None:
         self.broken = self.broken or why
@@ -180,7 +184,7 @@ class CompileAhead:
 
     def close(self) -> None:
         if self.kept:
-            self.take_up(self._problem)
+            self.release()
             return
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
