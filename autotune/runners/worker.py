@@ -296,18 +296,13 @@ class IsolatedRunner(Runner):
         limit_s, budget_ends = self._within_budget(self.start_timeout_s)
         deadline = started + limit_s
         try:
-            # in short polls: close() from another thread, or a worker that dies while it
-            # imports, ends the wait at once
-            while not parent.poll(_POLL_S):
-                if self._closed or not process.is_alive():
-                    raise EOFError
-                if time.perf_counter() > deadline:
-                    self._kill()
-                    if budget_ends:
-                        why = "the sweep's time budget ended while its worker started"
-                        return TrialResult(TrialStatus.INTERRUPTED, f"{why}; worker killed")
-                    return _crashed(f"worker did not start within {self.start_timeout_s:.0f} s")
-            message = parent.recv()
+            message = self._await_message(parent, process, deadline)
+            if message is None:
+                self._kill()
+                if budget_ends:
+                    why = "the sweep's time budget ended while its worker started"
+                    return TrialResult(TrialStatus.INTERRUPTED, f"{why}; worker killed")
+                return _crashed(f"worker did not start within {self.start_timeout_s:.0f} s")
         except (EOFError, OSError):
             process.join(timeout=5)
             reason = "runner closed" if self._closed else _death_reason(process.exitcode)
@@ -319,6 +314,19 @@ class IsolatedRunner(Runner):
         took = time.perf_counter() - started
         self.longest_start_s = max(took, self.longest_start_s or 0.0)
         return None
+
+    def _await_message(
+        self, conn: Connection, process: mp.process.BaseProcess, deadline: float
+    ) -> Any | None:
+        """The worker's next message, or None when ``deadline`` (``time.perf_counter()``)
+        passes first. Polls in short steps, so that close() from another thread, or a worker
+        that dies (say while it imports), ends the wait at once: EOFError."""
+        while not conn.poll(_POLL_S):
+            if self._closed or not process.is_alive():
+                raise EOFError
+            if time.perf_counter() > deadline:
+                return None
+        return conn.recv()
 
     def _kill(self) -> None:
         # may run in two threads at once (close() while a trial ends): take the handles first
@@ -378,10 +386,8 @@ class IsolatedRunner(Runner):
             try:
                 conn.send(("problem", self.problem))
                 deadline = time.perf_counter() + self.start_timeout_s
-                while not conn.poll(_POLL_S):
-                    if not process.is_alive() or time.perf_counter() > deadline:
-                        raise EOFError
-                ready = conn.recv()[0] == "ready"
+                message = self._await_message(conn, process, deadline)
+                ready = message is not None and message[0] == "ready"
             except (EOFError, OSError):
                 pass
         if not ready:
