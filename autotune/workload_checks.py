@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,12 @@ def unpoisoned_note(workload: str, objective_cls: type[Any]) -> list[str]:
         mine.py: Mine.outputs is not set: no output is poisoned (NaN) before the kernel runs,
         so one it leaves unwritten can pass the correctness check; name the tensors it writes
     """
-    from autotune.objectives.kernel import KernelObjective
-
-    if not issubclass(objective_cls, KernelObjective) or objective_cls.outputs:
+    # a subclass of KernelObjective imported its module (and torch with it); where nothing
+    # did, the workload is none, and asking costs no import of torch (about 1.5 s of CPU)
+    kernel = sys.modules.get("autotune.objectives.kernel")
+    if kernel is None or not issubclass(objective_cls, kernel.KernelObjective):
+        return []
+    if objective_cls.outputs:  # its outputs are poisoned before each run
         return []
     return [
         f"{workload}: {objective_cls.__name__}.outputs is not set: no output is poisoned (NaN) "

@@ -63,3 +63,13 @@ def test_the_cli_imports_no_heavy_library_a_command_does_not_use(tmp_path, args,
     loaded = loaded_modules(tmp_path, *args)
     assert "autotune.cli" in loaded
     assert sorted(m for m in HEAVY if m in loaded and m not in allowed) == []
+
+
+def test_a_sweep_of_a_workload_file_that_imports_no_torch_loads_none(tmp_path, steady_workload):
+    # the note on a kernel objective that names no outputs imported the kernel objective's
+    # module, and with it torch and Triton, to ask whether any workload's class derives from it
+    sweep = ("tune", "steady.py", "--trials", "2", "--finish-top", "0", "--executor", "inline",
+             "--storage", "memory")  # fmt: skip
+    loaded = loaded_modules(tmp_path, *sweep)
+    assert "autotune.sweep_setup" in loaded  # it swept: the note's check ran
+    assert sorted(m for m in ("torch", "triton") if m in loaded) == []
