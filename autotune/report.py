@@ -366,7 +366,7 @@ class Report:
         )
         xs = [max(0.5, intensity / 100), intensity * 100]
         if compute:
-            name = f"compute ceiling: cuBLAS, {max(compute):.0f} TFLOP/s"
+            name = f"compute ceiling: cuBLAS, {readable('tflops', max(compute))}"
             fig.add_scatter(x=xs, y=[max(compute)] * 2, mode="lines", name=name)
         if bandwidth:
             bw = max(bandwidth)
@@ -374,7 +374,7 @@ class Report:
                 x=xs,
                 y=[x * bw for x in xs],
                 mode="lines",
-                name=f"bandwidth ceiling: copy, {bw:.2f} TB/s",
+                name=f"bandwidth ceiling: copy, {readable('tb_per_s', bw)}",
             )
         fig.update_layout(
             title="Roofline (ceilings measured in this sweep)",
