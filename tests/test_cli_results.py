@@ -329,3 +329,40 @@ def test_a_replay_s_trials_listing_says_its_figures_were_looked_up(tmp_path):
     assert listed.stdout.splitlines()[0] == label
     page = cli("trials", "--storage", url, "--format", "html")
     assert page.returncode == 0 and f"<p>{label}</p><table" in page.stdout, page.stderr
+
+
+def test_a_parameter_or_metric_first_set_by_a_later_trial_is_listed_among_its_kind(tmp_path):
+    """A conditional parameter that trial 0 lacked (EPILOGUE_SUBTILE of a tiled matmul) was
+    listed after reason and duration_s, and in a CSV after every metric; so were all metrics
+    where trial 0 failed and measured none."""
+    import optuna
+
+    from autotune.driver.trial_attrs import STUDY
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study = optuna.create_study(study_name="s", storage=url, direction="maximize")
+    study.set_user_attr(STUDY, {"workload": "matmul", "problem": {},
+                                "objectives": {"tflops": "maximize"}})  # fmt: skip
+    schedule = optuna.distributions.CategoricalDistribution(["tiled", "persistent"])
+    subtile = optuna.distributions.CategoricalDistribution([0, 1])
+    study.add_trial(optuna.trial.create_trial(
+        params={"SCHEDULE": "tiled"}, distributions={"SCHEDULE": schedule},
+        state=optuna.trial.TrialState.FAIL,
+        user_attrs={"status": "oom", "reason": "out of memory", "duration_s": 0.5},
+    ))  # fmt: skip
+    study.add_trial(optuna.trial.create_trial(
+        params={"SCHEDULE": "persistent", "EPILOGUE_SUBTILE": 1}, value=600.0,
+        distributions={"SCHEDULE": schedule, "EPILOGUE_SUBTILE": subtile},
+        user_attrs={"status": "ok", "metrics": {"ms": 0.2}, "duration_s": 1.5},
+    ))  # fmt: skip
+    listed = _cli("trials", "--storage", url, "--format", "csv", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    header, *rows = listed.stdout.splitlines()
+    assert header == "trial,status,tflops,SCHEDULE,EPILOGUE_SUBTILE,m.ms,reason,duration_s"
+    assert rows == ["0,oom,,tiled,,,out of memory,0.5", "1,ok,600.0,persistent,1,0.2,,1.5"]
+    table = _cli("trials", "--storage", url, cwd=tmp_path)
+    assert table.returncode == 0, table.stderr
+    head = next(line for line in table.stdout.splitlines() if "trial" in line)
+    names = [cell.strip() for cell in head.strip("┃ ").split("┃")]
+    assert names == ["trial", "status", "tflops", "SCHEDULE", "EPILOGUE_SUBTILE", "reason",
+                     "duration_s"]  # fmt: skip

@@ -104,6 +104,10 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
     objectives = list(objectives_of(study))
     rows = []
     kinds: dict[str, set[type]] = {}  # each parameter and metric column's value types
+    # the columns in order of first appearance: a parameter of a later trial only (one
+    # conditional on another) among the parameters, not after the listing's own columns
+    params_seen: dict[str, None] = {}
+    metrics_seen: dict[str, None] = {}
     for trial in study.get_trials(deepcopy=False):
         status = trial_status(trial)
         row: dict[str, Any] = {"trial": trial.number, "status": status}
@@ -119,17 +123,20 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
         }
         for k, v in params.items():
             kinds.setdefault(k, set()).add(type(v))
+            params_seen.setdefault(k)
         row.update(params)
         metrics = trial_metrics(trial)
         metrics = {f"m.{k}": v for k, v in metrics.items() if k not in objectives}
         for k, v in metrics.items():
+            metrics_seen.setdefault(k)
             if v is not None:
                 kinds.setdefault(k, set()).add(type(v))
         row.update(metrics)
         row["reason"] = trial.user_attrs.get(REASON, "")
         row["duration_s"] = trial.user_attrs.get(DURATION)
         rows.append(row)
-    frame = pd.DataFrame(rows)
+    columns = ["trial", "status", *objectives, *params_seen, *metrics_seen, *_LISTING_COLUMNS]
+    frame = pd.DataFrame(rows, columns=columns if rows else None)
     # an integer parameter or metric stays one where a trial lacks it (a failure, or a trial
     # interrupted before it was asked)
     for column, types in kinds.items():
