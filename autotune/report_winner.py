@@ -60,7 +60,7 @@ def winner_panel(
     if best is None and trials:
         best = max(trials, key=lambda t: t.values[0] if maximize else -t.values[0])
     if best is None:
-        return "<p>No trial succeeded.</p>", data
+        return f"<p class='no-winner'>{html.escape(no_winner(study))}</p>", data
     data["winner_trial"] = best.number
     data["winner_value"] = best.values[0]
     front = best_trials(study) if len(metrics) > 1 else []
@@ -139,6 +139,33 @@ def winner_panel(
         "</li></ul>"
     )
     return "\n".join(parts), data
+
+
+def no_winner(study: optuna.Study) -> str:
+    """What the report says in place of a winner: that no trial ran yet, or how the trials
+    failed, with the last such trial's reason (as the sweep's own last line says it).
+
+    Example:
+        >>> study = optuna.create_study()
+        >>> no_winner(study)
+        'No trial has run yet.'
+        >>> study.add_trial(optuna.trial.create_trial(value=1e9,  # a failure's penalty
+        ...     user_attrs={"status": "oom", "reason": "out of memory"}))
+        >>> no_winner(study)
+        'No trial succeeded: oom 1 of 1 launched; #0: out of memory.'
+    """
+    from autotune.driver.run_summary import study_counts
+    from autotune.no_success import last_reason, most_common_failure
+
+    if not study.get_trials(deepcopy=False):
+        return "No trial has run yet."
+    common = most_common_failure(study_counts(study))
+    if common is None:  # none finished (running), or every config refused unlaunched
+        return "No trial succeeded."
+    kind, times, total = common
+    example = last_reason(study, kind)
+    seen = f"; #{example[0]}: {example[1]}" if example else ""
+    return f"No trial succeeded: {kind} {times} of {total} launched{seen}."
 
 
 def _device_fields(device: dict) -> str:
