@@ -138,11 +138,12 @@ def trials(
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
         rejected = len(frame) - len(shown)
         columns = [c for c in frame.columns if not c.startswith("m.")]
-        table = Table(
-            caption=f"{rejected} configs rejected by constraints not shown (--all)"
-            if rejected
-            else None
-        )
+        caption = None
+        if rejected:
+            caption = f"{rejected} configs rejected by constraints not shown (--all)"
+        elif frame.empty:  # `autotune best` sends the user here: say why there is no row
+            caption = f"study {one_line(loaded.study_name)} has no trials yet"
+        table = Table(caption=caption)
         for column in columns:
             table.add_column(  # a parameter's name is text, not markup
                 Text(one_line(column)), overflow="ellipsis",

@@ -366,3 +366,17 @@ def test_a_parameter_or_metric_first_set_by_a_later_trial_is_listed_among_its_ki
     names = [cell.strip() for cell in head.strip("┃ ").split("┃")]
     assert names == ["trial", "status", "tflops", "SCHEDULE", "EPILOGUE_SUBTILE", "reason",
                      "duration_s"]  # fmt: skip
+
+
+def test_the_trials_of_a_study_without_any_say_so(tmp_path):
+    """`autotune best` of a study with no trial says "`autotune trials --study e` says why",
+    and that printed an empty table, no word."""
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    optuna.create_study(study_name="e", storage=url)
+    best = _cli("best", "--storage", url, "--study", "e", cwd=tmp_path)
+    assert best.returncode == 2 and "`autotune trials --study e` says why" in best.stderr
+    listed = _cli("trials", "--storage", url, "--study", "e", cwd=tmp_path)
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
+    assert "study e has no trials yet" in listed.stdout, listed.stdout
