@@ -227,8 +227,10 @@ def _device_cell(r: dict[str, Any]) -> str:
 
 
 def compare_html(rows: list[dict[str, Any]]) -> str:
-    """The same as a self-contained HTML table."""
-    head = "<tr><th>study</th><th>device</th><th>winner</th><th>value</th><th>elsewhere</th></tr>"
+    """The same as a self-contained HTML table: a column each for the study, its source (as
+    the text says it), its winner and value, the winner's config, and its value elsewhere."""
+    head = ("<tr><th>study</th><th>source</th><th>winner</th><th>config</th>"
+            "<th>elsewhere</th></tr>")  # fmt: skip
     body = []
     for r in rows:
         where = (
@@ -239,10 +241,12 @@ def compare_html(rows: list[dict[str, Any]]) -> str:
             )
             or "-"
         )
+        config = r["winner_config"]
+        shown_config = "-" if config is None else f"<code>{html.escape(json.dumps(config))}</code>"
         body.append(
-            f"<tr><td>{html.escape(r['study'])}</td><td>{html.escape(_device_cell(r))}"
-            f"</td><td><code>{html.escape(json.dumps(r['winner_config']))}</code></td>"
-            f"<td>{html.escape(_winner_text(r))}</td><td>{where}</td></tr>"
+            f"<tr><td>{html.escape(r['study'])}</td><td>{html.escape(_source_text(r))}"
+            f"</td><td>{html.escape(_winner_text(r))}</td><td>{shown_config}</td>"
+            f"<td>{where}</td></tr>"
         )
     differs = _differs_text(rows)
     notes = "".join(f"<p>note: {html.escape(n)}</p>" for n in compare_notes(rows))

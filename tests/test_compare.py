@@ -209,3 +209,22 @@ def test_a_study_name_with_a_control_character_is_shown_escaped(tmp_path: Path) 
     missing = _cli("compare", "plain", "nope", "--storage", url)
     assert missing.returncode == 2 and "\x1b" not in missing.stderr
     assert "stored studies: 'ctl\\x1b[31mred', plain" in missing.stderr
+
+
+def test_the_html_table_s_columns_hold_what_their_headers_name(tmp_path: Path) -> None:
+    # the "winner" column held the config, the "value" column "winner trial 1 9.00", the
+    # "device" column no workload, and a study without a winner had the config "null"
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    _study(url, "full", {1: (5.0,), 2: (9.0,)})
+    _study(url, "empty", {})
+    done = _cli("compare", "full", "empty", "--storage", url, "--output",
+                str(tmp_path / "c.html"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "c.html").read_text()
+    cells = [[c.split("</t")[0] for c in row.split("<t")[1:]]
+             for row in page.split("<tr>")[1:]]  # fmt: skip
+    assert cells[0] == ["h>study", "h>source", "h>winner", "h>config", "h>elsewhere"]
+    assert cells[1][:4] == ["d>full", "d>toy on cpu", "d>winner trial 1 9.00",
+                            'd><code>{&quot;x&quot;: 2}</code>']  # fmt: skip
+    assert cells[2] == ["d>empty", "d>toy on cpu", "d>no successful trial", "d>-", "d>-"]
+    assert "null" not in page and "None" not in page
