@@ -380,3 +380,47 @@ def test_the_trials_of_a_study_without_any_say_so(tmp_path):
     listed = _cli("trials", "--storage", url, "--study", "e", cwd=tmp_path)
     assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
     assert "study e has no trials yet" in listed.stdout, listed.stdout
+
+
+def test_a_trial_whose_driver_was_killed_is_listed_as_never_ending(tmp_path, until):
+    """A sweep killed outright (SIGKILL) leaves its trial RUNNING, and `autotune trials`
+    listed it as running, as a live sweep's, with no reason: it never ends."""
+    import signal
+    import sqlite3
+
+    (tmp_path / "slow.yaml").write_text(
+        "name: slow\nworkload: faults\nparameters:\n"
+        "  fault: {type: categorical, choices: [none]}\n"
+        "  delay: {type: categorical, choices: [60]}\n"
+    )
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", "slow.yaml",
+         "--trials", "2", "--executor", "inline", "--storage", url, "--study", "k",
+         "--warm-start", "off"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+
+        def running() -> bool:
+            try:
+                with sqlite3.connect(tmp_path / "s.db") as db:
+                    rows = db.execute("SELECT count(*) FROM trials WHERE state = 'RUNNING'")
+                    return rows.fetchone()[0] == 1
+            except sqlite3.OperationalError:  # no table yet
+                return False
+
+        assert until(running, 120), "no trial started"
+        live = _cli("trials", "--storage", url, "--format", "csv", cwd=tmp_path)
+        assert live.returncode == 0, live.stderr
+        assert live.stdout.splitlines()[1].startswith("0,running,"), live.stdout
+        assert "is gone" not in live.stdout  # its driver runs: it may still end
+    finally:
+        sweep.send_signal(signal.SIGKILL)
+        sweep.wait(timeout=30)
+    listed = _cli("trials", "--storage", url, "--format", "csv", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    row = listed.stdout.splitlines()[1]
+    assert row.startswith("0,running,") and row.endswith(
+        f",its driver (pid {sweep.pid}) is gone: it will never end (a resume closes it),"
+    ), row

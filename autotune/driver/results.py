@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from autotune.driver.trial_attrs import (
+    DRIVER,
     DURATION,
     REASON,
     STATUS,
@@ -97,6 +98,32 @@ def best_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 _LISTING_COLUMNS = ("reason", "duration_s")
 
 
+def _gone_driver(trial: optuna.trial.FrozenTrial, status: str) -> str:
+    """Why a trial listed as running never ends, where its driver ran on this host and is
+    gone (killed outright: nothing recorded it interrupted); "" otherwise (a live driver's,
+    or one on another host, which this process cannot see).
+
+    Example:
+        >>> import optuna
+        >>> gone = optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING,
+        ...     user_attrs={"driver": {"host": "elsewhere", "pid": 1}})
+        >>> _gone_driver(gone, "running")
+        ''
+    """
+    from autotune.driver.liveness import DriverIdentity
+
+    owner = trial.user_attrs.get(DRIVER)
+    if status != "running" or not isinstance(owner, dict):
+        return ""
+    try:
+        driver = DriverIdentity(str(owner.get("host")), int(owner.get("pid", -1)))
+    except (TypeError, ValueError):  # a record another program wrote
+        return ""
+    if driver.pid <= 0 or driver.is_alive_here() is not False:
+        return ""
+    return f"its driver (pid {driver.pid}) is gone: it will never end (a resume closes it)"
+
+
 def trials_frame(study: optuna.Study) -> pd.DataFrame:
     """One row per trial: number, status, reason, objective values, parameters, metrics."""
     import pandas as pd  # here: the best trial, a study's record and a listing need no pandas
@@ -132,7 +159,7 @@ def trials_frame(study: optuna.Study) -> pd.DataFrame:
             if v is not None:
                 kinds.setdefault(k, set()).add(type(v))
         row.update(metrics)
-        row["reason"] = trial.user_attrs.get(REASON, "")
+        row["reason"] = trial.user_attrs.get(REASON, "") or _gone_driver(trial, status)
         row["duration_s"] = trial.user_attrs.get(DURATION)
         rows.append(row)
     columns = ["trial", "status", *objectives, *params_seen, *metrics_seen, *_LISTING_COLUMNS]
