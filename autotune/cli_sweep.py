@@ -18,7 +18,7 @@ from autotune.cli_errors import err, interrupted_line
 from autotune.cli_parsing import writable_output
 from autotune.cli_results import print_best
 from autotune.resume_hint import say_resume
-from autotune.units import readable
+from autotune.units import named
 
 if TYPE_CHECKING:
     import optuna
@@ -248,7 +248,7 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
     winner = rows[0] if rows else None
     for row in rows:
         if row.trial in faulted and row is not winner:
-            err.print(f"         trial {row.trial}: median {readable(metric, row.median)} of "
+            err.print(f"         trial {row.trial}: median {named(metric, row.median)} of "
                       "the rounds it ran (failed in another: not a candidate)",
                       highlight=False)  # fmt: skip
             continue
@@ -268,7 +268,7 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
             noise += " (a better median, but not measurably better than the untuned default)"
         mark = "winner" if row is rows[0] else "      "
         err.print(
-            f"  {mark} trial {row.trial}: median {readable(metric, row.median)}, "
+            f"  {mark} trial {row.trial}: median {named(metric, row.median)}, "
             f"{spread_text(row.spread, len(row.samples)).removesuffix(f' over {done} rounds')}"
             f"{noise}",
             highlight=False,

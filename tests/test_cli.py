@@ -995,6 +995,22 @@ def test_a_row_that_failed_a_round_of_the_finish_is_called_no_candidate(capsys):
     assert "no config measurably beat it and ran every round" in said
 
 
+def test_a_finish_s_medians_of_a_metric_without_a_unit_are_named(capsys):
+    # `autotune tune faults --objective score` ended "winner trial 0: median 0.964, spread
+    # 0.0%" where its progress lines and best config say "0.964 score"
+    from autotune.cli_sweep import _print_finish
+    from autotune.driver.finish import FinishRow
+
+    rows = [FinishRow(0, {}, 0.964, 0.0, [0.964, 0.964], within_noise=True),
+            FinishRow(4, {}, 0.186, 0.0, [0.186, 0.186])]  # fmt: skip
+    _print_finish(rows, "score", record={"rounds": 2})
+    said = capsys.readouterr().err
+    assert "winner trial 0: median 0.964 score, spread 0.0%" in said, said
+    assert "       trial 4: median 0.186 score, spread 0.0%" in said, said
+    _print_finish(rows, "tokens_per_s", record={"rounds": 2})  # a unit: as before
+    assert "winner trial 0: median 0.964 tokens/s, spread" in capsys.readouterr().err
+
+
 def test_resuming_a_study_whose_workload_file_is_gone_is_one_line(tmp_path, steady_workload):
     # `tune --study s` after the file moved: a 47-line KeyError traceback
     url = f"sqlite:///{tmp_path / 's.db'}"
