@@ -1,8 +1,11 @@
-"""The config a trial's ``triton.Config`` holds: its parameters and, for a replay of a kernel's
-recorded table, the kernel's other tunables at the values its row recorded. A table recorded over
-every tile knob and replayed with ``--params BLOCK_M,BLOCK_N`` measured each row at some
-``num_warps``, ``num_stages``, ``SPLIT_K`` ...; a ``triton.Config`` without them would launch the
-kernel at its defaults, which is not what the figure was measured at.
+"""The config a trial's ``triton.Config`` holds: its parameters and the kernel's other tunables
+at the values the trial ran them at: for a replay of a kernel's recorded table, those its row
+recorded; for a sweep that measured, the untuned default's knobs its space did not tune (the
+study's ``untuned``). A table recorded over every tile knob and replayed with ``--params
+BLOCK_M,BLOCK_N`` measured each row at some ``num_warps``, ``num_stages``, ``SPLIT_K`` ...; a
+sweep of the tile sizes alone at M = 64 ran every trial at the default's 6 stages; a
+``triton.Config`` without them would launch the kernel at Triton's defaults (4 warps, 3 stages),
+which is not what the figure was measured at.
 
 Example:
     >>> config = recorded_config({"BLOCK_M": 64}, {"tflops": 1.0, "num_warps": 8},
@@ -18,6 +21,7 @@ from typing import Any
 
 import optuna
 
+from autotune.driver.results import study_info
 from autotune.driver.trial_attrs import trial_metrics
 from autotune.replay_info import study_replay
 
@@ -62,6 +66,21 @@ def _workload_knobs(workload: str) -> tuple[str, ...]:
 def exported_configs(
     study: optuna.Study, trials: list[optuna.trial.FrozenTrial]
 ) -> list[dict[str, Any]]:
-    """Each trial's config as its ``triton.Config`` holds it (:func:`recorded_config`)."""
+    """Each trial's config as its ``triton.Config`` holds it: a replay's by its row
+    (:func:`recorded_config`), a measured sweep's with what it held fixed (:func:`held_config`)."""
+    if study_replay(study) is None:
+        untuned = study_info(study).get("untuned") or {}
+        return [held_config(dict(t.params), untuned) for t in trials]
     knobs = kernel_knobs(study)
     return [recorded_config(dict(t.params), trial_metrics(t), knobs) for t in trials]
+
+
+def held_config(params: dict[str, Any], untuned: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with the knobs a measured sweep did not tune at the values every trial ran
+    them at (``untuned``: the untuned default's), after them.
+
+    Example:
+        >>> held_config({"BLOCK_M": 32}, {"GROUP_M": 1, "num_stages": 6, "BLOCK_M": 64})
+        {'BLOCK_M': 32, 'GROUP_M': 1, 'num_stages': 6}
+    """
+    return params | {k: v for k, v in untuned.items() if k not in params}

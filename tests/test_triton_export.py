@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
+import sys
 import time
 
 import optuna
@@ -676,3 +678,55 @@ def test_a_replay_with_some_knobs_searched_exports_the_rest_at_their_recorded_va
     assert "{'BLOCK_M': 16, 'BLOCK_N': 32, 'BLOCK_K': 64}, num_warps=4, num_stages=3)" in source
     table = triton_table_export([study], ["M", "N", "K"])
     assert "'BLOCK_K': 128" in table and "num_stages=4" in table
+
+
+def test_a_sweep_of_some_knobs_exports_the_others_at_what_its_trials_ran(tmp_path):
+    # a CPU sweep of the tile sizes alone at M = 64 ran every trial at the default's 6 stages,
+    # GROUP_M 1, SPLIT_K 1, tiled; the export wrote triton.Config({'BLOCK_M': .., 'BLOCK_N': ..,
+    # 'BLOCK_K': ..}), which @triton.autotune launched at Triton's own 3 stages
+    from autotune.kernels.matmul_triton import default_config
+
+    (tmp_path / "tiles.yaml").write_text(
+        "name: tiles\nworkload: matmul\nparameters:\n"
+        "  BLOCK_M: {type: pow2, low: 16, high: 32}\n  BLOCK_N: {type: pow2, low: 32, high: 64}\n"
+        "  BLOCK_K: {type: pow2, low: 32, high: 64}\n"
+    )  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cli = [sys.executable, "-m", "autotune.cli"]
+    tuned = subprocess.run(
+        [*cli, "tune", "matmul", "--space", str(tmp_path / "tiles.yaml"), "--problem",
+         "M=64,N=64,K=64", "--device", "cpu", "--trials", "2", "--finish-top", "0",
+         "--executor", "inline", "--storage", url, "--study", "s"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    drop = ",".join(f"{k}={v}" for k, v in RENAME.items())
+    exported = subprocess.run([*cli, "export", "--to", "triton", "--storage", url, "--rename",
+                               drop], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    mod: dict = {}
+    exec(compile(exported.stdout, "tiles.py", "exec"), mod)  # noqa: S102 - as a kernel imports it
+    ran = default_config(64, 64, 64)  # what every trial ran for the knobs it did not tune
+    assert ran["num_stages"] != 3 and len(mod["configs"]) == 2
+    for config in mod["configs"]:
+        assert (config.num_warps, config.num_stages) == (ran["num_warps"], ran["num_stages"])
+        assert config.kwargs["GROUP_SIZE_M"] == ran["GROUP_M"]
+    assert "Dropped for a kernel without them: SCHEDULE (values: tiled); SPLIT_K (values: 1)" in (
+        exported.stdout
+    )
+    # the kernel the project did not write runs them under a real @triton.autotune
+    bench = {"do_bench": lambda call, quantiles: [call() or 1.0] * len(quantiles)}
+    timing = bench if DEVICE == "cpu" else {}
+    kernel = triton.autotune(configs=mod["configs"], key=["M", "N", "K"], **timing)(
+        tutorial_style_matmul
+    )
+    M = N = K = 64
+    a, b = torch.randn(M, K, device=DEVICE), torch.randn(K, N, device=DEVICE)
+    c = torch.empty(M, N, device=DEVICE)
+
+    def grid(meta):
+        return (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
+
+    kernel[grid](a, b, c, M, N, K)
+    assert kernel.best_config.num_stages == ran["num_stages"]
+    assert torch.allclose(c, a @ b, atol=1e-3, rtol=1e-3)
