@@ -94,6 +94,8 @@ def accelerate_export(record: dict[str, Any]) -> TrainExport:
         notes.update(fsdp2_reduce_note(precision, "accelerate"))
     if precision == "fp8":
         notes.pop("precision")  # mixed_precision fp8 with the AO backend holds it
+    if layout in ("ddp", "fsdp2") and measured_on_cpu(record):
+        notes["layout"] = _accelerate_cpu_launch_note(record, layout, micro * accum)
     if layout == "tp":
         n = world_size(record)
         # without it prepare() wraps the model in DDP, which refuses its DTensor weights
@@ -119,3 +121,34 @@ def _accelerate_tp_note(record: dict[str, Any], n: int) -> str:
             "MULTI_CPU): set use_cpu false and distributed_type MULTI_GPU"
         )
     return note
+
+
+def _accelerate_cpu_launch_note(record: dict[str, Any], layout: str, per_process: int) -> str:
+    """How a data-parallel winner over CPU processes starts them under accelerate: its launcher
+    starts a MULTI_CPU config's processes only through MPI (mpirun), and alone runs one, which
+    takes ``per_process`` samples of the global batch a step; an FSDP one's through torchrun,
+    each training alone unless ``ACCELERATE_USE_CPU`` is in its environment (the file's
+    ``use_cpu`` does not reach them). ``--multi_gpu`` has the launcher start them through
+    torchrun, and ``ACCELERATE_USE_CPU=true`` has ``Accelerator()`` join them over gloo.
+
+    Example:
+        >>> note = _accelerate_cpu_launch_note(
+        ...     {"problem": {"world_size": 2, "global_batch": 8}, "device": {"type": "cpu"}},
+        ...     "ddp", 4)
+        >>> note[note.index("; start") + 2:note.index(" SCRIPT") + 7]
+        'start them as ACCELERATE_USE_CPU=true accelerate launch --config_file THIS --multi_gpu SCRIPT'
+    """  # noqa: E501
+    n = world_size(record)
+    command = "ACCELERATE_USE_CPU=true accelerate launch --config_file THIS --multi_gpu SCRIPT"
+    if layout == "ddp":
+        alone = (f"accelerate launch starts MULTI_CPU's {n} processes only through MPI "
+                 f"(mpirun); without it it runs one process, which trains {per_process} samples "
+                 f"of the global batch {record['problem']['global_batch']} a step")  # fmt: skip
+    else:
+        alone = (f"accelerate launch starts {n} processes, but each trains alone (the file's "
+                 "use_cpu does not reach them) unless ACCELERATE_USE_CPU=true is in their "
+                 "environment; accelerate then runs them as MULTI_CPU")  # fmt: skip
+    return (
+        f"{layout} over {ran_on(record)}: {alone}; start them as {command} (torchrun's {n} "
+        "processes, data parallel over gloo)"
+    )

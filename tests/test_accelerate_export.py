@@ -98,3 +98,50 @@ def test_a_multi_process_sweep_on_a_cpu_is_exported_to_accelerate_as_multi_cpu()
     on_gpu = {**on_cpu, "device": {"type": "cuda", "name": "H100"}}
     assert training_export(on_gpu, "accelerate").settings["distributed_type"] == "MULTI_GPU"
     assert "over 2 GPUs" in training_export(on_gpu, "hf").not_expressed["layout"]
+
+
+_ACCELERATE_PROCESS = """
+import json, os
+from accelerate import Accelerator
+a = Accelerator()
+said = [a.num_processes, a.process_index, a.distributed_type.value]
+os.write(1, (json.dumps(said) + "\\n").encode())  # one write: the ranks' lines stay whole
+"""
+
+
+@pytest.mark.parametrize("layout", ["ddp", "fsdp2"])
+def test_a_cpu_sweeps_processes_start_as_its_accelerate_note_says(tmp_path, layout):
+    # a ddp winner over 2 gloo processes, written MULTI_CPU, started under `accelerate launch
+    # --config_file` as one process (accelerate starts MULTI_CPU's through mpirun alone), which
+    # trained half the global batch a step; an fsdp2 one as 2 processes that each trained alone
+    # (DistributedType NO: the file's use_cpu never reached them); the export said neither
+    pytest.importorskip("accelerate")
+    import os
+
+    on_cpu = {**_parallel(layout=layout), "problem": {**PARALLEL, "world_size": 2},
+              "device": {"type": "cpu"}}  # fmt: skip
+    out = training_export(on_cpu, "accelerate")
+    note = out.not_expressed["layout"]
+    command = "ACCELERATE_USE_CPU=true accelerate launch --config_file THIS --multi_gpu SCRIPT"
+    assert note.startswith(f"{layout} over 2 CPU processes: ") and command in note
+    config, script = tmp_path / "accelerate.yaml", tmp_path / "rank.py"
+    config.write_text(out.text)
+    script.write_text(_ACCELERATE_PROCESS)
+    launch = [sys.executable, "-P", "-m", "accelerate.commands.launch", "--config_file",
+              str(config), "--main_process_port", "0"]  # fmt: skip
+
+    def started(*extra: str, env: dict[str, str] | None = None) -> list[list]:
+        with own_group([*launch, *extra, str(script)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True,
+                       env={**os.environ, **(env or {})}) as done:  # fmt: skip
+            stdout, stderr = done.communicate(timeout=180)
+        assert done.returncode == 0, stderr[-2000:]
+        return sorted(json.loads(line) for line in stdout.splitlines() if line.startswith("["))
+
+    plain = started()
+    assert plain in ([[1, 0, "NO"]], [[1, 0, "NO"], [1, 0, "NO"]])  # one, or two alone
+    # the note's command: both processes, one data-parallel group over gloo
+    assert started("--multi_gpu", env={"ACCELERATE_USE_CPU": "true"}) == [
+        [2, 0, "MULTI_CPU"],
+        [2, 1, "MULTI_CPU"],
+    ]
