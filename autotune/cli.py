@@ -39,7 +39,7 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
 )
 from autotune.cli_stdout import result_only
 from autotune.process_end import end_process, process_started
-from autotune.redact import redact, redact_url
+from autotune.redact import redact, redact_url, redact_values
 from autotune.units import readable
 
 #: When this command's process started (:func:`process_started`): ``--time-budget`` counts
@@ -338,7 +338,7 @@ def record(
     )
     check_recordable(space_obj)  # a float parameter has no grid to count: one line, not a crash
     err.print(
-        f"recording {workload} {problem_values} on {device_info['name']} "
+        f"recording {workload} {redact_values(problem_values)} on {device_info['name']} "
         f"({space_obj.grid_size()} configs before constraints) -> {output}"
     )
 

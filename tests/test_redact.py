@@ -366,3 +366,19 @@ def test_a_blank_storage_variable_is_refused_not_read_as_unset(tmp_path) -> None
     given = _cli("trials", "--storage", "memory", env={"AUTOTUNE_STORAGE": ""}, cwd=tmp_path)
     assert "holds no study" in given.stderr  # --storage given: the variable is not read
     assert not (tmp_path / "autotune.db").exists()
+
+
+def test_a_recordings_header_line_keeps_the_commands_secrets_out(tmp_path) -> None:
+    # `autotune record` printed its problem as given ("recording server {'command': '... --api-key
+    # SEKRET5555 ...'}") on stderr, where the CSV it wrote and a sweep's header left them out
+    (tmp_path / "echo.py").write_text(ECHO)
+    (tmp_path / "s.yaml").write_text("workload: server\nparameters:\n"
+                                     "  max_num_seqs: {type: pow2, low: 4, high: 4}\n")  # fmt: skip
+    command = (f"command={sys.executable} echo.py --port {{port}} -n {{max_num_seqs}} "
+               "--api-key SEKRET5555 --db postgresql://u:SEKRET6666@h/db")  # fmt: skip
+    done = _cli("record", "server", "--space", "s.yaml", "--problem", command, "--output",
+                "r.csv", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0 and "--api-key ***" in done.stderr, done.stderr
+    assert "postgresql://u:***@h/db" in done.stderr
+    for text in (done.stdout, done.stderr, (tmp_path / "r.csv").read_text()):
+        assert "SEKRET" not in text
