@@ -86,10 +86,11 @@ _FLAG_SECRET = re.compile(
 )
 # an environment assignment that holds a secret (env HF_TOKEN=X srv, PGPASSWORD='X',
 # OPENAI_API_KEY=X: as a command template sets them), a word of its own or a --problem
-# value's (command=HF_TOKEN=X, a,token=X); not max_tokens=16
+# value's (command=HF_TOKEN=X, a,token=X); not max_tokens=16, nor a rate per token (a metric,
+# --slo energy_j_per_token=1.5)
 _ENV_SECRET = re.compile(
     r"(?P<head>(?<![^\s'\"=,])[A-Za-z0-9_]*(?:password|passwd|secret|token|api_?key|access_key)"
-    r"=(?P<quote>['\"])?)(?P<secret>(?(quote)[^'\"]*|[^\s'\"]+))",
+    r"(?<!_per_token)=(?P<quote>['\"])?)(?P<secret>(?(quote)[^'\"]*|[^\s'\"]+))",
     re.IGNORECASE,
 )
 # an HTTP credential on a command line or in a header a server echoes ("Authorization: Bearer

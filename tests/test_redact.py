@@ -382,3 +382,25 @@ def test_a_recordings_header_line_keeps_the_commands_secrets_out(tmp_path) -> No
     assert "postgresql://u:***@h/db" in done.stderr
     for text in (done.stdout, done.stderr, (tmp_path / "r.csv").read_text()):
         assert "SEKRET" not in text
+
+
+def test_a_metric_per_token_is_no_secret(tmp_path) -> None:
+    # `--slo energy_j_per_token=1.5` (a serving metric) read as an assignment of a token: the
+    # stored command line, its export and report showed energy_j_per_token=***, and a refusal
+    # of the limit hid the limit it refused; a name that only ends so (SUPER_TOKEN) is one
+    assert redact("--slo energy_j_per_token=1.5,kv_bytes_per_token=64") == (
+        "--slo energy_j_per_token=1.5,kv_bytes_per_token=64"
+    )
+    assert redact("env HF_TOKEN=x1 SUPER_TOKEN=x2 srv") == "env HF_TOKEN=*** SUPER_TOKEN=*** srv"
+    table = tmp_path / "t.csv"
+    table.write_text("BM,tflops,energy_j_per_token\n16,1.0,0.5\n32,2.0,2.5\n64,3.0,1.0\n")
+    replay = ["--replay", str(table), "--params", "BM", "--metric", "tflops"]
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    done = _cli("tune", *replay, "--slo", "energy_j_per_token=1.5", "--trials", "3", "--storage",
+                url, "--study", "e", "--executor", "inline", "--finish-top", "0")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    export = json.loads(_cli("export", "--storage", url, "--to", "json").stdout)
+    assert "--slo energy_j_per_token=1.5 " in export["command"]
+    refused = _cli("tune", *replay, "--slo", "energy_j_per_token=lots", "--storage", "memory")
+    assert refused.returncode == 2
+    assert "--slo: 'energy_j_per_token=lots' is not METRIC=LIMIT" in refused.stderr
