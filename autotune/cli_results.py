@@ -287,7 +287,9 @@ def export(
     top = top or 5
     side: Path | None = None  # the notes file this export writes, if any
     if not table and (studies is not None or key != TABLE_KEY):
-        raise UsageError(f"{'--studies' if studies is not None else '--key'} applies to --table")
+        # "--key: ": "--key X" reads as a secret's option and shows X as *** (autotune.redact)
+        raise UsageError("--studies applies to --table" if studies is not None
+                         else "--key: applies to --table")  # fmt: skip
     if table:
         if to != "triton":
             raise UsageError("--table needs --to triton")

@@ -58,14 +58,14 @@ def _shape_of(study_name: str, problem: dict[str, Any], key: list[str]) -> tuple
         >>> _shape_of("s", {"M": 64, "N": 128, "dtype": "bf16"}, ["M", "N", "K"])
         Traceback (most recent call last):
         ...
-        autotune.triton_names.TritonExportError: --key M,N,K: ... no K; ...: this one has M,N
+        autotune.triton_names.TritonExportError: --key: ... no K; ...: this one has M,N
     """
     missing = [k for k in key if k not in problem]
     if missing:
         sizes = [k for k, v in problem.items() if _whole(v) is not None]
         raise TritonExportError(
-            f"--key {','.join(key)}: study {study_name!r}'s problem has no {missing[0]}; a "
-            "table's key names the problem's sizes (M,N,K unless --key says)"
+            f"--key: study {study_name!r}'s problem has no {missing[0]}; a table's key (here "
+            f"{','.join(key)}) names the problem's sizes (M,N,K by default)"
             + (f": this one has {','.join(sizes)}" if sizes else "")
         )
     shape = []
@@ -73,7 +73,7 @@ def _shape_of(study_name: str, problem: dict[str, Any], key: list[str]) -> tuple
         whole = _whole(problem[k])
         if whole is None:
             raise TritonExportError(
-                f"--key {k}: study {study_name!r} has {k}={problem[k]!r}; a shape is whole "
+                f"--key: study {study_name!r} has {k}={problem[k]!r}; a shape is whole "
                 "numbers (a table holds one dtype and layout already)"
             )
         shape.append(whole)
@@ -286,7 +286,7 @@ def _check_one_problem(problems: list[tuple[str, dict[str, Any]]], key: list[str
                     for p in (first, problem)]  # fmt: skip
             raise TritonExportError(
                 f"one table holds one {value}: study {first_name!r} has {said[0]}, study "
-                f"{name!r} has {said[1]} (a table's shapes differ only in --key "
+                f"{name!r} has {said[1]} (a table's shapes differ only in its key, "
                 f"{','.join(key)})"
             )
 

@@ -1122,3 +1122,21 @@ def test_a_default_a_constraint_rules_out_is_said_and_no_finish_claims_it(tmp_pa
     assert "plain.yaml's constraint above: no default is measured first" in said, ran.stderr
     finish = next(line for line in ran.stderr.splitlines() if line.startswith("finish:"))
     assert finish.startswith("finish: the top configs re-measured"), ran.stderr
+
+
+def test_a_refused_key_is_named_as_given_not_as_a_secret(tmp_path, replay_table):
+    # "--key X" is a secret's option on a server's command line, and every error line is
+    # redacted: `--key M,N` without --table said "--key *** to --table", and a key the study's
+    # problem lacks "--key *** study 'k''s problem has no nosuch; ... (M,N,K unless --key ***"
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    assert autotune("tune", "--replay", str(replay_table), "--params", "BM,BN", "--metric",
+                    "tflops", "--trials", "2", "--storage", url, "--study", "k", "--executor",
+                    "inline", "--finish-top", "0").returncode == 0  # fmt: skip
+    for args, says in [
+        (("--key", "M,N"), "error: --key: applies to --table"),
+        (("--table", "--key", "nosuch"), "error: --key: study 'k''s problem has no nosuch; a "
+                                         "table's key (here nosuch) names the problem's sizes "
+                                         "(M,N,K by default)"),
+    ]:  # fmt: skip
+        done = autotune("export", "--to", "triton", "--storage", url, *args)
+        assert done.returncode == 2 and done.stderr.strip() == says, done.stderr

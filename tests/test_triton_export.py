@@ -381,7 +381,7 @@ def test_a_table_of_values_that_are_not_finite_imports(tmp_path):
 def test_a_key_must_name_whole_numbers(tmp_path):
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
     study = _study("a", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
-    with pytest.raises(TritonExportError, match="--key dtype: study 'a' has dtype='fp16'"):
+    with pytest.raises(TritonExportError, match="--key: study 'a' has dtype='fp16'"):
         triton_table_export([study], ["M", "dtype"])
     with pytest.raises(TritonExportError, match="--key: name the problem values"):
         triton_table_export([study], [])
@@ -395,7 +395,7 @@ def test_a_shape_value_with_a_fraction_is_refused_not_truncated(tmp_path):
     for study, m in zip(studies, (1.5, 1.9), strict=True):
         info = study.user_attrs[STUDY]
         study.set_user_attr(STUDY, {**info, "problem": {**info["problem"], "M": m}})
-    with pytest.raises(TritonExportError, match="--key M: study 'm15' has M=1.5; a shape is"):
+    with pytest.raises(TritonExportError, match="--key: study 'm15' has M=1.5; a shape is"):
         triton_table_export(studies, ["M", "N", "K"])
     for bad in (float("inf"), True):
         studies[0].set_user_attr(STUDY, {**info, "problem": {**info["problem"], "M": bad}})
