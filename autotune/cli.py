@@ -329,14 +329,21 @@ def record(
     quiet_libraries()
     writable_output(output, inputs={"--space": space})
     from autotune.record import check_recordable, record_grid
-    from autotune.workload_setup import resolve_workload
+    from autotune.workload_checks import check_objective_hooks
+    from autotune.workload_setup import built_objective, resolve_workload
 
     device_info = _select_device(device)
     workload = workload_name(workload)
+    typed = parse_problem(problem)
     objective_cls, space_obj, problem_values = resolve_workload(
-        workload, space, parse_problem(problem), device_info
+        workload, space, dict(typed), device_info
     )
     check_recordable(space_obj)  # a float parameter has no grid to count: one line, not a crash
+    # as a sweep checks them: a problem value the objective refuses (lr=-1), a server command
+    # whose program is not there, would crash every config of the grid, one by one
+    objective_obj, _ = built_objective(workload, objective_cls, problem_values, typed)
+    check_objective_hooks(objective_obj, objective_cls, workload, space_obj, None, trial_timeout,
+                          typed)  # fmt: skip
     err.print(
         f"recording {workload} {redact_values(problem_values)} on {device_info['name']} "
         f"({space_obj.grid_size()} configs before constraints) -> {output}"

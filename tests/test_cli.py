@@ -1140,3 +1140,21 @@ def test_a_refused_key_is_named_as_given_not_as_a_secret(tmp_path, replay_table)
     ]:  # fmt: skip
         done = autotune("export", "--to", "triton", "--storage", url, *args)
         assert done.returncode == 2 and done.stderr.strip() == says, done.stderr
+
+
+def test_a_recording_refuses_what_a_sweep_refuses_before_any_config(tmp_path):
+    # `record` skipped the objective's own checks that `tune` runs first: lr=-1 wrote a CSV of
+    # crashed rows (exit 0), a server whose program is not installed crashed 330 configs
+    command = "command=no-such-server-xyz --port {port} -n {max_num_seqs}"
+    (tmp_path / "s.yaml").write_text("workload: server\nparameters:\n"
+                                     "  max_num_seqs: {type: pow2, low: 4, high: 8}\n")  # fmt: skip
+    for args, says in [
+        (("train-step", "--problem", "lr=-1", "--device", "cpu"), "--problem: lr=-1 must be "
+                                                                  "positive"),
+        (("server", "--space", "s.yaml", "--problem", command), "no program no-such-server-xyz on "
+                                                               "PATH"),
+    ]:  # fmt: skip
+        done = autotune("record", *args, "--output", "r.csv", "--limit", "2", cwd=tmp_path)
+        assert done.returncode == 2 and says in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert not (tmp_path / "r.csv").exists()
