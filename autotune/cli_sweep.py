@@ -62,6 +62,12 @@ def run_settings(
                                     **{f"the space file {f} the sweep's space includes": f
                                        for f in settings.space.includes},
                                     **modules_run(settings)})  # fmt: skip
+    if settings.notes and settings.study_name is not None:
+        # a stored study this sweep may not resume is refused in one line, not after its notes
+        from autotune.driver.study_setup import check_resumable
+        from autotune.storage import open_storage
+
+        check_resumable(settings, open_storage(settings.storage))
     for note in settings.notes:
         err.print(f"note: {note}", highlight=False, soft_wrap=True)
     from autotune.objectives import get_objective

@@ -1158,3 +1158,21 @@ def test_a_recording_refuses_what_a_sweep_refuses_before_any_config(tmp_path):
         assert done.returncode == 2 and says in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert not (tmp_path / "r.csv").exists()
+
+
+def test_a_refused_resume_is_one_line_without_the_sweeps_notes_before_it(tmp_path, replay_table):
+    # a replay at fewer --params notes that one config's rows were merged; that note was
+    # printed first, and the refusal to resume a study at other params came as a second line
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    stored = ("--storage", url, "--study", "k", "--executor", "inline", "--finish-top", "0")
+    assert autotune("tune", "--replay", str(replay_table), "--params", "BM,BN", "--metric",
+                    "tflops", "--trials", "2", *stored).returncode == 0  # fmt: skip
+    before = stored_studies(url)
+    done = autotune("tune", "--replay", str(replay_table), "--params", "BM", "--metric",
+                    "tflops", "--trials", "3", *stored)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "error: study 'k' holds a sweep at params=['BM', 'BN']; it cannot resume at "
+        "params=['BM'] (start another --study)"
+    )
+    assert stored_studies(url) == before
