@@ -346,7 +346,10 @@ def record(
                           typed)  # fmt: skip
     err.print(
         f"recording {workload} {redact_values(problem_values)} on {device_info['name']} "
-        f"({space_obj.grid_size()} configs before constraints) -> {output}"
+        f"({space_obj.grid_size()} configs before constraints) -> {output}",
+        markup=False,  # a value's "[/models/m]" is text, not a closing tag (a MarkupError)
+        highlight=False,
+        soft_wrap=True,
     )
 
     def on_row(i: int, n: int, row: dict[str, Any]) -> None:

@@ -1176,3 +1176,16 @@ def test_a_refused_resume_is_one_line_without_the_sweeps_notes_before_it(tmp_pat
         "params=['BM'] (start another --study)"
     )
     assert stored_studies(url) == before
+
+
+def test_a_recordings_header_shows_a_bracketed_value_as_written(tmp_path):
+    # the header line was printed as rich markup: a command naming "[/models/m]" ended the
+    # recording in a MarkupError traceback (exit 1) before any config
+    (tmp_path / "s.yaml").write_text("workload: server\nparameters:\n"
+                                     "  max_num_seqs: {type: pow2, low: 4, high: 4}\n")  # fmt: skip
+    command = f"command={sys.executable} -c pass --port {{port}} -n {{max_num_seqs}} [/models/m]"
+    done = autotune("record", "server", "--space", "s.yaml", "--problem", command, "--output",
+                    "r.csv", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "-n {max_num_seqs} [/models/m]'" in done.stderr.splitlines()[0]
+    assert "crashed" in (tmp_path / "r.csv").read_text()
