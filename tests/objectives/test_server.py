@@ -233,6 +233,17 @@ def test_a_trace_file_is_replayed_by_the_server_workload(tmp_path) -> None:
     assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(5, rel=1e-6)
 
 
+def test_a_burst_of_requests_is_served_by_the_engine_server_not_reset(tmp_path) -> None:
+    # 64 requests sent at once, a quarter of the default's 256 sequences: the server's listen
+    # backlog was socketserver's 5, and 22-43 of them read "Connection reset by peer"
+    trace = tmp_path / "burst.jsonl"
+    trace.write_text('{"arrival": 0.0, "prompt_len": 16, "output_len": 2}\n' * 64)
+    obj = _objective(trace=str(trace), slo_ttft_ms=60_000.0, slo_tpot_ms=60_000.0)
+    m = obj.evaluate(obj.default_config())
+    assert m.metrics["requests"] == 64 and m.metrics["errors"] == 0
+    assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(128, rel=1e-6)
+
+
 def test_a_trace_no_server_could_replay_is_refused_before_any_trial(tmp_path) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 3}\n'
