@@ -240,8 +240,9 @@ class ServerObjective(Objective):
             log = OutputTail()  # the last of what it prints: kept for a failure's reason
             with running(argv, log) as proc:
                 self._wait_healthy(proc, port, log)
+                bodies = self._bodies()  # built before the clock: not in the served time
                 started = time.perf_counter()
-                results = self._replay(port, api_key(argv), proc)
+                results = self._replay(port, api_key(argv), proc, bodies)
                 wall = time.perf_counter() - started
                 failed = [r["error"] for r in results if "error" in r]
                 if failed and proc.poll() is None:  # a crash cut the streams: its exit may
@@ -278,19 +279,42 @@ class ServerObjective(Objective):
         raise TrialTimeout(f"the server was not healthy within {self.problem['startup_timeout_s']}"
                            " s")  # fmt: skip
 
+    def _bodies(self) -> list[dict[str, Any]]:
+        """Each request's body: the trace's lengths, a prompt of random token ids (from
+        ``seed`` + 1) and the output its ``max_tokens`` forces."""
+        p = self.problem
+        rng = random.Random(int(p["seed"]) + 1)
+        return [
+            {"model": p["model"], "max_tokens": e.output_len, "stream": True,
+             "prompt": [rng.randrange(int(p["vocab"])) for _ in range(e.prompt_len)],
+             "stream_options": {"include_usage": True}, "ignore_eos": True,
+             "min_tokens": e.output_len}
+            for e in self.trace
+        ]  # fmt: skip
+
     def _replay(
-        self, port: int, key: str | None = None, proc: subprocess.Popen | None = None
+        self,
+        port: int,
+        key: str | None = None,
+        proc: subprocess.Popen | None = None,
+        bodies: list[dict[str, Any]] | None = None,
     ) -> list[dict[str, Any]]:
         """Each request of the trace streamed at its arrival time, on a thread of its own: what
         :func:`~autotune.objectives.server_stream.stream_request` recorded of each, or its
-        ``error``. Once ``proc`` (the server) has exited, no further request is sent."""
-        p = self.problem
+        ``error``. Once ``proc`` (the server) has exited, no further request is sent.
+
+        A request's ``sent`` is its arrival in the trace (on the ``perf_counter`` clock), not
+        the moment its thread got to send it, as the engine's replay counts from the arrival:
+        a burst's later requests wait on this process (a 64-request burst of 4,000-token
+        prompts was sent up to 369 ms late, prompts built one by one as it ran), and a TTFT
+        from the send left that wait out. The prompts (``bodies``, else :meth:`_bodies`) are
+        built before the clock starts."""
         trace = self.trace
-        rng = random.Random(int(p["seed"]) + 1)
+        bodies = self._bodies() if bodies is None else bodies
         results: list[dict[str, Any]] = [{} for _ in trace]
         start = time.perf_counter()
         threads = []
-        for index, entry in enumerate(trace):
+        for index, (entry, body) in enumerate(zip(trace, bodies, strict=True)):
             delay = entry.arrival_s - (time.perf_counter() - start)
             if delay > 0:
                 time.sleep(delay)
@@ -298,12 +322,9 @@ class ServerObjective(Objective):
                 for unsent in results[index:]:
                     unsent["error"] = "not sent: the server had exited"
                 break
-            prompt = [rng.randrange(int(p["vocab"])) for _ in range(entry.prompt_len)]
-            body = {"model": p["model"], "prompt": prompt, "max_tokens": entry.output_len,
-                    "stream": True, "stream_options": {"include_usage": True},
-                    "ignore_eos": True, "min_tokens": entry.output_len}  # fmt: skip
+            due = start + entry.arrival_s
             t = threading.Thread(target=stream_request, args=(port, body, results[index], key),
-                                 daemon=True)  # fmt: skip
+                                 kwargs={"due": due}, daemon=True)  # fmt: skip
             t.start()
             threads.append(t)
         for t in threads:

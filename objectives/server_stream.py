@@ -36,13 +36,19 @@ def api_key(argv: list[str]) -> str | None:
 
 
 def stream_request(
-    port: int, body: dict[str, Any], out: dict[str, Any], key: str | None = None
+    port: int,
+    body: dict[str, Any],
+    out: dict[str, Any],
+    key: str | None = None,
+    due: float | None = None,
 ) -> None:
     """One streaming completion: its send time, when its first and last tokens came and how
     many it got (:class:`StreamTokens`), or the error (an HTTP status with its reason and the
     body's error message, an error event, no token at all). ``key``: sent as
-    ``Authorization: Bearer KEY``, as OpenAI's clients send it."""
-    sent = time.perf_counter()
+    ``Authorization: Bearer KEY``, as OpenAI's clients send it. ``due``: when the trace has
+    the request arrive (``time.perf_counter``), recorded as its ``sent`` however late this
+    thread starts sending it; None: now."""
+    sent = time.perf_counter() if due is None else due
     tokens = StreamTokens()
     done = False
     headers = {"Content-Type": "application/json"}

@@ -244,6 +244,25 @@ def test_a_burst_of_requests_is_served_by_the_engine_server_not_reset(tmp_path) 
     assert m.metrics["output_tok_s"] * m.metrics["wall_s"] == pytest.approx(128, rel=1e-6)
 
 
+def test_a_requests_ttft_counts_from_its_arrival_in_the_trace_not_its_send(tmp_path) -> None:
+    # a burst: this process sends its requests one thread after another, the later ones
+    # tens to hundreds of ms after their arrival; that wait is part of their TTFT, as it is
+    # in the engine's replay (the send time left it out)
+    trace = tmp_path / "burst.jsonl"
+    trace.write_text('{"arrival": 0.0, "prompt_len": 64, "output_len": 2}\n' * 16)
+    obj = _objective(trace=str(trace))
+    port = free_port()
+    argv = format_command(ENGINE, {**obj.problem, **obj.default_config(), "port": port})
+    with tempfile.TemporaryFile("w+") as log, running(argv, log) as proc:
+        obj._wait_healthy(proc, port, log)
+        before = time.perf_counter()
+        results = obj._replay(port)
+    assert not [r["error"] for r in results if "error" in r]
+    # every request arrived at once, the replay's start: each one's TTFT counts from there
+    assert len({r["sent"] for r in results}) == 1
+    assert before <= results[0]["sent"] <= min(r["first"] for r in results)
+
+
 def test_a_trace_no_server_could_replay_is_refused_before_any_trial(tmp_path) -> None:
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 3}\n'
