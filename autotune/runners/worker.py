@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from autotune.failures import Diverged, TrialStatus, classify
+from autotune.objectives.server_watchdog import await_leftovers
 from autotune.runners.base import (
     PruneCheck,
     Runner,
@@ -43,6 +44,9 @@ _POLL_S = 0.25
 _CLOSE_S = 10.0
 #: how often a worker checks that its driver is still alive
 _DRIVER_CHECK_S = 1.0
+#: how long a killed trial's server may take to go (its watchdog's SIGTERM grace, 10 s, and
+#: a second for the SIGKILL) before it is killed here
+_SERVER_GRACE_S = 11.0
 
 
 def _progress_bars_lock_in_process() -> None:
@@ -340,6 +344,13 @@ class IsolatedRunner(Runner):
         if conn is not None:
             with contextlib.suppress(OSError):
                 conn.close()
+        if process is not None:
+            # a server the killed trial started (the server workload's, in a session of its
+            # own) is being stopped by its watchdog: SIGTERM, SIGKILL 10 s later. Wait for
+            # it, so that a sweep stopped by Ctrl-C or ended by a trial timeout returns with
+            # none left holding its port and GPU memory (one that ignores SIGTERM outlived
+            # the command by 10 s)
+            await_leftovers(_SERVER_GRACE_S)
 
     def close(self) -> None:
         """Stop the worker: politely when idle (its objective's ``close()`` gets up to 10 s,

@@ -332,6 +332,39 @@ def test_a_killed_worker_takes_its_servers_whole_process_group_down(until, tmp_p
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_sweep_stopped_by_ctrl_c_returns_with_no_server_left(until, tmp_path) -> None:
+    # the worker is killed at once; its server, which ignores SIGTERM, got its watchdog's
+    # SIGKILL 10 s later, by when `autotune tune` had returned with it still holding its port
+    script = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" + _SERVER
+    (tmp_path / "server.py").write_text(script)
+    (tmp_path / "seqs.yaml").write_text("name: seqs\nworkload: server\nparameters:\n"
+                                        "  n: {type: categorical, choices: [4]}\n")  # fmt: skip
+    info = tmp_path / "server.txt"
+    command = f"{sys.executable} {tmp_path / 'server.py'} {{port}} {info} {{n}}"
+    sweep = subprocess.Popen(
+        [*CLI, "tune", "server", "--space", str(tmp_path / "seqs.yaml"), "--problem",
+         f"command={command},startup_timeout_s=200", "--trials", "1", "--finish-top", "0",
+         "--storage", "memory"],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    server = child = 0
+    try:
+        assert until(info.exists, 120), "the server never started"
+        server, child, port = map(int, info.read_text().split())
+        os.killpg(sweep.pid, signal.SIGINT)  # the terminal's Ctrl-C: the sweep's group
+        _, err = sweep.communicate(timeout=60)
+        assert sweep.returncode == 130, err
+        assert not _alive(server) and not _alive(child) and _port_is_free(port)
+    finally:
+        sweep.kill()
+        sweep.wait()
+        for pid in (server, child):
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
 def test_the_watchdog_kills_a_group_that_ignores_sigterm_after_the_grace() -> None:
     ignores = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
     group = subprocess.Popen([sys.executable, "-c", ignores], start_new_session=True)
