@@ -372,14 +372,23 @@ class TrainStepObjective(Objective):
             RuntimeError: e.g. an attention backend that cannot run these inputs.
         """
         tc = self.parse_config(config)
+        # the untuned default (a sweep's trial 0) is its own reference: the reference run would
+        # train the same config on the same model and data again (the same losses), which
+        # doubled trial 0's time
+        own_reference = False
         if self.check_numerics and not self._reference_running and self._reference is None:
-            try:  # before this trial's model exists: the two never share the device's memory
-                self.reference_losses()
-            except Exception as exc:  # noqa: BLE001 - the trial runs on, its numerics unchecked
-                self._reference = []
-                self._reference_error = f"the reference run failed: {type(exc).__name__}"
+            if self._is_default(tc):
+                own_reference = True
+            else:
+                try:  # before this trial's model exists: the two never share the device's memory
+                    self.reference_losses()
+                except Exception as exc:  # noqa: BLE001 - the trial runs on, numerics unchecked
+                    self._reference = []
+                    self._reference_error = f"the reference run failed: {type(exc).__name__}"
         cfg = self.model_config
         result = self.run(tc, report)
+        if own_reference:  # only a run that ended: a failed one leaves the next trial to make it
+            self._reference = list(result.losses)
         numerics = self._numerics_gate(config, result.losses, result.skipped)
         peak_gb = result.peak_bytes / 1e9 if result.peak_bytes is not None else None
         # the CPU's resident set holds the process's own footprint and the allocator's
@@ -422,9 +431,18 @@ class TrainStepObjective(Objective):
             telemetry=read_telemetry(self.device.index or 0),
         )
 
+    def _is_default(self, tc: TrainConfig) -> bool:
+        """Whether ``tc`` trains as the untuned default does (False where the default cannot
+        run this problem: a global batch that does not share out over the processes)."""
+        try:
+            return tc == self.parse_config(self.default_config())
+        except Infeasible:
+            return False
+
     def reference_losses(self) -> list[float]:
         """The loss after every step of the untuned default config on this model and data
-        (run once per process): what every config's trajectory is checked against."""
+        (run once per process, or taken from the default's own trial where that came first):
+        what every config's trajectory is checked against."""
         if self._reference is None:
             self._reference = []
             self._reference_running = True

@@ -99,6 +99,17 @@ def test_the_default_of_several_processes_is_ddp_and_the_numerics_gate_checks_it
     assert metrics["numerics_gap"] < 0.01  # against the DDP reference run
 
 
+def test_a_problem_whose_default_cannot_share_its_batch_out_still_runs_tensor_parallel() -> None:
+    # 3 sequences over 2 processes: the default (ddp) cannot run, tensor parallel can; the
+    # check of whether a trial is the default (its own reference run) must not refuse it
+    obj = TrainStepObjective({**TINY, "global_batch": 3, "world_size": 2, "check_numerics": True})
+    with pytest.raises(Infeasible, match="does not divide global_batch=3 over 2"):
+        obj.parse_config(obj.default_config())
+    m = obj.evaluate({"layout": "tp", "micro_batch": 3, "precision": "fp32"})
+    assert m.metrics["numerics"] == "unchecked: the reference run failed: Infeasible"
+    obj.close()
+
+
 def test_a_rank_that_diverges_fails_the_trial_as_diverged() -> None:
     obj = TrainStepObjective({**TINY, "world_size": 2, "lr": 1e3})
     with pytest.raises(Diverged, match=r"rank \d of 2: Diverged: loss"):

@@ -246,6 +246,45 @@ def test_the_reference_run_is_made_once_and_the_gate_can_be_switched_off() -> No
     assert "numerics_gap" not in m.metrics and m.metrics["skipped_steps"] == 4
 
 
+class CountedRuns(TrainStepObjective):
+    """The train-step objective, counting the training runs it makes (the trials' and the
+    reference's)."""
+
+    def __init__(self, problem: dict[str, Any]) -> None:
+        super().__init__(problem)
+        self.runs = 0
+
+    def run(self, tc: Any, report: Any) -> Any:
+        """Count, then train as the objective does."""
+        self.runs += 1
+        return super().run(tc, report)
+
+
+def test_the_untuned_default_is_its_own_reference_run() -> None:
+    # a sweep's trial 0 is the untuned default: the reference run trained the same config on
+    # the same model and data first, twice the trial's time (the quick start's 60-s budget on a
+    # loaded 2-core CPU: trial 0 timed out at 30 s, and the sweep ended with no result)
+    obj = CountedRuns(TINY)
+    default = obj.evaluate(obj.default_config())
+    assert obj.runs == 1
+    assert default.metrics["numerics_gap"] == 0.0
+    reference = obj.reference_losses()
+    assert len(reference) == TINY["steps"] + TINY["warmup_steps"]
+    assert (reference[0], reference[-1]) == (default.metrics["first_loss"],
+                                             default.metrics["final_loss"])  # fmt: skip
+    # the same losses a reference run of its own makes, and later configs are checked by them
+    assert reference == _objective().reference_losses()
+    with pytest.raises(WrongResult, match="does not train the same model"):
+        obj.evaluate({"precision": "fp16", "loss_scale_init": float("inf")})
+    assert obj.runs == 2
+    # another config first: the reference is run for it, once
+    other = CountedRuns(TINY)
+    other.evaluate({"micro_batch": 1})
+    other.evaluate(other.default_config())
+    assert other.runs == 3 and other.reference_losses() == reference
+    obj.close()
+
+
 def test_fp8_trains_the_same_model_through_torchaos_float8_linears() -> None:
     pytest.importorskip("torchao.float8")
     # widths that are multiples of 16, as float8 matmuls need
