@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from autotune.failures import Diverged, TrialStatus, classify, first_line
+from autotune.failures import TrialStatus, classify, first_line
 from autotune.objectives import get_objective
 from autotune.objectives.external import keeps_working_folder, setup_call
 from autotune.runners.base import (
@@ -40,6 +40,7 @@ from autotune.runners.base import (
     checked_measurement,
     close_objective,
     never_prune,
+    pruned,
 )
 from autotune.time_limit import TimeLimit
 
@@ -125,9 +126,12 @@ class InProcessRunner(Runner):
     def evaluate(
         self, config: dict[str, Any], should_prune: PruneCheck = never_prune
     ) -> TrialResult:
+        first: list[float] = []  # the trial's first reported value
+
         def report(step: int, value: float) -> None:
             if should_prune(step, value):
-                raise Diverged(f"pruned at step {step}: value {value:.4g}")
+                raise pruned(step, value, first[0] if first else None)
+            first[:] = first or [float(value)]
 
         limit = TimeLimit(self.timeout_s)
         budget_left = None if self.budget_ends is None else self.budget_ends - time.monotonic()

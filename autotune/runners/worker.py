@@ -25,7 +25,7 @@ from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
 from typing import Any
 
-from autotune.failures import Diverged, TrialStatus, classify
+from autotune.failures import TrialStatus, classify
 from autotune.objectives.server_watchdog import await_leftovers
 from autotune.runners.base import (
     PruneCheck,
@@ -34,6 +34,7 @@ from autotune.runners.base import (
     checked_measurement,
     close_objective,
     never_prune,
+    pruned,
 )
 
 # After these, the worker's state (CUDA context, allocator, interpreter) is not trusted: the
@@ -200,15 +201,17 @@ def _serve(conn: Connection, workload: str, held: list[Any]) -> None:
             _send(conn, ("ready",))
             continue
         config = message[1]
+        first: list[float] = []  # the trial's first reported value
 
-        def report(step: int, value: float) -> None:
+        def report(step: int, value: float, first: list[float] = first) -> None:
             _send(conn, ("report", int(step), float(value)))
             try:
                 answer = conn.recv()
             except (EOFError, OSError):
                 raise _DriverGone from None
             if answer == "prune":
-                raise Diverged(f"pruned at step {step}: value {value:.4g}")
+                raise pruned(step, value, first[0] if first else None)
+            first[:] = first or [float(value)]
 
         try:
             measurement = checked_measurement(objective.evaluate(config, report))

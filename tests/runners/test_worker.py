@@ -79,6 +79,15 @@ def test_divergence_is_pruned_through_the_check(runner):
     assert result.status is TrialStatus.DIVERGED
     # x doubles each step, loss = x^2 quadruples: 4, 16, 64, 256 -> pruned at step 3
     assert steps == [0, 1, 2, 3]
+    # the reason gives the first value beside the last, which the blow-up rule compares
+    assert result.reason == "pruned at step 3: value 256, up from 4 at the first report"
+
+
+def test_a_pruned_trial_in_process_says_where_its_value_started():
+    runner = InProcessRunner("faults", {})
+    result = runner.evaluate({"fault": "diverge"}, lambda step, value: value > 100.0)
+    assert result.status is TrialStatus.DIVERGED
+    assert result.reason == "pruned at step 3: value 256, up from 4 at the first report"
 
 
 def test_divergence_without_pruning_is_still_caught(runner):
