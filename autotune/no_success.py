@@ -16,7 +16,14 @@ from typing import Any
 
 import optuna
 
-from autotune.driver.trial_attrs import INFEASIBLE, REASON, REFUSED, REPEATED, trial_status
+from autotune.driver.trial_attrs import (
+    DURATION,
+    INFEASIBLE,
+    REASON,
+    REFUSED,
+    REPEATED,
+    trial_status,
+)
 
 #: kinds of a run's failures that launched nothing (said apart, in ``done:``)
 UNLAUNCHED = ("ok", INFEASIBLE, REFUSED, REPEATED)
@@ -40,11 +47,27 @@ def most_common_failure(failures: Counter) -> tuple[str, int, int] | None:
 
 def last_reason(study: optuna.Study, kind: str) -> tuple[int, str] | None:
     """The number and reason of the study's last trial that failed by ``kind`` (this run's
-    trials are the last), or None."""
+    trials are the last), or None: one that ran (it holds its duration) before one that never
+    did, a config asked for ahead and closed unlaunched as the sweep stopped (``interrupted``
+    too, but no launched trial's failure: a time budget shorter than one trial was told by
+    ``#1: asked for but never launched``, not by the trial it stopped).
+
+    Example:
+        >>> study = optuna.create_study()
+        >>> for attrs in ({DURATION: 0.5, REASON: "time budget ended"}, {REASON: "never ran"}):
+        ...     study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL,
+        ...                     user_attrs={"status": "interrupted", **attrs}))
+        >>> last_reason(study, "interrupted")
+        (0, 'time budget ended')
+    """
+    unlaunched = None
     for trial in reversed(study.get_trials(deepcopy=False)):
         if trial_status(trial) == kind:
-            return trial.number, str(trial.user_attrs.get(REASON) or kind)
-    return None
+            found = trial.number, str(trial.user_attrs.get(REASON) or kind)
+            if trial.user_attrs.get(DURATION) is not None:
+                return found
+            unlaunched = unlaunched or found
+    return unlaunched
 
 
 def none_succeeded(
