@@ -121,6 +121,8 @@ class ProgressDisplay(SweepObserver):
             spent = done and untried == 0 and settings.n_trials is None  # (as it goes) time
             adds = f" ({_adds(1, 0)})" if spent else ""
             budget.append(f"{settings.time_budget_s:.0f} s{adds}")
+        for note in settings.study_notes:  # as the set-up's notes, before the header
+            self.console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
         device = settings.device.get("name", "?")
         workers = f" x{capacity}" if settings.workers or capacity > 1 else ""
         if settings.workers and settings.workers > capacity:

@@ -89,6 +89,9 @@ class SweepSettings:
     #: what setting up found worth saying before the sweep (the CLI prints them), e.g. that the
     #: untuned default lies outside the space
     notes: list[str] = field(default_factory=list)
+    #: what opening the study found worth saying (the sweep's display prints them before its
+    #: header): a warm start that holds no config of the space
+    study_notes: list[str] = field(default_factory=list)
     #: the objective's class name, which the summary names for the configs it refused
     objective_name: str = ""
     #: the files of the modules the sweep runs (module name -> path), found while setting up

@@ -161,7 +161,25 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
             _resume(s, storage, study, stored_now)
         else:
             _write_new(s, study, start, info)
+            s.study_notes += empty_warm_start(start, s.space.source)
     return study
+
+
+def empty_warm_start(start: WarmStart | None, space: str) -> list[str]:
+    """The note for a warm start whose source holds no successful config of the space (a
+    narrowed or shifted space): nothing of it runs first nor guides the sampler, which was
+    said nowhere (``--warm-start NAME`` gave a cold sweep without a word).
+
+    Example:
+        >>> empty_warm_start(WarmStart("lo", 1.0, []), "hi.yaml")
+        ['warm start from lo: it holds no successful config of hi.yaml, so nothing of it runs first or guides the sampler (the sweep starts cold)']
+        >>> empty_warm_start(WarmStart("lo", 1.0, [{"x": 1}]), "hi.yaml"), empty_warm_start(None, "")
+        ([], [])
+    """  # noqa: E501
+    if start is None or start.configs:
+        return []
+    return [f"warm start from {start.source}: it holds no successful config of {space}, so "
+            "nothing of it runs first or guides the sampler (the sweep starts cold)"]  # fmt: skip
 
 
 def _stored(storage: BaseStorage, name: str) -> bool:

@@ -1,12 +1,15 @@
+import io
 from pathlib import Path
 
 import optuna
 import pytest
+from rich.console import Console
 
 from autotune.driver import Sweep, SweepSettings, study_setup
 from autotune.driver.study_setup import StudyMismatch
 from autotune.driver.warm_start import similarity, top_configs
 from autotune.objectives.replay import load_table, space_from_table
+from autotune.progress import ProgressDisplay
 
 TABLE = str(Path(__file__).parents[2] / "benchmarks" / "data" / "matmul_4096_h200.csv")
 PARAMS = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"]
@@ -221,3 +224,29 @@ def test_top_configs_of_every_trial_of_a_large_study_is_linear_and_keeps_each_co
     took = time.perf_counter() - started
     assert configs == params[:20_000]  # best first: the trials in order, each config once
     assert took < 1.0, f"{took:.2f} s"
+
+
+def test_a_named_source_with_no_config_of_the_space_says_the_sweep_starts_cold(
+    tmp_path, sqlite_url
+):
+    # a source whose every config lies outside the space (x 1-2 against 3-4) queued nothing
+    # and set no prior: the sweep ran cold, and nothing said so
+    Sweep(_xy_settings(tmp_path, sqlite_url, "low", n_trials=2)).run()
+    high = tmp_path / "high.csv"
+    high.write_text("x,y,tflops\n3,1,5\n3,2,6\n4,1,7\n4,2,8\n")
+    problem = {"table": str(high), "params": ["x", "y"], "metric": "tflops"}
+    space = space_from_table(load_table(str(high)), ["x", "y"], str(high))
+    settings = replay_settings(sqlite_url, "high", problem=problem, space=space, n_trials=2,
+                               warm_start="low")  # fmt: skip
+    display = ProgressDisplay(Console(file=io.StringIO(), width=300))
+    Sweep(settings, display).run()
+    assert settings.study_notes == [
+        f"warm start from low: it holds no successful config of {high}, so nothing of it runs "
+        "first or guides the sampler (the sweep starts cold)"
+    ]
+    printed = display.console.file.getvalue()
+    assert printed.startswith(f"note: {settings.study_notes[0]}\nautotune replay")
+    # a source with a config of the space: its trials say so, no note
+    again = _xy_settings(tmp_path, sqlite_url, "again", n_trials=2, warm_start="low")
+    assert Sweep(again).run().study.trials[0].user_attrs["warm_start"] == "low"
+    assert again.study_notes == []
