@@ -90,7 +90,7 @@ class SweepSettings:
     #: untuned default lies outside the space
     notes: list[str] = field(default_factory=list)
     #: what opening the study found worth saying (the sweep's display prints them before its
-    #: header): a warm start that holds no config of the space
+    #: header): a warm start that holds no config of the space, or one a resume does not take
     study_notes: list[str] = field(default_factory=list)
     #: the objective's class name, which the summary names for the configs it refused
     objective_name: str = ""

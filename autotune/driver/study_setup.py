@@ -149,6 +149,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
         info = study.user_attrs.get(STUDY)
         if info is not None:
             _resume(s, storage, study, info)
+            s.study_notes += unapplied_warm_start(s.warm_start, study)
             return study
         # else a study whose set-up was cut short (by a kill): set up here, as a new one
     start = _warm_start(s, storage, sampler, source_study, exclude=name)
@@ -159,10 +160,34 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
         stored_now = study.user_attrs.get(STUDY)
         if stored_now is not None:  # another driver of this --study set it up meanwhile
             _resume(s, storage, study, stored_now)
+            s.study_notes += unapplied_warm_start(s.warm_start, study)
         else:
             _write_new(s, study, start, info)
             s.study_notes += empty_warm_start(start, s.space.source)
     return study
+
+
+def unapplied_warm_start(asked: str, study: optuna.Study) -> list[str]:
+    """The note for ``--warm-start`` ``asked`` of a resume of ``study`` where the study
+    started otherwise: a warm start is a new study's first trials and prior, so a resume keeps
+    what the study started from (it was taken in silence: a study started cold resumed
+    ``--warm-start NAME`` without NAME's configs nor a word). ``auto``, the default, asks
+    nothing of a resume.
+
+    Example:
+        >>> study = optuna.create_study(study_name="b")
+        >>> unapplied_warm_start("a", study)
+        ["--warm-start a: study b resumes as it started (cold); a warm start is a new study's first trials"]
+        >>> study.set_user_attr(WARM_START, {"source": "a"})
+        >>> unapplied_warm_start("a", study), unapplied_warm_start("auto", study)
+        ([], [])
+    """  # noqa: E501
+    source = study.user_attrs.get(WARM_START, {}).get("source")
+    if asked == "auto" or asked == (source or "off"):
+        return []
+    started = f"from {source}" if source else "cold"
+    return [f"--warm-start {asked}: study {study.study_name} resumes as it started ({started}); "
+            "a warm start is a new study's first trials"]  # fmt: skip
 
 
 def empty_warm_start(start: WarmStart | None, space: str) -> list[str]:

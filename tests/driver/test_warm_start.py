@@ -250,3 +250,23 @@ def test_a_named_source_with_no_config_of_the_space_says_the_sweep_starts_cold(
     again = _xy_settings(tmp_path, sqlite_url, "again", n_trials=2, warm_start="low")
     assert Sweep(again).run().study.trials[0].user_attrs["warm_start"] == "low"
     assert again.study_notes == []
+
+
+def test_a_resume_that_names_another_warm_start_says_it_keeps_how_the_study_began(
+    tmp_path, sqlite_url
+):
+    # `--warm-start A` on a resume of a study begun cold was dropped without a word
+    Sweep(_xy_settings(tmp_path, sqlite_url, "A", n_trials=2)).run()
+    Sweep(_xy_settings(tmp_path, sqlite_url, "B", n_trials=2, warm_start="off")).run()
+    resume = _xy_settings(tmp_path, sqlite_url, "B", n_trials=4, warm_start="A")
+    study = Sweep(resume).run().study
+    assert resume.study_notes == [
+        "--warm-start A: study B resumes as it started (cold); a warm start is a new study's "
+        "first trials"
+    ]
+    assert len(study.trials) == 4 and "warm_start" not in study.user_attrs
+    # a resume as the study began (the command as typed, --study added) says nothing
+    Sweep(_xy_settings(tmp_path, sqlite_url, "C", n_trials=1, warm_start="A")).run()
+    same = _xy_settings(tmp_path, sqlite_url, "C", n_trials=2, warm_start="A")
+    Sweep(same).run()
+    assert same.study_notes == []
