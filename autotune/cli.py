@@ -352,7 +352,10 @@ def record(
         soft_wrap=True,
     )
 
+    written: list[int] = []  # the rows this run measured (a resume skips those it holds)
+
     def on_row(i: int, n: int, row: dict[str, Any]) -> None:
+        written.append(i)
         metric = next(iter(objective_cls.directions))
         value = row.get(metric)
         # named: a bare share ("0.0%") read as the recording's progress
@@ -371,8 +374,23 @@ def record(
         timeout_s=trial_timeout,
         on_row=on_row,
     )
-    counts = table["status"].value_counts().to_dict()
-    out.print(f"wrote {len(table)} rows to {output}: {counts}")
+    out.print(recorded_line(len(written), output, table["status"].value_counts().to_dict()))
+
+
+def recorded_line(written: int, output: Path, states: dict[str, int]) -> str:
+    """The closing line of ``autotune record``: the rows this run wrote, then what the table
+    holds by state (a resume said 'wrote 12 rows' of the table's 12, 2 of them its own).
+
+    Example:
+        >>> recorded_line(2, Path("g.csv"), {"ok": 11, "crashed": 1})
+        'wrote 2 rows to g.csv; it holds 12: ok 11, crashed 1'
+        >>> recorded_line(0, Path("g.csv"), {"ok": 4})
+        'wrote no row to g.csv: it holds every config asked already (4: ok 4)'
+    """
+    held = f"{sum(states.values())}: " + ", ".join(f"{k} {v}" for k, v in states.items())
+    if not written:
+        return f"wrote no row to {output}: it holds every config asked already ({held})"
+    return f"wrote {written} row{'s' * (written != 1)} to {output}; it holds {held}"
 
 
 @app.command()

@@ -2,6 +2,7 @@
 refuses to resume from."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -514,3 +515,24 @@ def test_each_row_s_progress_line_names_the_figure_it_shows(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "[1/1] score 0.500" in done.stderr.splitlines(), done.stderr
+
+
+def test_the_closing_line_counts_the_rows_this_run_wrote_apart_from_the_table_s(tmp_path):
+    # a resume that measured 2 configs, or none, said 'wrote 4 rows to g.csv' (the table's
+    # rows, all but those 2 written before), with the states as a dict: {'ok': 4}
+    (tmp_path / "plain.py").write_text(COUNTS_ITS_IMPORTS)
+    (tmp_path / "plain.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 4}\n")
+
+    def record(*extra: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "record", "plain.py", "--output", "g.csv",
+             *extra],
+            capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            env={**os.environ, "IMPORTS_LOG": str(tmp_path / "imports.log")},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    assert record("--limit", "2") == "wrote 2 rows to g.csv; it holds 2: ok 2"
+    assert record() == "wrote 2 rows to g.csv; it holds 4: ok 4"
+    assert record() == "wrote no row to g.csv: it holds every config asked already (4: ok 4)"
