@@ -362,18 +362,23 @@ def record(
         shown = f"{metric} {readable(metric, value)}" if isinstance(value, float) else row["status"]
         err.print(f"[{i}/{n}] {shown}", highlight=False)
 
-    table = record_grid(
-        workload,
-        problem_values,
-        space_obj,
-        device_info,
-        output,
-        limit=limit,
-        seed=seed,
-        jobs=jobs,
-        timeout_s=trial_timeout,
-        on_row=on_row,
-    )
+    try:
+        table = record_grid(
+            workload,
+            problem_values,
+            space_obj,
+            device_info,
+            output,
+            limit=limit,
+            seed=seed,
+            jobs=jobs,
+            timeout_s=trial_timeout,
+            on_row=on_row,
+        )
+    except KeyboardInterrupt:  # a recording's rows are in its table, not in a study
+        err.print(f"interrupted; each config measured is in {output}: the same command "
+                  "resumes the recording", highlight=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(130) from None
     out.print(recorded_line(len(written), output, table["status"].value_counts().to_dict()))
 
 

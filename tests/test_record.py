@@ -316,6 +316,10 @@ def test_a_stop_while_record_compiles_ahead_ends_it_at_once(tmp_path):
     _, err = recording.communicate(timeout=60)
     assert recording.returncode == 130, err
     assert time.monotonic() - stopped < 5, err
+    # it said "interrupted; finished trials are stored", a sweep's words: no study stores these
+    assert err.strip().splitlines()[-1] == (
+        "interrupted; each config measured is in g.csv: the same command resumes the recording"
+    )
 
 
 SLOW_TO_MEASURE = """
