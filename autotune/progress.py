@@ -199,7 +199,9 @@ class ProgressDisplay(SweepObserver):
         slots = min(summary.in_flight, summary.trials_run)
         in_flight = f", up to {slots} at a time" if slots > 1 else ""
         shares = (  # of the slots' time: none without a trial run (a resume that ran none)
-            _replay_cost_text(summary)
+            ""
+            if not summary.trials_run
+            else _replay_cost_text(summary)
             if not summary.measured
             else f"; search overhead {summary.search_overhead:.1%} of the slots' wall time "
             f"(the sampler's {summary.sampler_share:.1%} runs while trials measure); "
@@ -209,8 +211,6 @@ class ProgressDisplay(SweepObserver):
                 if summary.compile_jobs
                 else ""
             )
-            if summary.trials_run
-            else ""
         )
         failures = failures_text(summary.failures, self._objective_name)
         study_failures = failures_text(summary.study_failures, self._objective_name)

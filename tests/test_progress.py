@@ -87,6 +87,23 @@ def test_the_closing_line_of_a_run_of_no_trial_gives_no_share_of_the_slots_time(
     assert ("compiling held slots" in line) == bool(ran)
 
 
+@pytest.mark.parametrize("ran", [0, 3])
+def test_the_closing_line_of_a_replay_of_no_trial_gives_no_milliseconds_a_trial(ran):
+    # a replay's resume with none to run read 'a replay measures nothing: the sweep took
+    # 0.0 ms a trial (the sampler 0.0 ms of it)', a figure of no trial
+    out = io.StringIO()
+    summary = SweepSummary(
+        study=optuna.create_study(), study_name="s", trials_run=ran, trials_total=3,
+        failures=Counter(), best=[], stopped_by="trials", elapsed_s=0.03, in_flight=1,
+        measured=False,
+    )  # fmt: skip
+    ProgressDisplay(Console(file=out, width=400)).on_end(summary)
+    line = out.getvalue()
+    assert line.startswith(f"done: {ran} trials") and "3 launched in study s" in line
+    assert ("ms a trial" in line) == bool(ran), line
+    assert "search overhead" not in line
+
+
 def test_the_header_shows_a_replays_parameters_as_a_list_not_python_repr():
     # the header read "autotune replay params=['BLOCK_M', 'BLOCK_N'],metric=tflops"
     from autotune.driver.settings import SweepSettings
