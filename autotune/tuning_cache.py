@@ -28,6 +28,7 @@ import inspect
 import json
 import site
 import sys
+import sysconfig
 import types
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,7 @@ def _imported(module: types.ModuleType, folder: Path | None = None) -> set[str]:
         for name in named
         if (
             name.startswith(tuple(f"{package}." for package in MEASURED_PACKAGES))
-            or (folder is not None and _lies_in(name, folder))
+            or (folder is not None and (_lies_in(name, folder) or _users_own(name)))
         )
         and _is_module(name)
     }
@@ -160,6 +161,25 @@ def _lies_in(name: str, folder: Path) -> bool:
         for root in _library_roots()
     )
     return resolved.is_relative_to(folder) and not installed
+
+
+def _users_own(name: str) -> bool:
+    """Whether module ``name`` is the user's own code wherever it lies: importable from a
+    file that neither an installed library (a ``site-packages`` folder, wherever a ``.pth``
+    or PYTHONPATH put it) nor Python's own library holds, and no module of autotune (whose
+    kernels and objectives :data:`MEASURED_PACKAGES` count). A workload file's kernels in a
+    package beside its folder (``proj/workloads/w.py`` importing ``proj/kernels``) were left
+    out of the key, and an edit to them was answered from the cache."""
+    if name.split(".")[0] == "autotune" or not _is_module(name):
+        return False
+    path = getattr(importlib.import_module(name), "__file__", None)
+    if not path:  # a module built into the interpreter
+        return False
+    resolved = Path(path).resolve()
+    if {"site-packages", "dist-packages"} & set(resolved.parts):
+        return False
+    stdlib = {Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib")}
+    return not any(resolved.is_relative_to(root) for root in _library_roots() | stdlib)
 
 
 def _library_roots() -> set[Path]:

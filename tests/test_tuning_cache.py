@@ -175,6 +175,65 @@ def test_the_source_follows_relative_imports_inside_a_workload_package(tmp_path,
             del sys.modules[name]
 
 
+SIBLING_OBJECTIVE = """import math
+
+import numpy
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+from sibkernels.kern import compute
+
+
+class T(Objective):
+    name = "t"
+    space = "s.yaml"
+    directions = {"score": "maximize"}
+
+    def evaluate(self, config, report=None):
+        return Measurement(values={"score": compute(config["a"]) + math.pi * numpy.e})
+
+
+OBJECTIVE = T
+"""
+
+
+def test_the_source_follows_imports_into_the_user_s_code_outside_the_workload_s_folder(
+    tmp_path, monkeypatch
+):
+    """A project of workloads/obj.py and kernels in a package beside that folder (on the path
+    by PYTHONPATH, an editable install or sys.path): an edit to the kernel is another sweep
+    (the cache answered the stale config, 'tuned this workload's source ... already'); an
+    installed library (numpy, torch), the standard library and autotune's own modules but its
+    kernels and objectives are no part of the source."""
+    package = tmp_path / "sibkernels"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "kern.py").write_text(
+        "import torch\nfrom .helpers import factor\ndef compute(a):\n    return float(a * factor)\n"
+    )
+    (package / "helpers.py").write_text("factor = 1\n")
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "s.yaml").write_text(
+        "parameters:\n  a: {type: int, low: 1, high: 4}\n"
+    )
+    workload = tmp_path / "workloads" / "obj.py"
+    workload.write_text(SIBLING_OBJECTIVE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in [n for n in sys.modules if n.split(".")[0] == "sibkernels"]:
+        monkeypatch.delitem(sys.modules, name)
+    try:
+        names = {m.__name__ for m in source_modules(str(workload))}
+        assert {"sibkernels.kern", "sibkernels.helpers"} <= names, names
+        others = {n for n in names if not n.startswith(("sibkernels", "autotune_workload_"))}
+        assert others <= {"autotune.objectives.base"}, others  # no library, no stdlib
+        first = source_hash(str(workload))
+        (package / "helpers.py").write_text("factor = -1\n")
+        assert source_hash(str(workload)) != first
+    finally:  # the package's modules stay this test's own
+        for name in [n for n in sys.modules if n.split(".")[0] == "sibkernels"]:
+            del sys.modules[name]
+
+
 def tune(url: str, space, *extra: str, finish_top: int = 0):
     """``autotune tune faults`` of 3 trials (``extra`` may ask for others), without a finish
     unless ``finish_top`` asks for one."""
