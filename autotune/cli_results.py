@@ -120,7 +120,7 @@ def trials(
     """List a sweep's trials: status, reason, values, parameters."""
     quiet_libraries()
     from autotune.driver import trials_frame
-    from autotune.driver.trial_attrs import INFEASIBLE, trial_origin
+    from autotune.driver.trial_attrs import INFEASIBLE, WORKER, trial_origin
     from autotune.replay_info import study_label
     from autotune.storage import load_study, open_storage
 
@@ -136,11 +136,14 @@ def trials(
     if format == "table":
         origins = {t.number: trial_origin(t.user_attrs) for t in loaded.get_trials(deepcopy=False)}
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
-        rejected = len(frame) - len(shown)
+        hidden = set(frame["trial"]) - set(shown["trial"])
+        # one a worker ran and the objective refused (its own check) is no constraint's
+        refused = sum(bool(t.user_attrs.get(WORKER)) for t in loaded.get_trials(deepcopy=False)
+                      if t.number in hidden)  # fmt: skip
         columns = [c for c in frame.columns if not c.startswith("m.")]
         caption = None
-        if rejected:
-            caption = f"{rejected} configs rejected by constraints not shown (--all)"
+        if hidden:
+            caption = hidden_caption(len(hidden) - refused, refused)
         elif frame.empty:  # `autotune best` sends the user here: say why there is no row
             caption = f"study {one_line(loaded.study_name)} has no trials yet"
         table = Table(caption=caption)
@@ -208,6 +211,27 @@ def _write_listing(content: str | bytes, output: Path | None) -> None:
         return
     _write_output(output, content)
     err.print(f"wrote {output}", markup=False)
+
+
+def hidden_caption(rejected: int, refused: int) -> str:
+    """The trials table's caption for the infeasible configs it leaves out: those the space's
+    constraints rejected unlaunched, and those the objective refused as they ran (the sweep's
+    'refused by MyObjective'), named apart (both were 'rejected by constraints').
+
+    Example:
+        >>> hidden_caption(3, 0)
+        '3 configs rejected by constraints not shown (--all)'
+        >>> hidden_caption(0, 1), hidden_caption(2, 2)
+        ('1 config refused by the objective not shown (--all)', '2 configs rejected by constraints and 2 refused by the objective not shown (--all)')
+    """  # noqa: E501
+    parts = []
+    if rejected:
+        parts.append(f"{rejected} configs rejected by constraints")
+    if refused:
+        parts.append(f"{refused} refused by the objective")
+    if parts and not rejected and refused == 1:
+        parts = ["1 config refused by the objective"]
+    return " and ".join(parts) + " not shown (--all)"
 
 
 def _missing(value: Any) -> bool:

@@ -424,3 +424,28 @@ def test_a_trial_whose_driver_was_killed_is_listed_as_never_ending(tmp_path, unt
     assert row.startswith("0,running,") and row.endswith(
         f",its driver (pid {sweep.pid}) is gone: it will never end (a resume closes it),"
     ), row
+
+
+def test_the_listing_names_configs_the_objective_refused_apart_from_constraint_rejections(
+    tmp_path,
+):
+    # a replay's ok row without its figure (the objective refuses it when it runs) was hidden
+    # as '1 configs rejected by constraints not shown (--all)', where the sweep itself had
+    # said '1 refused by ReplayObjective (not launched)'
+    table = tmp_path / "grid.csv"
+    table.write_text("BM,status,tflops\n16,ok,1.0\n32,ok,\n64,ok,3.0\n")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
+                              text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+
+    tuned = cli("tune", "--replay", "grid.csv", "--params", "BM", "--metric", "tflops",
+                "--trials", "3", "--storage", url, "--executor", "inline", "--sampler", "grid",
+                "--study", "g")  # fmt: skip
+    assert tuned.returncode == 0 and "1 refused by ReplayObjective" in tuned.stderr, tuned.stderr
+    listed = cli("trials", "--storage", url)
+    assert listed.returncode == 0, listed.stderr
+    words = " ".join(listed.stdout.split())  # the caption may wrap at the table's width
+    assert "1 config refused by the objective not shown (--all)" in words, words
+    assert "rejected by constraints" not in listed.stdout, listed.stdout
