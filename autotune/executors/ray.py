@@ -108,7 +108,7 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
     if address is None:
         options["num_cpus"] = num_cpus
     else:
-        _check_reachable(address)
+        _check_reachable(address, handshake=True)
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -163,9 +163,17 @@ def command_session(address: str | None) -> Iterator[float]:
                 import_ray().shutdown()
 
 
-def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+#: An HTTP/2 client's connection preface and an empty SETTINGS frame: a gRPC server (Ray's
+#: GCS) answers with a SETTINGS frame of its own (frame type 4, the frame header's 4th byte)
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0, *, handshake: bool = False) -> None:
     """A ``HOST:PORT`` address answers a TCP connection within ``timeout_s`` (Ray's own client
     retries an unreachable one for minutes); other forms (``auto``, ``ray://``) are Ray's.
+    With ``handshake``, it must also answer as a gRPC server (HTTP/2), as a GCS does at once:
+    any other service there (the dashboard's port, 8265) Ray retries for minutes too. Not over
+    TLS (``RAY_USE_TLS``), whose handshake comes first.
 
     Raises:
         ExecutorError: naming the address and why it cannot be reached.
@@ -180,12 +188,28 @@ def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
     host, _, port = address.rpartition(":")
     if not host or "/" in address or not port.isdigit():
         return
+    unable = f"--address {address}: cannot reach a Ray cluster"
+    handshake = handshake and os.environ.get("RAY_USE_TLS", "0").lower() not in ("1", "true")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            return
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as sock:
+            if not handshake:
+                return
+            sock.sendall(_HTTP2_PREFACE)
+            answer = b""
+            while len(answer) < 9:
+                chunk = sock.recv(9 - len(answer))
+                if not chunk:
+                    break
+                answer += chunk
+    except TimeoutError:
+        raise ExecutorError(f"{unable}: no answer within {timeout_s:g} s") from None
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
-        raise ExecutorError(f"--address {address}: cannot reach a Ray cluster: {why}") from None
+        raise ExecutorError(f"{unable}: {why}") from None
+    if answer[3:4] != b"\x04":  # not a SETTINGS frame: no gRPC server
+        raise ExecutorError(f"{unable}: it answers, but not as a Ray GCS (gRPC); give the GCS's "
+                            "port (6379 unless `ray start --port` set another), not the "
+                            "dashboard's")  # fmt: skip
 
 
 def _gcs_address(ray: Any) -> str | None:

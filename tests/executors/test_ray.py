@@ -325,3 +325,34 @@ def test_a_command_leaves_a_ray_it_did_not_start_running_and_holds_no_time_for_i
         executor.close()  # the executor found Ray running: it leaves it so
         assert ray.is_initialized()
     assert ray.is_initialized()
+
+
+def test_an_address_that_answers_but_is_no_ray_gcs_is_refused_in_one_line_at_once(tmp_path):
+    """The dashboard's port (8265, which ``ray start`` prints) or any other service given as
+    --address took the TCP check, then Ray retried it for minutes, printing a warning every
+    few seconds: the GCS speaks gRPC (HTTP/2) and answers a client's preface at once."""
+    import http.server
+    import threading
+    import time
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"127.0.0.1:{server.server_address[1]}"
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "tune", "faults", "--executor", "ray",
+             "--address", address, "--trials", "1", "--storage",
+             f"sqlite:///{tmp_path / 'x.db'}"],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+            env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"error: --address {address}: cannot reach a Ray cluster: it answers, but not as a "
+        "Ray GCS (gRPC); give the GCS's port (6379 unless `ray start --port` set another), "
+        "not the dashboard's"
+    ]
+    assert time.monotonic() - started < 20
