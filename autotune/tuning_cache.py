@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -150,12 +151,9 @@ def _absolute(node: ast.ImportFrom, module: types.ModuleType) -> str | None:
 def _lies_in(name: str, folder: Path) -> bool:
     """Whether module ``name`` is importable and its file lies in ``folder``, and not in an
     installed library (a virtual environment inside the folder holds torch)."""
-    if not _is_module(name):
+    resolved = _module_file(name)
+    if resolved is None:
         return False
-    path = getattr(importlib.import_module(name), "__file__", None)
-    if not path:
-        return False
-    resolved = Path(path).resolve()
     installed = any(
         resolved.is_relative_to(root) and not folder.is_relative_to(root)
         for root in _library_roots()
@@ -170,22 +168,38 @@ def _users_own(name: str) -> bool:
     kernels and objectives :data:`MEASURED_PACKAGES` count). A workload file's kernels in a
     package beside its folder (``proj/workloads/w.py`` importing ``proj/kernels``) were left
     out of the key, and an edit to them was answered from the cache."""
-    if name.split(".")[0] == "autotune" or not _is_module(name):
+    resolved = None if name.split(".")[0] == "autotune" else _module_file(name)
+    if resolved is None or {"site-packages", "dist-packages"} & set(resolved.parts):
         return False
+    return not any(resolved.is_relative_to(root) for root in _library_roots() | _stdlib_roots())
+
+
+def _module_file(name: str) -> Path | None:
+    """The resolved file of importable module ``name``; None where it is none or has no file
+    (a module built into the interpreter).
+
+    Example:
+        >>> _module_file("json").name, _module_file("sys"), _module_file("no_such_module_x")
+        ('__init__.py', None, None)
+    """
+    if not _is_module(name):
+        return None
     path = getattr(importlib.import_module(name), "__file__", None)
-    if not path:  # a module built into the interpreter
-        return False
-    resolved = Path(path).resolve()
-    if {"site-packages", "dist-packages"} & set(resolved.parts):
-        return False
-    stdlib = {Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib")}
-    return not any(resolved.is_relative_to(root) for root in _library_roots() | stdlib)
+    return Path(path).resolve() if path else None
 
 
-def _library_roots() -> set[Path]:
-    """Where installed libraries live: the environment and its site-packages folders."""
+@functools.cache
+def _library_roots() -> frozenset[Path]:
+    """Where installed libraries live: the environment and its site-packages folders (asked
+    once: a key walks every module a workload imports)."""
     roots = {sys.prefix, sys.base_prefix, *site.getsitepackages(), site.getusersitepackages()}
-    return {Path(root).resolve() for root in roots}
+    return frozenset(Path(root).resolve() for root in roots)
+
+
+@functools.cache
+def _stdlib_roots() -> frozenset[Path]:
+    """Where Python's own library lives."""
+    return frozenset(Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib"))
 
 
 def _source(module: types.ModuleType) -> str:
