@@ -58,6 +58,11 @@ def open_storage(
     journal path is an error, not a new empty database; nor does it switch a SQLite file to
     write-ahead logging (:func:`_fast_sqlite`, a sweep's)."""
     if url in ("memory", ":memory:"):
+        if existing:  # a reader's own storage in memory: no sweep ever wrote to it
+            raise StorageError(f"storage {url!r} holds no study: in-memory storage keeps "
+                               "nothing between commands (a sweep's studies end with it); "
+                               "sweep with a file storage (sqlite:///autotune.db, the "
+                               "default) to read them later")  # fmt: skip
         return optuna.storages.InMemoryStorage()
     shown = redact_url(url)  # what messages show: never the password
     try:

@@ -2,6 +2,8 @@
 
 import os
 import sqlite3
+import subprocess
+import sys
 
 import optuna
 import pytest
@@ -399,3 +401,17 @@ def test_the_study_names_are_listed_without_reading_a_trial():
     Counting.reads = 0
     assert study_names(storage) == ["b", "a"]  # oldest first
     assert Counting.reads == 0
+
+
+def test_a_reader_of_memory_says_nothing_is_kept_between_commands(tmp_path):
+    # `autotune best --storage memory` said 'the storage holds no study yet; run `autotune
+    # tune` first', which the user had done: a sweep's in-memory studies end with it
+    for command in ("best", "trials", "export", "studies"):
+        done = subprocess.run([sys.executable, "-m", "autotune.cli", command, "--storage",
+                               "memory"], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=120)  # fmt: skip
+        assert done.returncode == 2, (command, done.stderr)
+        assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+        assert "in-memory storage keeps nothing between commands" in done.stderr, done.stderr
+        assert "run `autotune tune` first" not in done.stderr
+    assert type(open_storage("memory")).__name__ == "InMemoryStorage"  # a sweep's, as before
