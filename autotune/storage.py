@@ -86,6 +86,7 @@ def open_storage(
     if scheme == "journal":
         path = Path(parsed.netloc + parsed.path)
         _check_sqlite_query(parsed.query, shown)
+        _check_not_folder(path, shown, "journal://", "sweeps.log")
         if not path.parent.is_dir():
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
         if existing and not path.exists():
@@ -111,6 +112,7 @@ def open_storage(
             raise StorageError(f"storage URL {shown!r} names no database file; use "
                                "sqlite:///FILE.db, or memory for a run's own")  # fmt: skip
         _check_sqlite_query(parsed.query, shown)
+        _check_not_folder(path, shown, "sqlite:///", "autotune.db")
         if not path.parent.is_dir():
             raise StorageError(f"storage URL {shown!r}: directory {path.parent} does not exist")
         if existing and not path.exists():
@@ -149,6 +151,27 @@ def open_storage(
     # before garbage collection would close them: autotune.process_end)
     atexit.register(_dispose, weakref.ref(storage.engine))
     return storage
+
+
+def _check_not_folder(path: Path, shown: str, prefix: str, example: str) -> None:
+    """A journal's or a SQLite database's path names a file, not a folder (Optuna's error
+    for a folder spoke of a journal line it cannot replay, SQLite's of a file it cannot open).
+
+    Raises:
+        StorageError: naming the folder and a file in it to name instead.
+
+    Example:
+        >>> try:
+        ...     _check_not_folder(Path("/tmp"), "journal:///tmp", "journal://", "sweeps.log")
+        ... except StorageError as exc:
+        ...     print(exc)
+        storage URL 'journal:///tmp': /tmp is a folder; name a file (in it: \
+journal:///tmp/sweeps.log)
+    """
+    if path.is_dir() and str(path) not in ("", "."):
+        inside = prefix + str(path / example)  # (journal:// and sqlite:/// take it as it is)
+        raise StorageError(f"storage URL {shown!r}: {path} is a folder; name a file (in it: "
+                           f"{inside})")  # fmt: skip
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -415,3 +415,23 @@ def test_a_reader_of_memory_says_nothing_is_kept_between_commands(tmp_path):
         assert "in-memory storage keeps nothing between commands" in done.stderr, done.stderr
         assert "run `autotune tune` first" not in done.stderr
     assert type(open_storage("memory")).__name__ == "InMemoryStorage"  # a sweep's, as before
+
+
+@pytest.mark.parametrize(
+    ("url", "file"),
+    [("journal://runs", "journal://runs/sweeps.log"),
+     ("sqlite:///runs", "sqlite:///runs/autotune.db")],
+)  # fmt: skip
+def test_a_storage_url_naming_a_folder_says_so_and_names_a_file_in_it(tmp_path, url, file):
+    # journal:///some/folder failed as 'Optuna cannot replay the journal ... (a line that is
+    # no record, or a record it cannot apply: [Errno 21] Is a directory ...)', sqlite:///folder
+    # as 'cannot connect: (sqlite3.OperationalError) unable to open database file'
+    (tmp_path / "runs").mkdir()
+    for command in (("tune", "faults", "--trials", "1"), ("best",)):
+        done = subprocess.run([sys.executable, "-m", "autotune.cli", *command, "--storage",
+                               url], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=120)  # fmt: skip
+        assert done.returncode == 2, (command, done.stderr)
+        assert done.stderr == (f"error: storage URL {url!r}: runs is a folder; name a file (in "
+                               f"it: {file})\n")  # fmt: skip
+    assert list((tmp_path / "runs").iterdir()) == []
