@@ -230,6 +230,7 @@ def plan_groups(parts: list[Part], asked: dict[str, Any]) -> list[Group]:
         except SetupError as exc:
             raise _at_include(exc, first) from None
         settings.notes += [note] if note else []
+        settings.group = base  # its study says it is one group of this search's
         key = (settings.space.source, json.dumps(settings.problem, sort_keys=True, default=str))
         if key in groups:
             groups[key].parts += same

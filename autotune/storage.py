@@ -505,7 +505,8 @@ def study_name_fault(name: str) -> str | None:
 
 
 def load_study(storage: optuna.storages.BaseStorage, name: str | None) -> optuna.Study:
-    """Load study ``name``, or the most recently created one when ``name`` is None."""
+    """Load study ``name``, or the most recently created one when ``name`` is None (unless it
+    is one group of a search by group's: :func:`autotune.group_studies.refuse_one_group`)."""
     fault = None if name is None else study_name_fault(name)
     if fault is not None:
         raise StorageError(fault)
@@ -513,7 +514,10 @@ def load_study(storage: optuna.storages.BaseStorage, name: str | None) -> optuna
     if not names:
         raise StorageError("the storage holds no study yet; run `autotune tune` first")
     if name is None:
+        from autotune.group_studies import refuse_one_group
+
         name = names[-1]
+        refuse_one_group(storage, name, names)  # one group is not a search by group's answer
     elif name not in names:
         stored = ", ".join(shown(n) for n in names)  # escaped, as `autotune studies` lists them
         raise StorageError(f"no study named {name!r}; stored studies: {stored}")

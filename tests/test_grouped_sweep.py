@@ -523,3 +523,31 @@ def test_the_groups_sweeps_take_up_the_first_groups_worker_at_their_own_problem(
             assert trial.values == [trial.params["x"] * n], (prefix, trial.params, trial.values)
             pids.add(trial_metrics(trial)["pid"])
     assert len(pids) == 1, pids
+
+
+def test_the_commands_that_read_the_latest_study_refuse_one_group_as_the_searchs_answer(
+    tmp_path,
+):
+    # after a search by group, `autotune best` (trials, export, report) without --study took
+    # the last group's study, one GEMM of them, as if it were the search's answer
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    tuned = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "1", "--device",
+                     "cpu", "--storage", url, "--study", "run", "--finish-top", "0", *INLINE,
+                     cwd=tmp_path)  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    marked = optuna.load_study(study_name="run.up", storage=url)
+    assert stored_info(marked.user_attrs)["group"] == "run"  # one group of the search "run"
+    for command in (["best"], ["trials"], ["export", "--to", "yaml"],
+                    ["report", "--output", "r.html"]):  # fmt: skip
+        done = autotune(*command, "--storage", url, cwd=tmp_path)
+        assert done.returncode == 2 and done.stdout == "", (command, done.stdout)
+        assert done.stderr == (
+            "error: the latest study, run.up, is one group of a search by group (run.qkv, "
+            "run.up): name one with --study (e.g. --study run.qkv), or run the search's "
+            "`autotune tune` command again for every group's winner (it answers from the "
+            "stored studies)\n"
+        ), command
+    assert not (tmp_path / "r.html").exists()
+    named = autotune("export", "--to", "yaml", "--storage", url, "--study", "run.up", cwd=tmp_path)
+    assert named.returncode == 0 and "study: run.up" in named.stdout, named.stderr

@@ -64,6 +64,10 @@ class SweepSettings:
     time_budget_s: float | None = None
     budget_from: float | None = None
     planned_budget_s: float | None = None
+    #: the name a search by group's studies share (``<group>.<prefix>``) where this sweep is
+    #: one of its groups (:mod:`autotune.grouped_sweep`); its study records it, so that the
+    #: commands that read the latest study tell one group from the search's answer
+    group: str | None = None
     storage: str = DEFAULT_STORAGE
     study_name: str | None = None
     trial_timeout_s: float = 300.0

@@ -299,6 +299,7 @@ def _description(s: SweepSettings, directions: list[str]) -> dict[str, Any]:
         "label": s.label,
         "fingerprint": _redacted_fingerprint(s.fingerprint or {}),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        **({"group": s.group} if s.group else {}),  # one group of a search by group's
     }
 
 

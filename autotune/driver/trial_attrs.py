@@ -89,7 +89,7 @@ def stored_info(user_attrs: dict[str, Any]) -> dict[str, Any]:
 
 #: the kind of each field of a study's record (others are kept as they are)
 _FIELD_KINDS: dict[str, type | tuple[type, ...]] = {
-    "workload": str, "label": str, "space": str, "command": str, "created": str,
+    "workload": str, "label": str, "space": str, "command": str, "created": str, "group": str,
     "sampler": str, "sampler_used": str, "problem": dict, "device": dict, "fingerprint": dict,
     "untuned": dict, "slo": dict, "objectives": dict, "seed": (int, type(None)),
     "n_trials": (int, type(None)), "time_budget_s": (int, float, type(None)),
