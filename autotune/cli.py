@@ -40,7 +40,7 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
 from autotune.cli_stdout import result_only
 from autotune.process_end import end_process, process_started
 from autotune.redact import redact, redact_url, redact_values
-from autotune.units import readable
+from autotune.units import counted, readable
 
 #: When this command's process started (:func:`process_started`): ``--time-budget`` counts
 #: from here, so the interpreter's start, the heavy imports, the space's enumeration and the
@@ -346,7 +346,7 @@ def record(
                           typed)  # fmt: skip
     err.print(
         f"recording {workload} {redact_values(problem_values)} on {device_info['name']} "
-        f"({space_obj.grid_size()} configs before constraints) -> {output}",
+        f"({counted(space_obj.grid_size(), 'config')} before constraints) -> {output}",
         markup=False,  # a value's "[/models/m]" is text, not a closing tag (a MarkupError)
         highlight=False,
         soft_wrap=True,

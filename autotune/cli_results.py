@@ -34,7 +34,7 @@ from autotune.cli_stdout import names_stdout, result_stream, write_result
 from autotune.export_text import shown as one_line
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.train_export import TARGETS as TRAIN_TARGETS
-from autotune.units import named, readable
+from autotune.units import counted, named, readable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -219,18 +219,18 @@ def hidden_caption(rejected: int, refused: int) -> str:
     'refused by MyObjective'), named apart (both were 'rejected by constraints').
 
     Example:
-        >>> hidden_caption(3, 0)
-        '3 configs rejected by constraints not shown (--all)'
+        >>> hidden_caption(3, 0), hidden_caption(1, 0)
+        ('3 configs rejected by constraints not shown (--all)', '1 config rejected by constraints not shown (--all)')
         >>> hidden_caption(0, 1), hidden_caption(2, 2)
         ('1 config refused by the objective not shown (--all)', '2 configs rejected by constraints and 2 refused by the objective not shown (--all)')
     """  # noqa: E501
     parts = []
     if rejected:
-        parts.append(f"{rejected} configs rejected by constraints")
+        parts.append(f"{counted(rejected, 'config')} rejected by constraints")
     if refused:
         parts.append(f"{refused} refused by the objective")
-    if parts and not rejected and refused == 1:
-        parts = ["1 config refused by the objective"]
+    if parts and not rejected:
+        parts = [f"{counted(refused, 'config')} refused by the objective"]
     return " and ".join(parts) + " not shown (--all)"
 
 

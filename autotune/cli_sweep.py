@@ -163,8 +163,10 @@ def sweep_and_finish(
         running = summary.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
         others = len(running)
         if others:  # this driver's trials are told by now: the running ones are others'
-            err.print(f"no trial has succeeded yet: the {others} trial(s) still running are "
-                      "another driver's, which reports them (`autotune best --study "
+            who = ("the trial still running is another driver's, which reports it" if others == 1
+                   else f"the {others} trials still running are another driver's, which reports "
+                   "them")  # fmt: skip
+            err.print(f"no trial has succeeded yet: {who} (`autotune best --study "
                       f"{summary.study_name}` once they end)")  # fmt: skip
             return None
         if summary.trials_run == 0 and summary.refusals:  # why, without digging for it

@@ -48,6 +48,7 @@ from autotune.group_warm_start import group_sources
 from autotune.setup_error import SetupError
 from autotune.space import Space, load_space
 from autotune.space.parts import Part, composed_parts
+from autotune.units import counted
 
 if TYPE_CHECKING:
     import optuna
@@ -326,7 +327,8 @@ def tune_by_group(
                                     **modules_run(groups[0].settings)})  # fmt: skip
     shared = len(parts) - len(groups)
     also = f" (prefixes of the same space and problem share one: {shared} fewer)" if shared else ""
-    err.print(f"searched by group: {len(groups)} sweeps for {len(parts)} prefixes{also}",
+    sweeps = counted(len(groups), "sweep")
+    err.print(f"searched by group: {sweeps} for {counted(len(parts), 'prefix', 'prefixes')}{also}",
               highlight=False, markup=False)  # fmt: skip
     with KeptProcesses() as kept:  # each group's sweep takes up the last one's processes
         interrupted = _sweep_groups(groups, asked, started, cache, finish_top, finish_rounds,

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
 from autotune.driver.trial_attrs import INFEASIBLE, INTERRUPTED, REFUSED, REPEATED
 from autotune.redact import redact_values
-from autotune.units import named
+from autotune.units import counted, named
 
 
 def failures_text(counts: Counter, objective: str = "") -> str:
@@ -116,7 +116,7 @@ class ProgressDisplay(SweepObserver):
             left = max(0, settings.n_trials - done)
             note = _adds(left, untried) if done else _first_run_note(settings.n_trials, untried)
             adds = f" ({note})" if note else ""
-            budget.append(f"{settings.n_trials} trials{adds}")
+            budget.append(f"{counted(settings.n_trials, 'trial')}{adds}")
         if settings.time_budget_s is not None:  # a time budget's resume: none to run, or
             spent = done and untried == 0 and settings.n_trials is None  # (as it goes) time
             adds = f" ({_adds(1, 0)})" if spent else ""
@@ -131,7 +131,7 @@ class ProgressDisplay(SweepObserver):
             f"[bold]autotune[/bold] {escape(settings.workload)} {escape(problem)} on "
             f"{escape(str(device))} | executor {settings.executor}{workers} | "
             f"sampler {escape(settings.sampler)}, seed {settings.seed} | "
-            f"study {escape(study.study_name)} ({done} trials stored) | "
+            f"study {escape(study.study_name)} ({counted(done, 'trial')} stored) | "
             f"budget {' / '.join(budget)}",
             soft_wrap=True,
         )
@@ -207,7 +207,7 @@ class ProgressDisplay(SweepObserver):
             f"(the sampler's {summary.sampler_share:.1%} runs while trials measure); "
             f"compiling held slots {summary.compile_share:.1%} of it"
             + (
-                f" ({summary.compile_jobs} processes compiled ahead)"
+                f" ({counted(summary.compile_jobs, 'process', 'processes')} compiled ahead)"
                 if summary.compile_jobs
                 else ""
             )
@@ -226,7 +226,7 @@ class ProgressDisplay(SweepObserver):
             )
             return
         ran = (
-            f"done: {summary.trials_run} trials in {summary.elapsed_s:.1f} s{in_flight} "
+            f"done: {counted(summary.trials_run, 'trial')} in {summary.elapsed_s:.1f} s{in_flight} "
             f"({_stop_text(summary.stopped_by)})"
         )
         # the study's counts leave out trials stopped from outside (told FAIL), as it launched
@@ -316,7 +316,8 @@ def _memory_text(memory: dict) -> str:
         return ""
     error = memory.get("memory_model_error")
     off = f", {error:.0%} off the measured peaks" if error is not None else ""
-    return f"; the memory model rejected {memory['memory_rejected']} configs before launch{off}"
+    rejected = counted(memory["memory_rejected"], "config")
+    return f"; the memory model rejected {rejected} before launch{off}"
 
 
 def _stop_text(stopped_by: str) -> str:

@@ -44,6 +44,7 @@ from autotune.triton_source import (
     safe_comment,
 )
 from autotune.triton_workload import check_kernel_workload
+from autotune.units import counted
 
 
 def _shape_of(study_name: str, problem: dict[str, Any], key: list[str]) -> tuple[int, ...]:
@@ -367,7 +368,7 @@ def triton_table_export(
         _replay_note(tabled)
         + f"A per-shape table over {', '.join(key)}"
         + (f" (the kernel's {', '.join(kernel_key)})" if kernel_key != key else "")
-        + f" ({len(rows)} shapes"
+        + f" ({counted(len(rows), 'shape')}"
         + (f", dtype {dtype}" if dtype != "None" else "")
         + f"), {ordering}.\n"
         f"{dropped_note(every, rename)}\n"

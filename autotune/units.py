@@ -108,3 +108,16 @@ def named(metric: str, value: float | None) -> str:
     """
     text = readable(metric, value)
     return text if " " in text or text.endswith(("x", "%")) else f"{text} {metric}"
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` of ``noun``, singular for one ('1 trial', not '1 trials'); ``plural``
+    where adding an s does not make it (``process``: ``processes``).
+
+    Example:
+        >>> counted(1, "trial"), counted(0, "trial"), counted(3, "config")
+        ('1 trial', '0 trials', '3 configs')
+        >>> counted(1, "process", "processes"), counted(2, "process", "processes")
+        ('1 process', '2 processes')
+    """
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"

@@ -898,7 +898,7 @@ def test_a_driver_whose_budget_other_drivers_trials_hold_is_no_failure(tmp_path)
     study.ask()  # another driver's trial, running
     second = _tune(tmp_path, "--trials", "2", "--finish-top", "0")
     assert second.returncode == 0, second.stderr
-    assert "the 1 trial(s) still running are another driver's" in second.stderr
+    assert "the trial still running is another driver's, which reports it" in second.stderr
 
 
 def test_a_resume_that_runs_no_trial_keeps_the_finish_in_its_time_budget(tmp_path):

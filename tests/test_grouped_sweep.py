@@ -305,7 +305,7 @@ def test_a_search_by_group_resumed_by_its_space_and_study_takes_the_stored_workl
     assert first.returncode == 0, first.stderr
     resumed = autotune("tune", "--space", "tiny.yaml", "--trials", "2", *common, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert "study run.qkv (1 trials stored) | budget 2 trials (1 to run)" in resumed.stderr
+    assert "study run.qkv (1 trial stored) | budget 2 trials (1 to run)" in resumed.stderr
     storage = optuna.storages.RDBStorage(url)
     for name in ("run.qkv", "run.up"):
         study = optuna.load_study(study_name=name, storage=storage)

@@ -22,7 +22,7 @@ def test_the_closing_line_counts_no_more_slots_than_trials_could_fill(slots, ran
     )  # fmt: skip
     ProgressDisplay(Console(file=out, width=300)).on_end(summary)
     line = out.getvalue()
-    assert line.startswith(f"done: {ran} trials")
+    assert line.startswith(f"done: {ran} trial{'' if ran == 1 else 's'} in ")  # ('1 trials')
     assert ("at a time" in line) == (says is not None)
     assert says is None or says in line
 
@@ -150,7 +150,7 @@ def test_a_first_run_that_launched_nothing_keeps_its_closing_line():
 
 def test_a_resumes_closing_line_gives_this_runs_failures_then_the_studys(tmp_path):
     # a resume that ran 1 trial closed with 'done: 1 trials ...; 3 launched in study w;
-    # failed: wrong_result 3', the earlier runs' 2 failures read as this run's
+    # failed: wrong_result 3', the earlier runs' 2 failures read as this run's (and '1 trials')
     from autotune.driver import Sweep
     from autotune.driver.settings import SweepSettings
     from autotune.space import Param, Space
@@ -176,7 +176,7 @@ def test_a_resumes_closing_line_gives_this_runs_failures_then_the_studys(tmp_pat
     resumed, line = run(3)
     assert resumed.failures == {"wrong_result": 1}
     assert resumed.study_failures == {"wrong_result": 3}
-    assert line.startswith("done: 1 trials in ") and "; this run: failed: wrong_result 1; " in line
+    assert line.startswith("done: 1 trial in ") and "; this run: failed: wrong_result 1; " in line
     assert line.endswith(
         "; study w in all (earlier runs included): 3 launched; failed: wrong_result 3"
     )
@@ -286,6 +286,9 @@ def test_a_first_runs_header_says_when_the_space_holds_fewer_configs_than_its_tr
         "| study f (0 trials stored) | budget 10 trials (only 3 configs in the space)"
     )
     assert header(3, "g").endswith("| study g (0 trials stored) | budget 3 trials")
+    # one of each said '(1 trials stored) | budget 1 trials'
+    assert header(1, "h").endswith("| study h (0 trials stored) | budget 1 trial")
+    assert header(2, "h").endswith("| study h (1 trial stored) | budget 2 trials (1 to run)")
 
 
 def test_the_closing_lines_study_totals_count_every_drivers_failures(tmp_path):

@@ -52,6 +52,7 @@ from autotune.executors.base import Executor
 from autotune.failures import TrialStatus
 from autotune.redact import redact
 from autotune.timing import rotated
+from autotune.units import counted
 
 
 def spread_text(spread: float, readings: int) -> str:
@@ -325,7 +326,7 @@ def finish(
             "metric": metric,
             "rounds": done_rounds,
             "protocol": (
-                f"fresh worker process; top {min(top, len(trials))} configs and the "
+                f"fresh worker process; top {counted(min(top, len(trials)), 'config')} and the "
                 f"untuned default (if over the SLO, a reference only) re-measured in {done_rounds} "
                 f"interleaved round{'' if done_rounds == 1 else 's'}, the order rotated "
                 "each round; winner by median, "
