@@ -109,7 +109,8 @@ class ProgressDisplay(SweepObserver):
         self._total = settings.n_trials
         self._done_at_start = done
         self._start = time.monotonic()
-        shown = {k: v for k, v in settings.problem.items() if k != "table" and v != ""}
+        shown = {k: v for k, v in settings.problem.items()  # a value left unset: no "N=None"
+                 if k != "table" and v != "" and v is not None}  # fmt: skip
         problem = ",".join(f"{k}={listed(v)}" for k, v in redact_values(shown).items())
         budget = []
         if settings.n_trials is not None:  # the study's target: a resume says what it adds
@@ -130,7 +131,8 @@ class ProgressDisplay(SweepObserver):
         self.console.print(
             f"[bold]autotune[/bold] {escape(settings.workload)} {escape(problem)} on "
             f"{escape(str(device))} | executor {settings.executor}{workers} | "
-            f"sampler {escape(settings.sampler)}, seed {settings.seed} | "
+            f"sampler {escape(settings.sampler)}, "
+            f"{'no seed' if settings.seed is None else f'seed {settings.seed}'} | "
             f"study {escape(study.study_name)} ({counted(done, 'trial')} stored) | "
             f"budget {' / '.join(budget)}",
             soft_wrap=True,

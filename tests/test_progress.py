@@ -49,6 +49,23 @@ def test_the_header_shows_the_slots_the_executor_holds_not_only_those_asked(
     assert f"executor ray{says}" in out.getvalue()
 
 
+def test_the_header_shows_no_missing_value_as_none():
+    # a sweep without --seed said 'sampler auto, seed None', and a problem value left unset
+    # (a workload file's default of None) 'N=None'
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import Param, Space
+
+    settings = SweepSettings(
+        workload="w.py", problem={"M": 4, "N": None}, objectives={"score": "maximize"},
+        space=Space("s", [Param("x", "int", low=1, high=2)]), executor="inline",
+    )  # fmt: skip
+    out = io.StringIO()
+    ProgressDisplay(Console(file=out, width=400)).on_start(settings, optuna.create_study(), 0)
+    header = out.getvalue()
+    assert "None" not in header and "autotune w.py M=4 on " in header, header
+    assert "| sampler auto, no seed |" in header, header
+
+
 def test_a_long_reason_is_cut_with_an_ellipsis_on_its_one_line():
     # a reason past 100 characters was cut mid-word with nothing to say more was left out
     from autotune.driver.settings import SweepSettings, TrialRecord
