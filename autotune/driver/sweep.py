@@ -388,10 +388,17 @@ class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
     # -- the end ------------------------------------------------------------------------
     def _close(self, stopped_by: str) -> None:
         """Stop the executor and close every trial of this driver not told (signals held)."""
+        try:
+            where = self.executor.running_on()  # asked before the workers end
+        except Exception:  # noqa: BLE001 - (a cluster gone) the trials are closed all the same
+            where = {}
         self.executor.close()  # ends workers still measuring
-        for asked in self.in_flight.values():
+        for number, asked in self.in_flight.items():
             reason = f"the sweep stopped ({stopped_by}) while it ran"
-            self.book.mark_interrupted(asked.trial, reason)
+            ran_s = self.end - self.launched_at[number] if number in self.launched_at else None
+            self.book.mark_interrupted(
+                asked.trial, reason, worker=where.get(number, ""), duration_s=ran_s
+            )
         if self.compiler is not None:
             self.compiler.close()
         left = [a for group in self.waiting.values() for a in group] + list(self.ahead)

@@ -275,20 +275,34 @@ class TrialBook:
             return is_enumerable(space)
         return self.unsteered >= UNSTEERED_IN_A_ROW
 
-    def mark_interrupted(self, trial: optuna.Trial | int, reason: str) -> None:
-        """Close a trial of this driver (or its number) that will not be told a result."""
-        reason = self.redact(reason)
+    def mark_interrupted(
+        self,
+        trial: optuna.Trial | int,
+        reason: str,
+        *,
+        worker: str = "",
+        duration_s: float | None = None,
+    ) -> None:
+        """Close a trial of this driver (or its number) that will not be told a result; one
+        stopped as it ran keeps where it ran (``worker``) and for how long (``duration_s``),
+        as a finished trial does."""
+        attrs: dict[str, Any] = {STATUS: INTERRUPTED, REASON: self.redact(reason)}
+        if duration_s is not None:
+            attrs[DURATION] = round(duration_s, 4)
+        if worker:
+            attrs[WORKER] = worker
         try:
             if isinstance(trial, int):
                 storage, study_id = self.study._storage, self.study._study_id
                 trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial)
                 if storage.get_trial(trial_id).state.is_finished():
                     return
-                storage.set_trial_user_attr(trial_id, STATUS, INTERRUPTED)
-                storage.set_trial_user_attr(trial_id, REASON, reason)
+                for key, value in attrs.items():
+                    storage.set_trial_user_attr(trial_id, key, value)
             else:
-                trial.set_user_attr(STATUS, INTERRUPTED)
-                trial.set_user_attr(REASON, reason)
+                with batched_writes(self.study):
+                    for key, value in attrs.items():
+                        trial.set_user_attr(key, value)
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         except _ALREADY_FINISHED:
             pass

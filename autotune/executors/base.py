@@ -91,6 +91,11 @@ class Executor(ABC):
         default those :meth:`poll` finds."""
         return self.poll()
 
+    def running_on(self) -> dict[int, str]:
+        """Where each trial in flight runs, by ticket (the ``worker`` a :class:`Finished` of it
+        would carry), for the trials a stop interrupts; empty where the executor cannot say."""
+        return {}
+
     def worker_start_s(self) -> float | None:
         """The longest a worker took to start (import its libraries, build the objective) before
         its first trial, where the executor measures it; None where it does not. A fresh

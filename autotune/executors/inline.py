@@ -62,6 +62,7 @@ class InlineExecutor(Executor):
         self._order = 0  # ties finish in submission order
         self._pending: list[tuple[float, int, Finished]] = []
         self._handed: list[Finished] = []  # the last trial wait_any handed back
+        self._evaluating: int | None = None  # the ticket submit() evaluates now
 
     @property
     def capacity(self) -> int:
@@ -89,7 +90,9 @@ class InlineExecutor(Executor):
     def submit(
         self, ticket: int, config: dict[str, Any], should_prune: PruneCheck = never_prune
     ) -> None:
+        self._evaluating = ticket  # kept where a stop ends the evaluation (KeyboardInterrupt)
         result = self._runner.evaluate(config, should_prune)
+        self._evaluating = None
         recorded = result.measurement.recorded_duration_s if result.measurement else None
         simulated = result.duration_s if recorded is None else recorded
         self._order += 1
@@ -107,6 +110,10 @@ class InlineExecutor(Executor):
         self._clock = max(self._clock, finish_at)
         return [finished]
 
+    def running_on(self) -> dict[int, str]:
+        """The trial being evaluated now, if a stop came while it ran (in this process)."""
+        return {} if self._evaluating is None else {self._evaluating: "inline"}
+
     def finished_at_stop(self) -> list[Finished]:
         """Every trial evaluated and not handed back yet (in the order the simulated clock
         finishes them), after the last one handed back: all were measured, whatever the
@@ -117,5 +124,6 @@ class InlineExecutor(Executor):
 
     def close(self) -> None:
         self._pending.clear()
+        self._evaluating = None
         self._handed = []
         self._runner.close()

@@ -68,6 +68,7 @@ class LocalExecutor(Executor):
         self._lock = threading.Lock()
         self._done: queue.Queue[Finished] = queue.Queue()
         self._in_flight = 0
+        self._running: dict[int, int] = {}  # ticket -> slot, while its trial runs
         self._closing = False
         self._threads: list[threading.Thread] = []
         #: kept for the command's next sweep (:mod:`autotune.driver.kept_processes`): close()
@@ -92,6 +93,11 @@ class LocalExecutor(Executor):
                   if runner.longest_start_s is not None]  # fmt: skip
         return max(starts, default=None)
 
+    def running_on(self) -> dict[int, str]:
+        """The slot each trial in flight runs on (``local worker 0``, ``... on GPU 1``)."""
+        with self._lock:
+            return {ticket: self._slots[slot][1] for ticket, slot in self._running.items()}
+
     def end_at(self, budget_ends: float | None) -> None:
         """Stop trials still running at ``budget_ends`` (a ``time.monotonic()`` reading)."""
         for runner, _ in self._slots:
@@ -105,6 +111,7 @@ class LocalExecutor(Executor):
                 raise RuntimeError("submit() with every worker busy")
             slot = self._idle.pop(0)
             self._in_flight += 1
+            self._running[ticket] = slot
         thread = threading.Thread(
             target=self._run,
             args=(slot, ticket, config, should_prune),
@@ -128,6 +135,7 @@ class LocalExecutor(Executor):
         seconds = time.perf_counter() - started
         with self._lock:
             self._idle.append(slot)
+            self._running.pop(ticket, None)
         self._done.put(Finished(ticket, result, seconds, worker=where))
 
     def wait_any(self) -> list[Finished]:
@@ -182,6 +190,7 @@ class LocalExecutor(Executor):
         """
         self.poll()
         self._closing, self._in_flight = False, 0
+        self._running.clear()
         for runner, _ in self._slots:
             runner.take_up(problem)
 

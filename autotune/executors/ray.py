@@ -439,6 +439,10 @@ class RayExecutor(Executor):
     def in_flight(self) -> int:
         return len(self._running)
 
+    def running_on(self) -> dict[int, str]:
+        """The actor each trial in flight runs on (its node is known once it answers)."""
+        return {f.ticket: f"ray actor {f.slot}" for f in getattr(self, "_running", {}).values()}
+
     def submit(
         self, ticket: int, config: dict[str, Any], should_prune: PruneCheck = never_prune
     ) -> None:

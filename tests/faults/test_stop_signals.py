@@ -105,3 +105,80 @@ def test_a_signal_while_the_storage_creates_a_trial_leaves_none_running(tmp_path
         (t.number, t.state.name, trial_status(t)) for t in trials
     ]
     assert trial_status(trials[3]) == "interrupted"
+
+
+MIXED = """name: mixed
+workload: faults
+parameters:
+  fault: {type: categorical, choices: [none]}
+  delay: {type: categorical, choices: [0.0, 60.0]}
+"""
+
+
+def test_a_trial_interrupted_as_it_ran_keeps_where_it_ran(tmp_path):
+    """SIGINT while a worker runs a trial (a 60-s delay, after a quick one finished): the
+    interrupted trial keeps its worker, as the finished one does, and how long it ran."""
+    space, url = tmp_path / "mixed.yaml", f"sqlite:///{tmp_path / 'm.db'}"
+    space.write_text(MIXED)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
+         "--trials", "2", "--finish-top", "0", "--storage", url, "--study", "s",
+         "--sampler", "grid", "--seed", "1"],  # (seed 1: the quick config first)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # a quick trial measured, the slow one running
+        try:
+            trials = optuna.load_study(study_name="s", storage=url).trials
+        except KeyError:
+            trials = []
+        ok = any(trial_status(t) == "ok" for t in trials)
+        slow = [t for t in trials if t.state.name == "RUNNING" and t.params.get("delay") == 60.0]
+        if ok and slow:
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        raise AssertionError("no quick trial measured and slow one running in 120 s")
+    time.sleep(1.0)  # asked for, then launched at once on the free slot
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    trials = optuna.load_study(study_name="s", storage=url).trials
+    done = next(t for t in trials if trial_status(t) == "ok")
+    stopped = next(t for t in trials if t.number == slow[0].number)
+    assert stopped.user_attrs["reason"] == "the sweep stopped (interrupted) while it ran"
+    assert stopped.user_attrs.get("worker") == done.user_attrs["worker"] == "local worker 0"
+    assert 1.0 <= stopped.user_attrs.get("duration_s", 0) < 60
+
+
+def test_a_trial_interrupted_as_it_ran_in_the_driver_keeps_where_it_ran(tmp_path):
+    """The same with ``--executor inline``: SIGINT while the driver's own process runs the slow
+    trial (a second after the quick one is told); it keeps ``inline``, as the finished trial
+    does."""
+    import os
+    import threading
+
+    from autotune.driver import Sweep, SweepSettings
+    from autotune.driver.settings import SweepObserver
+    from autotune.space import load_space
+
+    class InterruptAfterTheFirst(SweepObserver):
+        def on_trial(self, record, study, counts) -> None:  # noqa: ANN001
+            if record.number == 0:
+                threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    space_file, url = tmp_path / "mixed.yaml", f"sqlite:///{tmp_path / 'i.db'}"
+    space_file.write_text(MIXED)
+    settings = SweepSettings(
+        workload="faults", problem={}, space=load_space(str(space_file)),
+        objectives={"score": "maximize"}, sampler="grid", n_trials=2, seed=1, storage=url,
+        study_name="s", executor="inline", warm_start="off",
+    )  # fmt: skip
+    summary = Sweep(settings, InterruptAfterTheFirst()).run()
+    assert summary.stopped_by == "interrupted"
+    done, stopped = optuna.load_study(study_name="s", storage=url).trials
+    assert trial_status(done) == "ok" and trial_status(stopped) == "interrupted"
+    assert stopped.params["delay"] == 60.0
+    assert stopped.user_attrs.get("worker") == done.user_attrs["worker"] == "inline"
+    assert 0.5 <= stopped.user_attrs.get("duration_s", 0) < 60
