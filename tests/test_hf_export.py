@@ -56,3 +56,36 @@ def test_the_trainer_keeps_the_constant_lr_the_step_was_measured_at(tmp_path):
     trainer = transformers.Trainer(model=torch.nn.Linear(2, 2), args=args)
     trainer.create_optimizer_and_scheduler(num_training_steps=50)
     assert _lrs(trainer.optimizer, trainer.lr_scheduler, 50) == {3e-4}
+
+
+@pytest.mark.parametrize("checkpointing", [True, False])
+@pytest.mark.parametrize("layout", ["single", "fsdp2"])
+def test_every_exported_key_is_a_field_of_the_installed_training_arguments(
+    tmp_path, checkpointing, layout
+):
+    """The export names fields the installed ``TrainingArguments`` has (the checkpointing key
+    follows its version: ``activation_checkpointing`` in 5.x, ``gradient_checkpointing``
+    before), and each value is what the constructed arguments hold: none dropped."""
+    import dataclasses
+
+    transformers = pytest.importorskip("transformers")
+    config = {"activation_checkpointing": checkpointing, "compile": True,
+              "compile_mode": "max-autotune-no-cudagraphs"}  # fmt: skip
+    if layout == "fsdp2":
+        record = _parallel(layout="fsdp2", reshard_after_forward=False, **config)
+    else:
+        record = _record(precision="bf16", **config)
+    out = training_export(record, "hf")
+    fields = {f.name for f in dataclasses.fields(transformers.TrainingArguments)}
+    assert set(out.settings) <= fields, set(out.settings) - fields
+    assert {"activation_checkpointing", "gradient_checkpointing"} & set(out.settings)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), use_cpu=True, **out.settings)
+    for key, value in out.settings.items():
+        held = getattr(args, key)
+        if key == "fsdp":  # "full_shard": FSDP on (newer versions keep True, with the config)
+            assert held, held
+        elif key == "fsdp_config":  # newer versions drop the "fsdp_" prefix of its keys
+            reshard = held.get("reshard_after_forward", held.get("fsdp_reshard_after_forward"))
+            assert reshard is False, held
+        else:
+            assert getattr(held, "value", held) == value, (key, value, held)
