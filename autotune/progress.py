@@ -128,8 +128,9 @@ class ProgressDisplay(SweepObserver):
         workers = f" x{capacity}" if settings.workers or capacity > 1 else ""
         if settings.workers and settings.workers > capacity:
             workers += f" ({settings.workers} asked; the cluster holds {capacity})"
+        problem = f" {problem}" if problem else ""  # none to show: one space before "on"
         self.console.print(
-            f"[bold]autotune[/bold] {escape(settings.workload)} {escape(problem)} on "
+            f"[bold]autotune[/bold] {escape(settings.workload)}{escape(problem)} on "
             f"{escape(str(device))} | executor {settings.executor}{workers} | "
             f"sampler {escape(settings.sampler)}, "
             f"{'no seed' if settings.seed is None else f'seed {settings.seed}'} | "

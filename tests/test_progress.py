@@ -66,6 +66,22 @@ def test_the_header_shows_no_missing_value_as_none():
     assert "| sampler auto, no seed |" in header, header
 
 
+@pytest.mark.parametrize("problem", [{}, {"table": "t.csv", "N": None, "K": ""}])
+def test_the_header_of_a_sweep_with_no_problem_to_show_has_one_space_before_on(problem):
+    # the faults workload (no problem) read 'autotune faults  on AMD EPYC | ...'
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import Param, Space
+
+    settings = SweepSettings(
+        workload="faults", problem=problem, objectives={"score": "maximize"},
+        space=Space("s", [Param("x", "int", low=1, high=2)]), executor="inline",
+        device={"name": "AMD EPYC"},
+    )  # fmt: skip
+    out = io.StringIO()
+    ProgressDisplay(Console(file=out, width=400)).on_start(settings, optuna.create_study(), 0)
+    assert out.getvalue().startswith("autotune faults on AMD EPYC | executor inline |"), out
+
+
 def test_a_long_reason_is_cut_with_an_ellipsis_on_its_one_line():
     # a reason past 100 characters was cut mid-word with nothing to say more was left out
     from autotune.driver.settings import SweepSettings, TrialRecord
