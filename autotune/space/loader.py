@@ -38,7 +38,7 @@ from typing import Any
 from autotune.space.expr import Expression, ExpressionError
 from autotune.space.params import KINDS, Constraint, Param
 from autotune.space.parts import include_problems
-from autotune.space.space import Space, SpaceError
+from autotune.space.space import Space, SpaceError, shown
 from autotune.space.yaml_file import read_yaml_mapping
 
 _PARAM_KEYS = {"type", "low", "high", "step", "log", "choices", "when"}
@@ -93,26 +93,13 @@ def resolve_space_path(name: str | Path, relative_to: Path | None = None) -> Pat
 MAX_INT = 2**53
 
 
-def _shown(value: Any) -> str:
-    """A value as a message names it: a huge integer by its length, not its thousand digits
-    (past 4300 of them, Python will not even write it).
-
-    Example:
-        >>> _shown(2**53 + 1), _shown(10**400), _shown(0.5)
-        ('9007199254740993', 'an integer of about 401 digits', '0.5')
-    """
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
-        return f"an integer of about {int(math.log10(abs(value))) + 1} digits"
-    return repr(value)
-
-
 def _float(value: int, where: str) -> float:
     """An integer as a float (Optuna reads every number of a space as one), or refused in one
     line when it is too large for one."""
     try:
         return float(value)
     except OverflowError:
-        raise SpaceError(f"{where}: {_shown(value)} is too large: Optuna reads it as a float, "
+        raise SpaceError(f"{where}: {shown(value)} is too large: Optuna reads it as a float, "
                          f"at most about {sys.float_info.max:.1e}") from None  # fmt: skip
 
 
@@ -123,7 +110,7 @@ def _number(value: Any, where: str, integer: bool = False) -> float | int:
         except ValueError:
             raise SpaceError(f"{where}: {value!r} is not a number") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpaceError(f"{where}: {value!r} is not a number")
+        raise SpaceError(f"{where}: {shown(value)} is not a number")
     if isinstance(value, int):  # exact, of any size (YAML reads 1 and 400 zeros)
         return value if integer else _float(value, where)
     if not math.isfinite(value):  # YAML's .nan and .inf
@@ -149,7 +136,7 @@ def _integer_bound(value: Any, where: str) -> int:
     """
     number = int(_number(value, where, integer=True))
     if abs(number) > MAX_INT:
-        raise SpaceError(f"{where}: {_shown(number)} is outside -2**53..2**53, the integers "
+        raise SpaceError(f"{where}: {shown(number)} is outside -2**53..2**53, the integers "
                          "Optuna holds exactly (it reads an int parameter as a float)")  # fmt: skip
     return number
 
@@ -171,7 +158,7 @@ def check_name(name: Any, where: str) -> None:
     from autotune.space.expr import FUNCTIONS, NAMESPACES
 
     if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-        raise SpaceError(f"{where}: {name!r} is not a name an expression can read (letters, "
+        raise SpaceError(f"{where}: {shown(name)} is not a name an expression can read (letters, "
                          "digits, _)")  # fmt: skip
     if name in FUNCTIONS or name in NAMESPACES:
         raise SpaceError(f"{where}: {name!r} is taken by the expression language; rename it")
@@ -234,7 +221,7 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
         raise SpaceError(f"{where}: unknown key {sorted(unknown)[0]!r}")
     kind = spec.get("type")
     if kind not in KINDS:
-        raise SpaceError(f"{where}.type: {kind!r} is not one of {', '.join(KINDS)}")
+        raise SpaceError(f"{where}.type: {shown(kind)} is not one of {', '.join(KINDS)}")
     untaken = [key for key in spec if key not in _KIND_KEYS[kind]]
     if untaken:
         raise SpaceError(f"{where}: a {kind} parameter takes no {untaken[0]!r} (it takes "
@@ -250,7 +237,7 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
             raise SpaceError(f"{where}.choices: must be a non-empty list")
         odd = next((c for c in choices if not isinstance(c, (str, int, float, bool))), None)
         if odd is not None or any(c is None for c in choices):
-            raise SpaceError(f"{where}.choices: {odd!r} is not a number, text or bool")
+            raise SpaceError(f"{where}.choices: {shown(odd)} is not a number, text or bool")
         for choice in choices:  # Optuna reads each number as a float, to tell a nan
             if isinstance(choice, int):
                 _float(choice, f"{where}.choices")
@@ -275,7 +262,7 @@ def _parse_param(name: str, spec: Any, where: str, prefix: str) -> Param:
             raise SpaceError(f"{where}: the range {param.low}..{param.high} is too wide to sample")
         param.log = spec.get("log", False)
         if not isinstance(param.log, bool):
-            raise SpaceError(f"{where}.log: {param.log!r} is not true or false")
+            raise SpaceError(f"{where}.log: {shown(param.log)} is not true or false")
         if param.log and "step" in spec:
             raise SpaceError(f"{where}: a log-scaled parameter takes no step")
         if param.log and param.low <= 0:
@@ -375,10 +362,10 @@ def _load(
                              "prefix, repeat, problem)")  # fmt: skip
         for key in ("space", "prefix"):
             if key in entry and not isinstance(entry[key], str):
-                raise SpaceError(f"{where}.{key}: must be text, not {entry[key]!r}")
+                raise SpaceError(f"{where}.{key}: must be text, not {shown(entry[key])}")
         repeat = int(_number(entry.get("repeat", 1), f"{where}.repeat", integer=True))
         if not 0 <= repeat <= MAX_REPEAT:
-            raise SpaceError(f"{where}.repeat: {_shown(repeat)} is not within 0..{MAX_REPEAT}")
+            raise SpaceError(f"{where}.repeat: {shown(repeat)} is not within 0..{MAX_REPEAT}")
         sub_prefix = entry.get("prefix", "")
         if repeat > 1 and "{i}" not in sub_prefix:
             raise SpaceError(f"{where}.prefix: a repeated include needs '{{i}}' in its prefix")
@@ -402,9 +389,10 @@ def _load(
     if not isinstance(raw_params, dict):
         raise SpaceError(f"{path}: parameters: must be a mapping of name to spec")
     for name, spec in raw_params.items():
-        check_name(name, f"{path}: parameters.{name}")
-        params.append(_parse_param(str(name), spec, f"{path}: parameters.{name}", prefix))
-        read.grow(1, 0, f"{path}: parameters.{name}")
+        where = f"{path}: parameters.{name if isinstance(name, str) else shown(name)}"
+        check_name(name, where)
+        params.append(_parse_param(str(name), spec, where, prefix))
+        read.grow(1, 0, where)
 
     raw_constraints = data.get("constraints") or {}
     if isinstance(raw_constraints, list):
@@ -445,7 +433,7 @@ def load_space(name: str | Path) -> Space:
     includes = tuple(str(p) for p in list(read.files)[1:])  # the first is the file itself
     workload = data.get("workload")
     if workload is not None and (not isinstance(workload, str) or not workload.strip()):
-        raise SpaceError(f"{path}: workload: {workload!r} is not a workload's name")
+        raise SpaceError(f"{path}: workload: {shown(workload)} is not a workload's name")
     return Space(
         str(data.get("name", path.stem)), params, constraints, source=str(path),
         includes=includes, workload=workload,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.space.space import SpaceError
+from autotune.space.space import SpaceError, shown
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,8 @@ for 2 copies (repeat); give one mapping for every copy, or one per copy
     if isinstance(value, dict):
         return [_problem(value, f"{where}.problem") for _ in range(repeat)]
     if not isinstance(value, list):
-        raise SpaceError(f"{where}.problem: {value!r} is not a mapping of problem key to value "
-                         "(or a list of them, one per copy)")  # fmt: skip
+        raise SpaceError(f"{where}.problem: {shown(value)} is not a mapping of problem key to "
+                         "value (or a list of them, one per copy)")  # fmt: skip
     if len(value) != repeat:
         raise SpaceError(f"{where}.problem: a list of {len(value)} problems for {repeat} copies "
                          "(repeat); give one mapping for every copy, or one per copy")  # fmt: skip
@@ -70,12 +70,12 @@ for 2 copies (repeat); give one mapping for every copy, or one per copy
 def _problem(value: Any, where: str) -> dict[str, Any]:
     """One problem mapping, its keys text and its values numbers, text or bools."""
     if not isinstance(value, dict):
-        raise SpaceError(f"{where}: {value!r} is not a mapping of problem key to value")
+        raise SpaceError(f"{where}: {shown(value)} is not a mapping of problem key to value")
     for key, item in value.items():
         if not isinstance(key, str) or not key:
-            raise SpaceError(f"{where}: the key {key!r} is not a problem key's name")
+            raise SpaceError(f"{where}: the key {shown(key)} is not a problem key's name")
         if item is None or not isinstance(item, (str, int, float, bool)):
-            raise SpaceError(f"{where}.{key}: {item!r} is not a number, text or bool")
+            raise SpaceError(f"{where}.{key}: {shown(item)} is not a number, text or bool")
     return dict(value)
 
 

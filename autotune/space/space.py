@@ -58,6 +58,24 @@ class SpaceError(ValueError):
         super().__init__(one_line(message))
 
 
+def shown(value: Any) -> str:
+    """A value of a space file as a message names it: as YAML writes it where Python's ``repr``
+    reads otherwise (``null``, not ``None``), and a huge integer by its length, not its
+    thousand digits (past 4300 of them, Python will not even write it).
+
+    Example:
+        >>> shown(None), shown("x"), shown(0.5), shown(2**53 + 1)
+        ('null', "'x'", '0.5', '9007199254740993')
+        >>> shown(10**400)
+        'an integer of about 401 digits'
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
+        return f"an integer of about {int(math.log10(abs(value))) + 1} digits"
+    return repr(value)
+
+
 def one_line(text: str) -> str:
     """``text`` with its line breaks escaped, so that it prints as one line.
 

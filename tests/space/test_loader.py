@@ -138,7 +138,7 @@ BAD_FILES = [
     ),
     (
         "include:\n  - {space: matmul.yaml, prefix: 'a.', problem: {M: null}}\n",
-        "include[0].problem.M: None is not a number, text or bool",
+        "include[0].problem.M: null is not a number, text or bool",
     ),
     (
         "include:\n  - {space: matmul.yaml, prefix: 'l{i}.', repeat: 2, problem: [{M: 1}, [2]]}\n",
@@ -200,7 +200,7 @@ BAD_FILES = [
     ),
     ("parameters:\n  d: {<<: {low: 1, low: 2}, type: int, high: 4}\n", "key 'low' given twice"),
     ("parameters:\n  '': {type: int, low: 1, high: 2}\n", "'' is not a name an expression"),
-    ("parameters:\n  null: {type: int, low: 1, high: 2}\n", "None is not a name an expression"),
+    ("parameters:\n  null: {type: int, low: 1, high: 2}\n", "null is not a name an expression"),
     (
         'parameters:\n  x: {type: int, low: 1, high: 2}\nconstraints:\n  c: "'
         + "-" * 1900
@@ -251,6 +251,38 @@ def test_bad_files_name_the_file_and_the_key(write_space, text, message):
     assert message in str(info.value)
     assert "bad.yaml" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+NULLS = [
+    ("include:\n  - {space: matmul.yaml, prefix: 'a.', problem: {M: 1, N: null}}\n",
+     "include[0].problem.N: null is not a number, text or bool"),
+    ("include:\n  - {space: matmul.yaml, prefix: 'a.', problem: [~]}\n",
+     "include[0].problem[0]: null is not a mapping of problem key to value"),
+    ("include:\n  - {space: matmul.yaml, prefix: 'a.', problem: {null: 1}}\n",
+     "include[0].problem: the key null is not a problem key's name"),
+    ("include:\n  - {space: matmul.yaml, prefix: null}\n",
+     "include[0].prefix: must be text, not null"),
+    ("include:\n  - {space: matmul.yaml, prefix: 'a.', repeat: null}\n",
+     "include[0].repeat: null is not a number"),
+    ("parameters:\n  null: {type: int, low: 1, high: 2}\n",
+     "parameters.null: null is not a name an expression can read"),
+    ("parameters:\n  x: {type: categorical, choices: [1, null]}\n",
+     "parameters.x.choices: null is not a number, text or bool"),
+    ("parameters:\n  x: {type: int, low: null, high: 2}\n",
+     "parameters.x.low: null is not a number"),
+    ("parameters:\n  x: {type: null}\n", "parameters.x.type: null is not one of int"),
+    ("parameters:\n  x: {type: int, low: 1, high: 2, log: null}\n",
+     "parameters.x.log: null is not true or false"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "message"), NULLS)
+def test_a_null_in_a_space_file_is_named_as_written_not_as_pythons_none(write_space, text, message):
+    # 'include[2].problem.N: None is not a number, text or bool' for N: null
+    path = write_space(text, "nulls.yaml")
+    with pytest.raises(SpaceError) as info:
+        load_space(path)
+    assert f"nulls.yaml: {message}" in str(info.value) and "None" not in str(info.value)
 
 
 def test_include_cycle_is_reported(write_space):
