@@ -45,6 +45,7 @@ import typer
 
 from autotune.cli_errors import err
 from autotune.group_warm_start import group_sources
+from autotune.problem_text import problem_text
 from autotune.setup_error import SetupError
 from autotune.space import Space, load_space
 from autotune.space.parts import Part, composed_parts
@@ -366,7 +367,7 @@ def _sweep_groups(
                 group.reason = "not run: the time budget was spent"
                 continue
         err.print(f"group {i + 1}/{len(groups)}: {_prefixes(group)} "
-                  f"({_problem_text(group.settings.problem)})", highlight=False,
+                  f"({problem_text(group.settings.problem)})", highlight=False,
                   markup=False)  # fmt: skip
         ran: list[optuna.Study] = []
         try:
@@ -415,10 +416,6 @@ def _prefixes(group: Group) -> str:
     return ", ".join(part.prefix for part in group.parts)
 
 
-def _problem_text(problem: dict[str, Any]) -> str:
-    return ", ".join(f"{key}={value}" for key, value in problem.items())
-
-
 def combined_record(groups: list[Group]) -> dict[str, Any]:
     """Each prefix of ``groups`` (in the order they were written) mapped to its winner's
     record, as ``--output`` writes one sweep's; a prefix with no winner to its study (null:
@@ -456,7 +453,7 @@ def _report(groups: list[Group], output: Path | None) -> None:
     err.print("searched by group: the winners", highlight=False, markup=False)
     for group in groups:
         first = record[group.parts[0].prefix]
-        said = f"{_prefixes(group)} ({_problem_text(group.settings.problem)})"
+        said = f"{_prefixes(group)} ({problem_text(group.settings.problem)})"
         said += f": study {first['study']}" if first["study"] else ""
         if first["config"] is None:
             said += f": no winner ({first['reason']})"

@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
 from autotune.driver.trial_attrs import INFEASIBLE, INTERRUPTED, REFUSED, REPEATED
-from autotune.redact import redact_values
+from autotune.problem_text import problem_text
 from autotune.units import counted, named
 
 
@@ -45,26 +45,6 @@ def failures_text(counts: Counter, objective: str = "") -> str:
 
 #: how a sweep that found no config left to try says it stopped (``SweepSummary.stopped_by``)
 EXHAUSTED = ("every config tried", "no unvisited config left")
-
-#: the items of a list a header shows before it says how many more there are
-LISTED = 8
-
-
-def listed(value: object) -> str:
-    """A problem value as the header shows it: a list (a replay's parameters) as its items,
-    not Python's ``repr`` of it, cut after :data:`LISTED`.
-
-    Example:
-        >>> listed(["BLOCK_M", "BLOCK_N"]), listed(4096)
-        ('(BLOCK_M, BLOCK_N)', '4096')
-        >>> listed([f"p{i}" for i in range(10)])
-        '(p0, p1, p2, p3, p4, p5, p6, p7 and 2 more)'
-    """
-    if not isinstance(value, list | tuple):
-        return str(value)
-    items = ", ".join(str(v) for v in value[:LISTED])
-    more = f" and {len(value) - LISTED} more" if len(value) > LISTED else ""
-    return f"({items}{more})"
 
 
 def clipped(text: str, width: int) -> str:
@@ -109,9 +89,8 @@ class ProgressDisplay(SweepObserver):
         self._total = settings.n_trials
         self._done_at_start = done
         self._start = time.monotonic()
-        shown = {k: v for k, v in settings.problem.items()  # a value left unset: no "N=None"
-                 if k != "table" and v != "" and v is not None}  # fmt: skip
-        problem = ",".join(f"{k}={listed(v)}" for k, v in redact_values(shown).items())
+        # (a replay's table: its label says it)
+        problem = problem_text(settings.problem, sep=",", leave_out=("table",))
         budget = []
         if settings.n_trials is not None:  # the study's target: a resume says what it adds
             left = max(0, settings.n_trials - done)

@@ -40,6 +40,7 @@ from autotune.driver.trial_attrs import (
     stored_info,
     trial_metrics,
 )
+from autotune.problem_text import problem_text
 from autotune.replay_info import study_label
 from autotune.report_winner import winner_panel
 from autotune.units import readable
@@ -414,8 +415,8 @@ class Report:
             blocks.append(f'<section class="autotune-figure" data-figure="{name}">{div}</section>')
             shown.append(name)
         self.data["figures"] = shown
-        problem = ", ".join(f"{k}={v}" for k, v in self.info.get("problem", {}).items())
-        head = f"{self.info.get('workload', '?')} {problem}"
+        problem = problem_text(self.info.get("problem") or {})
+        head = f"{self.info.get('workload', '?')} {problem}".rstrip()
         label = study_label(self.study)  # (an old replay's completed with its device)
         return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8">

@@ -551,3 +551,22 @@ def test_the_commands_that_read_the_latest_study_refuse_one_group_as_the_searchs
     assert not (tmp_path / "r.html").exists()
     named = autotune("export", "--to", "yaml", "--storage", url, "--study", "run.up", cwd=tmp_path)
     assert named.returncode == 0 and "study: run.up" in named.stdout, named.stderr
+
+
+def test_a_groups_lines_leave_out_a_problem_value_left_unset(tmp_path):
+    """A workload file's default problem of a value None: each group's line read
+    'a. (n=1, tag=None)', as the sweep's header leaves such a value out."""
+    text = workload_file("tagged", '{"v": "maximize"}',
+                         'Measurement(values={"v": float(config["x"])})')  # fmt: skip
+    (tmp_path / "tagged.py").write_text(text.replace('{"n": 1}', '{"n": 1, "tag": None}'))
+    (tmp_path / "tagged.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 2}\n")
+    (tmp_path / "two.yaml").write_text(
+        "workload: tagged.py\ninclude:\n  - {space: tagged.yaml, prefix: 'a.', problem: {n: 1}}\n"
+        "  - {space: tagged.yaml, prefix: 'b.', problem: {n: 2}}\n"
+    )
+    result = autotune("tune", "--space", "two.yaml", "--trials", "2", "--finish-top", "0",
+                      "--storage", "memory", "--study", "run", *INLINE, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "group 1/2: a. (n=1)\n" in result.stderr and "group 2/2: b. (n=2)\n" in result.stderr
+    assert "  a. (n=1): study run.a, trial " in result.stderr
+    assert "None" not in result.stderr, result.stderr

@@ -26,3 +26,19 @@ def test_the_winner_of_a_pareto_study_is_said_to_be_one_of_its_front() -> None:
         "<h2>Winner: trial 0 (one of 2 on the Pareto front: the best by tok_s, the first "
         "objective)</h2>"
     ) in page
+
+
+def test_the_heading_leaves_out_a_problem_value_left_unset() -> None:
+    # a workload file's default problem of a value None headed the page 'w.py N=8, tag=None'
+    from autotune.driver.trial_attrs import STUDY
+    from autotune.report import report_html
+
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr(STUDY, {"workload": "w.py", "problem": {"N": 8, "tag": None, "K": ""},
+                                "objectives": {"score": "maximize"}})  # fmt: skip
+    study.add_trial(optuna.trial.create_trial(
+        params={"x": 1}, value=1.0, user_attrs={"status": "ok"},
+        distributions={"x": optuna.distributions.IntDistribution(1, 3)},
+    ))  # fmt: skip
+    page = report_html(study)
+    assert "<p>w.py N=8</p>" in page, page[page.index("<h1>") :][:300]
