@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
-from autotune.driver.trial_attrs import INFEASIBLE, INTERRUPTED, REFUSED, REPEATED
+from autotune.driver.trial_attrs import INFEASIBLE, REFUSED, REPEATED
 from autotune.problem_text import problem_text
 from autotune.units import counted, named
 
@@ -195,13 +195,15 @@ class ProgressDisplay(SweepObserver):
             )
         )
         failures = failures_text(summary.failures, self._objective_name)
-        study_failures = failures_text(summary.study_failures, self._objective_name)
+        # the study's, trials stopped as they ran among them (as this run's are)
+        launched, outcomes = summary.launched_in_study, summary.study_outcomes
+        study_failures = failures_text(outcomes, self._objective_name)
         if summary.trials_run == 0 and summary.trials_total and summary.stopped_by in EXHAUSTED:
             # a resume of a study whose every config was tried: its counts are the earlier
             # runs', not this one's
             self.console.print(
                 f"done: nothing ran: every config of the space was tried before this run (the "
-                f"grid is exhausted); study {summary.study_name} holds {summary.trials_total} "
+                f"grid is exhausted); study {summary.study_name} holds {launched} "
                 f"launched trials from earlier runs ({study_failures})",
                 markup=False,
                 soft_wrap=True,
@@ -211,17 +213,14 @@ class ProgressDisplay(SweepObserver):
             f"done: {counted(summary.trials_run, 'trial')} in {summary.elapsed_s:.1f} s{in_flight} "
             f"({_stop_text(summary.stopped_by)})"
         )
-        # the study's counts leave out trials stopped from outside (told FAIL), as it launched
-        told = Counter({k: v for k, v in summary.failures.items() if k != INTERRUPTED})
-        if not summary.trials_stored and not summary.shared and summary.study_failures == told:
+        if not summary.trials_stored and not summary.shared and outcomes == summary.failures:
             # a first run, the study's only driver: its counts are the study's
-            line = f"{ran}; {summary.trials_total} launched in study {summary.study_name}; "
+            line = f"{ran}; {launched} launched in study {summary.study_name}; "
             line += f"{failures}{shares}"
         else:  # this run's counts, then the study's: earlier runs', other drivers' included
             line = (
                 f"{ran}; this run: {failures}{shares}; study {summary.study_name} in all "
-                f"({_whose(summary)} included): {summary.trials_total} launched; "
-                f"{study_failures}"
+                f"({_whose(summary)} included): {launched} launched; {study_failures}"
             )
         self.console.print(line, markup=False, soft_wrap=True)
 

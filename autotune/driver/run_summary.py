@@ -26,10 +26,12 @@ from autotune.driver.read_snapshot import SnapshotStorage
 from autotune.driver.results import best_trials
 from autotune.driver.settings import SweepSettings, SweepSummary
 from autotune.driver.trial_attrs import (
+    DURATION,
     FINISH_ASKED,
     FINISH_OFF,
     FINISHED_STATES,
     INFEASIBLE,
+    INTERRUPTED,
     LAST_RUN,
     REFUSED,
     REPEATED,
@@ -109,6 +111,7 @@ class RunSummary:
             trials_stored=self.trials_stored,
             shared=self.peers.others_active,
             measured=self.measures,
+            trials_interrupted=stopped_as_they_ran(self.study),
         )
         self.study.set_user_attr(
             LAST_RUN,
@@ -152,6 +155,19 @@ def study_counts(study: optuna.Study) -> Counter:
         refused = status == INFEASIBLE and WORKER in t.user_attrs  # told when it ran
         counts[REFUSED if refused else status] += 1
     return counts
+
+
+def stopped_as_they_ran(study: optuna.Study) -> int:
+    """``study``'s trials (every driver's) stopped from outside as they ran: interrupted (told
+    FAIL, so not among :func:`study_counts`) with the seconds they ran, which one closed before
+    it launched (asked for ahead) lacks."""
+    return sum(
+        1
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
+        if trial_status(t) == INTERRUPTED
+        and t.user_attrs.get(DURATION) is not None
+        and not is_repeat(t)
+    )
 
 
 def _failures(counts: Counter) -> Counter:

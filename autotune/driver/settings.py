@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 
 from autotune.driver.finish_costs import TrialTimes
+from autotune.driver.trial_attrs import INTERRUPTED
 from autotune.redact import secrets_in, secrets_of_values
 from autotune.space import Space
 from autotune.storage import DEFAULT_STORAGE
@@ -186,6 +187,28 @@ class SweepSummary:
     #: take no time, so no share of the slots' time says anything; the line gives
     #: :attr:`ms_per_trial` instead
     measured: bool = True
+    #: the study's trials stopped as they ran (a signal, the time budget's end, a lost
+    #: cluster): launched, though not among ``trials_total`` nor ``study_failures`` (their
+    #: configs are run again by a resume)
+    trials_interrupted: int = 0
+
+    @property
+    def launched_in_study(self) -> int:
+        """The study's launched trials, those stopped as they ran included."""
+        return self.trials_total + self.trials_interrupted
+
+    @property
+    def study_outcomes(self) -> Counter:
+        """:attr:`study_failures` with the trials stopped as they ran (``interrupted``), as a
+        run counts its own (:attr:`failures`).
+
+        Example:
+            >>> summary = SweepSummary(None, "s", 2, 1, Counter(), [], "interrupted", 1.0,
+            ...                        study_failures=Counter(oom=1), trials_interrupted=1)
+            >>> summary.launched_in_study, dict(summary.study_outcomes)
+            (2, {'oom': 1, 'interrupted': 1})
+        """
+        return self.study_failures + Counter({INTERRUPTED: self.trials_interrupted})
 
     @property
     def slots_s(self) -> float:

@@ -60,6 +60,7 @@ from autotune.driver.trial_attrs import (
     DRIVER,
     FINISH_DONE,
     IN_DRIVER,
+    INTERRUPTED,
     mark_finish,
     stored_finish,
 )
@@ -399,6 +400,9 @@ class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
             self.book.mark_interrupted(
                 asked.trial, reason, worker=where.get(number, ""), duration_s=ran_s
             )
+            # launched, as one the time budget stopped is: the closing line counts it
+            self.run_counts[INTERRUPTED] += 1
+            self.ran += 1
         if self.compiler is not None:
             self.compiler.close()
         left = [a for group in self.waiting.values() for a in group] + list(self.ahead)

@@ -182,3 +182,48 @@ def test_a_trial_interrupted_as_it_ran_in_the_driver_keeps_where_it_ran(tmp_path
     assert stopped.params["delay"] == 60.0
     assert stopped.user_attrs.get("worker") == done.user_attrs["worker"] == "inline"
     assert 0.5 <= stopped.user_attrs.get("duration_s", 0) < 60
+
+
+SLOW = """name: slow
+workload: faults
+parameters:
+  fault: {type: categorical, choices: [none]}
+  delay: {type: categorical, choices: [60.0]}
+"""
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "time"])
+def test_the_closing_line_counts_a_trial_stopped_as_it_ran_as_launched(tmp_path, stop):
+    """Ctrl-C while the one trial ran (a 60-s delay) closed 'done: 0 trials in 5.1 s
+    (interrupted by a signal); 0 launched in study s; no failures', and the time budget's end
+    'done: 1 trial in 4.0 s (stopped by time); 0 launched in study s; failed: interrupted 1':
+    the trial ran, and is stored interrupted."""
+    space, url = tmp_path / "slow.yaml", f"sqlite:///{tmp_path / 's.db'}"
+    space.write_text(SLOW)
+    budget = ["--time-budget", "6"] if stop == "time" else ["--trials", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space), *budget,
+         "--finish-top", "0", "--storage", url, "--study", "s", "--seed", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    if stop == "SIGINT":
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                trials = optuna.load_study(study_name="s", storage=url).trials
+            except KeyError:
+                trials = []
+            if any(t.state.name == "RUNNING" and "driver" in t.user_attrs for t in trials):
+                break
+            time.sleep(0.2)
+        time.sleep(1.5)  # launched on the worker, and running
+        proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == (130 if stop == "SIGINT" else 1), err
+    closing = next(line for line in err.splitlines() if line.startswith("done: "))
+    why = "interrupted by a signal" if stop == "SIGINT" else "stopped by time"
+    assert closing.startswith("done: 1 trial in ") and f"s ({why}); " in closing, closing
+    assert "; 1 launched in study s; failed: interrupted 1; " in closing, closing
+    stored = [t for t in optuna.load_study(study_name="s", storage=url).trials
+              if t.user_attrs.get("duration_s") is not None]  # fmt: skip
+    assert [trial_status(t) for t in stored] == ["interrupted"]
