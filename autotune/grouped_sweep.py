@@ -421,16 +421,18 @@ def combined_record(groups: list[Group]) -> dict[str, Any]:
     record, as ``--output`` writes one sweep's; a prefix with no winner to its study (null:
     not run), its problem, ``config: null`` and the reason."""
     from autotune.export import best_record
+    from autotune.redact import redact, redact_values
 
     records = {}
     for group in groups:
         if group.study is not None:
             record = best_record(group.study)
-        else:
+        else:  # its problem and reason as its study stores them: no password (a server's)
             ran = not group.reason.startswith("not run")
+            secrets = group.settings.secrets
             record = {"study": (group.settings.study_name or group.labels[0]) if ran else None,
-                      "problem": group.settings.problem, "config": None,
-                      "reason": group.reason}  # fmt: skip
+                      "problem": redact_values(group.settings.problem, secrets), "config": None,
+                      "reason": redact(group.reason, secrets)}  # fmt: skip
         for part in group.parts:
             records[part.prefix] = json.loads(json.dumps(record, default=str))  # no shared dicts
     return records

@@ -192,15 +192,18 @@ def secrets_of_values(values: dict) -> frozenset[str]:
     return frozenset().union(*(secrets_in(v) for v in values.values() if isinstance(v, str)))
 
 
-def redact_values(values: dict) -> dict:
-    """``values`` (a problem) with each text value :func:`redact` ed: a server's command
-    template may hold a database URL with its password.
+def redact_values(values: dict, known: Iterable[str] = ()) -> dict:
+    """``values`` (a problem) with each text value :func:`redact` ed (``known``: passwords
+    to blank also outside a URL): a server's command template may hold a database URL with
+    its password, or an API key.
 
     Example:
         >>> redact_values({"command": "srv --db postgresql://bob:hunter2@db/prod", "rate": 4})
         {'command': 'srv --db postgresql://bob:***@db/prod', 'rate': 4}
+        >>> redact_values({"command": "srv --api-key sk-1"}, known={"sk-1"})
+        {'command': 'srv --api-key ***'}
     """
-    return {k: redact(v) if isinstance(v, str) else v for k, v in values.items()}
+    return {k: redact(v, known) if isinstance(v, str) else v for k, v in values.items()}
 
 
 def redacted_keys(values: dict) -> list[str]:

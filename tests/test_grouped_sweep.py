@@ -570,3 +570,24 @@ def test_a_groups_lines_leave_out_a_problem_value_left_unset(tmp_path):
     assert "group 1/2: a. (n=1)\n" in result.stderr and "group 2/2: b. (n=2)\n" in result.stderr
     assert "  a. (n=1): study run.a, trial " in result.stderr
     assert "None" not in result.stderr, result.stderr
+
+
+def test_the_output_record_of_a_group_without_a_winner_keeps_no_password():
+    """A group that did not run (or found no winner) is written with its problem and reason:
+    a server's command template there keeps its database password and API key out, as the
+    study stores them."""
+    from autotune.driver import SweepSettings
+    from autotune.grouped_sweep import Group, combined_record
+    from autotune.space.parts import Part
+
+    command = "srv --api-key sk-live-123 --db postgresql://bob:hunter2@db/prod"
+    settings = SweepSettings(workload="server", problem={"command": command, "rate": 4},
+                             space=None, objectives={}, study_name="run.a")  # fmt: skip
+    group = Group(parts=[Part("a.", Path("server.yaml"), {})], settings=settings,
+                  reason=f"the server exited before it answered: {command}")  # fmt: skip
+    record = combined_record([group])["a."]
+    written = json.dumps(record)
+    assert "hunter2" not in written and "sk-live-123" not in written, written
+    assert record["problem"]["command"] == "srv --api-key *** --db postgresql://bob:***@db/prod"
+    assert record["problem"]["rate"] == 4 and record["config"] is None
+    assert record["reason"].startswith("the server exited before it answered: srv --api-key ***")
