@@ -32,20 +32,22 @@ def load(url, name):
 
 
 def test_every_failure_is_recorded_and_the_sweep_goes_on(sqlite_url):
+    # 11 trials at seed 0: an OOM, a divergence, three hangs and a segfault among them (each
+    # hang and crash costs a worker's restart, torch imported again: the test's time)
     space = load_space("faults")
     summary = Sweep(
         settings(
             space,
-            n_trials=16,
+            n_trials=11,
             storage=sqlite_url,
             study_name="f",
             executor="local",
-            trial_timeout_s=2.0,
+            trial_timeout_s=1.0,
         )
     ).run()
-    assert summary.trials_run == 16
+    assert summary.trials_run == 11
     frame = trials_frame(load(sqlite_url, "f"))
-    assert len(frame) == 16
+    assert len(frame) == 11
     assert set(frame["status"]) <= {"ok", "oom", "crashed", "timeout", "wrong_result", "diverged"}
     assert len(set(frame["status"])) >= 4  # several distinct real failures in one sweep
     failed = frame[frame["status"] != "ok"]
