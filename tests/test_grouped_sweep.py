@@ -2,6 +2,7 @@
 end on the CPU (Triton's interpreter, tiny shapes), and the composed spaces it refuses."""
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +34,27 @@ INLINE = ("--executor", "inline")
 def autotune(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=timeout)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def searched_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The storage of ``autotune tune matmul --space tiny.yaml --trials 1 --study run`` (no
+    finish, inline), swept once for the tests that start from it: each takes a copy."""
+    folder = tmp_path_factory.mktemp("searched")
+    (folder / "tiny.yaml").write_text(TINY)
+    url = f"sqlite:///{folder / 'g.db'}"
+    tuned = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "1", "--device",
+                     "cpu", "--storage", url, "--study", "run", "--finish-top", "0", *INLINE,
+                     cwd=folder)  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    return folder / "g.db"
+
+
+def searched_copy(searched_once: Path, tmp_path: Path) -> str:
+    """tiny.yaml and a copy of ``searched_once``'s storage in ``tmp_path``: its URL."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    shutil.copyfile(searched_once, tmp_path / "g.db")
+    return f"sqlite:///{tmp_path / 'g.db'}"
 
 
 def test_a_composed_space_is_tuned_a_study_per_distinct_part_and_every_prefix_answered(tmp_path):
@@ -291,18 +313,16 @@ def test_a_ctrl_c_between_groups_that_cpython_dropped_still_stops_the_command(
     assert "study run.qkv, trial" in result.stderr  # the first group's sweep: its winner
 
 
-def test_a_search_by_group_resumed_by_its_space_and_study_takes_the_stored_workload(tmp_path):
+def test_a_search_by_group_resumed_by_its_space_and_study_takes_the_stored_workload(
+    tmp_path, searched_once
+):
     """``--space COMPOSED.yaml --study NAME`` without the workload fell back to train-step
     (and refused the composed space as no space of it); it now takes the workload the
     groups' studies stored. Another workload is refused naming both, and ``--study NAME``
     alone, which started a new train-step sweep, names the groups' studies."""
-    (tmp_path / "tiny.yaml").write_text(TINY)
-    url = f"sqlite:///{tmp_path / 'g.db'}"
+    url = searched_copy(searched_once, tmp_path)  # swept by matmul, 1 trial a group
     common = ("--device", "cpu", "--storage", url, "--study", "run", "--finish-top", "0",
               *INLINE)  # fmt: skip
-    first = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "1", *common,
-                     cwd=tmp_path)  # fmt: skip
-    assert first.returncode == 0, first.stderr
     resumed = autotune("tune", "--space", "tiny.yaml", "--trials", "2", *common, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "study run.qkv (1 trial stored) | budget 2 trials (1 to run)" in resumed.stderr
@@ -397,17 +417,15 @@ def test_warm_start_naming_an_earlier_search_by_group_starts_each_group_from_its
     ) in neither.stderr
 
 
-def test_a_groups_stored_study_it_cannot_resume_is_refused_before_any_group_runs(tmp_path):
+def test_a_groups_stored_study_it_cannot_resume_is_refused_before_any_group_runs(
+    tmp_path, searched_once
+):
     """A rerun whose later include changed its problem (``up.`` at N=128, its study ``run.up``
     at N=64) swept the first group, then ended with the later group's refusal and without the
     first group's winner or ``--output``; it is now refused in one line before any sweep."""
-    (tmp_path / "tiny.yaml").write_text(TINY)
-    url = f"sqlite:///{tmp_path / 'g.db'}"
+    url = searched_copy(searched_once, tmp_path)  # run.qkv and run.up, 1 trial each
     common = ("--device", "cpu", "--storage", url, "--study", "run", "--finish-top", "0",
               *INLINE)  # fmt: skip
-    first = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "1", *common,
-                     cwd=tmp_path)  # fmt: skip
-    assert first.returncode == 0, first.stderr
     (tmp_path / "tiny.yaml").write_text(TINY.replace("N: 64", "N: 128"))
     changed = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "2", *common,
                        cwd=tmp_path)  # fmt: skip
@@ -526,16 +544,11 @@ def test_the_groups_sweeps_take_up_the_first_groups_worker_at_their_own_problem(
 
 
 def test_the_commands_that_read_the_latest_study_refuse_one_group_as_the_searchs_answer(
-    tmp_path,
+    tmp_path, searched_once
 ):
     # after a search by group, `autotune best` (trials, export, report) without --study took
     # the last group's study, one GEMM of them, as if it were the search's answer
-    (tmp_path / "tiny.yaml").write_text(TINY)
-    url = f"sqlite:///{tmp_path / 'g.db'}"
-    tuned = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "1", "--device",
-                     "cpu", "--storage", url, "--study", "run", "--finish-top", "0", *INLINE,
-                     cwd=tmp_path)  # fmt: skip
-    assert tuned.returncode == 0, tuned.stderr
+    url = searched_copy(searched_once, tmp_path)
     marked = optuna.load_study(study_name="run.up", storage=url)
     assert stored_info(marked.user_attrs)["group"] == "run"  # one group of the search "run"
     for command in (["best"], ["trials"], ["export", "--to", "yaml"],
