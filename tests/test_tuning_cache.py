@@ -1,6 +1,7 @@
 """The tuning cache: the same sweep answers at once; any change of its key sweeps again."""
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -245,15 +246,34 @@ def tune(url: str, space, *extra: str, finish_top: int = 0):
     )  # fmt: skip
 
 
-def test_a_repeated_sweep_answers_from_the_cache_at_once(tmp_path, write_space):
-    url = f"sqlite:///{tmp_path / 'cache.db'}"
-    space = write_space("parameters:\n  score: {type: float, low: 0, high: 1}\n")
-    first = tune(url, space)
+#: the space of the sweep ``swept_once`` stores
+SCORE = "parameters:\n  score: {type: float, low: 0, high: 1}\n"
+
+
+@pytest.fixture(scope="module")
+def swept_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``tune`` over SCORE (3 trials, the default sampler), swept once for the tests that
+    start from it: its storage (each test takes a copy) and its stdout."""
+    folder = tmp_path_factory.mktemp("swept")
+    (folder / "space.yaml").write_text(SCORE)
+    first = tune(f"sqlite:///{folder / 'cache.db'}", folder / "space.yaml")
     assert first.returncode == 0, first.stderr
+    return folder / "cache.db", first.stdout
+
+
+def copy_of(swept: tuple[Path, str], tmp_path: Path) -> str:
+    """A copy of ``swept_once``'s storage in ``tmp_path``: its URL."""
+    shutil.copyfile(swept[0], tmp_path / "cache.db")
+    return f"sqlite:///{tmp_path / 'cache.db'}"
+
+
+def test_a_repeated_sweep_answers_from_the_cache_at_once(tmp_path, write_space, swept_once):
+    url = copy_of(swept_once, tmp_path)  # the first sweep, stored
+    space = write_space(SCORE)  # the same space in another file: the same key
     again = tune(url, space)
     assert again.returncode == 0, again.stderr
     assert "cached: study faults-" in again.stderr and "best config" in again.stderr
-    assert json.loads(again.stdout) == json.loads(first.stdout)  # the config, alone
+    assert json.loads(again.stdout) == json.loads(swept_once[1])  # the config, alone
     assert len(optuna.get_all_study_names(url)) == 1  # nothing ran
     assert tune(url, space, "--no-cache").returncode == 0
     other = write_space("parameters:\n  score: {type: float, low: 0, high: 2}\n", "other.yaml")
@@ -262,11 +282,10 @@ def test_a_repeated_sweep_answers_from_the_cache_at_once(tmp_path, write_space):
 
 
 def test_another_sampler_or_more_trials_than_the_stored_sweep_ran_is_another_sweep(
-    tmp_path, write_space
+    tmp_path, write_space, swept_once
 ):
-    url = f"sqlite:///{tmp_path / 'cache.db'}"
-    space = write_space("parameters:\n  score: {type: float, low: 0, high: 1}\n")
-    assert tune(url, space).returncode == 0  # 3 trials, the default sampler
+    url = copy_of(swept_once, tmp_path)  # 3 trials, the default sampler
+    space = write_space(SCORE)
     tpe = tune(url, space, "--sampler", "tpe")
     assert tpe.returncode == 0 and "cached" not in tpe.stderr, tpe.stderr
     assert "cached: study faults-" in tune(url, space, "--sampler", "tpe").stderr
