@@ -58,6 +58,11 @@ OBJECTIVE = ChunkedSum
 """
 
 SPACE = "parameters:\n  CHUNK: {type: pow2, low: 16, high: 16384}\n"
+#: the trials of a test that is not about where they run, in the command's own process: a
+#: worker process imports torch again (2-6 s on a loaded machine) for trials of milliseconds
+#: (test_the_stored_command_names_the_workload_file_by_its_absolute_path and the entry
+#: point's test sweep a workload file and its kernel in a worker)
+INLINE = ("--executor", "inline")
 BASE = "from autotune.objectives.base import Objective\nclass T(Objective):\n    name = 't'\n"
 
 
@@ -84,7 +89,7 @@ def test_a_workload_file_is_tuned_cached_and_swept_again_when_its_kernel_changes
     url = f"sqlite:///{tmp_path / 'a.db'}"
     # run from another folder, the file named by a relative path
     args = ["tune", "mine/chunked_sum_objective.py", "--trials", "6", "--seed", "0",
-            "--storage", url, "--output", "best.json", "--finish-top", "0"]  # fmt: skip
+            "--storage", url, "--output", "best.json", "--finish-top", "0", *INLINE]  # fmt: skip
     first = autotune(*args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     best = json.loads((tmp_path / "best.json").read_text())
@@ -193,7 +198,7 @@ def test_a_space_file_of_another_workload_is_refused_for_a_workload_file(workloa
     # a space that names the file's objective serves it
     (workload / "named.yaml").write_text("workload: chunked-sum\n" + SPACE)
     result = autotune("tune", "mine/chunked_sum_objective.py", "--space", "mine/named.yaml",
-                      "--trials", "2", "--storage", "memory", "--finish-top", "0",
+                      "--trials", "2", "--storage", "memory", "--finish-top", "0", *INLINE,
                       cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
 
@@ -222,9 +227,10 @@ def test_an_installed_package_registers_a_workload_by_entry_point(workload, tmp_
     assert "chunked-sum  Chunked sum, a plugin. (plugin: chunked_sum_objective)\n" in listed.stdout
     assert ("matmul       Chunked sum, a plugin. (plugin: chunked_sum_objective; not used: a "
             "built-in workload has its name)") in listed.stdout  # fmt: skip
-    for name in ("chunked-sum", "chunked-attr"):
-        swept = autotune("tune", name, "--trials", "3", "--storage", "memory",
-                         "--finish-top", "0", cwd=tmp_path, env=env)  # fmt: skip
+    # the plugin found by its name in a worker process too (local), then inline
+    for name, executor in (("chunked-sum", "local"), ("chunked-attr", "inline")):
+        swept = autotune("tune", name, "--trials", "3", "--storage", "memory", "--finish-top",
+                         "0", "--executor", executor, cwd=tmp_path, env=env)  # fmt: skip
         assert swept.returncode == 0, swept.stderr
         assert '"CHUNK"' in swept.stdout
 
@@ -248,7 +254,8 @@ def test_a_copy_of_the_rmsnorm_example_is_a_workload_of_its_own(tmp_path):
     assert "workload: rmsnorm\n" in space  # renamed with the copy: else it is refused
     (folder / "my_norm.yaml").write_text(space.replace("workload: rmsnorm", "workload: my-norm"))
     url = f"sqlite:///{tmp_path / 'n.db'}"
-    swept = autotune("tune", "norm/my_norm.py", "--trials", "3", "--storage", url, cwd=tmp_path)
+    swept = autotune("tune", "norm/my_norm.py", "--trials", "3", "--storage", url, *INLINE,
+                     cwd=tmp_path)  # fmt: skip
     assert swept.returncode == 0, swept.stderr
     assert '"BLOCK_N"' in swept.stdout and "winner trial" in swept.stderr  # the finish ran
     exported = autotune("export", "--to", "triton", "--storage", url, cwd=tmp_path)
@@ -348,7 +355,7 @@ MODEL = (
 def test_a_memory_model_that_fails_is_one_line_or_its_trial_s_reason(tmp_path):
     (tmp_path / "gen.yaml").write_text("parameters:\n  a: {type: int, low: 1, high: 8}\n")
     args = ["tune", "gen.py", "--trials", "8", "--storage", "memory", "--finish-top", "0",
-            "--no-cache", "--output", "best.json"]  # fmt: skip
+            "--no-cache", "--output", "best.json", *INLINE]  # fmt: skip
     # on the untuned default, while the sweep is set up: one line naming the file and method
     (tmp_path / "gen.py").write_text(GEN % ("", SCORE, MODEL % RAISES))
     result = autotune(*args, cwd=tmp_path)
