@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,16 +39,45 @@ def stored_studies(url: str) -> list[tuple]:
 
 @pytest.fixture
 def replay_table(tmp_path: Path) -> Path:
-    # a small recorded landscape: tflops = f(BM, BN), with recorded failures
+    return write_replay_table(tmp_path)
+
+
+def write_replay_table(folder: Path) -> Path:
+    """A small recorded landscape, grid.csv in ``folder``: tflops = f(BM, BN), with recorded
+    failures."""
     rows = []
     for bm in (16, 32, 64, 128, 256):
         for bn in (32, 64, 128, 256):
             status = "out_of_resources" if bm * bn > 128 * 128 else "ok"
             tflops = 100.0 + bm + bn / 2 if status == "ok" else None
             rows.append({"BM": bm, "BN": bn, "tflops": tflops, "status": status})
-    path = tmp_path / "grid.csv"
+    path = folder / "grid.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     return path
+
+
+@pytest.fixture(scope="module")
+def swept_k(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One replay sweep of the module's grid.csv, stored as study 'k' (BM, BN; 6 trials,
+    seeded): the table and the database, swept once for the tests that only read it."""
+    folder = tmp_path_factory.mktemp("swept_k")
+    table = write_replay_table(folder)
+    url = f"sqlite:///{folder / 'keep.db'}"
+    done = autotune("tune", "--replay", str(table), "--params", "BM,BN", "--metric", "tflops",
+                    "--trials", "6", "--seed", "0", "--storage", url, "--study", "k",
+                    "--finish-top", "0", "--executor", "inline")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return table, folder / "keep.db"
+
+
+@pytest.fixture
+def study_k(tmp_path: Path, swept_k: tuple[Path, Path]) -> tuple[str, Path]:
+    """The storage URL of a copy of :func:`swept_k`'s database in ``tmp_path`` (a test may
+    write to it), and the table its study 'k' replays."""
+    table, database = swept_k
+    copy = tmp_path / "keep.db"
+    shutil.copyfile(database, copy)
+    return f"sqlite:///{copy}", table
 
 
 def test_replay_sweep_then_best_trials_and_export(tmp_path, replay_table):
@@ -292,18 +322,14 @@ def test_the_shipped_matmul_space_serves_a_k_smaller_than_its_smallest_k_step(tm
     # K=16 (a LoRA rank) was refused: split_k_has_work asked SPLIT_K * BLOCK_K <= K of every
     # config, SPLIT_K = 1 too; one K-step, masked, computes it (the correctness gate checks)
     result = autotune("tune", "matmul", "--problem", "M=16,N=16,K=16", "--trials", "4",
-                      "--storage", "memory", "--finish-top", "0", cwd=tmp_path)  # fmt: skip
+                      "--storage", "memory", "--finish-top", "0", "--executor", "inline",
+                      cwd=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "no failures" in result.stderr
 
 
-def test_bad_input_loses_nothing_already_stored(tmp_path, replay_table):
-    url = f"sqlite:///{tmp_path / 'keep.db'}"
-    args = ["--replay", str(replay_table), "--params", "BM,BN", "--metric", "tflops"]
-    assert (
-        autotune("tune", *args, "--trials", "6", "--storage", url, "--study", "k",
-                 "--executor", "inline").returncode == 0
-    )  # fmt: skip
+def test_bad_input_loses_nothing_already_stored(study_k):
+    url, _ = study_k  # a replay sweep of 6 trials
     before = autotune("trials", "--storage", url, "--study", "k", "--format", "csv").stdout
     launched = [row for row in before.splitlines()[1:] if ",infeasible," not in row]
     assert len(launched) >= 6
@@ -394,14 +420,12 @@ def test_an_output_that_names_no_file_is_refused_naming_the_flag(tmp_path, repla
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.csv"]
 
 
-def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, replay_table):
+def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, study_k):
     """Unwritable outputs, unknown export targets, renames for another format, SLOs that name
     no column or no number, a mistyped database path, a malformed URL: exit 2, one line, no
     traceback, no new file, and the stored study unchanged."""
-    url = f"sqlite:///{tmp_path / 'keep.db'}"
+    url, replay_table = study_k  # a replay sweep of replay_table, stored as study k
     replay = ["--replay", str(replay_table), "--params", "BM,BN", "--metric", "tflops"]
-    assert autotune("tune", *replay, "--trials", "4", "--storage", url, "--study", "k",
-                    "--finish-top", "0", "--executor", "inline").returncode == 0  # fmt: skip
     before = stored_studies(url)
     folder = tmp_path / "a_folder"
     folder.mkdir()
@@ -1128,14 +1152,11 @@ def test_a_default_a_constraint_rules_out_is_said_and_no_finish_claims_it(tmp_pa
     assert finish.startswith("finish: the top configs re-measured"), ran.stderr
 
 
-def test_a_refused_key_is_named_as_given_not_as_a_secret(tmp_path, replay_table):
+def test_a_refused_key_is_named_as_given_not_as_a_secret(study_k):
     # "--key X" is a secret's option on a server's command line, and every error line is
     # redacted: `--key M,N` without --table said "--key *** to --table", and a key the study's
     # problem lacks "--key *** study 'k''s problem has no nosuch; ... (M,N,K unless --key ***"
-    url = f"sqlite:///{tmp_path / 'k.db'}"
-    assert autotune("tune", "--replay", str(replay_table), "--params", "BM,BN", "--metric",
-                    "tflops", "--trials", "2", "--storage", url, "--study", "k", "--executor",
-                    "inline", "--finish-top", "0").returncode == 0  # fmt: skip
+    url, _ = study_k  # a replay sweep stored as study k
     for args, says in [
         (("--key", "M,N"), "error: --key: applies to --table"),
         (("--table", "--key", "nosuch"), "error: --key: study 'k''s problem has no nosuch; a "
@@ -1164,16 +1185,14 @@ def test_a_recording_refuses_what_a_sweep_refuses_before_any_config(tmp_path):
         assert not (tmp_path / "r.csv").exists()
 
 
-def test_a_refused_resume_is_one_line_without_the_sweeps_notes_before_it(tmp_path, replay_table):
+def test_a_refused_resume_is_one_line_without_the_sweeps_notes_before_it(study_k):
     # a replay at fewer --params notes that one config's rows were merged; that note was
     # printed first, and the refusal to resume a study at other params came as a second line
-    url = f"sqlite:///{tmp_path / 'k.db'}"
+    url, replay_table = study_k  # a replay sweep of replay_table at BM,BN, stored as study k
     stored = ("--storage", url, "--study", "k", "--executor", "inline", "--finish-top", "0")
-    assert autotune("tune", "--replay", str(replay_table), "--params", "BM,BN", "--metric",
-                    "tflops", "--trials", "2", *stored).returncode == 0  # fmt: skip
     before = stored_studies(url)
     done = autotune("tune", "--replay", str(replay_table), "--params", "BM", "--metric",
-                    "tflops", "--trials", "3", *stored)  # fmt: skip
+                    "tflops", "--trials", "9", *stored)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
         "error: study 'k' holds a sweep at params=['BM', 'BN']; it cannot resume at "
