@@ -16,9 +16,11 @@ from autotune.triton_names import TritonExportError
 
 def compiles(workload: str) -> bool | None:
     """Whether ``workload`` is a kernel's (its objective compiles one), or None for a workload
-    this version does not know."""
-    from autotune.objectives import get_objective
+    this version does not know; a built-in one's is its registry entry's (no torch imported)."""
+    from autotune.objectives import WORKLOADS, get_objective
 
+    if workload in WORKLOADS:
+        return WORKLOADS[workload].compiles
     try:
         return bool(get_objective(workload).compiles)
     except (KeyError, ImportError):
@@ -37,20 +39,19 @@ def workload_of_params(params: list[str]) -> str | None:
         >>> workload_of_params(["BLOCK_M", "num_warps"]) is None
         True
     """
-    from autotune.objectives import WORKLOADS, get_objective
+    from autotune.objectives import WORKLOADS
     from autotune.space import SpaceError, load_space
 
     matches: list[tuple[str, bool]] = []
-    for name in WORKLOADS:
-        if name == "replay":
+    for name, entry in WORKLOADS.items():  # the registry's spaces: no objective imported
+        if not entry.space:  # the replay's, made from its table
             continue
         try:
-            objective = get_objective(name)
-            names = set(load_space(objective.space).names)
-        except (KeyError, ImportError, OSError, SpaceError):
+            names = set(load_space(entry.space).names)
+        except (OSError, SpaceError):
             continue
         if params and set(params) <= names:
-            matches.append((name, bool(objective.compiles)))
+            matches.append((name, entry.compiles))
     if not matches or any(kernel for _, kernel in matches):
         return None
     return matches[0][0]

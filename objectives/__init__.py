@@ -21,11 +21,15 @@ from autotune.objectives.base import Objective, Reporter, no_reporting
 @dataclass(frozen=True)
 class Workload:
     """One registry entry: the module that defines ``OBJECTIVE`` (whose class names its space
-    file, directions and default problem), and a line of help."""
+    file, directions and default problem), and a line of help; ``space`` and ``compiles`` repeat
+    the class's own, for readers that need no more of it (an export's check of a kernel's
+    sweep) and so import no torch (tests/test_triton_workload.py holds them equal)."""
 
     name: str
     module: str
     help: str
+    space: str = ""
+    compiles: bool = False
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -35,38 +39,49 @@ WORKLOADS: dict[str, Workload] = {
             "matmul",
             "autotune.objectives.matmul",
             "Triton matmul C = A @ B, against cuBLAS (TFLOP/s)",
+            space="matmul.yaml",
+            compiles=True,
         ),
         Workload(
             "rmsnorm",
             "autotune.objectives.rmsnorm",
             "fused RMSNorm (+ residual add), against torch and copy bandwidth (GB/s)",
+            space="rmsnorm.yaml",
+            compiles=True,
         ),
         Workload(
             "attention",
             "autotune.objectives.attention",
             "fused attention forward (causal or not, grouped-query), against torch SDPA",
+            space="attention.yaml",
+            compiles=True,
         ),
         Workload(
             "quant-matmul",
             "autotune.objectives.quant_matmul",
             "weight-only int8/int4 matmul for decode, quality-gated, against bf16 cuBLAS",
+            space="quant_matmul.yaml",
+            compiles=True,
         ),
         Workload(
             "serving",
             "autotune.objectives.serving",
             "LLM serving: continuous batching over a paged KV cache under a request trace "
             "(goodput within the SLO)",
+            space="serving.yaml",
         ),
         Workload(
             "server",
             "autotune.objectives.server",
             "any OpenAI-compatible server (vLLM, SGLang, ...) started per trial from a command "
             "template, measured over HTTP streaming",
+            space="server.yaml",
         ),
         Workload(
             "train-step",
             "autotune.objectives.train_step",
             "one optimizer step of a Llama-style decoder (tokens/s)",
+            space="train_step.yaml",
         ),
         Workload(
             "replay",
@@ -77,6 +92,8 @@ WORKLOADS: dict[str, Workload] = {
             "faults",
             "autotune.objectives.faults",
             "injects real faults (OOM, segfault, hang, ...) to test the sweep itself",
+            space="faults.yaml",
+            compiles=True,
         ),
     )  # fmt: skip
 }
