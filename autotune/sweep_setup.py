@@ -87,6 +87,10 @@ def build_settings(
     fault = None if study is None else study_name_fault(study)  # '' was taken for none
     if fault is not None:
         raise SetupError(fault)
+    run_options = {"executor": executor, "workers": workers, "compile_ahead": compile_ahead,
+                   "ray_address": ray_address, "gpus_per_trial": gpus_per_trial}  # fmt: skip
+    # the options as given need no workload: refused before one is imported (torch, 3 s)
+    check_run_options(trials=trials, **run_options)
     stored = stored_study_info(storage, study)
     label = ""
     baseline = None
@@ -190,9 +194,7 @@ def build_settings(
             trials = DEFAULT_CPU_JOB_TRIALS if cpu_job else DEFAULT_TRIALS
     if stored is None and trials is None and time_budget_s is None:
         trials = DEFAULT_TRIALS
-    check_run_options(trials=trials, executor=executor, workers=workers,
-                      compile_ahead=compile_ahead, ray_address=ray_address,
-                      gpus_per_trial=gpus_per_trial)  # fmt: skip
+    check_run_options(trials=trials, **run_options)  # the budget a stored study filled in
     sampler_note = check_sampler(sampler, space_obj, objectives, problem, device)
     if sampler_note is not None:
         notes.append(sampler_note)

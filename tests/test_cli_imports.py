@@ -73,3 +73,15 @@ def test_a_sweep_of_a_workload_file_that_imports_no_torch_loads_none(tmp_path, s
     loaded = loaded_modules(tmp_path, *sweep)
     assert "autotune.sweep_setup" in loaded  # it swept: the note's check ran
     assert sorted(m for m in ("torch", "triton") if m in loaded) == []
+
+
+@pytest.mark.parametrize(
+    "option",
+    [("--trials", "0"), ("--compile-ahead", "-1"), ("--executor", "ray", "--gpus-per-trial=-1")],
+)
+def test_a_run_option_a_sweep_refuses_is_refused_before_the_workload_is_imported(tmp_path, option):
+    # `tune matmul --compile-ahead -1` imported the matmul objective, torch and Triton with it
+    # (3 s), before it refused an option whose check needs no workload
+    loaded = loaded_modules(tmp_path, "tune", "matmul", "--storage", "memory", *option)
+    assert "autotune.sweep_setup" in loaded  # (the refusal's own module)
+    assert sorted(m for m in ("torch", "triton", "autotune.objectives.matmul") if m in loaded) == []
