@@ -83,6 +83,7 @@ class ProgressDisplay(SweepObserver):
         done: int,
         capacity: int = 1,
         untried: int | None = None,
+        interrupted: int = 0,
     ) -> None:
         self._objectives = list(settings.objectives)
         self._objective_name = settings.objective_name
@@ -94,7 +95,8 @@ class ProgressDisplay(SweepObserver):
         budget = []
         if settings.n_trials is not None:  # the study's target: a resume says what it adds
             left = max(0, settings.n_trials - done)
-            note = _adds(left, untried) if done else _first_run_note(settings.n_trials, untried)
+            resumed = done or interrupted
+            note = _adds(left, untried) if resumed else _first_run_note(settings.n_trials, untried)
             adds = f" ({note})" if note else ""
             budget.append(f"{counted(settings.n_trials, 'trial')}{adds}")
         if settings.time_budget_s is not None:  # a time budget's resume: none to run, or
@@ -113,7 +115,7 @@ class ProgressDisplay(SweepObserver):
             f"{escape(str(device))} | executor {settings.executor}{workers} | "
             f"sampler {escape(settings.sampler)}, "
             f"{'no seed' if settings.seed is None else f'seed {settings.seed}'} | "
-            f"study {escape(study.study_name)} ({counted(done, 'trial')} stored) | "
+            f"study {escape(study.study_name)} ({_stored(done, interrupted, settings)}) | "
             f"budget {' / '.join(budget)}",
             soft_wrap=True,
         )
@@ -239,6 +241,26 @@ def _whose(summary: SweepSummary) -> str:
     if summary.shared:
         return "earlier runs' and other drivers'" if summary.trials_stored else "other drivers'"
     return "earlier runs"
+
+
+def _stored(done: int, interrupted: int, settings: SweepSettings) -> str:
+    """The header's count of a study's stored trials: the ``done`` ones and the
+    ``interrupted`` ones, launched too, as the closing line counts them; ``--trials`` leaves
+    the interrupted out, which the header says where it shows a trial budget.
+
+    Example:
+        >>> from autotune.driver.settings import SweepSettings
+        >>> trials, time = (SweepSettings(workload="faults", problem={}, space=None,
+        ...                 objectives={}, n_trials=n) for n in (2, None))
+        >>> _stored(3, 0, trials), _stored(0, 1, trials), _stored(3, 2, time)
+        ('3 trials stored', '1 trial stored: 1 interrupted, not in the budget', \
+'5 trials stored: 2 interrupted')
+    """
+    text = f"{counted(done + interrupted, 'trial')} stored"
+    if not interrupted:
+        return text
+    budget = ", not in the budget" if settings.n_trials is not None else ""
+    return f"{text}: {interrupted} interrupted{budget}"
 
 
 def _adds(left: int, untried: int | None) -> str:

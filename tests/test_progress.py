@@ -267,6 +267,65 @@ def test_a_resumes_header_leaves_the_count_to_run_where_the_sampler_cannot_tell(
     assert lines[1].endswith("| study t (2 trials stored) | budget 5 trials (3 to run)")
 
 
+STOPPED_ONCE = """import os
+import signal
+import time
+from pathlib import Path
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+MARK = Path(__file__).with_name("stop-once")
+
+
+class StoppedOnce(Objective):
+    name, space, directions = "stopped", "stopped.yaml", {"v": "maximize"}
+
+    def evaluate(self, config, report=None):
+        if MARK.exists():  # Ctrl-C while the first trial runs, then never again
+            MARK.unlink()
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+        return Measurement(values={"v": float(config["x"])})
+
+
+OBJECTIVE = StoppedOnce
+"""
+
+
+def test_a_resumes_header_counts_the_trial_stopped_as_it_ran_as_the_closing_line_did(tmp_path):
+    # Ctrl-C during a sweep's one trial closed '1 launched in study s; failed: interrupted 1',
+    # and the same command's resume then said 'study s (0 trials stored)'
+    from autotune.driver import Sweep
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import load_space
+
+    (tmp_path / "stopped.py").write_text(STOPPED_ONCE)
+    (tmp_path / "stopped.yaml").write_text("parameters:\n  x: {type: int, low: 0, high: 9}\n")
+    (tmp_path / "stop-once").touch()
+
+    def run() -> list[str]:
+        out = io.StringIO()
+        settings = SweepSettings(
+            workload=str(tmp_path / "stopped.py"), problem={},
+            space=load_space(tmp_path / "stopped.yaml"), objectives={"v": "maximize"},
+            n_trials=2, seed=0, storage=f"sqlite:///{tmp_path / 's.db'}", study_name="s",
+            executor="inline", device={"type": "cpu"}, warm_start="off",
+        )  # fmt: skip
+        Sweep(settings, ProgressDisplay(Console(file=out, width=1000))).run()
+        return out.getvalue().splitlines()
+
+    first = run()
+    assert "; 1 launched in study s; failed: interrupted 1" in first[-1], first
+    resumed = run()
+    assert resumed[0].endswith(
+        "| study s (1 trial stored: 1 interrupted, not in the budget) | budget 2 trials (2 to run)"
+    ), resumed[0]
+    assert resumed[-1].endswith(
+        "; study s in all (earlier runs included): 3 launched; failed: interrupted 1"
+    ), resumed[-1]
+
+
 def test_a_replay_s_closing_line_gives_the_search_s_milliseconds_a_trial_not_a_share(tmp_path):
     # an inline replay read 'search overhead 99.2% of the slots' wall time (the sampler's 58.9%
     # runs while trials measure)': its trials look figures up in no time, nothing measures

@@ -271,10 +271,13 @@ class SweepObserver:
         done: int,
         capacity: int = 1,
         untried: int | None = None,
+        interrupted: int = 0,
     ) -> None:
         """The sweep starts: ``done`` trials stored, ``capacity`` trials at once (what the
         executor holds: a Ray cluster may hold fewer than ``--workers`` asked), ``untried``
-        configs of the space left to try, where the sampler can tell (None where not)."""
+        configs of the space left to try, where the sampler can tell (None where not), and
+        ``interrupted`` trials stored that a stop cut as they ran (launched, yet not among
+        ``done``: ``--trials`` leaves them out)."""
 
     def on_trial(self, record: TrialRecord, study: optuna.Study, counts: Counter) -> None: ...
 

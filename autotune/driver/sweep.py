@@ -43,7 +43,12 @@ from autotune.driver.memory_guard import MemoryGuard
 from autotune.driver.novelty import config_key
 from autotune.driver.pruning import prune_check
 from autotune.driver.read_snapshot import batched_writes, snapshot_reads
-from autotune.driver.run_summary import RunSummary, study_counts, workload_measures
+from autotune.driver.run_summary import (
+    RunSummary,
+    stopped_as_they_ran,
+    study_counts,
+    workload_measures,
+)
 from autotune.driver.samplers import untried_configs
 from autotune.driver.settings import SweepObserver, SweepSettings, SweepSummary
 from autotune.driver.signals import (
@@ -217,7 +222,10 @@ class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
         capacity = self.executor.capacity
         self.trials_stored = self.launched()
         untried = untried_configs(self.study.sampler, self.study)
-        self.observer.on_start(self.settings, self.study, self.trials_stored, capacity, untried)
+        self.observer.on_start(
+            self.settings, self.study, self.trials_stored, capacity, untried,
+            interrupted=stopped_as_they_ran(self.study),
+        )  # fmt: skip
         stopped_by = "trials"
         held: list[int] = []  # the stop signals that came while the sweep closed
         ended = False  # the loop ended (or a signal ended it), no error raised
