@@ -69,6 +69,34 @@ def check_run_options(
         raise SetupError(f"--executor ray needs Ray: {INSTALL_HINT}")
 
 
+def check_ray_address(executor: str, ray_address: str | None) -> None:
+    """``--address HOST:PORT`` of ``--executor ray`` takes a TCP connection and answers as a
+    Ray GCS (gRPC) does: a socket's check, made before the workload, torch and Ray are
+    imported (5 s on an idle machine), so an address where nothing listens is refused at once.
+    Other forms (``auto``, ``ray://``) are left to Ray. The executor checks it again as it
+    connects (:func:`autotune.executors.ray.ensure_ray`).
+
+    Raises:
+        SetupError: naming the address and why it cannot be reached.
+
+    Example:
+        >>> try:
+        ...     check_ray_address("ray", "127.0.0.1:1")
+        ... except SetupError as exc:
+        ...     print(exc)
+        --address 127.0.0.1:1: cannot reach a Ray cluster: Connection refused
+    """
+    if executor != "ray" or ray_address is None:
+        return
+    from autotune.executors.base import ExecutorError
+    from autotune.executors.ray import check_reachable  # (it imports no Ray)
+
+    try:
+        check_reachable(ray_address, handshake=True)
+    except ExecutorError as exc:
+        raise SetupError(str(exc)) from None
+
+
 def check_sampler(
     sampler: str,
     space: Space,

@@ -42,7 +42,12 @@ from autotune.sweep_defaults import (
     DEFAULT_WORKLOAD,
     trial_timeout,
 )
-from autotune.sweep_option_checks import check_run_options, check_sampler, check_warm_start
+from autotune.sweep_option_checks import (
+    check_ray_address,
+    check_run_options,
+    check_sampler,
+    check_warm_start,
+)
 from autotune.tuning_cache import fingerprint, module_files, source_hash, source_modules
 from autotune.workload_checks import (
     baseline_in_space,
@@ -91,6 +96,7 @@ def build_settings(
                    "ray_address": ray_address, "gpus_per_trial": gpus_per_trial}  # fmt: skip
     # the options as given need no workload: refused before one is imported (torch, 3 s)
     check_run_options(trials=trials, **run_options)
+    check_ray_address(executor, ray_address)  # a socket's check: no Ray, no workload yet
     stored = stored_study_info(storage, study)
     label = ""
     baseline = None

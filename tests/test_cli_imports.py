@@ -85,3 +85,21 @@ def test_a_run_option_a_sweep_refuses_is_refused_before_the_workload_is_imported
     loaded = loaded_modules(tmp_path, "tune", "matmul", "--storage", "memory", *option)
     assert "autotune.sweep_setup" in loaded  # (the refusal's own module)
     assert sorted(m for m in ("torch", "triton", "autotune.objectives.matmul") if m in loaded) == []
+
+
+def test_an_unreachable_ray_address_is_refused_before_torch_ray_or_the_workload_load(tmp_path):
+    # `tune matmul --executor ray --address 127.0.0.1:1` (no one listens there) imported the
+    # matmul objective, torch and Ray (5 s on an idle machine) before it refused the address
+    args = ("tune", "matmul", "--storage", "memory", "--device", "cpu", "--executor", "ray",
+            "--address", "127.0.0.1:1")  # fmt: skip
+    listed = tmp_path / "modules.txt"
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(listed), *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "error: --address 127.0.0.1:1: cannot reach a Ray cluster: Connection refused"
+    ]
+    loaded = set(listed.read_text().split("\n"))
+    assert "autotune.sweep_setup" in loaded  # (the refusal's own module)
+    heavy = ("torch", "triton", "ray", "autotune.objectives.matmul")
+    assert sorted(m for m in heavy if m in loaded) == []

@@ -108,7 +108,7 @@ def ensure_ray(address: str | None, num_cpus: int | None = None) -> bool:
     if address is None:
         options["num_cpus"] = num_cpus
     else:
-        _check_reachable(address, handshake=True)
+        check_reachable(address, handshake=True)
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -168,7 +168,7 @@ def command_session(address: str | None) -> Iterator[float]:
 _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 
-def _check_reachable(address: str, timeout_s: float = 5.0, *, handshake: bool = False) -> None:
+def check_reachable(address: str, timeout_s: float = 5.0, *, handshake: bool = False) -> None:
     """A ``HOST:PORT`` address answers a TCP connection within ``timeout_s`` (Ray's own client
     retries an unreachable one for minutes); other forms (``auto``, ``ray://``) are Ray's.
     With ``handshake``, it must also answer as a gRPC server (HTTP/2), as a GCS does at once:
@@ -180,7 +180,7 @@ def _check_reachable(address: str, timeout_s: float = 5.0, *, handshake: bool = 
 
     Example:
         >>> try:
-        ...     _check_reachable("127.0.0.1:1", timeout_s=1.0)
+        ...     check_reachable("127.0.0.1:1", timeout_s=1.0)
         ... except ExecutorError as exc:
         ...     print(str(exc).split(": ")[0])
         --address 127.0.0.1:1
@@ -416,7 +416,7 @@ class RayExecutor(Executor):
         if self._lost or self._gcs is None:
             return self._lost
         try:
-            _check_reachable(self._gcs, timeout_s=2.0)
+            check_reachable(self._gcs, timeout_s=2.0)
         except ExecutorError:
             self._lost = True
         return self._lost
