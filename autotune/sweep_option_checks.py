@@ -124,7 +124,13 @@ def check_sampler(
         --sampler: unknown sampler 'annealing'; choose one of auto, ...
         --sampler: bo: it needs a discrete space of at most ... configs; use tpe
     """
-    from autotune.driver.samplers import SamplerContext, SamplerError, resolve_sampler, spec_for
+    from autotune.driver.samplers import (
+        SamplerContext,
+        SamplerError,
+        resolve_sampler,
+        sampler_note,
+        spec_for,
+    )
 
     try:
         spec = spec_for(resolve_sampler(sampler, space, len(objectives)))
@@ -135,7 +141,7 @@ def check_sampler(
     why_not = spec.serves(ctx)
     if why_not is not None:
         raise SetupError(f"--sampler: {spec.name}: {why_not}")
-    return spec.note(ctx)
+    return sampler_note(sampler, space, len(objectives), problem, device)
 
 
 def check_warm_start(settings: SweepSettings) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from typing import Any
 
 import optuna
@@ -35,6 +36,7 @@ import optuna
 from autotune.driver.enumeration import is_enumerable
 from autotune.driver.liveness import DriverIdentity, reap_stale_trials
 from autotune.driver.novelty import config_key, unvisited_config
+from autotune.driver.samplers import sampler_note
 from autotune.driver.settings import SweepSettings
 from autotune.driver.study_setup import open_study
 from autotune.driver.trial_attrs import DRIVER
@@ -68,6 +70,10 @@ class AutotuneSearcher(_Searcher):
         seed: seeds the sampler.
         storage, study_name: where the Tune trials are recorded (default: in memory).
         in_flight: how many trials Tune runs at once (the sampler lies about the pending ones).
+
+    As it opens its study (given ``metric`` and ``mode``, or once Tune sets them), it prints
+    to stderr the notes ``autotune tune`` prints of the same sampler and space (``note:
+    cmaes searches the int and float parameters ...``), and keeps them in :attr:`notes`.
     """
 
     def __init__(
@@ -94,6 +100,7 @@ class AutotuneSearcher(_Searcher):
         self.study: optuna.Study | None = None
         self._book: TrialBook | None = None
         self._grid: list[dict[str, Any]] | None = None  # the feasible configs, if enumerable
+        self.notes: list[str] = []  # what a sweep of this sampler and space says first
         if metric is not None and mode is not None:
             self._open()
 
@@ -128,6 +135,9 @@ class AutotuneSearcher(_Searcher):
         )
         # the same study a sweep opens: sampler (told how many run at once), description
         self.study = open_study(settings, self._storage, in_flight=self.in_flight)
+        self.notes = _notes(settings)
+        for note in self.notes:  # as a sweep prints its set-up's notes
+            print(f"note: {note}", file=sys.stderr, flush=True)
         # trials a Tune run that died left RUNNING (Tune's own abort, a Ctrl-C) are interrupted
         # now, as a sweep opening the study records them
         reap_stale_trials(self.study, self._storage)
@@ -232,6 +242,14 @@ class AutotuneSearcher(_Searcher):
             self.study_name = json.load(f)["study_name"]
         if self._metric is not None and self._mode is not None:
             self._open()
+
+
+def _notes(settings: SweepSettings) -> list[str]:
+    """The set-up notes a sweep of ``settings`` prints that apply to Tune's trials: the
+    sampler's (how it serves the space) and the study's (a warm start's, which is off here)."""
+    note = sampler_note(settings.sampler, settings.space, len(settings.objectives),
+                        settings.problem, settings.device)  # fmt: skip
+    return [*([note] if note else []), *settings.study_notes]
 
 
 def _number(value: Any) -> float | None:

@@ -94,3 +94,21 @@ def test_trials_a_dead_tune_run_left_running_are_interrupted_when_the_study_open
     live = again.suggest("t3")
     mine = [t for t in again.study.trials if t.state is optuna.trial.TrialState.RUNNING]
     assert live is not None and mine[0].user_attrs["driver"]["pid"] == os.getpid()
+
+
+def test_the_searcher_prints_the_samplers_note_as_a_sweep_does(capsys):
+    # `autotune tune --sampler cmaes` over a space with a categorical parameter says that CMA-ES
+    # draws it at random; the searcher of the same sampler and space said nothing
+    space = Space("mixed", [Param("a", "categorical", choices=[1, 2]),
+                            Param("x", "float", low=0.0, high=1.0)])  # fmt: skip
+    searcher = AutotuneSearcher(space, metric="m", mode="max", seed=0, sampler="cmaes")
+    note = "cmaes searches the int and float parameters (x); the other 1 (a) are drawn at random"
+    assert searcher.notes == [note]
+    assert capsys.readouterr().err.splitlines()[-1] == f"note: {note}"
+    assert set(searcher.suggest("t1")) == {"a", "x"}
+    # a sampler with nothing to say prints nothing; set by Tune later, the note comes then
+    quiet = AutotuneSearcher(space, seed=0, sampler="tpe")
+    assert quiet.notes == [] and "note:" not in capsys.readouterr().err
+    later = AutotuneSearcher(space, seed=0, sampler="cmaes")
+    assert later.notes == [] and later.set_search_properties("m", "min", {})
+    assert later.notes == [note]

@@ -57,6 +57,7 @@ __all__ = [
     "make_sampler",
     "register",
     "resolve_sampler",
+    "sampler_note",
     "untried_configs",
 ]
 
@@ -71,6 +72,30 @@ def resolve_sampler(name: str, space: Space | None, n_objectives: int = 1) -> st
         ('bo', 'tpe')
     """
     return _resolve(name, SamplerContext(space=space, n_objectives=n_objectives))
+
+
+def sampler_note(
+    name: str,
+    space: Space,
+    n_objectives: int = 1,
+    problem: dict[str, Any] | None = None,
+    device: dict[str, Any] | None = None,
+) -> str | None:
+    """What a user should know of how the sampler ``name`` (or ``auto``'s choice) serves
+    ``space`` (a sweep prints it as a note before its header, the Ray Tune searcher as it
+    opens its study), or None.
+
+    Example:
+        >>> from autotune.space import Param, Space
+        >>> space = Space("s", [Param("a", "categorical", choices=[1, 2]),
+        ...                     Param("x", "float", low=0.0, high=1.0)])
+        >>> print(sampler_note("cmaes", space)); print(sampler_note("tpe", space))
+        cmaes searches the int and float parameters (x); the other 1 (a) are drawn at random
+        None
+    """
+    ctx = SamplerContext(space=space, n_objectives=n_objectives, problem=dict(problem or {}),
+                         device=dict(device or {}))  # fmt: skip
+    return spec_for(_resolve(name, ctx)).note(ctx)
 
 
 def make_sampler(
