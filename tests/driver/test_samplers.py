@@ -79,3 +79,17 @@ def test_cmaes_says_which_parameters_it_draws_at_random(tmp_path):
         "note: cmaes searches the int and float parameters (num_stages); the other 8 "
         "(BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, ...) are drawn at random"
     ) in done.stderr
+
+
+def test_cmaes_s_note_of_one_parameter_drawn_at_random_reads_as_one():
+    # 'the other 1 (a) are drawn at random'
+    from autotune.driver.samplers import sampler_note
+    from autotune.space import Param, Space
+
+    x = Param("x", "float", low=0.0, high=1.0)
+    one = Space("s", [Param("a", "categorical", choices=[1, 2]), x])
+    two = Space("s", [Param("a", "categorical", choices=[1, 2]), Param("b", "bool"), x])
+    assert sampler_note("cmaes", one) == (
+        "cmaes searches the int and float parameters (x); the other 1 (a) is drawn at random"
+    )
+    assert sampler_note("cmaes", two).endswith("; the other 2 (a, b) are drawn at random")

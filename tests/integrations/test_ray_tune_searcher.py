@@ -102,7 +102,7 @@ def test_the_searcher_prints_the_samplers_note_as_a_sweep_does(capsys):
     space = Space("mixed", [Param("a", "categorical", choices=[1, 2]),
                             Param("x", "float", low=0.0, high=1.0)])  # fmt: skip
     searcher = AutotuneSearcher(space, metric="m", mode="max", seed=0, sampler="cmaes")
-    note = "cmaes searches the int and float parameters (x); the other 1 (a) are drawn at random"
+    note = "cmaes searches the int and float parameters (x); the other 1 (a) is drawn at random"
     assert searcher.notes == [note]
     assert capsys.readouterr().err.splitlines()[-1] == f"note: {note}"
     assert set(searcher.suggest("t1")) == {"a", "x"}

@@ -90,7 +90,7 @@ def sampler_note(
         >>> space = Space("s", [Param("a", "categorical", choices=[1, 2]),
         ...                     Param("x", "float", low=0.0, high=1.0)])
         >>> print(sampler_note("cmaes", space)); print(sampler_note("tpe", space))
-        cmaes searches the int and float parameters (x); the other 1 (a) are drawn at random
+        cmaes searches the int and float parameters (x); the other 1 (a) is drawn at random
         None
     """
     ctx = SamplerContext(space=space, n_objectives=n_objectives, problem=dict(problem or {}),

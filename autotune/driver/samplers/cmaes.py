@@ -34,7 +34,7 @@ def _drawn_at_random(ctx: SamplerContext) -> str | None:
         >>> space = Space("s", [Param("BM", "pow2", low=16, high=64),
         ...                     Param("stages", "int", low=2, high=5)])
         >>> print(_drawn_at_random(SamplerContext(space=space)))
-        cmaes searches the int and float parameters (stages); the other 1 (BM) are drawn at random
+        cmaes searches the int and float parameters (stages); the other 1 (BM) is drawn at random
     """
     if ctx.space is None:
         return None
@@ -47,8 +47,8 @@ def _drawn_at_random(ctx: SamplerContext) -> str | None:
                 "are): CMA-ES draws them all at random, as --sampler random does")  # fmt: skip
     shown = ", ".join(other[:5]) + (", ..." if len(other) > 5 else "")
     return (f"cmaes searches the int and float parameters ({', '.join(numeric[:5])}"
-            f"{', ...' if len(numeric) > 5 else ''}); the other {len(other)} ({shown}) are "
-            "drawn at random")  # fmt: skip
+            f"{', ...' if len(numeric) > 5 else ''}); the other {len(other)} ({shown}) "
+            f"{'is' if len(other) == 1 else 'are'} drawn at random")  # fmt: skip
 
 
 SPEC = register(
