@@ -244,10 +244,23 @@ def _missing(value: Any) -> bool:
         return True
 
 
+#: the characters of a stored text a table cell shows; a longer one is cut, and says so
+CELL_CHARS = 80
+
+
 def _cell(value: Any, column: str = "") -> str:
     """A stored value as a table cell: one printable line (a control character in a reason
-    is shown escaped, never sent to the terminal), at most 80 characters."""
-    return readable(column, value) if isinstance(value, float) else one_line(value)[:80]
+    is shown escaped, never sent to the terminal), at most :data:`CELL_CHARS` characters, a
+    longer one cut with '…' (the csv, parquet and html listings hold it whole).
+
+    Example:
+        >>> _cell("x" * 100).endswith("x…"), len(_cell("x" * 100)), _cell("short")
+        (True, 80, 'short')
+    """
+    if isinstance(value, float):
+        return readable(column, value)
+    text = one_line(value)
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 1].rstrip() + "…"
 
 
 def export(

@@ -449,3 +449,26 @@ def test_the_listing_names_configs_the_objective_refused_apart_from_constraint_r
     words = " ".join(listed.stdout.split())  # the caption may wrap at the table's width
     assert "1 config refused by the objective not shown (--all)" in words, words
     assert "rejected by constraints" not in listed.stdout, listed.stdout
+
+
+def test_a_long_reason_cut_in_the_trials_table_says_it_was_cut(tmp_path):
+    # a reason over 80 characters was cut there silently, mid-figure: "... (limit 0.1" for
+    # "... (limit 0.1 + 0.01 of the element)", read as the whole limit
+    reason = ("relative error 1.4 (limit 0.01), largest element error 5.9 x RMS(ref) "
+              "(limit 0.1 + 0.01 of the element)")  # fmt: skip
+    (tmp_path / "t.csv").write_text(f'p,status,reason,ms\n1,ok,,1.0\n2,wrong_result,"{reason}",\n')
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    swept = _cli("tune", "--replay", "t.csv", "--params", "p", "--metric", "ms", "--trials",
+                 "2", "--seed", "0", "--storage", url, "--executor", "inline",
+                 cwd=tmp_path)  # fmt: skip
+    assert swept.returncode == 0, swept.stderr
+    listed = _cli("trials", "--storage", url, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    head = next(line for line in lines if "reason" in line).split("┃")
+    column = [h.strip() for h in head].index("reason")
+    cell = " ".join(
+        line.split("│")[column].strip() for line in lines if line.count("│") > column
+    ).strip()
+    assert cell.startswith("relative error 1.4") and cell.endswith("…"), cell
+    assert reason.startswith(cell[:-1].rstrip()), cell
