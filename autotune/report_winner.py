@@ -122,7 +122,7 @@ def winner_panel(
         )
     device = info.get("device", {})
     software = device.get("software", {})
-    telemetry = best.user_attrs.get(TELEMETRY) or {}
+    telemetry = best.user_attrs.get(TELEMETRY)
 
     replay = study_replay(study)
     if replay is not None:  # the figures are a table's: say where it was measured
@@ -134,11 +134,35 @@ def winner_panel(
         "</li>"
         f"<li>software: {html.escape(', '.join(f'{k} {v}' for k, v in software.items()))}"
         "</li>"
-        f"<li>the winner's telemetry: {html.escape(json.dumps(telemetry))}</li>"
+        f"<li>the winner's telemetry: {html.escape(telemetry_text(telemetry))}</li>"
         f"<li>reproduce: <code>{html.escape(redact(str(info.get('command', ''))))}</code>"
         "</li></ul>"
     )
     return "\n".join(parts), data
+
+
+def telemetry_text(telemetry: Any) -> str:
+    """The winner's telemetry (NVML's readings as its trial ended) as the report says it:
+    each reading with its unit, those NVML could not take (unset, NaN) left out; 'none
+    recorded' where there is none (a CPU has no NVML), never '{}'.
+
+    Example:
+        >>> telemetry_text({"sm_clock_mhz": 1980, "power_w": 350.25, "temperature_c": None,
+        ...                 "mem_clock_mhz": "nan", "throttle_reasons": "0x0"})
+        'sm_clock_mhz 1980 MHz, power_w 350 W, throttle_reasons 0x0'
+        >>> telemetry_text({}), telemetry_text(None)
+        ('none recorded', 'none recorded')
+    """
+    if not isinstance(telemetry, dict):
+        return "none recorded"
+    readings = []
+    for key, value in telemetry.items():
+        if value is None or str(value).strip().lower() in ("", "nan", "inf", "-inf"):
+            continue
+        if isinstance(value, float) and value != value:
+            continue
+        readings.append(f"{key} {readable(str(key), value)}")
+    return ", ".join(readings) or "none recorded"
 
 
 def no_winner(study: optuna.Study) -> str:
