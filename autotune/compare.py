@@ -32,7 +32,7 @@ from autotune.driver.trial_attrs import (
 )
 from autotune.export_text import shown
 from autotune.replay_info import study_replay
-from autotune.units import readable
+from autotune.units import named
 
 
 def _winner(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
@@ -83,8 +83,14 @@ def _failed_in(study: optuna.Study, params: dict[str, Any]) -> str | None:
 
 def _elsewhere(metric: str, value: float | str) -> str:
     """A winner's figure in another study (its metric's units), or how it failed there (a
-    status with a control character shown escaped)."""
-    return shown(value) if isinstance(value, str) else readable(metric, value)
+    status with a control character shown escaped); a metric whose name gives no unit is
+    named beside it ('0.800 score', not a bare '0.800').
+
+    Example:
+        >>> _elsewhere("score", 0.8), _elsewhere("tflops", 635.0), _elsewhere("ms", "failed (oom)")
+        ('0.800 score', '635 TFLOP/s', 'failed (oom)')
+    """
+    return shown(value) if isinstance(value, str) else named(metric, value)
 
 
 def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
@@ -158,7 +164,7 @@ def compare_notes(rows: list[dict[str, Any]]) -> list[str]:
 def _winner_text(r: dict[str, Any]) -> str:
     if r["winner_trial"] is None:
         return "no successful trial"
-    return f"winner trial {r['winner_trial']} {readable(r['metric'], r['winner_value'])}"
+    return f"winner trial {r['winner_trial']} {named(r['metric'], r['winner_value'])}"
 
 
 def _source_text(r: dict[str, Any]) -> str:

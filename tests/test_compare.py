@@ -82,6 +82,20 @@ def test_a_winners_value_elsewhere_is_shown_in_that_studys_metric() -> None:
         assert "0.217 TFLOP/s" not in text and "635 ms" not in text
 
 
+def test_a_value_whose_metric_names_no_unit_is_shown_with_its_metric() -> None:
+    # two faults sweeps read "winner trial 1 0.900; in b: 0.900": a bare number, where the
+    # sweep's own lines and `autotune best` say "0.900 score"
+    a = _study("sqlite:///:memory:", "a", {1: (0.9,), 2: (0.5,)})
+    b = _study("sqlite:///:memory:", "b", {1: (0.8,), 2: (0.7,)})
+    for study in (a, b):
+        study.set_user_attr(STUDY, {**study.user_attrs[STUDY], "objectives": {"score": "maximize"}})
+    rows = compare_studies([a, b])
+    text = compare_text(rows)
+    assert "[0] a (toy on cpu): winner trial 0 0.900 score; in b: 0.800 score" in text, text
+    assert "winner trial 0 0.900 score" in compare_html(rows)
+    assert "in b: 0.800 score" in text and "b: 0.800 score" in compare_html(rows)
+
+
 def test_a_winners_value_elsewhere_is_that_studys_finish_median_where_it_re_measured_it():
     # both finishes re-measured x=2 at a median of 86; the other study's lucky first reading,
     # 129, stood beside it as "in B: 129"
@@ -112,7 +126,8 @@ def test_a_winner_that_failed_in_another_study_is_said_to_have_failed_there() ->
     rows = compare_studies([a, b])
     text = compare_text(rows)
     assert rows[0]["elsewhere"] == {"1": "failed (wrong_result, oom)"}
-    assert "[0] a (toy on cpu): winner trial 1 90.0; in m1000: failed (wrong_result, oom)" in text
+    assert ("[0] a (toy on cpu): winner trial 1 90.0 m0; in m1000: failed (wrong_result, "
+            "oom)") in text  # fmt: skip
     assert "m1000: failed (wrong_result, oom)" in compare_html(rows)
     assert "not measured elsewhere" not in text.splitlines()[0]
 
@@ -224,7 +239,7 @@ def test_the_html_table_s_columns_hold_what_their_headers_name(tmp_path: Path) -
     cells = [[c.split("</t")[0] for c in row.split("<t")[1:]]
              for row in page.split("<tr>")[1:]]  # fmt: skip
     assert cells[0] == ["h>study", "h>source", "h>winner", "h>config", "h>elsewhere"]
-    assert cells[1][:4] == ["d>full", "d>toy on cpu", "d>winner trial 1 9.00",
+    assert cells[1][:4] == ["d>full", "d>toy on cpu", "d>winner trial 1 9.00 m0",
                             'd><code>{&quot;x&quot;: 2}</code>']  # fmt: skip
     assert cells[2] == ["d>empty", "d>toy on cpu", "d>no successful trial", "d>-", "d>-"]
     assert "null" not in page and "None" not in page
