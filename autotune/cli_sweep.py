@@ -8,6 +8,7 @@ Example (a shell):
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,7 +132,7 @@ def _note_unfinished(study: Any) -> None:
 
     name = study.study_name
     err.print(f"note: study {name} swept this already but was stopped in its finish, so it is "
-              f"no answer; sweeping again (`autotune tune --study {name} --trials "
+              f"no answer; sweeping again (`autotune tune --study {shlex.quote(name)} --trials "
               f"{launched_trials(study)}` would run only its finish)", highlight=False,
               markup=False, soft_wrap=True)  # fmt: skip
 
@@ -167,7 +168,7 @@ def sweep_and_finish(
                    else f"the {others} trials still running are another driver's, which reports "
                    "them")  # fmt: skip
             err.print(f"no trial has succeeded yet: {who} (`autotune best --study "
-                      f"{summary.study_name}` once they end)")  # fmt: skip
+                      f"{shlex.quote(summary.study_name)}` once they end)")  # fmt: skip
             return None
         if summary.trials_run == 0 and summary.refusals:  # why, without digging for it
             reason, times = summary.refusals.most_common(1)[0]

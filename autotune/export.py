@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -86,7 +87,7 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     if not best:
         name = study.study_name
         raise ExportError(f"study {name!r} has no successful trial yet: no best config "
-                          f"(`autotune trials --study {name}` says why)")  # fmt: skip
+                          f"(`autotune trials --study {shlex.quote(name)}` says why)")  # fmt: skip
     finish = stored_finish(study.user_attrs)
     chosen = best[0]
     if finish.get("rows"):

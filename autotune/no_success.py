@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from typing import Any
 
@@ -76,7 +77,8 @@ def none_succeeded(
     """The line for a run whose launched trials all failed (``failures``: this run's, by
     kind), with ``example`` (a trial's number and reason), or the bare line where none was
     launched; its pointer to ``autotune trials`` names ``study`` where given."""
-    trials = f"`autotune trials --study {study}`" if study else "`autotune trials`"
+    # quoted as the shell reads it: a name with a space is one argument
+    trials = f"`autotune trials --study {shlex.quote(study)}`" if study else "`autotune trials`"
     common = most_common_failure(failures)
     if common is None:
         return f"no trial succeeded: nothing to report (see {trials})"

@@ -472,3 +472,20 @@ def test_a_long_reason_cut_in_the_trials_table_says_it_was_cut(tmp_path):
     ).strip()
     assert cell.startswith("relative error 1.4") and cell.endswith("…"), cell
     assert reason.startswith(cell[:-1].rstrip()), cell
+
+
+def test_the_commands_a_failed_sweep_points_to_quote_a_study_name_with_a_space(tmp_path):
+    # the sweep's closing line and `autotune best` pointed to `autotune trials --study my run
+    # ü`, which the shell splits: "unexpected extra arguments (run, ü)"
+    (tmp_path / "t.csv").write_text("p,tflops\n1,3.0\n")
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    swept = _cli("tune", "--replay", "t.csv", "--params", "p", "--metric", "tflops",
+                 "--minimize", "--slo", "tflops=1", "--trials", "1", "--storage", url,
+                 "--study", "my run ü", "--executor", "inline", cwd=tmp_path)  # fmt: skip
+    assert swept.returncode == 1, swept.stderr
+    assert "(`autotune trials --study 'my run ü'` lists them)" in swept.stderr, swept.stderr
+    best = _cli("best", "--storage", url, "--study", "my run ü", cwd=tmp_path)
+    assert best.returncode == 2, best.stderr
+    assert "(`autotune trials --study 'my run ü'` says why)" in best.stderr, best.stderr
+    hinted = _cli("trials", "--study", "my run ü", "--storage", url, cwd=tmp_path)
+    assert hinted.returncode == 0 and "slo_violated" in hinted.stdout, hinted.stderr
