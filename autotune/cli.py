@@ -39,7 +39,7 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
 )
 from autotune.cli_stdout import result_only
 from autotune.process_end import end_process, process_started
-from autotune.redact import redact, redact_url, redact_values
+from autotune.redact import redact, redact_url
 from autotune.units import counted, readable
 
 #: When this command's process started (:func:`process_started`): ``--time-budget`` counts
@@ -328,7 +328,8 @@ def record(
     """Measure every config of a small grid on this device and write a replayable CSV."""
     quiet_libraries()
     writable_output(output, inputs={"--space": space})
-    from autotune.record import check_recordable, record_grid
+    from autotune.problem_text import problem_text
+    from autotune.record import check_recordable, record_grid, resumed_rows
     from autotune.workload_checks import check_objective_hooks
     from autotune.workload_setup import built_objective, resolve_workload
 
@@ -344,8 +345,11 @@ def record(
     objective_obj, _ = built_objective(workload, objective_cls, problem_values, typed)
     check_objective_hooks(objective_obj, objective_cls, workload, space_obj, None, trial_timeout,
                           typed)  # fmt: skip
+    # an --output it cannot resume from is refused before a word is said (one line)
+    resumed_rows(Path(output), workload, problem_values, space_obj, device_info)
+    at = problem_text(problem_values)  # as a sweep's header: 'M=16, N=64', not a dict
     err.print(
-        f"recording {workload} {redact_values(problem_values)} on {device_info['name']} "
+        f"recording {workload}{f' {at}' if at else ''} on {device_info['name']} "
         f"({counted(space_obj.grid_size(), 'config')} before constraints) -> {output}",
         markup=False,  # a value's "[/models/m]" is text, not a closing tag (a MarkupError)
         highlight=False,

@@ -540,3 +540,28 @@ def test_the_closing_line_counts_the_rows_this_run_wrote_apart_from_the_table_s(
     assert record("--limit", "2") == "wrote 2 rows to g.csv; it holds 2: ok 2"
     assert record() == "wrote 2 rows to g.csv; it holds 4: ok 4"
     assert record() == "wrote no row to g.csv: it holds every config asked already (4: ok 4)"
+
+
+def test_record_says_its_problem_as_a_sweep_does_and_refuses_an_output_in_one_line(tmp_path):
+    # the first line read "recording rmsnorm {'M': 16, 'N': 64, 'dtype': 'bf16', ...}" (a
+    # Python dict), and was said before an --output it cannot resume from was refused: two
+    # lines where bad input gets one
+    record = [sys.executable, "-m", "autotune.cli", "record", "rmsnorm", "--device", "cpu",
+              "--problem", "M=16,N=64", "--trial-timeout", "120"]  # fmt: skip
+    foreign = tmp_path / "foreign.csv"
+    foreign.write_text("BLOCK_M,status\n16,ok\n")
+    refused = subprocess.run([*record, "--output", str(foreign)], capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"error: {foreign}: exists and is not a recording of this space (no column 'BLOCK_N'); "
+        "name another --output or remove it"
+    ]
+    assert foreign.read_text() == "BLOCK_M,status\n16,ok\n"
+    done = subprocess.run([*record, "--output", str(tmp_path / "r.csv"), "--limit", "1"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("recording rmsnorm M=16, N=64, dtype=bf16, residual=True, "
+                            "eps=1e-06 on "), first  # fmt: skip
+    assert "{" not in first and "'" not in first, first
