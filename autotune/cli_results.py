@@ -80,7 +80,8 @@ def print_best(
                   markup=False)  # fmt: skip
     for member in record.get("pareto_front", [])[1:]:
         vals = ", ".join(named(k, v) for k, v in member["values"].items())
-        err.print(f"  Pareto front: trial {member['trial']}: {vals} {member['config']}",
+        config = json.dumps(member["config"])  # as the best config is printed: no None
+        err.print(f"  Pareto front: trial {member['trial']}: {vals} {config}",
                   highlight=False, markup=False)  # fmt: skip
     if output is not None:
         fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"

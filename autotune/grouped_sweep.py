@@ -474,7 +474,8 @@ def _report(groups: list[Group], output: Path | None) -> None:
                       markup=False)  # fmt: skip
         for member in (first.get("pareto_front") or [])[1:]:  # as one sweep's best lists them
             vals = ", ".join(named(k, v) for k, v in member["values"].items())
-            err.print(f"    Pareto front: trial {member['trial']}: {vals} {member['config']}",
+            config = json.dumps(member["config"])  # as one sweep's best: JSON, no None
+            err.print(f"    Pareto front: trial {member['trial']}: {vals} {config}",
                       highlight=False, markup=False)  # fmt: skip
     configs = {prefix: rec["config"] for prefix, rec in record.items()}
     stream = result_stream()

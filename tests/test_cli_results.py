@@ -489,3 +489,32 @@ def test_the_commands_a_failed_sweep_points_to_quote_a_study_name_with_a_space(t
     assert "(`autotune trials --study 'my run ü'` says why)" in best.stderr, best.stderr
     hinted = _cli("trials", "--study", "my run ü", "--storage", url, cwd=tmp_path)
     assert hinted.returncode == 0 and "slo_violated" in hinted.stdout, hinted.stderr
+
+
+def test_best_lists_the_pareto_front_s_configs_as_the_json_it_prints_the_best_in(tmp_path):
+    # the front's other members were Python's repr of a dict, {'flag': True, 'kind': None},
+    # beside the best config printed as JSON ({"flag": true, ...})
+    import json
+
+    import optuna
+
+    from autotune.driver.trial_attrs import STUDY
+
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    study = optuna.create_study(study_name="mo", storage=url, directions=["maximize", "minimize"])
+    study.set_user_attr(STUDY, {"workload": "w", "problem": {}, "objectives": {
+        "score": "maximize", "latency_s": "minimize"}})  # fmt: skip
+    flag = optuna.distributions.CategoricalDistribution([True, False])
+    kind = optuna.distributions.CategoricalDistribution(["a b", None])
+    for params, values in (({"flag": True, "kind": "a b"}, [0.9, 0.5]),
+                           ({"flag": False, "kind": None}, [0.3, 0.1])):  # fmt: skip
+        study.add_trial(optuna.trial.create_trial(
+            params=params, values=values, user_attrs={"status": "ok"},
+            distributions={"flag": flag, "kind": kind},
+        ))  # fmt: skip
+    done = _cli("best", "--storage", url, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"flag": True, "kind": "a b"}
+    front = [line for line in done.stderr.splitlines() if "Pareto front" in line]
+    assert front == ['  Pareto front: trial 1: 0.300 score, 0.100 s {"flag": false, "kind": null}'
+                     ], done.stderr  # fmt: skip

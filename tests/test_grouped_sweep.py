@@ -499,7 +499,7 @@ def test_a_group_of_several_objectives_lists_its_pareto_front_as_one_sweep_does(
                                     f"{front[0]['values']['w']:.2f} w")  # fmt: skip
         assert closing[at + 1 : at + 3] == [
             f"    Pareto front: trial {m['trial']}: {m['values']['v']:.2f} v, "
-            f"{m['values']['w']:.2f} w {m['config']}" for m in front[1:]
+            f"{m['values']['w']:.2f} w {json.dumps(m['config'])}" for m in front[1:]
         ], closing  # fmt: skip
 
 
