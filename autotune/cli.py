@@ -225,10 +225,11 @@ def tune(
         ),
     ] = None,
     slo: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
-            help="Limits on measured metrics, e.g. ttft_p99_ms=500,tpot_p99_ms=50: a trial "
-            "over one is slo_violated and told to the sampler as infeasible. A serving "
+            help="Limits on measured metrics, e.g. ttft_p99_ms=500,tpot_p99_ms=50 (or one "
+            "--slo each): a trial over one is slo_violated and told to the sampler as "
+            "infeasible. A serving "
             "workload's goodput counts the requests within the same TTFT and TPOT limits "
             "(unless --problem sets slo_ttft_ms / slo_tpot_ms)."
         ),

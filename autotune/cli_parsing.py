@@ -25,13 +25,29 @@ class UsageError(ValueError):
     """Bad input from the command line."""
 
 
-def parse_slo(text: str | None) -> dict[str, float]:
-    """``--slo ttft_p99_ms=500,tpot_p99_ms=50`` as ``{metric: limit}``.
+def parse_slo(given: str | Sequence[str] | None) -> dict[str, float]:
+    """``--slo ttft_p99_ms=500,tpot_p99_ms=50`` as ``{metric: limit}``; ``--slo`` given more
+    than once (``given``: each one's text) adds each one's limits, a metric limited in two of
+    them refused as in one.
 
     Example:
         >>> parse_slo("ttft_p99_ms=500,tpot_p99_ms=50")
         {'ttft_p99_ms': 500.0, 'tpot_p99_ms': 50.0}
+        >>> parse_slo(["ttft_p99_ms=500", "tpot_p99_ms=50"])
+        {'ttft_p99_ms': 500.0, 'tpot_p99_ms': 50.0}
     """
+    texts = [given] if given is None or isinstance(given, str) else list(given)
+    limits: dict[str, float] = {}
+    for text in texts:
+        for name, limit in _slo_limits(text).items():
+            if name in limits:
+                raise UsageError(f"--slo: {name} is limited twice")
+            limits[name] = limit
+    return limits
+
+
+def _slo_limits(text: str | None) -> dict[str, float]:
+    """One ``--slo``'s text as ``{metric: limit}`` (see :func:`parse_slo`)."""
     limits: dict[str, float] = {}
     for item in (text or "").split(","):
         if not item.strip():

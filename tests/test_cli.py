@@ -1212,3 +1212,26 @@ def test_a_recordings_header_shows_a_bracketed_value_as_written(tmp_path):
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "-n {max_num_seqs} [/models/m]'" in done.stderr.splitlines()[0]
     assert "crashed" in (tmp_path / "r.csv").read_text()
+
+
+def test_slo_given_twice_keeps_both_limits_and_refuses_one_metric_limited_twice(tmp_path):
+    """``--slo ttft_p99_ms=500 --slo tpot_p99_ms=50`` swept under the second limit alone (the
+    first dropped without a word), and ``--slo ms=5 --slo ms=1`` under ms=1, where one
+    ``--slo ms=5,ms=1`` is refused: each --slo adds its limits, a metric limited in two is
+    refused as in one."""
+    table = tmp_path / "grid.csv"
+    table.write_text("BM,BN,tflops,ms,spread\n16,32,10,1.0,0.1\n32,32,20,0.5,0.2\n"
+                     "64,32,30,0.2,0.3\n")  # fmt: skip
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    sweep = ("tune", "--replay", str(table), "--params", "BM,BN", "--metric", "tflops",
+             "--trials", "2", "--storage", url, "--finish-top", "0",
+             "--executor", "inline")  # fmt: skip
+    both = autotune(*sweep, "--study", "both", "--slo", "ms=5", "--slo", "spread=0.25")
+    assert both.returncode == 0, both.stderr
+    stored = optuna.load_study(study_name="both", storage=url).user_attrs["autotune"]["slo"]
+    assert stored == {"ms": 5.0, "spread": 0.25}, stored
+    before = stored_studies(url)
+    twice = autotune(*sweep, "--study", "twice", "--slo", "ms=5", "--slo", "spread=1,ms=1")
+    assert twice.returncode == 2 and "Traceback" not in twice.stderr, twice.stderr
+    assert twice.stderr.strip() == "error: --slo: ms is limited twice", twice.stderr
+    assert stored_studies(url) == before
