@@ -211,7 +211,7 @@ class ServerObjective(Objective):
     def check_trial_timeout(self, timeout_s: float) -> None:
         """Refuse, before the sweep, a trace every trial would replay past the trial timeout
         (:func:`~autotune.objectives.serving_trace.check_span`)."""
-        check_span(self.trace, timeout_s)
+        check_span(self.trace, timeout_s, self.problem)
 
     def default_config(self) -> dict[str, Any]:
         """The engine server's defaults for the knobs the command passes: what an untuned

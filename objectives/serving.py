@@ -88,9 +88,11 @@ from autotune.objectives.serving_replay import (
 )
 from autotune.objectives.serving_slo import SloWatch
 from autotune.objectives.serving_trace import (
+    TraceEntry,
     check_context,
     check_span,
     check_tpot_measurable,
+    place,
     problem_trace,
     without_poisson_keys,
 )
@@ -172,7 +174,8 @@ class ServingObjective(Objective):
                 request.
         """
         check_cache_holds_a_request(params, self.default_config(), self.problem["kv_cache_mb"],
-                                    self.model_config, self._longest())  # fmt: skip
+                                    self.model_config, self._longest(),
+                                    place(self.problem, self._longest_entry()))  # fmt: skip
 
     def check_space_values(self, params: Mapping[str, Param]) -> None:
         """Refuse a parameter of the space whose values no trial could run
@@ -188,7 +191,7 @@ class ServingObjective(Objective):
     def check_trial_timeout(self, timeout_s: float) -> None:
         """Refuse, before the sweep, a trace every trial would replay past the trial timeout
         (:func:`~autotune.objectives.serving_trace.check_span`)."""
-        check_span(self.entries, timeout_s)
+        check_span(self.entries, timeout_s, self.problem)
 
     def default_config(self) -> dict[str, Any]:
         """vLLM's defaults for online serving: 256 sequences, a 2048-token step budget with
@@ -276,6 +279,12 @@ class ServingObjective(Objective):
     def _longest(self) -> int:
         """The tokens of the trace's longest request (its prompt and output)."""
         return longest_request(self.entries)
+
+    def _longest_entry(self) -> TraceEntry:
+        """The trace's longest request (the first of the file's such lines)."""
+        longest = self._longest()
+        return min((e for e in self.entries if e.prompt_len + e.output_len == longest),
+                   key=lambda e: e.line)  # fmt: skip
 
     def replay_deadline_s(self) -> float:
         """Seconds after the trace's start at which the replay stops: twice its last arrival

@@ -76,6 +76,7 @@ def check_cache_holds_a_request(
     kv_cache_mb: float,
     model: LlamaConfig,
     longest: int,
+    where: str = "",
 ) -> None:
     """Refuse, before the sweep, a KV cache (``kv_cache_mb``) that holds no request of
     ``longest`` tokens at any ``kv_dtype`` and ``block_size`` the space gives (``default``
@@ -83,7 +84,8 @@ def check_cache_holds_a_request(
     128 KiB a token in the CPU problem's 4 MB: a sweep refused 3,960 of them in 264 s).
 
     Raises:
-        ValueError: naming ``kv_cache_mb``, the most tokens it holds and the longest request.
+        ValueError: naming ``kv_cache_mb``, the most tokens it holds and the longest request,
+            with ``where`` it was read (a trace file's ``FILE:LINE``) if given.
     """
     dtypes = runnable_values(params, "kv_dtype", default["kv_dtype"])
     blocks = runnable_values(params, "block_size", default["block_size"])
@@ -99,7 +101,8 @@ def check_cache_holds_a_request(
     raise ValueError(f"kv_cache_mb={kv_cache_mb} holds no request of the trace at any kv_dtype "
                      f"and block_size of the space: at most {tokens} "
                      f"tokens ({best}, {per_token[best] / 1024:g} KiB a token), and its "
-                     f"longest request takes {longest}")  # fmt: skip
+                     f"longest request takes {longest}"
+                     f"{f' ({where})' if where else ''}")  # fmt: skip
 
 
 def check_cache_fits(kv_cache_mb: float, device: DeviceInfo) -> None:

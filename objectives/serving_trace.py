@@ -19,6 +19,7 @@ import math
 import os
 import random
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -117,23 +118,43 @@ def check_tpot_measurable(entries: list[TraceEntry], slo: dict[str, float]) -> N
                          "measure (drop the limit, or replay longer outputs)")  # fmt: skip
 
 
-def check_span(entries: list[TraceEntry], timeout_s: float) -> None:
+def place(problem: Mapping[str, Any], entry: TraceEntry) -> str:
+    """Where ``entry`` was read: ``FILE:LINE`` of the problem's ``trace`` file, or ``""`` for
+    a generated trace's request.
+
+    Example:
+        >>> place({"trace": "t.jsonl"}, TraceEntry(0.5, 8, 4, line=3))
+        't.jsonl:3'
+        >>> place({"trace": ""}, TraceEntry(0.5, 8, 4))
+        ''
+    """
+    trace = problem.get("trace")
+    return f"{trace}:{entry.line}" if trace and entry.line else ""
+
+
+def check_span(
+    entries: list[TraceEntry], timeout_s: float, problem: Mapping[str, Any] | None = None
+) -> None:
     """Refuse, before the sweep, a trace whose last request arrives at or past the trial
     timeout: a trial replays it in real time (the serving engine's, or a server's), so every
     one would time out.
 
     Raises:
-        ValueError: naming the trace's span and the timeout.
+        ValueError: naming the trace's span and the timeout, after the file and line of its
+            last request where ``problem``'s ``trace`` names a file (:func:`place`).
 
     Example:
-        >>> check_span([TraceEntry(0.0, 8, 4), TraceEntry(3600.0, 8, 4)], timeout_s=300.0)
+        >>> check_span([TraceEntry(0.0, 8, 4, line=2), TraceEntry(3600.0, 8, 4, line=1)],
+        ...            timeout_s=300.0, problem={"trace": "t.jsonl"})
         Traceback (most recent call last):
         ...
-        ValueError: the trace's last request arrives 3,600.0 s into the replay, and a trial ...
+        ValueError: t.jsonl:1: the trace's last request arrives 3,600.0 s into the replay, ...
     """
     span = entries[-1].arrival_s
+    where = place(problem or {}, entries[-1])
     if span >= timeout_s:
-        raise ValueError(f"the trace's last request arrives {span:,.1f} s into the replay, "
+        raise ValueError(f"{where + ': ' if where else ''}the trace's last request arrives "
+                         f"{span:,.1f} s into the replay, "
                          "and a trial replays it in real time: every trial would run past "
                          f"the trial timeout of {timeout_s:g} s (give a --trial-timeout "
                          "above the span, or replay a shorter trace)")  # fmt: skip

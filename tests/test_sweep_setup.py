@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from autotune.sweep_setup import SetupError, SpaceError, build_settings
@@ -318,14 +320,17 @@ def test_the_set_up_keeps_the_files_of_the_modules_its_cache_key_hashed(tmp_path
 @pytest.mark.parametrize("workload", ["serving", "server"])
 def test_a_trace_longer_than_the_trial_timeout_is_refused_before_the_sweep(tmp_path, workload):
     # a trace with an hour's lull: each trial (for server, a server started) waited out the
-    # 300-s trial timeout and was killed, trial after trial, to end in "no trial succeeded"
+    # 300-s trial timeout and was killed, trial after trial, to end in "no trial succeeded";
+    # the refusal names the file and the line of the last request (it named neither: the
+    # lines are replayed sorted by arrival, so the last is not the file's last line)
     trace = tmp_path / "t.jsonl"
     trace.write_text('{"arrival": 0, "prompt_len": 20, "output_len": 4}\n'
-                     '{"arrival": 3600, "prompt_len": 20, "output_len": 4}\n')  # fmt: skip
+                     '{"arrival": 3600, "prompt_len": 20, "output_len": 4}\n'
+                     '{"arrival": 5, "prompt_len": 20, "output_len": 4}\n')  # fmt: skip
     problem = {"trace": str(trace)}
     with pytest.raises(
         SetupError,
-        match=r"^--problem: the trace's last request arrives 3,600.0 "
+        match=rf"^--problem: {re.escape(str(trace))}:2: the trace's last request arrives 3,600.0 "
         r"s into the replay, .* past the trial timeout of 300 s",
     ):
         _settings(tmp_path, workload=workload, problem=problem)

@@ -233,6 +233,23 @@ def test_a_cache_that_holds_no_request_under_any_config_of_the_space_is_refused(
     obj.check_space({"block_size": blocks, "kv_dtype": both})
 
 
+def test_a_cache_too_small_for_a_trace_file_names_the_line_of_its_longest_request(tmp_path):
+    # 'and its longest request takes 1500' named neither the file nor the line to look at
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0, "prompt_len": 8, "output_len": 4}\n'
+                     '{"arrival": 0.5, "prompt_len": 1400, "output_len": 100}\n'
+                     '{"arrival": 1, "prompt_len": 16, "output_len": 4}\n')  # fmt: skip
+    obj = _objective(kv_cache_mb=1, max_context=2048, trace=str(trace))
+    bf16 = Param("kv_dtype", "categorical", choices=["bf16"])
+    with pytest.raises(ValueError) as refused:
+        obj.check_space({"kv_dtype": bf16})
+    assert str(refused.value) == (
+        "kv_cache_mb=1 holds no request of the trace at any kv_dtype and block_size of the "
+        f"space: at most 1024 tokens (bf16, 1 KiB a token), and its longest request takes 1500 "
+        f"({trace}:2)"
+    )
+
+
 class _Hurried(ServingObjective):
     """The serving objective with a replay deadline of a fraction of a second (a minute and
     more in a sweep), so that a config that cannot keep up runs into it at once."""
