@@ -34,6 +34,7 @@ from autotune.cli_parsing import (  # noqa: F401 - parse_* re-exported for calle
     parse_duration,
     parse_problem,
     parse_slo,
+    problem_reads,
     workload_name,
     writable_output,
 )
@@ -253,10 +254,13 @@ def tune(
     from autotune.sweep_setup import build_settings
 
     limits = parse_slo(slo)
+    problem_values = parse_problem(problem)
     reads = {
         "--replay": replay,
         "--space": space,
         "the workload's file": workload if workload and workload.endswith(".py") else None,
+        # a trace: written over, its requests were lost (read only where there is an output)
+        **(problem_reads(problem_values) if output else {}),
     }
     # before the sweep spends its time, not after; a resumed study reads what it stored too
     writable_output(output, storage=storage, inputs=reads, studies=[study] if study else [])
@@ -268,7 +272,7 @@ def tune(
     asked = dict(
         workload=workload_name(workload),
         space=space,
-        problem=parse_problem(problem),
+        problem=problem_values,
         objective=objective,
         sampler=sampler,
         trials=trials,

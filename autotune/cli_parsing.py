@@ -297,6 +297,23 @@ def study_reads(name: str, info: dict[str, Any]) -> dict[str, str]:
     return reads
 
 
+def problem_reads(problem: dict[str, Any]) -> dict[str, str]:
+    """The files the ``--problem`` values name (a serving sweep's ``trace``, a workload's
+    data file), as :func:`writable_output`'s ``inputs``: the sweep reads each one, and each
+    trial's worker reads it again. Only files that exist, as :func:`study_reads` has them.
+
+    Example:
+        >>> import tempfile
+        >>> trace = tempfile.mkstemp(suffix=".jsonl")[1]
+        >>> list(problem_reads({"trace": trace, "rate": 4, "model": "1b"}))
+        ['the trace file --problem names']
+    """
+    from autotune.tuning_cache import names_a_file
+
+    return {f"the {key} file --problem names": value for key, value in problem.items()
+            if names_a_file(value)}  # fmt: skip
+
+
 def stored_reads(
     storage: str, studies: Sequence[str | None] | None, *, every: bool = False
 ) -> dict[str, str]:

@@ -1235,3 +1235,21 @@ def test_slo_given_twice_keeps_both_limits_and_refuses_one_metric_limited_twice(
     assert twice.returncode == 2 and "Traceback" not in twice.stderr, twice.stderr
     assert twice.stderr.strip() == "error: --slo: ms is limited twice", twice.stderr
     assert stored_studies(url) == before
+
+
+def test_an_output_that_is_the_trace_the_sweep_replays_is_refused_before_it(tmp_path):
+    """``autotune tune serving --problem trace=t.jsonl --output t.jsonl`` swept, then wrote the
+    best config over the trace: the requests were lost, and the study refused every resume
+    (its trace changed). A file a --problem value names is the sweep's input, as --space is."""
+    trace = tmp_path / "t.jsonl"
+    lines = '{"arrival": 0, "prompt_len": 8, "output_len": 4}\n'
+    trace.write_text(lines)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    refused = autotune("tune", "serving", "--problem", f"trace={trace}", "--trials", "1",
+                       "--finish-top", "0", "--executor", "inline", "--storage", url,
+                       "--output", str(trace), timeout=300)  # fmt: skip
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert refused.stderr == (f"error: --output {trace}: is the trace file --problem names "
+                              "(writing it would destroy it); name another file\n")  # fmt: skip
+    assert trace.read_text() == lines
+    assert not (tmp_path / "s.db").exists()
