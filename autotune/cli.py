@@ -17,6 +17,7 @@ import typer
 
 from autotune import cli_results
 from autotune.cli_errors import err, one_line_errors
+from autotune.cli_help import summarize_commands
 from autotune.cli_options import (
     DEFAULT_STORAGE,
     DeviceOption,
@@ -438,6 +439,7 @@ def devices() -> None:
 from autotune import cli_reports  # noqa: E402
 
 cli_reports.register(app)
+summarize_commands(app)  # each command's line in `autotune --help`: its docstring's summary
 
 
 def main() -> None:
