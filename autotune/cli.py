@@ -54,6 +54,10 @@ app = typer.Typer(
     no_args_is_help=True,
     help="Find the fastest configuration for LLM workloads on GPUs.",
     pretty_exceptions_enable=False,
+    # Click's plain layout: two columns that wrap every word at 80 columns; Typer's rich one
+    # gave tune's help column 20 characters there and cut what did not fit with an ellipsis
+    # ('tokens_per_s,peak_m…', '[default: sqlite:///autotune.…')
+    rich_markup_mode=None,
 )
 
 

@@ -57,3 +57,29 @@ def test_each_command_is_listed_by_its_whole_summary_wrapped_to_the_width_not_it
         for line, after in zip(lines, lines[1:], strict=False):
             # a line ends only where the next word would not fit on it
             assert len(line) + 1 + len(after.split()[0]) > width, (name, line, after)
+
+
+def collapsed(text: str) -> str:
+    """``text`` with each run of whitespace (a wrapped line's break among them) one space."""
+    return " ".join(text.split())
+
+
+def test_each_option_s_help_and_default_are_printed_whole_at_80_columns():
+    # tune's help column was 20 characters wide there: 'tokens_per_s,peak_m…' for the
+    # example of --objective, 'ttft_p99_ms=500,tpo…' for --slo's, '[default:
+    # sqlite:///autotune.…' for --storage's default
+    import typer.main
+
+    group = typer.main.get_command(app)
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        shown = rendered_help(name)
+        assert "…" not in shown, name
+        text = collapsed(shown)
+        for param in command.params:
+            said = getattr(param, "help", None)
+            if said:
+                assert collapsed(said) in text, (name, param.name)
+            default = param.default  # a flag's is the flag's name, a list's none
+            scalar = isinstance(default, str | int | float) and not getattr(param, "is_flag", 0)
+            if getattr(param, "show_default", False) and scalar:
+                assert f"default: {default}" in text, (name, param.name)
