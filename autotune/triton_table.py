@@ -380,9 +380,9 @@ def triton_table_export(
         '                       prune_configs_by={"early_config_prune": prune})\n'
         "  or @triton.heuristics(heuristics()) for the nearest shape's winner, untimed.\n"
         + (
-            f"Note: at {len(slower)} shape(s) the library kernel the sweep timed against was "
-            "faster than the winner (REFERENCE_FASTER: shape -> the winner's ratio to it); "
-            "call the library there.\n"
+            f"Note: at {counted(len(slower), 'shape')} the library kernel the sweep timed "
+            "against was faster than the winner (REFERENCE_FASTER: shape -> the winner's ratio "
+            "to it); call the library there.\n"
             if slower
             else ""
         )
