@@ -6,6 +6,8 @@ Example:
     ('13.0k tokens/s', '707 TFLOP/s', '2.13 ms')
     >>> readable("ratio_to_cublas", 1.0167), readable("mfu", 0.467), readable("score", 1234567.0)
     ('1.017x', '46.7%', '1.23M')
+    >>> readable("copy_fraction", 4.2e-05), readable("ratio_to_cublas", 1.23e-04)
+    ('0.00420%', '0.000123x')
     >>> readable("gb_per_s", 13.21), readable("energy_j_per_token", 0.0412)
     ('13.2 GB/s', '0.0412 J/token')
     >>> readable("tokens_per_s", float("inf")), readable("score", float("-inf"))
@@ -81,10 +83,11 @@ def readable(metric: str, value: float | None) -> str:
     if unit is None:
         return _si(value) if abs(value) >= 1e4 else _sig3(value)
     suffix, style = unit
+    tiny = 0 < abs(value) < 5e-4  # its fixed decimals would read 0.0% or 0.000x: three digits
     if style == "percent":
-        return f"{100 * value:.1f}%"
+        return f"{_sig3(100 * value)}%" if tiny else f"{100 * value:.1f}%"
     if style == "ratio":
-        return f"{value:.3f}x"
+        return f"{_sig3(value)}x" if tiny else f"{value:.3f}x"
     return f"{_si(value) if style == 'si' else _sig3(value)} {suffix}"
 
 

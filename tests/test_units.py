@@ -32,3 +32,14 @@ def test_a_unit_word_or_suffix_still_gives_the_unit(metric, value, shown):
 def test_an_slo_of_zero_on_a_time_is_still_refused():
     with pytest.raises(UsageError, match="ms is never 0 or below"):
         parse_slo("ms=0")
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "shown"),
+    [("copy_fraction", 4.2e-05, "0.00420%"), ("copy_fraction", 3.1e-06, "0.000310%"),
+     ("ratio_to_cublas", 1.23e-04, "0.000123x"), ("mfu", 0.0, "0.0%"), ("mfu", 0.0005, "0.1%")],
+)  # fmt: skip
+def test_a_share_or_ratio_too_small_for_its_decimals_keeps_three_digits(metric, value, shown):
+    # `autotune tune rmsnorm` on a CPU (the Triton interpreter against a copy) printed every
+    # trial, the best and the finish's medians as 0.0%: the configs could not be told apart
+    assert readable(metric, value) == shown
