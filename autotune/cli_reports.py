@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         study: StudyOption = None,
         output: Annotated[
             Path | None,
-            typer.Option(parser=output_file, help="The HTML file to write (report.html)."),
+            typer.Option(parser=output_file, help="The HTML file to write (default: report.html)."),
         ] = None,
         serve: Annotated[
             int | None,

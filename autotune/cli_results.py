@@ -112,7 +112,10 @@ def trials(
     format: Annotated[str, typer.Option(help="table, csv, parquet or html.")] = "table",  # noqa: A002
     output: Annotated[
         Path | None,
-        typer.Option(parser=output_file, help="File for csv/parquet/html (csv, html: stdout)."),
+        typer.Option(
+            parser=output_file,
+            help="File for csv, parquet or html (default: stdout; parquet needs one).",
+        ),
     ] = None,
     all_trials: Annotated[
         bool, typer.Option("--all", help="Table: include configs rejected by constraints.")
