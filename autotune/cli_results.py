@@ -57,7 +57,7 @@ def print_best(
 
     if study is None:
         study = load_study(open_storage(storage_url, existing=True), study_name)
-    record = best_record(study)
+    record = best_record(study, storage_url)
     values = ", ".join(named(k, v) for k, v in record["values"].items())
     finish = record.get("finish") or {}
     rows = finish.get("rows") or []
@@ -87,9 +87,9 @@ def print_best(
         fmt = "yaml" if output.suffix in (".yaml", ".yml") else "json"
         try:
             if names_stdout(output):  # the command's stdout, not the stderr it now has
-                write_result(export_text(study, fmt).rstrip("\n"))
+                write_result(export_text(study, fmt, storage=storage_url).rstrip("\n"))
             else:
-                write_atomic(output, export_text(study, fmt))
+                write_atomic(output, export_text(study, fmt, storage=storage_url))
         except OSError as exc:
             stored = "" if storage_url == "memory" else f"; study '{study.study_name}' is stored"
             raise UsageError(f"--output {output}: cannot write there ({exc.strerror}){stored}"
@@ -348,7 +348,7 @@ def export(
         from autotune.serving_export import serving_export
         from autotune.train_export import training_export
 
-        record = best_record(load_study(open_storage(storage, existing=True), study))
+        record = best_record(load_study(open_storage(storage, existing=True), study), storage)
         make = training_export if to in TRAIN_TARGETS else serving_export
         exported = make(record, to)
         picked = pareto_pick(record)
@@ -364,7 +364,8 @@ def export(
             text_of_notes = json.dumps(exported.not_expressed, indent=2) + "\n"
             _write_output(side, text_of_notes, f"--output {output}: its notes file")
     else:
-        text = export_text(load_study(open_storage(storage, existing=True), study), to, top, names)
+        loaded = load_study(open_storage(storage, existing=True), study)
+        text = export_text(loaded, to, top, names, storage)
     if output is None:
         sys.stdout.write(text)
     else:

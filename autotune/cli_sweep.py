@@ -8,7 +8,6 @@ Example (a shell):
 
 from __future__ import annotations
 
-import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ from autotune.cli_errors import err, interrupted_line
 from autotune.cli_parsing import writable_output
 from autotune.cli_results import print_best
 from autotune.resume_hint import say_resume
+from autotune.suggest import suggested
 from autotune.units import named
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def run_settings(
                            settings.sampler, settings.n_trials,
                            settings.cache_ask_s, unfinished, wants_finish)  # fmt: skip
         if hit is None and unfinished:
-            _note_unfinished(unfinished[0])
+            _note_unfinished(unfinished[0], settings.storage)
         if hit is not None:
             err.print(
                 f"cached: study {hit.study_name} tuned this workload's source, problem, device "
@@ -125,16 +125,17 @@ def run_settings(
                 ran.append(sweep.study)
 
 
-def _note_unfinished(study: Any) -> None:
-    """Say that ``study`` matched the cache but was stopped in its finish, and how to run
-    only its finish instead of the new sweep (a resume to the trials it launched)."""
+def _note_unfinished(study: Any, storage: str) -> None:
+    """Say that ``study`` (in ``storage``, its URL) matched the cache but was stopped in its
+    finish, and how to run only its finish instead of the new sweep (a resume to the trials
+    it launched)."""
     from autotune.tuning_cache import launched_trials
 
-    name = study.study_name
-    err.print(f"note: study {name} swept this already but was stopped in its finish, so it is "
-              f"no answer; sweeping again (`autotune tune --study {shlex.quote(name)} --trials "
-              f"{launched_trials(study)}` would run only its finish)", highlight=False,
-              markup=False, soft_wrap=True)  # fmt: skip
+    finish = suggested("tune", study.study_name, storage, "--trials", str(launched_trials(study)))
+    only = f" (`{finish}` would run only its finish)" if finish else ""
+    err.print(f"note: study {study.study_name} swept this already but was stopped in its finish, "
+              f"so it is no answer; sweeping again{only}", highlight=False, markup=False,
+              soft_wrap=True)  # fmt: skip
 
 
 def sweep_and_finish(
@@ -167,20 +168,24 @@ def sweep_and_finish(
             who = ("the trial still running is another driver's, which reports it" if others == 1
                    else f"the {others} trials still running are another driver's, which reports "
                    "them")  # fmt: skip
-            err.print(f"no trial has succeeded yet: {who} (`autotune best --study "
-                      f"{shlex.quote(summary.study_name)}` once they end)")  # fmt: skip
+            best = suggested("best", summary.study_name, settings.storage)
+            then = f" (`{best}` once they end)" if best else ""
+            err.print(f"no trial has succeeded yet: {who}{then}",
+                      highlight=False, markup=False, soft_wrap=True)  # fmt: skip
             return None
         if summary.trials_run == 0 and summary.refusals:  # why, without digging for it
             reason, times = summary.refusals.most_common(1)[0]
             which = "every config was" if summary.trials_total == 0 else "this run's configs were"
+            listing = suggested("trials", summary.study_name, settings.storage, "--all")
+            lists = f"; `{listing}` lists them" if listing else ""
             err.print(f"no trial succeeded: {which} refused: {reason} ({times} of "
-                      f"{summary.refusals.total()}; `autotune trials --all` lists them)",
+                      f"{summary.refusals.total()}{lists})",
                       highlight=False, markup=False, soft_wrap=True)  # fmt: skip
             raise typer.Exit(1)
         from autotune.no_success import none_succeeded_line
 
-        err.print(none_succeeded_line(summary, settings.slo), highlight=False, markup=False,
-                  soft_wrap=True)  # fmt: skip
+        err.print(none_succeeded_line(summary, settings.slo, settings.storage), highlight=False,
+                  markup=False, soft_wrap=True)  # fmt: skip
         raise typer.Exit(1)
     if settings.finish_top and summary.stopped_by != "interrupted":
         _finish_within_budget(sweep, summary, budget_ends)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -33,6 +32,8 @@ from autotune.driver.trial_attrs import TELEMETRY, stored_finish, trial_metrics
 from autotune.reference_verdict import reference_faster
 from autotune.replay_info import replay_info, study_label
 from autotune.std_paths import descriptor_of, write_to_descriptor
+from autotune.storage import DEFAULT_STORAGE
+from autotune.suggest import suggested
 from autotune.triton_export import triton_export
 
 FORMATS = ("json", "yaml", "triton")
@@ -76,8 +77,9 @@ def trial_record(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[s
     return record
 
 
-def best_record(study: optuna.Study) -> dict[str, Any]:
+def best_record(study: optuna.Study, storage: str = DEFAULT_STORAGE) -> dict[str, Any]:
     """The best trial's record; with several objectives, the Pareto front rides along.
+    ``storage``: the study's URL, which a study without one names in the command it points to.
 
     When the sweep ended with the noise-aware finish, its winner is the best trial, and the
     re-measured medians and spreads ride along under ``finish``. When the best config is slower
@@ -85,9 +87,10 @@ def best_record(study: optuna.Study) -> dict[str, Any]:
     :mod:`autotune.reference_verdict`)."""
     best = best_trials(study)
     if not best:
-        name = study.study_name
-        raise ExportError(f"study {name!r} has no successful trial yet: no best config "
-                          f"(`autotune trials --study {shlex.quote(name)}` says why)")  # fmt: skip
+        trials = suggested("trials", study.study_name, storage)
+        why = f" (`{trials}` says why)" if trials else ""
+        raise ExportError(f"study {study.study_name!r} has no successful trial yet: no best "
+                          f"config{why}")  # fmt: skip
     finish = stored_finish(study.user_attrs)
     chosen = best[0]
     if finish.get("rows"):
@@ -226,14 +229,18 @@ def _naming(exc: OSError, path: Path) -> OSError:
 
 
 def export_text(
-    study: optuna.Study, fmt: str, top: int = 5, rename: dict[str, str] | None = None
+    study: optuna.Study,
+    fmt: str,
+    top: int = 5,
+    rename: dict[str, str] | None = None,
+    storage: str = DEFAULT_STORAGE,
 ) -> str:
     """Render the study's best config(s) in ``fmt`` (one of :data:`FORMATS`); ``rename``
-    applies to ``triton``."""
+    applies to ``triton``; ``storage``: the study's URL (:func:`best_record`)."""
     if fmt == "json":
-        return json.dumps(best_record(study), indent=2, sort_keys=False) + "\n"
+        return json.dumps(best_record(study, storage), indent=2, sort_keys=False) + "\n"
     if fmt == "yaml":
-        return yaml.dump(best_record(study), Dumper=_PlainDumper, sort_keys=False)
+        return yaml.dump(best_record(study, storage), Dumper=_PlainDumper, sort_keys=False)
     if fmt == "triton":
         return triton_export(study, top, rename)
     raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")

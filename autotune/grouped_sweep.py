@@ -426,7 +426,7 @@ def combined_record(groups: list[Group]) -> dict[str, Any]:
     records = {}
     for group in groups:
         if group.study is not None:
-            record = best_record(group.study)
+            record = best_record(group.study, group.settings.storage)
         else:  # its problem and reason as its study stores them: no password (a server's)
             ran = not group.reason.startswith("not run")
             secrets = group.settings.secrets

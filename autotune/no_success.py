@@ -11,7 +11,6 @@ Example:
 
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 from typing import Any
 
@@ -25,6 +24,7 @@ from autotune.driver.trial_attrs import (
     REPEATED,
     trial_status,
 )
+from autotune.suggest import suggested
 
 #: kinds of a run's failures that launched nothing (said apart, in ``done:``)
 UNLAUNCHED = ("ok", INFEASIBLE, REFUSED, REPEATED)
@@ -72,28 +72,33 @@ def last_reason(study: optuna.Study, kind: str) -> tuple[int, str] | None:
 
 
 def none_succeeded(
-    failures: Counter, example: tuple[int, str] | None, slo: dict[str, Any], study: str = ""
+    failures: Counter,
+    example: tuple[int, str] | None,
+    slo: dict[str, Any],
+    trials: str | None = "autotune trials",
 ) -> str:
     """The line for a run whose launched trials all failed (``failures``: this run's, by
     kind), with ``example`` (a trial's number and reason), or the bare line where none was
-    launched; its pointer to ``autotune trials`` names ``study`` where given."""
-    # quoted as the shell reads it: a name with a space is one argument
-    trials = f"`autotune trials --study {shlex.quote(study)}`" if study else "`autotune trials`"
+    launched; it points to ``trials``, the command that lists them (None: none can, the
+    storage kept nothing)."""
     common = most_common_failure(failures)
     if common is None:
-        return f"no trial succeeded: nothing to report (see {trials})"
+        return "no trial succeeded: nothing to report" + (f" (see `{trials}`)" if trials else "")
     kind, times, total = common
     seen = f"; #{example[0]}: {example[1]}" if example else ""
+    lists = f" (`{trials}` lists them)" if trials else ""
     if kind == SLO_VIOLATED and times == total and slo:
         limits = ",".join(f"{k}={v:g}" for k, v in slo.items())
         return (f"no trial succeeded: every trial of this run broke --slo {limits} ({kind} "
-                f"{times} of {total}{seen}); loosen a limit to get a best config ({trials} "
-                "lists them)")  # fmt: skip
-    return f"no trial succeeded: {kind} {times} of {total} launched{seen} ({trials} lists them)"
+                f"{times} of {total}{seen}); loosen a limit to get a best config"
+                f"{lists}")  # fmt: skip
+    return f"no trial succeeded: {kind} {times} of {total} launched{seen}{lists}"
 
 
-def none_succeeded_line(summary: Any, slo: dict[str, Any]) -> str:
-    """:func:`none_succeeded` of a sweep's summary (``SweepSummary``)."""
+def none_succeeded_line(summary: Any, slo: dict[str, Any], storage: str) -> str:
+    """:func:`none_succeeded` of a sweep's summary (``SweepSummary``) in ``storage`` (its
+    URL), pointing to the ``autotune trials`` command that lists its study."""
     common = most_common_failure(summary.failures)
     example = last_reason(summary.study, common[0]) if common else None
-    return none_succeeded(summary.failures, example, slo, summary.study_name)
+    trials = suggested("trials", summary.study_name, storage)
+    return none_succeeded(summary.failures, example, slo, trials)

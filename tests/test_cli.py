@@ -1132,6 +1132,7 @@ def test_a_sweep_whose_objective_refuses_every_config_says_who_refused_it_and_wh
     last = ran.stderr.strip().splitlines()[-1]
     assert last.startswith("no trial succeeded: every config was refused: a="), ran.stderr
     assert "is over 2 (this kernel only does 2)" in last, ran.stderr
+    assert f" --all --storage {url}` lists them)" in last, ran.stderr  # its study, its storage
 
 
 def test_a_default_a_constraint_rules_out_is_said_and_no_finish_claims_it(tmp_path):

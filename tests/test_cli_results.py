@@ -483,10 +483,11 @@ def test_the_commands_a_failed_sweep_points_to_quote_a_study_name_with_a_space(t
                  "--minimize", "--slo", "tflops=1", "--trials", "1", "--storage", url,
                  "--study", "my run ü", "--executor", "inline", cwd=tmp_path)  # fmt: skip
     assert swept.returncode == 1, swept.stderr
-    assert "(`autotune trials --study 'my run ü'` lists them)" in swept.stderr, swept.stderr
+    listing = f"autotune trials --study 'my run ü' --storage {url}"  # (its storage: not ./)
+    assert f"(`{listing}` lists them)" in swept.stderr, swept.stderr
     best = _cli("best", "--storage", url, "--study", "my run ü", cwd=tmp_path)
     assert best.returncode == 2, best.stderr
-    assert "(`autotune trials --study 'my run ü'` says why)" in best.stderr, best.stderr
+    assert f"(`{listing}` says why)" in best.stderr, best.stderr
     hinted = _cli("trials", "--study", "my run ü", "--storage", url, cwd=tmp_path)
     assert hinted.returncode == 0 and "slo_violated" in hinted.stdout, hinted.stderr
 
