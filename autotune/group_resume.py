@@ -15,6 +15,7 @@ Example (a shell):
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from autotune.setup_error import SetupError
@@ -67,9 +68,10 @@ def resumed_workload(asked: dict[str, Any]) -> str | None:
         others = [name for name in names if name.startswith(f"{study}.")]
         if workload is None and asked["space"] is None and others:
             shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            one = shlex.quote(others[0])  # as the shell reads it
             raise SetupError(f"--study {study}: no study of that name in this storage, but a "
                              f"search by group's ({shown}): give its composed --space to "
-                             f"resume them, or --study {others[0]} to resume one")  # fmt: skip
+                             f"resume them, or --study {one} to resume one")  # fmt: skip
         return workload
     storage = open_storage(asked["storage"])
     for name in groups:

@@ -18,6 +18,7 @@ Example (a shell):
 from __future__ import annotations
 
 import json
+import shlex
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -41,8 +42,9 @@ def refuse_one_group(storage: optuna.storages.BaseStorage, name: str, names: lis
         return
     listed = ", ".join(members[:NAMED])
     listed += f", ... ({len(members)} in all)" if len(members) > NAMED else ""
+    one = shlex.quote(members[0])  # as the shell reads it: a name with a space is one argument
     raise StorageError(f"the latest study, {name}, is one group of a search by group "
-                       f"({listed}): name one with --study (e.g. --study {members[0]}), or run the "
+                       f"({listed}): name one with --study (e.g. --study {one}), or run the "
                        "search's `autotune tune` command again for every group's winner (it "
                        "answers from the stored studies)")  # fmt: skip
 

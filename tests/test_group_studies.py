@@ -57,3 +57,20 @@ def test_groups_stored_before_they_were_marked_are_told_by_name_command_and_prob
 )  # fmt: skip
 def test_a_latest_study_that_is_no_group_of_several_is_read_as_before(studies):
     assert load_study(stored(*studies), None).study_name == studies[-1][0]
+
+
+def test_the_study_a_refusal_suggests_is_quoted_as_the_shell_reads_it(tmp_path):
+    # 'e.g. --study my run.qkv' (the latest study read, and a --study naming the groups'
+    # common name) is three arguments to a shell, 'run.qkv' an extra one
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'g.db'}"
+    for name, n in (("my run.qkv", 32), ("my run.up", 64)):
+        study = optuna.create_study(storage=url, study_name=name)
+        study.set_user_attr(STUDY, group(n, group="my run"))
+    for args in (["best"], ["tune", "--study", "my run", "--device", "cpu"]):
+        command = [sys.executable, "-m", "autotune.cli", *args, "--storage", url]
+        refused = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "--study 'my run.qkv'" in refused.stderr, refused.stderr
