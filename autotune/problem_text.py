@@ -5,8 +5,8 @@ out rather than shown as ``N=None``, a password in a text value as ``***``, a li
 Example:
     >>> problem_text({"M": 4, "N": None, "K": "", "dtype": "bf16"})
     'M=4, dtype=bf16'
-    >>> problem_text({"table": "t.csv", "params": ["a", "b"]}, sep=",", leave_out=("table",))
-    'params=(a, b)'
+    >>> problem_text({"table": "t.csv", "params": ["a", "b"], "metric": "ms"}, leave_out=("table",))
+    'params=(a, b), metric=ms'
     >>> problem_text({"command": "srv --db postgresql://bob:hunter2@db/prod"})
     'command=srv --db postgresql://bob:***@db/prod'
 """
@@ -39,11 +39,10 @@ def listed(value: object) -> str:
     return f"({items}{more})"
 
 
-def problem_text(
-    problem: Mapping[str, Any], sep: str = ", ", leave_out: Collection[str] = ()
-) -> str:
-    """``problem``'s values as ``key=value`` joined by ``sep``: those left unset (None) or
-    empty, and the keys ``leave_out`` names, left out; text redacted; lists by their items
-    (:func:`listed`). '' where nothing is left to show."""
+def problem_text(problem: Mapping[str, Any], leave_out: Collection[str] = ()) -> str:
+    """``problem``'s values as ``key=value`` joined by ``", "`` (as a list's items are: one
+    form on every line): those left unset (None) or empty, and the keys ``leave_out`` names,
+    left out; text redacted; lists by their items (:func:`listed`). '' where nothing is left
+    to show."""
     shown = {k: v for k, v in problem.items() if k not in leave_out and v is not None and v != ""}
-    return sep.join(f"{k}={listed(v)}" for k, v in redact_values(shown).items())
+    return ", ".join(f"{k}={listed(v)}" for k, v in redact_values(shown).items())

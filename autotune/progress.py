@@ -91,7 +91,7 @@ class ProgressDisplay(SweepObserver):
         self._done_at_start = done
         self._start = time.monotonic()
         # (a replay's table: its label says it)
-        problem = problem_text(settings.problem, sep=",", leave_out=("table",))
+        problem = problem_text(settings.problem, leave_out=("table",))
         budget = []
         if settings.n_trials is not None:  # the study's target: a resume says what it adds
             left = max(0, settings.n_trials - done)

@@ -138,7 +138,9 @@ def test_the_closing_line_of_a_replay_of_no_trial_gives_no_milliseconds_a_trial(
 
 
 def test_the_header_shows_a_replays_parameters_as_a_list_not_python_repr():
-    # the header read "autotune replay params=['BLOCK_M', 'BLOCK_N'],metric=tflops"
+    # the header read "autotune replay params=['BLOCK_M', 'BLOCK_N'],metric=tflops", then
+    # "params=(BLOCK_M, BLOCK_N),metric=tflops": its items and the list's told apart by
+    # nothing but a blank; they are joined as a report's heading and a group's line join them
     from autotune.driver.settings import SweepSettings
     from autotune.space import Param, Space
 
@@ -150,7 +152,7 @@ def test_the_header_shows_a_replays_parameters_as_a_list_not_python_repr():
     out = io.StringIO()
     ProgressDisplay(Console(file=out, width=400)).on_start(settings, optuna.create_study(), 0)
     header = out.getvalue().splitlines()[0]
-    assert header.startswith("autotune replay params=(BLOCK_M, BLOCK_N),metric=tflops on ")
+    assert header.startswith("autotune replay params=(BLOCK_M, BLOCK_N), metric=tflops on ")
     assert "[" not in header.split(" on ")[0] and "'" not in header
 
 
