@@ -182,11 +182,18 @@ def _source_text(r: dict[str, Any]) -> str:
     return f"{r['workload'] or 'no workload recorded'} on {_device_cell(r)}"
 
 
-def _differs_text(rows: list[dict[str, Any]]) -> str:
+def _differs_line(rows: list[dict[str, Any]]) -> str | None:
+    """``winners differ in: ...``, the parameters the winners' configs set apart; None where
+    fewer than two studies have a winner (a note says so: there is nothing to set apart).
+
+    Example:
+        >>> _differs_line([{"differs": ["BLOCK_M"]}]), _differs_line([{"differs": None}])
+        ('winners differ in: BLOCK_M', None)
+    """
     differs = rows[0]["differs"] if rows else None
     if differs is None:
-        return "-"
-    return ", ".join(differs) or "nothing"
+        return None
+    return f"winners differ in: {', '.join(differs) or 'nothing'}"
 
 
 def compare_text(rows: list[dict[str, Any]]) -> str:
@@ -213,8 +220,9 @@ def compare_text(rows: list[dict[str, Any]]) -> str:
         lines.append(f"[{i}] {shown(r['study'])} ({source}): {_winner_text(r)}; {where}")
         if r["winner_config"] is not None:
             lines.append(f"    config: {json.dumps(r['winner_config'])}")
-    if rows:
-        lines.append(f"winners differ in: {_differs_text(rows)}")
+    differs = _differs_line(rows)
+    if differs is not None:
+        lines.append(differs)
     lines += [f"note: {note}" for note in compare_notes(rows)]
     return "\n".join(lines) + "\n"
 
@@ -254,11 +262,12 @@ def compare_html(rows: list[dict[str, Any]]) -> str:
             f"</td><td>{html.escape(_winner_text(r))}</td><td>{shown_config}</td>"
             f"<td>{where}</td></tr>"
         )
-    differs = _differs_text(rows)
+    differs = _differs_line(rows)
+    differs_p = "" if differs is None else f"<p>{html.escape(differs)}</p>"
     notes = "".join(f"<p>note: {html.escape(n)}</p>" for n in compare_notes(rows))
     return (
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>autotune compare</title>"
         f"</head><body><h1>autotune compare</h1><table border=1>{head}{''.join(body)}"
-        f"</table><p>winners differ in: {html.escape(differs)}</p>{notes}</body></html>"
+        f"</table>{differs_p}{notes}</body></html>"
         "\n"
     )
