@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
         output_file,
         quiet_libraries,
     )
+    from autotune.cli_stdout import say_written
 
     @app.command()
     @one_line_errors
@@ -66,7 +67,7 @@ def register(app: typer.Typer) -> None:
         if serve is None:
             assert output is not None
             write_atomic(output, report_html(load_study(opened, study)))
-            err.print(f"wrote {output}", markup=False)
+            say_written(output)
             return
         from autotune.report_server import serve_report
 
@@ -103,4 +104,4 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(compare_text(rows))
         else:
             write_atomic(output, compare_html(rows))
-            err.print(f"wrote {output}", markup=False)
+            say_written(output)

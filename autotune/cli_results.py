@@ -30,7 +30,7 @@ from autotune.cli_options import (
     quiet_libraries,
 )
 from autotune.cli_parsing import UsageError, _parse_rename, is_device, writable_output
-from autotune.cli_stdout import names_stdout, result_stream, write_result
+from autotune.cli_stdout import names_stdout, result_stream, say_written, write_result
 from autotune.export_text import shown as one_line
 from autotune.serving_export import TARGETS as SERVING_TARGETS
 from autotune.train_export import TARGETS as TRAIN_TARGETS
@@ -94,7 +94,7 @@ def print_best(
             stored = "" if storage_url == "memory" else f"; study '{study.study_name}' is stored"
             raise UsageError(f"--output {output}: cannot write there ({exc.strerror}){stored}"
                              ) from None  # fmt: skip
-        err.print(f"wrote {output}", markup=False, highlight=False)
+        say_written(output)
 
 
 def best(
@@ -214,7 +214,7 @@ def _write_listing(content: str | bytes, output: Path | None) -> None:
         sys.stdout.write(str(content))
         return
     _write_output(output, content)
-    err.print(f"wrote {output}", markup=False)
+    say_written(output)
 
 
 def hidden_caption(rejected: int, refused: int) -> str:
@@ -370,7 +370,7 @@ def export(
         sys.stdout.write(text)
     else:
         _write_output(output, text)
-        err.print(f"wrote {output}", markup=False)
+        say_written(output)
         if side is None:
             _remove_stale_notes(output, storage, read)
 

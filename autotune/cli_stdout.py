@@ -106,3 +106,14 @@ def names_stdout(path: str | os.PathLike[str]) -> bool:
         (True, False)
     """
     return descriptor_of(path) == 1  # moved to stderr under :func:`result_only`
+
+
+def say_written(output: str | os.PathLike[str]) -> None:
+    """Say on stderr that ``output`` was written (``wrote PATH``); nothing where it is the
+    command's stdout (``--output -``), which the user reads it on: 'wrote /dev/stdout' is noise.
+    """
+    if names_stdout(output):
+        return
+    from autotune.cli_errors import err
+
+    err.print(f"wrote {output}", markup=False, highlight=False)

@@ -446,7 +446,7 @@ def _report(groups: list[Group], output: Path | None) -> None:
     from rich.console import Console
 
     from autotune.cli_parsing import UsageError
-    from autotune.cli_stdout import names_stdout, result_stream, write_result
+    from autotune.cli_stdout import names_stdout, result_stream, say_written, write_result
     from autotune.export import write_atomic
     from autotune.reference_verdict import describe
     from autotune.units import named
@@ -497,4 +497,4 @@ def _report(groups: list[Group], output: Path | None) -> None:
     except OSError as exc:
         raise UsageError(f"--output {output}: cannot write there ({exc.strerror}); the groups' "
                          "studies are stored") from None  # fmt: skip
-    err.print(f"wrote {output}", markup=False, highlight=False)
+    say_written(output)

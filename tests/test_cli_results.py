@@ -519,3 +519,24 @@ def test_best_lists_the_pareto_front_s_configs_as_the_json_it_prints_the_best_in
     front = [line for line in done.stderr.splitlines() if "Pareto front" in line]
     assert front == ['  Pareto front: trial 1: 0.300 score, 0.100 s {"flag": false, "kind": null}'
                      ], done.stderr  # fmt: skip
+
+
+def test_an_output_to_stdout_is_written_without_saying_wrote_dev_stdout(tmp_path):
+    # `--output -` wrote the listing, report, comparison or export to stdout, then said
+    # 'wrote /dev/stdout' on stderr: of the stream the user was reading it on
+    (tmp_path / "t.csv").write_text("p,tflops\n1,3.0\n2,4.0\n")
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    for name in ("a", "b"):
+        swept = _cli("tune", "--replay", "t.csv", "--params", "p", "--metric", "tflops",
+                     "--trials", "2", "--storage", url, "--study", name, "--executor", "inline",
+                     cwd=tmp_path)  # fmt: skip
+        assert swept.returncode == 0, swept.stderr
+    commands = {"trials": ["trials", "--study", "a", "--format", "csv"],
+                "report": ["report", "--study", "a"], "compare": ["compare", "a", "b"],
+                "export": ["export", "--study", "a"]}  # fmt: skip
+    for command, args in commands.items():
+        shown = _cli(*args, "--storage", url, "--output", "-", cwd=tmp_path)
+        assert shown.returncode == 0 and shown.stdout.strip(), (command, shown.stderr)
+        assert "wrote" not in shown.stderr, (command, shown.stderr)
+        kept = _cli(*args, "--storage", url, "--output", f"{command}.out", cwd=tmp_path)
+        assert f"wrote {command}.out" in kept.stderr, (command, kept.stderr)
