@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from autotune.in_memory import in_memory
 from autotune.std_paths import descriptor_of
 from autotune.units import never_negative
 
@@ -333,7 +334,7 @@ def stored_reads(
     from autotune.driver.trial_attrs import stored_info
     from autotune.storage import open_storage
 
-    if storage in ("memory", ":memory:") or (studies is not None and not studies and not every):
+    if in_memory(storage) or (studies is not None and not studies and not every):
         return {}
     try:
         summaries = optuna.study.get_all_study_summaries(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from autotune.in_memory import in_memory
 from autotune.setup_error import SetupError
 
 
@@ -27,7 +28,7 @@ def stored_names(url: str) -> list[str]:
     from autotune.storage import open_storage, storage_files, study_names
 
     files = storage_files(url)
-    if url in ("memory", ":memory:") or (files and not files[0].exists()):
+    if in_memory(url) or (files and not files[0].exists()):
         return []
     return study_names(open_storage(url))
 

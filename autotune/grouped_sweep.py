@@ -45,6 +45,7 @@ import typer
 
 from autotune.cli_errors import err
 from autotune.group_warm_start import group_sources
+from autotune.in_memory import in_memory
 from autotune.problem_text import problem_text
 from autotune.setup_error import SetupError
 from autotune.space import Space, load_space
@@ -199,7 +200,7 @@ def base_study_name(asked: dict[str, Any], labels: list[str]) -> str:
     base = f"{stem}-{datetime.now():%Y%m%d-%H%M%S}"
     url = asked["storage"]
     files = storage_files(url)
-    fresh = url in ("memory", ":memory:") or (files and not files[0].exists())
+    fresh = in_memory(url) or (files and not files[0].exists())
     taken = set() if fresh else set(study_names(open_storage(url)))
     for attempt in range(1, 10_000):
         candidate = base if attempt == 1 else f"{base}-{attempt}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 
 from autotune.cli_errors import err
+from autotune.in_memory import in_memory
 
 
 def resume_command(command: str, study: str) -> str:
@@ -39,6 +40,6 @@ def resume_line(command: str, study: str, group: bool = False) -> str:
 
 def say_resume(command: str, study: str, storage: str, group: bool = False) -> None:
     """Print :func:`resume_line`, unless ``storage`` keeps nothing (memory)."""
-    if storage in ("memory", ":memory:"):
+    if in_memory(storage):
         return
     err.print(resume_line(command, study, group), highlight=False, markup=False, soft_wrap=True)

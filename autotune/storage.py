@@ -29,6 +29,7 @@ import optuna
 
 from autotune.export_text import shown
 from autotune.failures import first_line
+from autotune.in_memory import in_memory
 from autotune.redact import query_secret_holds_at, redact, redact_url
 
 DEFAULT_STORAGE = "sqlite:///autotune.db"
@@ -57,7 +58,7 @@ def open_storage(
     only reads (``best``, ``trials``, ``export``, ...) creates no file: a mistyped SQLite or
     journal path is an error, not a new empty database; nor does it switch a SQLite file to
     write-ahead logging (:func:`_fast_sqlite`, a sweep's)."""
-    if url in ("memory", ":memory:"):
+    if in_memory(url):
         if existing:  # a reader's own storage in memory: no sweep ever wrote to it
             raise StorageError(f"storage {url!r} holds no study: in-memory storage keeps "
                                "nothing between commands (a sweep's studies end with it); "

@@ -21,11 +21,9 @@ from __future__ import annotations
 import os
 import shlex
 
+from autotune.in_memory import in_memory
 from autotune.redact import STORAGE_ENV, redact_url
 from autotune.storage import DEFAULT_STORAGE
-
-#: Storages that keep nothing between commands.
-MEMORY = ("memory", ":memory:")
 
 
 def storage_args(storage: str) -> list[str] | None:
@@ -39,7 +37,7 @@ def storage_args(storage: str) -> list[str] | None:
         >>> storage_args("sqlite:///autotune.db")
         []
     """
-    if storage in MEMORY:
+    if in_memory(storage):
         return None
     given = os.environ.get(STORAGE_ENV)
     if given and given.strip():  # set: a command without --storage reads what it names

@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from autotune.driver import EXECUTORS, SweepSettings
+from autotune.in_memory import in_memory
 from autotune.setup_error import SetupError
 from autotune.space import Space
 from autotune.storage import open_storage, storage_files
@@ -168,6 +169,6 @@ def check_warm_start(settings: SweepSettings) -> None:
     from autotune.driver.study_setup import StudyMismatch, named_source, no_such_source
 
     files = storage_files(settings.storage)
-    if settings.storage in ("memory", ":memory:") or (files and not files[0].exists()):
+    if in_memory(settings.storage) or (files and not files[0].exists()):
         raise StudyMismatch(no_such_source(settings.warm_start))
     named_source(settings, open_storage(settings.storage))
