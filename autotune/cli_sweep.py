@@ -173,6 +173,11 @@ def sweep_and_finish(
             err.print(f"no trial has succeeded yet: {who}{then}",
                       highlight=False, markup=False, soft_wrap=True)  # fmt: skip
             return None
+        if summary.futile:  # the workload stopped it: a failure every config would share
+            err.print(f"error: {summary.futile}; {summary.trials_run} trials are stored "
+                      f"(`autotune trials --study {shlex.quote(summary.study_name)}` lists "
+                      "them)", highlight=False, markup=False, soft_wrap=True)  # fmt: skip
+            raise typer.Exit(1)
         if summary.trials_run == 0 and summary.refusals:  # why, without digging for it
             reason, times = summary.refusals.most_common(1)[0]
             which = "every config was" if summary.trials_total == 0 else "this run's configs were"

@@ -116,6 +116,17 @@ class Objective(ABC):
         (:mod:`autotune.driver.memory_guard`), the model corrected by the peaks it sees."""
         return None
 
+    @classmethod
+    def futile(
+        cls, problem: dict[str, Any], outcomes: list[tuple[str, str]], served_before: bool
+    ) -> str | None:
+        """Why the sweep should stop now, as one line (None: go on; never, by default): the
+        driver asks after each launched trial of the run is told, given those trials'
+        ``(status, reason)`` in order, while no trial of the study succeeded
+        (``served_before``: one of an earlier run did). A workload that can tell a failure
+        every config would share (a server that cannot start) stops the sweep with it."""
+        return None
+
     def reference_configs(self) -> dict[str, dict[str, Any]]:
         """Further untuned configs a report shows beside the default, by name (none here)."""
         return {}

@@ -47,6 +47,7 @@ from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.objectives.engine_server_flags import engine_knobs
 from autotune.objectives.server_process import OutputTail, running
 from autotune.objectives.server_program import server_program_parts
+from autotune.objectives.server_startup import never_starts
 from autotune.objectives.server_stream import api_key, stream_request
 from autotune.objectives.server_template import (
     AnyValue,
@@ -197,6 +198,16 @@ class ServerObjective(Objective):
         """
         knobs = engine_knobs(str(self.problem["command"]))
         check_space_values({name: params[name] for name in knobs if name in params}, knobs)
+
+    @classmethod
+    def futile(
+        cls, problem: dict[str, Any], outcomes: list[tuple[str, str]], served_before: bool
+    ) -> str | None:
+        """The sweep's stop where the server cannot start for any config (the first trials
+        each exited before they were healthy, alike: :func:`~autotune.objectives.
+        server_startup.never_starts`, whose docstring says why a sweep where only some
+        configs crash goes on)."""
+        return never_starts(str(problem.get("command", "")), outcomes, served_before)
 
     def cache_parts(self) -> dict[str, str]:
         """The server program's files and package version, for the tuning cache's key

@@ -43,6 +43,7 @@ from autotune.driver.trial_attrs import (
 if TYPE_CHECKING:
     from autotune.driver.compile_ahead import CompileAhead
     from autotune.driver.finish_costs import TrialTimes
+    from autotune.driver.futile import FutileWatch
     from autotune.driver.memory_guard import MemoryGuard
     from autotune.driver.study_peers import StudyPeers
     from autotune.executors.base import Executor
@@ -71,6 +72,7 @@ class RunSummary:
     compile_wait_s: float
     trial_compile_s: float
     measures: bool
+    futile: FutileWatch
 
     def memory_report(self) -> dict:
         """The memory model's record: configs it rejected, its error on the trials that ran."""
@@ -112,6 +114,7 @@ class RunSummary:
             shared=self.peers.others_active,
             measured=self.measures,
             trials_interrupted=stopped_as_they_ran(self.study),
+            futile=self.futile.line,
         )
         self.study.set_user_attr(
             LAST_RUN,

@@ -187,6 +187,9 @@ class SweepSummary:
     #: take no time, so no share of the slots' time says anything; the line gives
     #: :attr:`ms_per_trial` instead
     measured: bool = True
+    #: the line a workload stopped the sweep with, a failure every config would share
+    #: (:mod:`~autotune.driver.futile`), or None
+    futile: str | None = None
     #: the study's trials stopped as they ran (a signal, the time budget's end, a lost
     #: cluster): launched, though not among ``trials_total`` nor ``study_failures`` (their
     #: configs are run again by a resume)

@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 from autotune.driver.finish_costs import TrialTimes, finish_reserve_s
+from autotune.driver.futile import FUTILE, FutileWatch
 from autotune.driver.liveness import reap_stale_trials
 from autotune.driver.samplers import is_exhausted
 from autotune.driver.settings import SweepSettings
@@ -49,11 +50,14 @@ class StopRules:
     last_reap: float
     rejected: int
     max_rejected: int
+    futile: FutileWatch
 
     def stop_reason(self) -> str | None:
         """Why no further trial may launch now, or None to go on."""
         if self.stop_requested.is_set():
             return "interrupted"  # a signal came (see stop_on_signals)
+        if self.futile.line is not None:
+            return FUTILE  # the workload said every config would fail alike
         if self.watch is not None:
             self.watch.check()  # the study's file deleted: stop (StorageLost), saving it
         s = self.settings

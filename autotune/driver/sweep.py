@@ -38,6 +38,7 @@ from autotune.driver.constraint_repair import ConstraintRepair
 from autotune.driver.executor_choice import make_executor
 from autotune.driver.finish import FinishRow, finish
 from autotune.driver.finish_costs import TrialTimes
+from autotune.driver.futile import FUTILE, FutileWatch
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
 from autotune.driver.memory_guard import MemoryGuard
 from autotune.driver.novelty import config_key
@@ -194,6 +195,8 @@ class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
         self.depth = max(1, self.compiler.jobs if self.compiler else 0)
         # the study's (the stored trials' and this run's, as the progress line shows them)
         self.counts: Counter = study_counts(study)
+        # a workload's stop on a failure every config would share (a server that never starts)
+        self.futile = FutileWatch.for_settings(s, served_before=self.counts["ok"] > 0)
         self.run_counts: Counter = Counter()  # this run's alone
         self.refusals: Counter = Counter()  # why configs were not launched, this run's
         self.ran = self.rejected = self.trials_stored = 0
@@ -236,7 +239,8 @@ class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
                     stopped_by = stop
                     break
                 # a config asked for ahead launches when a slot frees, unless time is up
-                can_launch = stop != "time" and self.executor.free > 0
+                # (nor after a failure every config would share)
+                can_launch = stop not in ("time", FUTILE) and self.executor.free > 0
                 ready = self.ready_ahead() if can_launch else None
                 if ready is not None:
                     self.launch(ready)

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import optuna
 
     from autotune.driver.finish_costs import TrialTimes
+    from autotune.driver.futile import FutileWatch
     from autotune.driver.liveness import Heartbeat
     from autotune.driver.trial_book import Asked, TrialBook
 
@@ -59,6 +60,7 @@ class TrialTelling:
     rejected: int
     busy_s: float
     trial_compile_s: float
+    futile: FutileWatch
     times: TrialTimes
     stale_finish: bool
     last_poll: float
@@ -135,6 +137,7 @@ class TrialTelling:
         self.run_counts[status] += 1
         if record.launched:
             self.ran += 1
+            self.futile.told(record.status, record.reason)
             self.rejected = 0
         else:
             self.rejected += 1
