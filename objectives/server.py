@@ -184,7 +184,7 @@ class ServerObjective(Objective):
                              "command or tune a --space without it")  # fmt: skip
         if isinstance(names_given, Mapping):
             check_formats(template, names_given, self.problem)
-        check_program(template)
+        check_program(template, self.problem)
 
     def check_space_values(self, params: Mapping[str, Param]) -> None:
         """Refuse, before the sweep, a value of the space that the engine server (the default

@@ -68,10 +68,12 @@ def template_names(template: str) -> list[str]:
     return names
 
 
-def check_program(template: str) -> None:
+def check_program(template: str, problem: Mapping[str, Any] | None = None) -> None:
     """Refuse a template whose program this machine cannot run: every trial's server would
-    fail to start, each one a ``crashed`` trial. A program named by a placeholder
-    (``{engine} serve ...``) is left to the trials.
+    fail to start, each one a ``crashed`` trial. A program a problem value fills
+    (``{engine} serve ...`` with ``engine=vllm``) is checked as filled in; one a trial fills
+    (a parameter of the space, ``{port}``) is refused: each trial would run a config's value
+    (``4``) as its program.
 
     Raises:
         ValueError: naming the template and the program.
@@ -81,10 +83,22 @@ def check_program(template: str) -> None:
         Traceback (most recent call last):
         ...
         ValueError: command='no-such-server-xyz --port {port}': no program no-such-server-xyz ...
+        >>> check_program("{max_num_seqs} --port {port}", {})
+        Traceback (most recent call last):
+        ...
+        ValueError: command='{max_num_seqs} --port {port}': the program is {max_num_seqs}, ...
     """
     program = shlex.split(template)[0]
     if "{" in program:
-        return
+        try:
+            program = program.format(**(problem or {}))
+        except KeyError:
+            raise ValueError(f"command={template!r}: the program is {program}, which each trial "
+                             "would fill with a config's value and run: name the server's "
+                             "program first (vllm serve ... --max-num-seqs "
+                             "{max_num_seqs})") from None  # fmt: skip
+        except (ValueError, IndexError, AttributeError, TypeError, OverflowError):
+            return  # a format the problem's value does not take: check_formats says so
     name, equals, _ = program.partition("=")
     if equals and name.isidentifier():  # HF_TOKEN=... vllm serve: a shell's way
         raise ValueError(f"command={template!r}: {name}= sets a variable, which only a shell "

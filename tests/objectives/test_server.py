@@ -421,7 +421,10 @@ def test_a_program_this_machine_cannot_run_is_refused_before_the_sweep(tmp_path)
     not_executable.write_text("#!/bin/sh\n")
     with pytest.raises(ValueError, match=r"serve.sh is not an executable file"):
         _objective(command=f"{not_executable} --port {{port}}").check_space([])
-    _objective(command="{engine} --port {port}", engine="vllmx").check_space([])  # its trials'
+    # a program a problem value fills is checked as filled in
+    with pytest.raises(ValueError, match=r"no program vllmx on PATH"):
+        _objective(command="{engine} --port {port}", engine="vllmx").check_space([])
+    _objective(command="{engine} --port {port}", engine="true").check_space([])
     with pytest.raises(ValueError, match=r"HF_TOKEN= sets a variable, .* write env HF_TOKEN="):
         _objective(command="HF_TOKEN=x vllmx serve --port {port}").check_space([])
     _objective(command="env HF_TOKEN=x true --port {port}").check_space([])
@@ -433,6 +436,20 @@ def test_a_program_this_machine_cannot_run_is_refused_before_the_sweep(tmp_path)
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "no program vllmx on PATH" in done.stderr
+
+
+def test_a_program_a_trial_would_fill_from_its_config_is_refused_before_the_sweep() -> None:
+    # every trial was `crashed`: "No such file or directory: '256'", then '16', ...
+    template = ENGINE.replace(shlex.quote(sys.executable), "{max_num_seqs}", 1)
+    done = subprocess.run(
+        [*CLI, "tune", "server", "--problem", f"command={template}", "--trials", "1",
+         "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"error: --problem: command={template!r}: the program is "
+                                  "{max_num_seqs}, which each trial would fill with a config's "
+                                  "value and run: name the server's program first")  # fmt: skip
 
 
 # the fake servers' shared part: health, quiet logs, one server-sent event, the stream's end
