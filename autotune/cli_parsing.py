@@ -288,6 +288,7 @@ def study_reads(name: str, info: dict[str, Any]) -> dict[str, str]:
         f"the workload file study {name!r} runs": workload if workload.endswith(".py") else None,
         f"the space file study {name!r} reads": info.get("space"),
         **{f"the {key} file study {name!r} reads": value for key, value in problem.items()},
+        **command_reads(problem.get("command"), f"study {name!r}'s command"),
     }  # fmt: skip
     from autotune.tuning_cache import names_a_file
 
@@ -311,8 +312,28 @@ def problem_reads(problem: dict[str, Any]) -> dict[str, str]:
     """
     from autotune.tuning_cache import names_a_file
 
-    return {f"the {key} file --problem names": value for key, value in problem.items()
-            if names_a_file(value)}  # fmt: skip
+    reads = {f"the {key} file --problem names": value for key, value in problem.items()
+             if names_a_file(value)}  # fmt: skip
+    return {**reads, **command_reads(problem.get("command"), "--problem's command")}
+
+
+def command_reads(command: Any, whose: str) -> dict[str, str]:
+    """The files a server's command template runs or reads (its program, a script, a config
+    file: :func:`~autotune.objectives.server_program.command_files`), as
+    :func:`writable_output`'s ``inputs``: written over, no trial's server would start as it
+    did. ``whose``: ``--problem's command``, ``study 's''s command``.
+
+    Example:
+        >>> import tempfile
+        >>> script = tempfile.mkstemp(suffix=".py")[1]
+        >>> list(command_reads(f"python3 {script} --port {{port}}", "--problem's command"))
+        ["/.../python3, a file --problem's command names", "/tmp/....py, a file --problem's command names"]
+    """  # noqa: E501
+    if not isinstance(command, str):
+        return {}
+    from autotune.objectives.server_program import command_files
+
+    return {f"{name}, a file {whose} names": name for name in command_files(command)}
 
 
 def stored_reads(

@@ -89,6 +89,29 @@ def _distribution(interpreter: list[str], kind: str, name: str) -> str:
     return done.stdout.strip() or "unknown"
 
 
+def command_files(template: str) -> list[str]:
+    """The files a server ``template`` names, those that exist: its program (the path found
+    on PATH, else as written), and each script or config file among its words
+    (``python fake_vllm.py --config=c.yaml``: ``fake_vllm.py``, ``c.yaml``, as written); a word
+    a placeholder fills is its trial's.
+
+    Example:
+        >>> import sys
+        >>> command_files(f"{sys.executable} no-such-file.py --port {{port}}") == [sys.executable]
+        True
+    """
+    words = _words(template)
+    if not words:
+        return []
+    program = _program_path(words[0])
+    files = [str(program)] if program is not None else []
+    for word in words[1:]:
+        value = word.partition("=")[2] if word.startswith("-") else word
+        if names_a_file(value) and value not in files:
+            files.append(value)
+    return files
+
+
 def server_program_parts(template: str) -> dict[str, str]:
     """The cache key's parts for a server ``template``: ``files`` (word -> hash of each file
     it names) and ``package`` (the Python server's distribution and version), each present

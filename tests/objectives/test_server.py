@@ -452,6 +452,34 @@ def test_a_program_a_trial_would_fill_from_its_config_is_refused_before_the_swee
                                   "value and run: name the server's program first")  # fmt: skip
 
 
+def test_an_output_that_is_a_file_the_command_runs_is_refused_before_the_sweep(tmp_path):
+    # `command=python srv.py ...  --output srv.py` swept, then wrote the best config over the
+    # server's script: no resume or later sweep could start the server again
+    from autotune.cli_parsing import study_reads
+
+    script = tmp_path / "srv.py"
+    source = ("import os, sys\nos.execv(sys.executable, [sys.executable, '-m', "
+              "'autotune.objectives.engine_server', *sys.argv[1:]])\n")  # fmt: skip
+    script.write_text(source)
+    command = f"{sys.executable} {script} --port {{port}} --max-num-seqs {{max_num_seqs}}"
+    space = tmp_path / "s.yaml"
+    space.write_text("workload: server\nparameters:\n"
+                     "  max_num_seqs: {type: categorical, choices: [4]}\n")  # fmt: skip
+    done = subprocess.run(
+        [*CLI, "tune", "server", "--space", str(space), "--problem",
+         f"command={command},num_requests=2,output_len=2,prompt_len=4", "--trials", "1",
+         "--finish-top", "0", "--storage", "memory", "--output", str(script)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == (f"error: --output {script}: is {script}, a file --problem's command "
+                           "names (writing it would destroy it); name another file\n")  # fmt: skip
+    assert script.read_text() == source
+    # a stored study's command reads it too, and its program (the interpreter)
+    reads = study_reads("s", {"workload": "server", "problem": {"command": command}})
+    assert sorted(reads.values()) == sorted([str(script), os.path.abspath(sys.executable)])
+
+
 # the fake servers' shared part: health, quiet logs, one server-sent event, the stream's end
 _HANDLER = """
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
