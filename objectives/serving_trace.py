@@ -228,9 +228,10 @@ def without_poisson_keys(problem: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_trace(path: str | Path) -> list[TraceEntry]:
-    """A JSONL trace file, sorted by arrival, its arrivals shifted so that the first is at 0:
-    a recorded trace's timestamps (``1733500000.0``: seconds since 1970) are replayed as the
-    gaps between them, not waited for.
+    """A JSONL trace file (``~`` expanded; its errors name ``path`` as given), sorted by
+    arrival, its arrivals shifted so that the first is at 0: a recorded trace's timestamps
+    (``1733500000.0``: seconds since 1970) are replayed as the gaps between them, not waited
+    for.
 
     Raises:
         ValueError: in one line naming the file and line: a line that is not UTF-8 or not a
@@ -257,12 +258,13 @@ def load_trace(path: str | Path) -> list[TraceEntry]:
         ...     [(e.arrival_s, e.prompt_len) for e in load_trace(path)]
         [(0.0, 9), (0.5, 8)]
     """
+    file = Path(path).expanduser()  # ~/t.jsonl: as the file checks and the cache's key read it
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO blocks the command; a process
+        if not stat.S_ISREG(os.stat(file).st_mode):  # a FIFO blocks the command; a process
             # substitution (/dev/fd/63) is gone by the time a trial's worker reads it
             raise ValueError(f"{path}: the trace must be a regular file (each trial's worker "
                              "reads it again)")  # fmt: skip
-        data = Path(path).read_bytes()
+        data = file.read_bytes()
     except OSError as exc:
         raise ValueError(f"{path}: cannot read the trace: {exc.strerror or exc}") from None
     entries = []

@@ -227,3 +227,24 @@ def test_a_request_longer_than_any_server_takes_is_refused_before_the_sweep(tmp_
     with pytest.raises(ValueError, match=r"^prompt_len=700000: its requests are drawn up to "):
         poisson_trace(rate=1.0, num_requests=1, prompt_len=700_000, output_len=4)
     assert poisson_trace(1.0, 1, MOST_TOKENS * 2 // 3, 4)[0].prompt_len <= MOST_TOKENS
+
+
+def test_a_trace_path_under_home_is_read_as_the_output_check_reads_it(tmp_path, monkeypatch):
+    # `--problem trace=~/t.jsonl` was refused as '~/t.jsonl: cannot read the trace: No such
+    # file or directory', while --output ~/t.jsonl was refused as the trace it names
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "t.jsonl").write_text('{"arrival": 0.0, "prompt_len": 5, "output_len": 3}\n')
+    env = {**os.environ, "HOME": str(tmp_path)}
+    tuned = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "serving", "--problem", "trace=~/t.jsonl",
+         "--trials", "1", "--finish-top", "0", "--executor", "inline", "--storage", "memory",
+         "--output", str(tmp_path / "best.json")],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert tuned.returncode == 0 and "Traceback" not in tuned.stderr, tuned.stderr
+    assert "trace=~/t.jsonl" in tuned.stderr and (tmp_path / "best.json").is_file()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert load_trace("~/t.jsonl") == [TraceEntry(0.0, 5, 3)]
