@@ -56,6 +56,11 @@ SGLANG_ARGS: dict[str, tuple[type, tuple[Any, ...] | None]] = {
 }  # fmt: skip
 #: each target's flags
 SPECS = {"vllm": VLLM_ARGS, "sglang": SGLANG_ARGS}
+#: each target's version whose flags :data:`SPECS` holds, as an export's note names it
+PINNED = {"vllm": "vLLM (commit 4e75851, after v0.13)", "sglang": "SGLang 0.5 (commit 001067f)"}
+#: vLLM's --enforce-eager (no CUDA graph captured) as SGLang's flags at commit 001067f: one per
+#: phase (its --disable-cuda-graph, which turned both off, is deprecated there for these two)
+EAGER_FLAGS = ("disable-decode-cuda-graph", "disable-prefill-cuda-graph")
 _ACROSS = {"max-num-seqs": "max-running-requests", "block-size": "page-size",
            "max-num-batched-tokens": "chunked-prefill-size", "max-model-len": "context-length",
            "gpu-memory-utilization": "mem-fraction-static",
@@ -63,6 +68,34 @@ _ACROSS = {"max-num-seqs": "max-running-requests", "block-size": "page-size",
 #: a server sweep's flag (underscored) -> the other server's flag for the same knob: a vLLM
 #: server's tuned ``max_num_seqs`` is SGLang's ``--max-running-requests``, and back
 SAME_KNOB = {**_ACROSS, **{theirs: ours for ours, theirs in _ACROSS.items()}}
+
+
+def knob_flags(flag: str, value: Any, target: str) -> dict[str, Any]:
+    """The other server's ``--flag`` as several of ``target``'s flags where one knob is set by
+    them all (vLLM's ``enforce-eager`` is SGLang's :data:`EAGER_FLAGS`); else ``{}``.
+
+    Example:
+        >>> knob_flags("enforce-eager", True, "sglang")
+        {'disable-decode-cuda-graph': True, 'disable-prefill-cuda-graph': True}
+        >>> knob_flags("enforce-eager", True, "vllm")
+        {}
+    """
+    if flag == "enforce-eager" and target == "sglang" and isinstance(value, bool):
+        return dict.fromkeys(EAGER_FLAGS, value)
+    return {}
+
+
+def flag_value(value: Any) -> str:
+    """A value as a note of an export shows it: a bool as a server's config reads it
+    (``true``, ``false``: vLLM's YAML, SGLang's flags given or not), not Python's ``True``.
+
+    Example:
+        >>> flag_value(False), flag_value(4), flag_value("fp8")
+        ('false', '4', 'fp8')
+    """
+    from autotune.export_text import shown
+
+    return ("true" if value else "false") if isinstance(value, bool) else shown(value)
 
 
 class ServingExportError(ValueError):

@@ -43,14 +43,17 @@ from typing import Any
 import yaml
 
 from autotune.export_record import as_recorded, measured_on_cpu, replay_note, which_sweep
-from autotune.export_text import TrainExport, comment_lines, shown
+from autotune.export_text import TrainExport, comment_lines
 from autotune.serving_args import (
+    PINNED,
     SAME_KNOB,
     SGLANG_ARGS,
     SPECS,
     VLLM_ARGS,
     ServingExportError,
     check_args,
+    flag_value,
+    knob_flags,
     value_fault,
 )
 from autotune.serving_engine_args import ENGINE_KNOBS, engine_args
@@ -76,7 +79,7 @@ def _expressible(
         else:
             knob = knob_of.get(flag, flag.replace("-", "_"))
             notes[knob] = (
-                f"{shown(value)}: {target} --{flag} does not take it ({fault}); "
+                f"{flag_value(value)}: {target} --{flag} does not take it ({fault}); "
                 f"{target} keeps its own default"
             )
     return kept, notes
@@ -108,10 +111,13 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
         if flag in SPECS[target]:
             args[flag] = value
             knob_of.setdefault(flag, name)
+        elif several := knob_flags(flag, value, target):
+            args.update(several)
+            knob_of.update(dict.fromkeys(several, name))
         else:
-            notes[name] = (f"{shown(value)}: --{flag} is not among the {target} flags this "
-                           "export checks (see VLLM_ARGS / SGLANG_ARGS); pass it yourself "
-                           "if your version has it")  # fmt: skip
+            notes[name] = (f"{flag_value(value)}: --{flag} is not among the flags of "
+                           f"{PINNED[target]} this export knows; pass it yourself if your "
+                           "version has it")  # fmt: skip
     args, refused = _expressible(target, args, knob_of)
     fixed, fixed_notes = fixed_args(record, {**config, **knobs}, target, set(args), on_cpu)
     args = {**args, **fixed}

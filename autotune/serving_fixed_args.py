@@ -21,7 +21,7 @@ from typing import Any
 from autotune.objectives.engine_server_flags import KNOB_FLAGS, engine_knobs, runs_engine_server
 from autotune.redact import redact
 from autotune.server_fixed_flags import fixed_flags
-from autotune.serving_args import SAME_KNOB, SPECS, value_fault
+from autotune.serving_args import SAME_KNOB, SPECS, knob_flags, value_fault
 from autotune.serving_engine_args import ENGINE_KNOBS, engine_args
 
 #: the engine server's flags (objectives/engine_server.py) that set a serving engine knob,
@@ -126,6 +126,10 @@ def fixed_args(
         flag = name[3:] if negated else name if name in spec else SAME_KNOB.get(name, name)
         if {name.replace("-", "_"), flag.replace("-", "_")} & set(config) or flag in taken:
             continue  # tuned: the tuned value is the export's
+        several = knob_flags(flag, True, target) if value is None else {}
+        if several and not set(several) & taken:  # --enforce-eager: SGLang's two flags
+            args.update(several)
+            continue
         if flag not in spec:
             passed.append(wrote)
             continue

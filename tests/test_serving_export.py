@@ -81,10 +81,36 @@ def test_a_server_sweep_exports_the_flags_the_target_has() -> None:
                                                "swap_space": 4}}  # fmt: skip
     out = serving_export(record, "vllm")
     assert out.settings == {"max-num-seqs": 32, "gpu-memory-utilization": 0.8}
-    assert (
-        "--swap-space is not among the vllm flags this export checks"
-        in out.not_expressed["swap_space"]
+    assert out.not_expressed["swap_space"] == (
+        "4: --swap-space is not among the flags of vLLM (commit 4e75851, after v0.13) this "
+        "export knows; pass it yourself if your version has it"
     )
+
+
+def test_a_vllm_sweeps_eager_mode_reaches_sglang_and_a_bool_reads_as_its_config_does() -> None:
+    # enforce_eager was 'False: --enforce-eager is not among the sglang flags this export checks
+    # (see VLLM_ARGS / SGLANG_ARGS)': Python's False, the code's constants, and SGLang has the
+    # knob: a flag per phase of its CUDA graphs
+    for eager in (True, False):
+        record = {"workload": "server", "config": {"max_num_seqs": 8, "enforce_eager": eager,
+                                                   "swap_space": False}}  # fmt: skip
+        out = serving_export(record, "sglang")
+        assert out.settings == {"max-running-requests": 8, "disable-decode-cuda-graph": eager,
+                                "disable-prefill-cuda-graph": eager}  # fmt: skip
+        assert ("--disable-decode-cuda-graph --disable-prefill-cuda-graph" in out.text) is eager
+        assert out.not_expressed["swap_space"].startswith(
+            "false: --swap-space is not among the flags of SGLang 0.5 (commit 001067f)"
+        )
+        assert "VLLM_ARGS" not in out.text and "False" not in out.text
+    # written literally in the command, every trial ran eager
+    fixed = {
+        "workload": "server",
+        "config": {"max_num_seqs": 8},
+        "problem": {
+            "command": "vllm serve M --port {port} --max-num-seqs {max_num_seqs} --enforce-eager"
+        },
+    }
+    assert serving_export(fixed, "sglang").settings["disable-prefill-cuda-graph"] is True
 
 
 def test_a_server_sweeps_knob_reaches_the_other_server_under_its_name() -> None:
