@@ -95,6 +95,10 @@ def check_slo_metrics(workload: str, slo: dict[str, float]) -> None:
         if name in known:
             continue
         capped = ", ".join(known)
+        why = getattr(objective_cls, "not_slo", {}).get(name)
+        if why is not None:  # a figure it reports, that no --slo may limit
+            raise SetupError(f"--slo: {workload}'s {name!r} {why}; a --slo limit may cap "
+                             f"{capped}")  # fmt: skip
         if objective_cls.directions.get(name) == "maximize":
             raise SetupError(f"--slo: {workload} maximizes {name!r}, and a limit is an upper "
                              f"bound; it may cap {capped}")  # fmt: skip

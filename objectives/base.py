@@ -54,6 +54,9 @@ class Objective(ABC):
     #: rather than ignored; one that declares no :meth:`default_problem` (a plugin's) is
     #: otherwise taken to read whatever keys its user gives
     takes_problem: ClassVar[bool] = True
+    #: a figure the objective reports that ``--slo`` may not limit -> why, and what limits it
+    #: instead (the serving workload's ``kl``: its quality gate's, ``max_kl``)
+    not_slo: ClassVar[dict[str, str]] = {}
 
     def __init__(self, problem: dict[str, Any]) -> None:
         self.problem = dict(problem)

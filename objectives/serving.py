@@ -113,6 +113,11 @@ class ServingObjective(Objective):
         "goodput_tok_s": "maximize",
         "ttft_p99_ms": "minimize",
     }
+    #: the quality gate's figure: no --slo limit (a bf16 config reports none), max_kl's
+    not_slo: ClassVar[dict[str, str]] = {
+        "kl": "is the quality gate's measure, taken of quantized weights and fp8 caches alone "
+        "(a bf16 config reports none), and --problem max_kl=N limits it (default 0.05)"
+    }
     slo_problem_keys: ClassVar[dict[str, tuple[str, ...]]] = {
         metric: (*keys, STOP_KEYS[metric]) for metric, keys in SLO_PROBLEM_KEYS.items()
     }

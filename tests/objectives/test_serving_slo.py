@@ -91,3 +91,21 @@ def test_a_trial_certain_to_break_its_limit_stops_and_outside_a_sweep_serves_the
     whole = obj.evaluate(obj.default_config())  # no sweep asked: the whole trace, measured
     assert whole.metrics["finished"] == whole.metrics["requests"] == 6
     assert whole.metrics["ttft_p99_ms"] > 1e-6
+
+
+def test_an_slo_on_the_quality_gates_kl_says_why_and_what_limits_it() -> None:
+    # it said "serving does not measure 'kl'", beside trials that report a kl figure
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.cli", "tune", "serving", "--slo", "kl=0.1",
+         "--trials", "1", "--storage", "memory"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(
+        "error: --slo: serving's 'kl' is the quality gate's measure, taken of quantized weights "
+        "and fp8 caches alone (a bf16 config reports none), and --problem max_kl=N limits it "
+        "(default 0.05); a --slo limit may cap ttft_p50_ms, "
+    ), done.stderr
