@@ -87,10 +87,14 @@ def best_record(study: optuna.Study, storage: str = DEFAULT_STORAGE) -> dict[str
     :mod:`autotune.reference_verdict`)."""
     best = best_trials(study)
     if not best:
-        trials = suggested("trials", study.study_name, storage)
+        name = study.study_name
+        trials = suggested("trials", name, storage)
         why = f" (`{trials}` says why)" if trials else ""
-        raise ExportError(f"study {study.study_name!r} has no successful trial yet: no best "
-                          f"config{why}")  # fmt: skip
+        # "yet" only while a trial runs: a finished study's answer will not change
+        running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+        yet = " yet" if running else ""
+        raise ExportError(f"study {name!r} has no successful trial{yet}: no best config"
+                          f"{why}")  # fmt: skip
     finish = stored_finish(study.user_attrs)
     chosen = best[0]
     if finish.get("rows"):

@@ -296,3 +296,15 @@ def test_a_yaml_export_of_a_replay_has_no_anchors(tmp_path, tiles_url):
     assert done.returncode == 0, done.stderr
     assert "&id" not in done.stdout and "*id" not in done.stdout
     assert yaml.safe_load(done.stdout)["config"] == {"BLOCK_M": 32, "num_warps": 8}
+
+
+def test_a_finished_study_with_no_success_has_none_not_none_yet():
+    # a study whose every trial failed said 'has no successful trial yet', as if one still ran
+    study = optuna.create_study(study_name="f")
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))
+    with pytest.raises(ExportError) as finished:
+        best_record(study)
+    assert str(finished.value).startswith("study 'f' has no successful trial: no best config")
+    study.ask()  # a trial still running: one may succeed
+    with pytest.raises(ExportError, match=r"^study 'f' has no successful trial yet: no best"):
+        best_record(study)
