@@ -124,7 +124,8 @@ def value_fault(target: str, flag: str, value: Any) -> str | None:
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         ok = True
     if not ok:
-        return f"not a {kind.__name__}"
+        name = kind.__name__
+        return f"not {'an' if name[0] in 'aeiou' else 'a'} {name}"
     if choices is not None and value not in choices:
         return f"not one of {', '.join(str(c) for c in choices)}"
     if flag in _COUNTS and value < 1:

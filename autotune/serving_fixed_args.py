@@ -165,4 +165,4 @@ def _typed(kind: type, value: str | None) -> tuple[Any, str | None]:
     try:
         return kind(value), None
     except ValueError:
-        return None, f"not a {kind.__name__}"
+        return None, f"not {'an' if kind is int else 'a'} {kind.__name__}"
