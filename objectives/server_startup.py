@@ -18,6 +18,11 @@ Example:
     the server never started: the first 4 trials of this run each exited with code 1 before it was healthy: (it printed nothing); command='false --port {port}' fails for any config: fix it and run again
     >>> never_starts("false --port {port}", [crash] * 3 + [("oom", "out of memory")]) is None
     True
+    >>> never_starts("false --port {port}", [crash] * 4, served_before=True) is None
+    True
+    >>> other = ("crashed", crash[1].replace("code 1", "code 2"))
+    >>> never_starts("false --port {port}", [crash] * 3 + [other]) is None
+    True
 """  # noqa: E501
 
 from __future__ import annotations
