@@ -174,9 +174,10 @@ def sweep_and_finish(
                       highlight=False, markup=False, soft_wrap=True)  # fmt: skip
             return None
         if summary.futile:  # the workload stopped it: a failure every config would share
-            err.print(f"error: {summary.futile}; {summary.trials_run} trials are stored "
-                      f"(`autotune trials --study {shlex.quote(summary.study_name)}` lists "
-                      "them)", highlight=False, markup=False, soft_wrap=True)  # fmt: skip
+            listing = suggested("trials", summary.study_name, settings.storage)
+            lists = f" (`{listing}` lists them)" if listing else ""
+            err.print(f"error: {summary.futile}; {summary.trials_run} trials are stored{lists}",
+                      highlight=False, markup=False, soft_wrap=True)  # fmt: skip
             raise typer.Exit(1)
         if summary.trials_run == 0 and summary.refusals:  # why, without digging for it
             reason, times = summary.refusals.most_common(1)[0]

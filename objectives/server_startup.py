@@ -15,7 +15,7 @@ Example:
     >>> crash = ("crashed", "the server exited with code 1 before it was healthy: (it printed "
     ...          "nothing)")
     >>> print(never_starts("false --port {port}", [crash] * 4))
-    the server never started: the first 4 trials of this run each exited with code 1 before it was healthy: (it printed nothing); command='false --port {port}' fails for any config: fix it and run again
+    the server never started: the first 4 trials of this run each exited with code 1 before it was healthy: (it printed nothing); command='false --port {port}' failed alike for each config tried: fix it and run again
     >>> never_starts("false --port {port}", [crash] * 3 + [("oom", "out of memory")]) is None
     True
     >>> never_starts("false --port {port}", [crash] * 4, served_before=True) is None
@@ -68,4 +68,5 @@ def never_starts(
     reason = first[-1][1]
     return (f"the server never started: the first {STARTUP_PROBES} trials of this run each "
             f"{reason.removeprefix('the server ')}; "
-            f"command={command!r} fails for any config: fix it and run again")  # fmt: skip
+            f"command={command!r} failed alike for each config tried: fix it and run "
+            "again")  # fmt: skip
