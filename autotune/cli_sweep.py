@@ -226,10 +226,19 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
             mark_finish(summary.study, FINISH_SKIPPED)
             return
     metric, direction = next(iter(sweep.settings.objectives.items()))
-    rows = sweep.finish(summary.study, top=top, deadline=budget_ends)
+    rows = sweep.finish(summary.study, top=top, deadline=budget_ends, on_round=_say_progress)
     _print_finish(rows, metric, maximize=direction == "maximize",
                   asked=sweep.settings.finish_rounds,
                   record=stored_finish(summary.study.user_attrs))  # fmt: skip
+
+
+def _say_progress(progress: Any) -> None:
+    """The finish's header as it starts and a line as each round ends, on stderr at once
+    (:func:`autotune.finish_progress.progress_line`): a finish can take minutes."""
+    from autotune.finish_progress import progress_line
+
+    err.print(progress_line(progress), highlight=False, markup=False)
+    err.file.flush()
 
 
 def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: int = 0,

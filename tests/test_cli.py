@@ -992,7 +992,76 @@ def test_a_finish_measurement_that_hangs_is_stopped_when_the_time_budget_ends(tm
     assert "failed in the finish: interrupted: the sweep's time budget ended" in done.stderr
     # its first measurement hung: no round measured anything (it claimed "1 round of 3")
     assert "finish: nothing re-measured in the fresh process" in done.stderr
-    assert "round" not in done.stderr.split("finish: ", 1)[1].splitlines()[0]
+    nothing = next(line for line in done.stderr.splitlines() if line.startswith("finish: no"))
+    assert "round" not in nothing, done.stderr
+    # its one round's line says it ended there
+    assert "  round 1/3: 0 of " in done.stderr, done.stderr
+    assert "1 failed (the time budget ended the round) in " in done.stderr, done.stderr
+
+
+# an objective that, in each finish measurement (after the sweep's 3 trials), copies what the
+# run has printed on stderr so far (the file STDERR_FILE) to SEEN_FILE, one copy a measurement
+SEES_ITS_STDERR = """
+import os
+
+from autotune.measurement import Measurement
+from autotune.objectives.base import Objective
+
+
+class Seeing(Objective):
+    name = "seeing"
+    space = "seeing.yaml"
+    directions = {"score": "maximize"}
+
+    def default_config(self):
+        return {"x": 1}
+
+    def evaluate(self, config, report=None):
+        count = os.environ["COUNT_FILE"]
+        n = int(open(count).read()) + 1 if os.path.exists(count) else 1
+        open(count, "w").write(str(n))
+        if n > 3:  # the finish measures: what the user has seen by now
+            with open(os.environ["SEEN_FILE"], "a") as seen:
+                seen.write(open(os.environ["STDERR_FILE"]).read() + "\\f")
+        return Measurement(values={"score": float(config["x"])})
+
+
+OBJECTIVE = Seeing
+"""
+
+
+def test_the_finish_says_it_started_and_each_round_as_it_runs(tmp_path):
+    # a finish of minutes printed nothing until its end: its header came with the results
+    import os
+
+    (tmp_path / "seeing.py").write_text(SEES_ITS_STDERR)
+    (tmp_path / "seeing.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 9}\n")
+    env = {**os.environ, "COUNT_FILE": str(tmp_path / "count"), "SEEN_FILE": str(tmp_path /
+           "seen"), "STDERR_FILE": str(tmp_path / "stderr")}  # fmt: skip
+    with open(tmp_path / "stderr", "w") as stderr:
+        done = subprocess.run(
+            [sys.executable, "-m", "autotune.cli", "tune", "seeing.py", "--trials", "3",
+             "--finish-top", "2", "--finish-rounds", "2", "--executor", "inline",
+             "--storage", "memory", "--seed", "0"],
+            env=env, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=tmp_path,
+            timeout=120,
+        )  # fmt: skip
+    said = (tmp_path / "stderr").read_text()
+    assert done.returncode == 0, said
+    seen = (tmp_path / "seen").read_text().split("\f")[:-1]
+    configs = len(seen) // 2  # the top 2 and the untuned default (unless among them), twice
+    assert configs in (2, 3) and len(seen) == 2 * configs, said
+    start = "finish: re-measuring the top 2 configs and the untuned default in a fresh process"
+    start += ", 2 interleaved rounds ..."
+    first_round = f"  round 1/2: {configs} configs measured in "
+    # the header was out as the first measurement ran, round 1's line as round 2's first
+    assert seen[0].rstrip().endswith(start) and "round 1/2" not in seen[configs - 1], said
+    assert seen[configs].rstrip().splitlines()[-1].startswith(first_round), said
+    lines = said.splitlines()
+    at = lines.index(start)
+    assert lines[at + 2].startswith(f"  round 2/2: {configs} configs measured in "), said
+    closing = "finish: the top configs and the untuned default re-measured in a fresh process"
+    assert lines[at + 3].startswith(closing + ", interleaved (2 rounds)"), said
 
 
 def test_a_row_is_not_called_within_noise_of_a_winner_read_once(capsys):
@@ -1149,8 +1218,9 @@ def test_a_default_a_constraint_rules_out_is_said_and_no_finish_claims_it(tmp_pa
     said = " ".join(ran.stderr.split())
     assert "note: the untuned default breaks " in said, ran.stderr
     assert "plain.yaml's constraint above: no default is measured first" in said, ran.stderr
-    finish = next(line for line in ran.stderr.splitlines() if line.startswith("finish:"))
-    assert finish.startswith("finish: the top configs re-measured"), ran.stderr
+    lines = [line for line in ran.stderr.splitlines() if line.startswith("finish:")]
+    assert lines[0].startswith("finish: re-measuring the top 3 configs in a fresh"), ran.stderr
+    assert lines[1].startswith("finish: the top configs re-measured"), ran.stderr
 
 
 def test_a_refused_key_is_named_as_given_not_as_a_secret(study_k):

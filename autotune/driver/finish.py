@@ -36,7 +36,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Collection
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import optuna
@@ -86,6 +86,24 @@ class FinishRow:
         """Round -> reading."""
         rounds = self.rounds if self.rounds is not None else range(len(self.samples))
         return dict(zip(rounds, self.samples, strict=True))
+
+
+@dataclass(frozen=True)
+class FinishRound:
+    """The finish's progress, as it goes: ``number`` 0 as it starts (nothing measured yet),
+    else the round just ended (from 1) of the ``rounds`` asked; ``top`` the best configs
+    re-measured each round, ``configs`` all of them (the untuned default among them where
+    ``default``); ``measured`` this round's readings, ``failed`` its measurements that
+    failed, ``seconds`` its wall time (the fresh worker's start in the first)."""
+
+    number: int
+    rounds: int
+    top: int
+    configs: int
+    default: bool
+    measured: int = 0
+    failed: int = 0
+    seconds: float = 0.0
 
 
 #: Paired rounds it takes for a round-by-round comparison (fewer: the medians' spreads decide).
@@ -252,6 +270,7 @@ def finish(
     top: int = 3,
     rounds: int = 3,
     on_sample: Callable[[int, int, float | None], None] | None = None,
+    on_round: Callable[[FinishRound], None] | None = None,
     deadline: float | None = None,
     secrets: frozenset[str] = frozenset(),
 ) -> list[FinishRow]:
@@ -261,7 +280,8 @@ def finish(
     ``time.monotonic()`` reading: the end of the run's time budget) if it took as long as
     the round before it, and no measurement but the first starts past it. A stop signal ends
     it with KeyboardInterrupt, nothing stored, also where CPython dropped the signal's
-    exception (:func:`~autotune.driver.signals.raise_if_stopped`). A failure's reason
+    exception (:func:`~autotune.driver.signals.raise_if_stopped`). ``on_round`` is told
+    as the finish starts and as each round ends (:class:`FinishRound`). A failure's reason
     is stored with every password left out, the ``secrets``
     (:attr:`~autotune.driver.settings.SweepSettings.secrets`) wherever they stand."""
     maximize = direction == "maximize"
@@ -279,6 +299,10 @@ def finish(
     faulted: set[int] = set()  # the configs that failed a round themselves
     done_rounds = 0
     last_round_s = 0.0
+    progress = FinishRound(0, rounds, min(top, len(trials)), len(chosen),
+                           default is not None or over_slo is not None)  # fmt: skip
+    if on_round is not None:
+        on_round(progress)
     with executor:
         for round_index in range(rounds):
             round_started = time.monotonic()
@@ -286,6 +310,7 @@ def finish(
                 break
             done_rounds += 1
             took: list[float] = []  # each measurement's seconds, this round
+            measured = 0
             for trial in rotated(chosen, round_index):
                 raise_if_stopped()  # a Ctrl-C whose KeyboardInterrupt CPython dropped
                 measured_from = time.monotonic()
@@ -298,6 +323,7 @@ def finish(
                 if result.ok and result.measurement is not None:
                     value = float(result.measurement.values[metric])
                     samples[trial.number].append(value)
+                    measured += 1
                     rounds_of[trial.number].append(round_index)
                 else:
                     # stored in the study: every password in the reason left out
@@ -308,6 +334,10 @@ def finish(
                 if on_sample is not None:
                     on_sample(trial.number, len(samples[trial.number]), value)
             last_round_s = _next_round_s(took, first_round=round_index == 0)
+            if on_round is not None:
+                on_round(replace(progress, number=round_index + 1, measured=measured,
+                                 failed=len(took) - measured,
+                                 seconds=time.monotonic() - round_started))  # fmt: skip
         raise_if_stopped()  # (one that came in the last measurement: no record of a finish)
     # the rounds that measured something: a round whose every measurement failed (or was
     # stopped by the budget) re-measured nothing, whatever it started

@@ -36,7 +36,7 @@ from autotune.driver.ask_ahead import AskAhead
 from autotune.driver.compile_ahead import compile_ahead_pool
 from autotune.driver.constraint_repair import ConstraintRepair
 from autotune.driver.executor_choice import make_executor
-from autotune.driver.finish import FinishRow, finish
+from autotune.driver.finish import FinishRound, FinishRow, finish
 from autotune.driver.finish_costs import TrialTimes
 from autotune.driver.futile import FUTILE, FutileWatch
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
@@ -140,11 +140,13 @@ class Sweep:
         top: int | None = None,
         rounds: int | None = None,
         deadline: float | None = None,
+        on_round: Callable[[FinishRound], None] | None = None,
     ) -> list[FinishRow]:
         """The noise-aware finish (see :mod:`autotune.driver.finish`) on a fresh executor of
         one slot; ``top`` and ``rounds`` default to the settings' (or 3 and 3); no round
         starts after ``deadline`` but the first, and a measurement (or a worker's start)
-        still running at it is stopped."""
+        still running at it is stopped; ``on_round`` is told as it starts and as each round
+        ends."""
         s = self.settings
         metric, direction = next(iter(s.objectives.items()))
         executor = self.executor_factory(s, workers=1)
@@ -152,7 +154,7 @@ class Sweep:
         top = top if top is not None else (s.finish_top or 3)
         rounds = rounds if rounds is not None else s.finish_rounds
         rows = finish(study, metric, direction, executor, top=top, rounds=rounds,
-                      deadline=deadline, secrets=s.secrets)  # fmt: skip
+                      deadline=deadline, secrets=s.secrets, on_round=on_round)  # fmt: skip
         raise_if_stopped()  # a signal as its record was written: stopped in it, not done
         mark_finish(study, FINISH_DONE)  # (a run stopped in it stays asked: no cache answer)
         if self.watch is not None:
