@@ -71,6 +71,15 @@ def _value_in(study: optuna.Study, params: dict[str, Any]) -> float | None:
                 match[0].values[0])  # fmt: skip
 
 
+def _values_in(study: optuna.Study, params: dict[str, Any]) -> list[float] | None:
+    """``params``' every objective's value in a ``study`` of several objectives (its first
+    sweep reading: such a sweep has no finish), else None."""
+    if len(study.directions) < 2:
+        return None
+    match = [t for t in measured_trials(study) if t.params == params]
+    return list(match[0].values) if match else None
+
+
 def _failed_in(study: optuna.Study, params: dict[str, Any]) -> str | None:
     """How ``params`` failed where ``study`` ran it and never measured it ("failed
     (wrong_result)"), or None where it never ran there."""
@@ -81,30 +90,38 @@ def _failed_in(study: optuna.Study, params: dict[str, Any]) -> str | None:
     return f"failed ({', '.join(dict.fromkeys(statuses))})"
 
 
-def _elsewhere(metric: str, value: float | str) -> str:
-    """A winner's figure in another study (its metric's units), or how it failed there (a
-    status with a control character shown escaped); a metric whose name gives no unit is
-    named beside it ('0.800 score', not a bare '0.800').
+def _elsewhere(metrics: list[str], value: float | list[float] | str) -> str:
+    """A winner's figure in another study (its metrics' units: every objective's value where
+    it has several), or how it failed there (a status with a control character shown
+    escaped); a metric whose name gives no unit is named beside it ('0.800 score', not a
+    bare '0.800').
 
     Example:
-        >>> _elsewhere("score", 0.8), _elsewhere("tflops", 635.0), _elsewhere("ms", "failed (oom)")
-        ('0.800 score', '635 TFLOP/s', 'failed (oom)')
+        >>> _elsewhere(["score"], 0.8), _elsewhere(["tflops"], 635.0)
+        ('0.800 score', '635 TFLOP/s')
+        >>> _elsewhere(["score", "latency_s"], [0.8, 0.0125]), _elsewhere(["ms"], "failed (oom)")
+        ('0.800 score, 0.0125 s', 'failed (oom)')
     """
-    return shown(value) if isinstance(value, str) else named(metric, value)
+    if isinstance(value, str):
+        return shown(value)
+    values = value if isinstance(value, list) else [value]
+    return ", ".join(named(m, v) for m, v in zip(metrics, values, strict=False))
 
 
 def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
     """One row per study: its winner's config and value, the keys where the winners differ,
     and ``elsewhere``: the winner's value in each other study (by index) that measured it, in
     that study's metric (its first objective), or how it failed in one that ran it and failed
-    (:func:`_failed_in`). A replay's ``device`` is the one its table
-    records, and ``replay`` says where its figures come from
+    (:func:`_failed_in`); ``elsewhere_values``: the winner's every value in each other study
+    of several objectives, as ``winner_values`` holds its own. A replay's ``device`` is the
+    one its table records, and ``replay`` says where its figures come from
     (:func:`autotune.replay_info.replay_info`); None for a sweep that measured."""
     winners = [_winner(s) for s in studies]
     rows = []
     for i, (study, winner) in enumerate(zip(studies, winners, strict=True)):
         info = stored_info(study.user_attrs)
-        metric = next(iter(info.get("objectives") or {"value": None}))
+        metrics = list(info.get("objectives") or {"value": None})
+        metric = metrics[0]
         replay = study_replay(study)
         device = info.get("device", {}) if replay is None else replay["device"]
         row: dict[str, Any] = {
@@ -116,10 +133,18 @@ def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
             "device": device.get("name"),
             "replay": replay,
             "metric": metric,
+            "metrics": metrics,  # the study's objectives, ``metric`` first
             "winner_trial": winner.number if winner else None,
             "winner_config": dict(winner.params) if winner else None,
             "winner_value": _finish_median(study, winner) if winner else None,
+            # every objective's reading (the first: ``winner_value``, the finish's median
+            # where one ran; a study of several objectives has none)
+            "winner_values": (
+                [_finish_median(study, winner), *winner.values[1:]] if winner else None
+            ),
             "elsewhere": {},
+            # a study of several objectives' every value, where ``elsewhere`` has the first's
+            "elsewhere_values": {},
         }
         if winner is not None:
             for j, other in enumerate(studies):
@@ -130,6 +155,9 @@ def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
                     value = _failed_in(other, winner.params)
                 if value is not None:
                     row["elsewhere"][str(j)] = value
+                values = _values_in(other, winner.params)
+                if values is not None:
+                    row["elsewhere_values"][str(j)] = values
         rows.append(row)
     configs = [r["winner_config"] for r in rows if r["winner_config"] is not None]
     keys = sorted({k for c in configs for k in c})
@@ -164,7 +192,19 @@ def compare_notes(rows: list[dict[str, Any]]) -> list[str]:
 def _winner_text(r: dict[str, Any]) -> str:
     if r["winner_trial"] is None:
         return "no successful trial"
-    return f"winner trial {r['winner_trial']} {named(r['metric'], r['winner_value'])}"
+    values = r.get("winner_values") or [r["winner_value"]]
+    return f"winner trial {r['winner_trial']} {_elsewhere(_metrics(r), values)}"
+
+
+def _everywhere(r: dict[str, Any]) -> dict[str, float | list[float] | str]:
+    """A row's winner in each other study: every objective's value where that study has
+    several (``elsewhere_values``), else its one value or how it failed (``elsewhere``)."""
+    return {j: r.get("elsewhere_values", {}).get(j, v) for j, v in r["elsewhere"].items()}
+
+
+def _metrics(r: dict[str, Any]) -> list[str]:
+    """A row's objectives, its ranking metric first (a row without ``metrics``: that one)."""
+    return list(r.get("metrics") or [r["metric"]])
 
 
 def _source_text(r: dict[str, Any]) -> str:
@@ -211,8 +251,8 @@ def compare_text(rows: list[dict[str, Any]]) -> str:
     for i, r in enumerate(rows):
         where = (
             ", ".join(
-                f"in {shown(rows[int(j)]['study'])}: {_elsewhere(rows[int(j)]['metric'], v)}"
-                for j, v in r["elsewhere"].items()
+                f"in {shown(rows[int(j)]['study'])}: {_elsewhere(_metrics(rows[int(j)]), v)}"
+                for j, v in _everywhere(r).items()
             )
             or "not measured elsewhere"
         )
@@ -250,8 +290,8 @@ def compare_html(rows: list[dict[str, Any]]) -> str:
         where = (
             "; ".join(
                 f"{html.escape(rows[int(j)]['study'])}: "
-                f"{html.escape(_elsewhere(rows[int(j)]['metric'], v))}"
-                for j, v in r["elsewhere"].items()
+                f"{html.escape(_elsewhere(_metrics(rows[int(j)]), v))}"
+                for j, v in _everywhere(r).items()
             )
             or "-"
         )

@@ -25,7 +25,7 @@ from autotune.driver.trial_attrs import BASELINE, TELEMETRY, finish_faulted, sto
 from autotune.redact import redact
 from autotune.reference_verdict import describe, winner_verdict
 from autotune.replay_info import study_replay
-from autotune.units import readable
+from autotune.units import named, readable
 
 
 def spread_cell(row: dict[str, Any]) -> str:
@@ -63,6 +63,8 @@ def winner_panel(
         return f"<p class='no-winner'>{html.escape(no_winner(study))}</p>", data
     data["winner_trial"] = best.number
     data["winner_value"] = best.values[0]
+    if len(metrics) > 1:
+        data["winner_values"] = dict(zip(metrics, best.values, strict=False))
     front = best_trials(study) if len(metrics) > 1 else []
     chosen = (
         (
@@ -74,8 +76,7 @@ def winner_panel(
     )
     parts = [
         f"<h2>Winner: trial {best.number}{chosen}</h2>",
-        f"<p class='winner-value'>{html.escape(readable(metric, best.values[0]))} "
-        f"({html.escape(metric)}, its sweep reading)</p>",
+        f"<p class='winner-value'>{html.escape(values_text(metrics, best.values))}</p>",
         "<pre>" + html.escape(json.dumps(best.params, indent=2)) + "</pre>",
     ]
     if rows:
@@ -118,7 +119,7 @@ def winner_panel(
     if default is not None:
         parts.append(
             f"<p>Untuned default (trial {default.number}): "
-            f"{html.escape(readable(metric, default.values[0]))}</p>"
+            f"{html.escape(values_text(metrics, default.values, reading=False))}</p>"
         )
     device = info.get("device", {})
     software = device.get("software", {})
@@ -139,6 +140,24 @@ def winner_panel(
         "</li></ul>"
     )
     return "\n".join(parts), data
+
+
+def values_text(metrics: list[str], values: list[float], reading: bool = True) -> str:
+    """A trial's values as the panel says them: one objective's with its unit and its name
+    (``reading``: and that it is the sweep's reading), several objectives' each with its unit
+    (:func:`autotune.units.named`, as the sweep's lines say them), then their names.
+
+    Example:
+        >>> values_text(["tflops"], [707.4]), values_text(["tflops"], [707.4], reading=False)
+        ('707 TFLOP/s (tflops, its sweep reading)', '707 TFLOP/s')
+        >>> values_text(["score", "latency_s"], [0.715, 1.24e-4])
+        '0.715 score, 0.000124 s (score, latency_s: its sweep readings)'
+    """
+    if len(metrics) == 1:
+        text = readable(metrics[0], values[0])
+        return f"{text} ({metrics[0]}, its sweep reading)" if reading else text
+    text = ", ".join(named(m, v) for m, v in zip(metrics, values, strict=False))
+    return f"{text} ({', '.join(metrics)}: its sweep readings)" if reading else text
 
 
 def telemetry_text(telemetry: Any) -> str:

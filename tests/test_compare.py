@@ -161,6 +161,26 @@ def test_compare_of_a_multi_objective_sweep_on_the_command_line(tmp_path: Path) 
     assert "[1] two (toy on cpu): winner trial 0" in done.stdout
 
 
+def test_a_sweep_of_several_objectives_shows_every_objective_s_value(tmp_path: Path) -> None:
+    # `--objective score,latency_s` sweeps read 'winner trial 1 0.715 score; in m2: 0.715
+    # score': the latency each was tuned for too, nowhere
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    _study(url, "one", {1: (7.0, 1.5), 2: (3.0, 0.5)}, directions=("maximize", "minimize"))
+    _study(url, "two", {1: (6.0, 2.25)}, directions=("maximize", "minimize"))
+    _study(url, "three", {1: (5.0,)})
+    done = _cli("compare", "one", "two", "three", "--storage", url)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("winner trial 0 7.00 m0, 1.50 m1; in two: 6.00 m0, 2.25 m1, "
+                             "in three: 5.00 m0"), done.stdout  # fmt: skip
+    assert lines[2].endswith("winner trial 0 6.00 m0, 2.25 m1; in one: 7.00 m0, 1.50 m1, "
+                             "in three: 5.00 m0"), done.stdout  # fmt: skip
+    page = compare_html(compare_studies([optuna.load_study(study_name=n, storage=url)
+                                         for n in ("one", "two")]))  # fmt: skip
+    assert "<td>winner trial 0 7.00 m0, 1.50 m1</td>" in page
+    assert "<td>two: 6.00 m0, 2.25 m1</td>" in page
+
+
 def test_a_plain_optuna_studys_complete_trials_are_measurements_for_every_command(tmp_path):
     from autotune.driver.results import best_trials
     from autotune.driver.trial_attrs import trial_status
