@@ -8,7 +8,6 @@ Example (a shell):
 
 from __future__ import annotations
 
-import html
 import io
 import json
 import sys
@@ -175,12 +174,12 @@ def trials(
         _one_kind_a_column(frame).to_parquet(buffer, index=False)
         _write_listing(buffer.getvalue(), output)
     elif format == "html":  # the report's table alone
+        from autotune.driver.trial_attrs import stored_info
+        from autotune.trials_html import trials_page
+
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
-        text = shown.to_html(index=False, na_rep="", border=1)
-        if label:
-            text = f"<p>{html.escape(label)}</p>{text}"
-        page = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{text}</body></html>"
-        _write_listing(page + "\n", output)
+        info = stored_info(loaded.user_attrs)
+        _write_listing(trials_page(shown, loaded.study_name, info, label) + "\n", output)
     else:
         raise UsageError(f"--format: {format!r} is not one of table, csv, parquet, html")
 

@@ -331,6 +331,33 @@ def test_a_replay_s_trials_listing_says_its_figures_were_looked_up(tmp_path):
     assert page.returncode == 0 and f"<p>{label}</p><table" in page.stdout, page.stderr
 
 
+def test_the_trials_page_is_titled_with_its_study_and_shows_values_with_their_units(tmp_path):
+    """`autotune trials --format html` wrote a page with no title and bare numbers, '244.0'
+    and '0.0005' where the table says '244 TFLOP/s' and '0.000500 s'."""
+    import re
+
+    table = tmp_path / "grid.csv"
+    table.write_text("BM,tflops\n16,244.0\n32,512.5\n")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    tuned = _cli("tune", "--replay", "grid.csv", "--params", "BM", "--metric", "tflops",
+                 "--trials", "2", "--storage", url, "--study", "mm <1>", "--executor", "inline",
+                 cwd=tmp_path)  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr
+    page = _cli("trials", "--storage", url, "--format", "html", cwd=tmp_path)
+    assert page.returncode == 0, page.stderr
+    # the study and its workload, as the report heads its page
+    title = "autotune trials: study mm &lt;1&gt; (replay table=" + str(table)
+    assert f"<title>{title}, params=(BM), metric=tflops)</title>" in page.stdout, page.stdout
+    assert f"<h1>{title}, params=(BM), metric=tflops)</h1>" in page.stdout
+    heads = re.findall(r"<th>([^<]*)</th>", page.stdout)
+    rows = [re.findall(r"<td>([^<]*)</td>", row) for row in page.stdout.split("<tr>")[1:]]
+    columns = [dict(zip(heads, row, strict=True)) for row in rows]
+    assert [(c["tflops"], c["duration_s"][-2:]) for c in columns] == [
+        ("512 TFLOP/s", " s"), ("244 TFLOP/s", " s")], page.stdout  # fmt: skip
+    listed = _cli("trials", "--storage", url, cwd=tmp_path)
+    assert "244 TFLOP/s" in listed.stdout, listed.stdout  # as the table says it
+
+
 def test_a_parameter_or_metric_first_set_by_a_later_trial_is_listed_among_its_kind(tmp_path):
     """A conditional parameter that trial 0 lacked (EPILOGUE_SUBTILE of a tiled matmul) was
     listed after reason and duration_s, and in a CSV after every metric; so were all metrics
