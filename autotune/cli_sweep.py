@@ -241,6 +241,12 @@ def _say_progress(progress: Any) -> None:
     err.file.flush()
 
 
+#: A finish winner's spread ((max - min) / median of its readings) from which the output says
+#: the rounds cannot rank the configs: a train-step finish on a 2-core machine busy with other
+#: jobs read the winner 267% apart and called a config at a sixth of its median "within noise"
+NOISY_SPREAD = 0.5
+
+
 def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: int = 0,
                   record: dict | None = None) -> None:  # fmt: skip
     """The finish's rows, winner first, and the rounds it ran (``record``: the finish's stored
@@ -302,6 +308,10 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
             f"{noise}",
             highlight=False,
         )
+    if winner is not None and len(winner.samples) > 1 and winner.spread >= NOISY_SPREAD:
+        err.print(f"  note: the winner's readings spread {winner.spread:.0%} across the rounds, "
+                  "too wide to rank these configs (was the machine busy?); re-run when it is "
+                  "idle, or with more --finish-rounds", highlight=False)  # fmt: skip
 
 
 def modules_run(settings: SweepSettings) -> dict[str, str]:

@@ -1324,3 +1324,21 @@ def test_an_output_that_is_the_trace_the_sweep_replays_is_refused_before_it(tmp_
                               "(writing it would destroy it); name another file\n")  # fmt: skip
     assert trace.read_text() == lines
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_finish_whose_winner_read_too_far_apart_says_it_cannot_rank(capsys):
+    # a train-step finish on a busy machine: the winner read 267% apart, and a config at a
+    # sixth of its median was 'within noise of the winner' with nothing more said
+    from autotune.cli_sweep import NOISY_SPREAD, _print_finish
+    from autotune.driver.finish import FinishRow
+
+    rows = [FinishRow(0, {}, 747.0, 2.674, [120.0, 747.0, 2117.0], within_noise=True,
+                      baseline=True),
+            FinishRow(2, {}, 128.0, 0.133, [120.0, 128.0, 137.0], within_noise=True)]  # fmt: skip
+    _print_finish(rows, "tokens_per_s", record={"rounds": 3})
+    said = " ".join(capsys.readouterr().err.split())
+    assert "note: the winner's readings spread 267% across the rounds, too wide to rank" in said
+    assert "re-run when it is idle, or with more --finish-rounds" in said
+    steady = [FinishRow(0, {}, 747.0, NOISY_SPREAD * 0.9, [700.0, 747.0, 1036.0])]
+    _print_finish(steady, "tokens_per_s", record={"rounds": 3})  # under the mark: no note
+    assert "note:" not in capsys.readouterr().err
