@@ -402,6 +402,14 @@ class RayExecutor(Executor):
             raise self._lost_error()
         return slots
 
+    @property
+    def side_by_side(self) -> int:
+        """The slots, each an actor of its own: what the sweep's trials ran side by side by,
+        read once the executor is closed (the sweep's summary) without asking the cluster,
+        which a stop signal sent to the whole process group (``timeout``, ``kill -TERM -PGID``)
+        ends along with the driver."""
+        return self._slots
+
     def _lost_error(self) -> ClusterLost:
         """The one-line error of a cluster whose GCS stopped answering."""
         return ClusterLost(

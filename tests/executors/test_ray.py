@@ -1,8 +1,11 @@
 """A real local Ray (2 CPUs): the executor, a sweep through it, the CLI, the missing extra."""
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import optuna
 import pytest
@@ -356,3 +359,53 @@ def test_an_address_that_answers_but_is_no_ray_gcs_is_refused_in_one_line_at_onc
         "not the dashboard's"
     ]
     assert time.monotonic() - started < 20
+
+
+HANGING = """import pathlib
+import time
+
+from autotune.objectives.base import Objective
+
+
+class Hanging(Objective):
+    name = "hanging"
+    space = "hanging.yaml"
+    directions = {"ms": "minimize"}
+
+    def evaluate(self, config, report=None):
+        pathlib.Path(MARKER).touch()  # the driver waits on its trial now
+        time.sleep(600)
+
+
+OBJECTIVE = Hanging
+"""
+
+
+def test_sigterm_to_the_process_group_ends_a_ray_sweep_as_interrupted_with_130(tmp_path):
+    # `timeout 300 autotune tune faults --executor ray` while a trial hung: timeout's SIGTERM
+    # reaches the process group, the local Ray's GCS with the driver, and the sweep ended
+    # 'error: the Ray cluster (GCS ...) stopped answering', exit 1: its summary asked the
+    # cluster for its capacity after the stop
+    (tmp_path / "hanging.py").write_text(HANGING.replace("MARKER", repr(str(tmp_path / "running"))))
+    (tmp_path / "hanging.yaml").write_text("parameters:\n  x: {type: int, low: 1, high: 8}\n")
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", "tune", "hanging.py", "--trials", "2",
+         "--storage", "memory", "--executor", "ray", "--workers", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
+        start_new_session=True, env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "running").exists() and sweep.poll() is None:
+            assert time.monotonic() < deadline, "the trial never started"
+            time.sleep(0.2)
+        time.sleep(3)  # past the executor's 2 s of trust in the cluster's last answer
+        os.killpg(sweep.pid, signal.SIGTERM)
+        said, _ = sweep.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert sweep.returncode == 130, said[-2000:]
+    assert "stopped answering" not in said
+    last = said.strip().splitlines()[-1]  # Ctrl-C's line
+    assert last.startswith("interrupted") and last.endswith("; finished trials are stored")

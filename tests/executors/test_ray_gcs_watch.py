@@ -77,3 +77,19 @@ def test_a_slow_gcs_that_still_takes_connections_is_waited_for(gcs, monkeypatch)
     threading.Timer(1.0, ray.release.set).start()  # five patiences: checked, found alive
     assert executor.capacity == 2
     assert not executor._lost
+
+
+def test_the_slots_side_by_side_are_read_without_asking_a_cluster_gone(gcs, monkeypatch):
+    # a stop signal sent to the process group (`timeout 300 autotune tune ... --executor ray`)
+    # ends the local Ray with the driver: the sweep's summary asked the closed executor's
+    # capacity, found the GCS gone and ended 'the Ray cluster (GCS ...) stopped answering',
+    # exit 1, where Ctrl-C's 'interrupted; finished trials are stored' belongs
+    ray = StandInRay(f"127.0.0.1:{gcs.getsockname()[1]}")
+    executor = executor_on(ray, monkeypatch)
+    executor.close()
+    ray.hang.set()
+    gcs.close()
+    started = time.monotonic()
+    assert executor.side_by_side == 2
+    assert time.monotonic() - started < 1  # no question to the cluster
+    ray.release.set()
