@@ -187,7 +187,14 @@ def tune(
         str | None, typer.Option(help="With --replay: the parameter columns.")
     ] = None,
     metric: Annotated[str | None, typer.Option(help="With --replay: the metric column.")] = None,
-    maximize: Annotated[bool, typer.Option("--maximize/--minimize", help="With --replay.")] = True,
+    maximize: Annotated[
+        bool,
+        typer.Option(
+            "--maximize/--minimize",
+            help="With --replay: whether the --metric column is better larger (--maximize) or "
+            "smaller (--minimize, e.g. a latency).",
+        ),
+    ] = True,
     finish_top: Annotated[
         int,
         typer.Option(min=0, help="Re-measure this many best configs in a fresh process (0: off)."),

@@ -83,3 +83,10 @@ def test_each_option_s_help_and_default_are_printed_whole_at_80_columns():
             scalar = isinstance(default, str | int | float) and not getattr(param, "is_flag", 0)
             if getattr(param, "show_default", False) and scalar:
                 assert f"default: {default}" in text, (name, param.name)
+
+
+def test_maximize_s_help_says_what_it_does():
+    # it said 'With --replay.' only: with --replay, and doing what?
+    text = collapsed(rendered_help("tune"))
+    assert "--maximize / --minimize With --replay: whether the --metric column" in text
+    assert "is better larger (--maximize) or smaller (--minimize, e.g. a latency)" in text
