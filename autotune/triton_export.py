@@ -96,13 +96,17 @@ def triton_export(study: optuna.Study, top: int = 5, rename: dict[str, str] | No
     verdict = winner_verdict(study, ranked[0][0])
     problem = info.get("problem", {})  # a replay's: with the problem its table records
     problem = problem if replay is None else {**replay["problem"], **problem}
+    # a sweep's study has no label (a replay's names its table), a foreign one no command:
+    # neither leaves a space at a line's end
+    study_line = f"Study {study.study_name!r}, problem {json.dumps(problem)}."
+    command = info.get("command")
     body = (
-        f"Study {study.study_name!r}, problem {json.dumps(problem)}. "
-        f"{info.get('label', '')}\n{dropped_note(configs, rename or {})}\n"
+        " ".join(filter(None, [study_line, info.get("label")]))
+        + f"\n{dropped_note(configs, rename or {})}\n"
         + (f"Note: {describe(verdict)}.\n" if verdict else "")
         + _objectives_note(study)
         + "Use: @triton.autotune(configs=configs, key=[...]) above the kernel.\n"
-        f"Reproduce: {info.get('command', '')}\n"
+        + (f"Reproduce: {command}\n" if command else "")
     )
     title = str(info.get("workload") or "") if replay is None else ""  # none: a foreign study
     header = module_header(title, figures_origin(info, replay), body)

@@ -730,3 +730,12 @@ def test_a_sweep_of_some_knobs_exports_the_others_at_what_its_trials_ran(tmp_pat
     kernel[grid](a, b, c, M, N, K)
     assert kernel.best_config.num_stages == ran["num_stages"]
     assert torch.allclose(c, a @ b, atol=1e-3, rtol=1e-3)
+
+
+def test_the_exported_module_has_no_trailing_whitespace(tmp_path):
+    # a sweep (no replay, so no label) left a space after 'problem {...}.' in the docstring
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 't.db'}")
+    study = _study("t", (32, 32, 32), _cfg(16, 16, 16, 1), _cfg(32, 32, 32, 4), storage)
+    source = triton_export(study)
+    assert '"dtype": "fp16"}.\n' in source
+    assert [line for line in source.splitlines() if line != line.rstrip()] == []
