@@ -25,6 +25,7 @@ from autotune.cli_options import (
     SpaceOption,
     StorageOption,
     TimeoutOption,
+    label_option_values,
     out,
     output_file,
     quiet_libraries,
@@ -450,6 +451,7 @@ def devices() -> None:
 from autotune import cli_reports  # noqa: E402
 
 cli_reports.register(app)
+label_option_values(app)  # every option's value: PATH, KEY=VALUE, INTEGER, not <list[str]>
 summarize_commands(app)  # each command's line in `autotune --help`: its docstring's summary
 
 

@@ -8,13 +8,16 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
 from pathlib import Path
-from typing import Annotated
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 import typer
 from rich.console import Console
+from typer.models import OptionInfo
 
 from autotune.redact import STORAGE_ENV
 
@@ -115,3 +118,63 @@ TimeoutOption = Annotated[
 ]
 DeviceOption = Annotated[str, typer.Option("--device", help="auto, cuda or cpu.")]
 DEFAULT_STORAGE = "sqlite:///autotune.db"
+
+
+#: The value label of an option whose value has a form of its own (the others: their type's)
+FORMS = {
+    "--problem": "KEY=VALUE",
+    "--slo": "METRIC=LIMIT",
+    "--space": "PATH",
+    "--storage": "URL",
+    "--address": "HOST:PORT",
+    "--time-budget": "DURATION",
+}
+#: The value label of an option of each type (a repeatable option's: its items' type)
+TYPE_LABELS = {str: "TEXT", int: "INTEGER", float: "NUMBER", Path: "PATH"}
+
+
+def _value_type(annotation: Any) -> Any:
+    """The type of one value of a parameter annotated ``annotation``: ``T`` of ``T | None``,
+    of ``list[T]``, of ``Annotated[T, ...]``."""
+    while True:
+        origin = get_origin(annotation)
+        if origin is Annotated or origin is list:
+            annotation = get_args(annotation)[0]
+        elif origin in (Union, UnionType):
+            annotation = next(a for a in get_args(annotation) if a is not type(None))
+        else:
+            return annotation
+
+
+def label_option_values(app: typer.Typer) -> None:
+    """Give each option of ``app``'s commands without a metavar of its own one label for its
+    value, in capitals: its form (:data:`FORMS`) or its type's (:data:`TYPE_LABELS`). Typer's
+    own read ``<Path>`` for a ``Path``, ``<path>`` for a ``Path`` of ``exists=...``, and
+    ``<list[str]>`` for a repeatable option. Call it once every command is registered.
+
+    Example:
+        >>> demo = typer.Typer()
+        >>> @demo.command()
+        ... def go(out: Annotated[Path | None, typer.Option("--out")] = None) -> None: ...
+        >>> label_option_values(demo)
+        >>> inspect.signature(go).parameters["out"].annotation.__metadata__[0].metavar
+        'PATH'
+    """
+    for info in app.registered_commands:
+        hints = get_type_hints(info.callback, include_extras=True)
+        for name in inspect.signature(info.callback).parameters:
+            hint = hints.get(name)
+            extras = getattr(hint, "__metadata__", ())
+            option = next((e for e in extras if isinstance(e, OptionInfo)), None)
+            kind = _value_type(hint)
+            if option is None or option.metavar is not None or kind is bool:
+                continue
+            flag = str(option.default if isinstance(option.default, str) else "")
+            flags = [d for d in (flag, *option.param_decls) if d.startswith("--")]
+            flags = flags or ["--" + name.replace("_", "-")]  # named by its parameter
+            form = next((FORMS[f.split("/")[0]] for f in flags if f.split("/")[0] in FORMS), None)
+            option.metavar = form or TYPE_LABELS.get(kind, "TEXT")
+            # a string annotation (``from __future__ import annotations``) is evaluated anew,
+            # its option built again, each time it is read: the one labelled here replaces it
+            for function in {info.callback, inspect.unwrap(info.callback)}:
+                function.__annotations__[name] = hint

@@ -90,3 +90,23 @@ def test_maximize_s_help_says_what_it_does():
     text = collapsed(rendered_help("tune"))
     assert "--maximize / --minimize With --replay: whether the --metric column" in text
     assert "is better larger (--maximize) or smaller (--minimize, e.g. a latency)" in text
+
+
+def test_every_option_s_value_is_labelled_in_capitals_by_its_form_or_type():
+    # Typer's labels read '--output <Path>' but '--replay <path>', and '--problem <list[str]>'
+    import typer.main
+
+    group = typer.main.get_command(app)
+    labels = {}
+    for name in group.commands:  # type: ignore[attr-defined]
+        options = rendered_help(name).split("Options:", 1)[-1]
+        for line in options.splitlines():
+            words = line.split()
+            if words and words[0].startswith("--") and "/" not in words[:2]:
+                labels[words[0]] = words[1] if len(words) > 1 else ""
+    assert not [f"{flag} {label}" for flag, label in labels.items() if label.startswith("<")]
+    assert {labels[k] for k in ("--output", "--replay", "--space")} == {"PATH"}
+    assert (labels["--problem"], labels["--slo"]) == ("KEY=VALUE", "METRIC=LIMIT")
+    assert (labels["--trials"], labels["--trial-timeout"], labels["--study"]) == (
+        "INTEGER", "NUMBER", "TEXT",
+    )  # fmt: skip
