@@ -347,7 +347,7 @@ def record(
     quiet_libraries()
     writable_output(output, inputs={"--space": space})
     from autotune.problem_text import problem_text
-    from autotune.record import check_recordable, record_grid, resumed_rows
+    from autotune.record import RecordStopped, check_recordable, record_grid, resumed_rows
     from autotune.workload_checks import check_objective_hooks
     from autotune.workload_setup import built_objective, resolve_workload
 
@@ -401,6 +401,10 @@ def record(
         err.print(f"interrupted; each config measured is in {output}: the same command "
                   "resumes the recording", highlight=False, soft_wrap=True)  # fmt: skip
         raise typer.Exit(130) from None
+    except RecordStopped as stop:  # as a sweep stops: every config would fail alike
+        err.print(f"error: {stop}; {output} holds the {counted(len(written), 'row')} it "
+                  "measured", highlight=False, markup=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(1) from None
     out.print(recorded_line(len(written), output, table["status"].value_counts().to_dict()))
 
 

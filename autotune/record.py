@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.driver.executor_choice import build_executor
+from autotune.driver.futile import FutileWatch
 from autotune.export import write_atomic
 from autotune.failures import TrialStatus, classify, first_line
 from autotune.file_lock import sole_writer
@@ -119,6 +120,12 @@ def _same(recorded: Any, value: Any) -> bool:
 
 class RecordError(ValueError):
     """An ``--output`` that a recording cannot resume from: one line naming it and why."""
+
+
+class RecordStopped(RuntimeError):
+    """A recording its workload stopped on a failure every config would share (a server that
+    never starts: ``Objective.futile``, as a sweep stops); ``str`` is its line, and the rows
+    measured so far are in the table, as after every config."""
 
 
 def resumed_rows(
@@ -407,6 +414,8 @@ def record_grid(
             list, or an ``output`` that cannot be resumed (:func:`resumed_rows`).
         WriterBusy: another recording is writing ``output`` (each would rewrite the table
             without the other's rows).
+        RecordStopped: the workload says every config would fail as the first ones measured
+            did (a server that never starts), as a sweep stops on it.
     """
     check_recordable(space)
     configs = list(space.grid(problem, device))
@@ -448,6 +457,8 @@ def _record(
         executor, workload, problem, device=device, workers=1, timeout_s=timeout_s
     )
     secrets = secrets_of_values(problem)  # blanked wherever a reason repeats one
+    served = any(r.get("status") == TrialStatus.OK.value for r in rows)  # a resumed row did
+    watch = FutileWatch(objective_cls, problem, served_before=served)
     with slot:
         for i, (config, (status, reason)) in enumerate(zip(todo, compiled, strict=True)):
             if status not in ("ok", "unknown"):
@@ -470,4 +481,7 @@ def _record(
             write_atomic(output, pd.DataFrame(rows).to_csv(index=False))
             if on_row is not None:
                 on_row(i + 1, len(todo), row)
+            launched = status in ("ok", "unknown")  # a config that failed to compile was not
+            if launched and watch.told(result.status.value, result.reason) is not None:
+                raise RecordStopped(watch.line)
     return pd.DataFrame(rows)

@@ -62,3 +62,30 @@ def test_a_server_that_crashes_only_for_some_configs_is_swept_to_its_budget(tmp_
     assert "stopped by trials" in done.stderr and "never started" not in done.stderr
     assert '"max_num_seqs": 4' in done.stdout
     assert sorted(_launched(tmp_path)) == ["crashed"] * 3 + ["ok"]
+
+
+def test_a_recording_of_a_server_that_never_starts_stops_after_its_first_configs(
+    tmp_path,
+) -> None:
+    # `autotune record server` measured the whole grid, a server start each, every row crashed
+    server = tmp_path / "srv.py"
+    server.write_text("raise SystemExit(3)\n")
+    space = tmp_path / "s.yaml"
+    space.write_text("workload: server\nparameters:\n  max_num_seqs: {type: categorical, "
+                     "choices: [4, 8, 16, 32, 64, 128, 256]}\n")  # fmt: skip
+    table = tmp_path / "grid.csv"
+    command = f"{sys.executable} {server} --port {{port}} --max-num-seqs {{max_num_seqs}}"
+    done = subprocess.run(
+        [*CLI, "record", "server", "--space", str(space), "--output", str(table), "--problem",
+         f"command={command},num_requests=2,output_len=2,prompt_len=4,rate=50"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: the server never started: the first 4 trials of this run "
+                           "each exited with code 3 before it was healthy: (it printed "
+                           "nothing); command="), last  # fmt: skip
+    assert last.endswith(f"failed alike for each config tried: fix it and run again; {table} holds "
+                         "the 4 rows it measured"), last  # fmt: skip
+    rows = table.read_text().splitlines()[1:]
+    assert len(rows) == 4 and all(",crashed," in row for row in rows), rows
