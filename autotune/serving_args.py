@@ -85,6 +85,30 @@ def knob_flags(flag: str, value: Any, target: str) -> dict[str, Any]:
     return {}
 
 
+def eager_mode(phases: dict[str, bool]) -> tuple[dict[str, bool], dict[str, str]]:
+    """SGLang's :data:`EAGER_FLAGS` (each given -> its value; one not given is SGLang's default,
+    false) as vLLM's one switch for both phases, ``--enforce-eager``: the phases' value where
+    they agree; else none, and a note (under the phase turned off, underscored) saying why.
+
+    Example:
+        >>> eager_mode({"disable-decode-cuda-graph": True, "disable-prefill-cuda-graph": True})
+        ({'enforce-eager': True}, {})
+        >>> print(eager_mode({"disable-decode-cuda-graph": True})[1]["disable_decode_cuda_graph"])
+        true (--disable-prefill-cuda-graph false): vLLM has one switch for both phases' CUDA ...
+    """
+    if not phases:
+        return {}, {}
+    values = {flag: phases.get(flag, False) for flag in EAGER_FLAGS}
+    if len(set(values.values())) == 1:
+        return {"enforce-eager": values[EAGER_FLAGS[0]]}, {}
+    off = next(flag for flag, value in values.items() if value)
+    on = next(flag for flag, value in values.items() if not value)
+    return {}, {off.replace("-", "_"): (
+        f"true (--{on} false): vLLM has one switch for both phases' CUDA graphs, "
+        "--enforce-eager, and cannot turn off one phase's alone; vllm keeps its own default "
+        "(graphs on in both)")}  # fmt: skip
+
+
 def flag_value(value: Any) -> str:
     """A value as a note of an export shows it: a bool as a server's config reads it
     (``true``, ``false``: vLLM's YAML, SGLang's flags given or not), not Python's ``True``.

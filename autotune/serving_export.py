@@ -20,7 +20,9 @@ flags, spelled with underscores) exports each parameter the target has as is, an
 server names for the same knob under the target's name (:data:`SAME_KNOB`: a vLLM sweep's
 ``max_num_seqs`` is SGLang's ``--max-running-requests``; ``gpu_memory_utilization`` its
 ``--mem-fraction-static``, both the share of GPU memory the server may take for weights and KV
-cache). The flags its command writes literally ran in every trial: each is exported likewise,
+cache; SGLang's CUDA graphs, switched off per phase, are vLLM's one ``--enforce-eager`` where
+both phases agree, a note where they do not: :func:`~autotune.serving_args.eager_mode`). The
+flags its command writes literally ran in every trial: each is exported likewise,
 one the target does not take noted under ``command`` (:mod:`autotune.serving_fixed_args`; what
 is left out: :mod:`autotune.server_fixed_flags`).
 
@@ -45,6 +47,7 @@ import yaml
 from autotune.export_record import as_recorded, measured_on_cpu, replay_note, which_sweep
 from autotune.export_text import TrainExport, comment_lines
 from autotune.serving_args import (
+    EAGER_FLAGS,
     PINNED,
     SAME_KNOB,
     SGLANG_ARGS,
@@ -52,12 +55,13 @@ from autotune.serving_args import (
     VLLM_ARGS,
     ServingExportError,
     check_args,
+    eager_mode,
     flag_value,
     knob_flags,
     value_fault,
 )
 from autotune.serving_engine_args import ENGINE_KNOBS, engine_args
-from autotune.serving_fixed_args import fixed_args, tuned_engine_knobs
+from autotune.serving_fixed_args import fixed_args, fixed_phases, tuned_engine_knobs
 
 __all__ = ["ENGINE_KNOBS", "SAME_KNOB", "SGLANG_ARGS", "TARGETS", "VLLM_ARGS", "ServingExport",
            "ServingExportError", "check_args", "serving_export", "value_fault"]  # fmt: skip
@@ -105,6 +109,12 @@ def serving_export(record: dict[str, Any], target: str) -> TrainExport:
     knobs, own = (config, {}) if workload == "serving" else tuned_engine_knobs(record, config)
     on_cpu = measured_on_cpu(record)
     args, notes = engine_args(knobs, target, on_cpu=on_cpu)
+    if target == "vllm":  # SGLang's CUDA graphs, a switch per phase, are vLLM's one switch
+        tuned = {f: own.pop(f.replace("-", "_")) for f in EAGER_FLAGS
+                 if isinstance(own.get(f.replace("-", "_")), bool)}  # fmt: skip
+        eager, split = eager_mode({**fixed_phases(record, config), **tuned})
+        args.update(eager)
+        notes.update(split)
     for name, value in own.items():  # spelled with underscores
         flag = name.replace("_", "-")
         flag = flag if flag in SPECS[target] else SAME_KNOB.get(flag, flag)

@@ -21,7 +21,7 @@ from typing import Any
 from autotune.objectives.engine_server_flags import KNOB_FLAGS, engine_knobs, runs_engine_server
 from autotune.redact import redact
 from autotune.server_fixed_flags import fixed_flags
-from autotune.serving_args import SAME_KNOB, SPECS, knob_flags, value_fault
+from autotune.serving_args import EAGER_FLAGS, SAME_KNOB, SPECS, knob_flags, value_fault
 from autotune.serving_engine_args import ENGINE_KNOBS, engine_args
 
 #: the engine server's flags (objectives/engine_server.py) that set a serving engine knob,
@@ -126,6 +126,8 @@ def fixed_args(
         flag = name[3:] if negated else name if name in spec else SAME_KNOB.get(name, name)
         if {name.replace("-", "_"), flag.replace("-", "_")} & set(config) or flag in taken:
             continue  # tuned: the tuned value is the export's
+        if target == "vllm" and flag in EAGER_FLAGS and value is None:
+            continue  # with the tuned phase, vLLM's --enforce-eager (fixed_phases)
         several = knob_flags(flag, True, target) if value is None else {}
         if several and not set(several) & taken:  # --enforce-eager: SGLang's two flags
             args.update(several)
@@ -147,6 +149,26 @@ def fixed_args(
                                   f"trial ran with them: pass them to {target} yourself where "
                                   "it has them)")  # fmt: skip
     return args, notes
+
+
+def fixed_phases(record: dict[str, Any], config: dict[str, Any]) -> dict[str, bool]:
+    """SGLang's :data:`~autotune.serving_args.EAGER_FLAGS` a ``server`` sweep's command wrote
+    alone (every trial ran that phase without CUDA graphs), less those the sweep tuned: with
+    the tuned ones, :func:`~autotune.serving_args.eager_mode`'s phases.
+
+    Example:
+        >>> record = {"workload": "server", "problem": {"command": "python -m sglang."
+        ...           "launch_server --port {port} --disable-decode-cuda-graph"}}
+        >>> fixed_phases(record, {}), fixed_phases(record, {"disable_decode_cuda_graph": False})
+        ({'disable-decode-cuda-graph': True}, {})
+    """
+    template = (record.get("problem") or {}).get("command")
+    if record.get("workload") != "server" or not isinstance(template, str):
+        return {}
+    problem = {k: v for k, v in record["problem"].items() if k not in config}
+    return {name: True for name, value in fixed_flags(template, _BARE, problem)
+            if name in EAGER_FLAGS and value is None
+            and name.replace("-", "_") not in config}  # fmt: skip
 
 
 def _typed(kind: type, value: str | None) -> tuple[Any, str | None]:

@@ -113,6 +113,34 @@ def test_a_vllm_sweeps_eager_mode_reaches_sglang_and_a_bool_reads_as_its_config_
     assert serving_export(fixed, "sglang").settings["disable-prefill-cuda-graph"] is True
 
 
+def test_an_sglang_sweeps_cuda_graph_phases_reach_vllm_as_enforce_eager() -> None:
+    # both tuned to true were two notes, '--disable-decode-cuda-graph is not among the flags of
+    # vLLM ...', where vLLM's --enforce-eager turns off the graphs of both phases
+    def sweep(decode: bool, prefill: bool) -> dict:
+        phases = {"disable_decode_cuda_graph": decode, "disable_prefill_cuda_graph": prefill}
+        return {"workload": "server", "config": {"max_running_requests": 8, **phases}}
+
+    for both in (True, False):
+        out = serving_export(sweep(both, both), "vllm")
+        assert out.settings == {"enforce-eager": both, "max-num-seqs": 8}, out.settings
+        assert out.not_expressed == {}
+    split = serving_export(sweep(False, True), "vllm")
+    assert split.settings == {"max-num-seqs": 8}
+    assert split.not_expressed == {"disable_prefill_cuda_graph": (
+        "true (--disable-decode-cuda-graph false): vLLM has one switch for both phases' CUDA "
+        "graphs, --enforce-eager, and cannot turn off one phase's alone; vllm keeps its own "
+        "default (graphs on in both)")}  # fmt: skip
+    assert "# not expressed: disable_prefill_cuda_graph: true (" in split.text
+    # written literally in the command, every trial ran both phases eager
+    fixed = {"workload": "server", "config": {"max_running_requests": 8}, "problem": {
+        "command": "python -m sglang.launch_server --port {port} --max-running-requests "
+                   "{max_running_requests} --disable-decode-cuda-graph "
+                   "--disable-prefill-cuda-graph"}}  # fmt: skip
+    out = serving_export(fixed, "vllm")
+    assert out.settings == {"enforce-eager": True, "max-num-seqs": 8}, out.settings
+    assert out.not_expressed == {}
+
+
 def test_a_server_sweeps_knob_reaches_the_other_server_under_its_name() -> None:
     # a vLLM sweep's max_num_seqs was "not expressed" for SGLang, which has the same knob as
     # --max-running-requests
