@@ -175,15 +175,21 @@ def compare_notes(rows: list[dict[str, Any]]) -> list[str]:
         >>> compare_notes([{"study": "a", "workload": "matmul", "metric": "tflops"},
         ...                {"study": "b", "workload": "replay", "metric": "ms"}])[0]
         'the studies tune different workloads (matmul, replay)'
+        >>> compare_notes([{"study": "a", "workload": "w", "metrics": ["score", "latency_s"]},
+        ...                {"study": "b", "workload": "w", "metrics": ["score"]}])[0]
+        'the studies rank different metrics (score and latency_s; score)'
     """
     notes = []
-    for key, what in (
-        ("workload", "tune different workloads"),
-        ("metric", "rank different metrics"),
-    ):
-        seen = list(dict.fromkeys(str(r.get(key)) for r in rows))
-        if len(seen) > 1:
-            notes.append(f"the studies {what} ({', '.join(shown(s) for s in seen)})")
+    workloads = list(dict.fromkeys(str(r.get("workload")) for r in rows))
+    if len(workloads) > 1:
+        notes.append(f"the studies tune different workloads ({', '.join(map(shown, workloads))})")
+    # every objective, in order (the first ranks the winner): 'score,latency_s' is no
+    # 'score,tok_s', nor 'score' alone
+    metrics = list(dict.fromkeys(tuple(str(m) for m in _metrics(r)) for r in rows))
+    if len(metrics) > 1:
+        apart = "; " if any(len(m) > 1 for m in metrics) else ", "
+        named = apart.join(" and ".join(shown(m) for m in ms) for ms in metrics)
+        notes.append(f"the studies rank different metrics ({named})")
     if any(r.get("differs", []) is None for r in rows):
         notes.append("fewer than two studies have a successful trial: no winners to set apart")
     return notes

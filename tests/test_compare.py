@@ -71,6 +71,27 @@ def test_sweeps_of_other_workloads_or_metrics_carry_a_note() -> None:
     assert "note: the studies rank different metrics (m0, ms)" in text
 
 
+def test_sweeps_of_several_objectives_are_compared_on_every_objective_for_the_note() -> None:
+    # 'score,latency_s' beside 'score,tok_s' (or 'score' alone) had no note: only each
+    # study's first objective was compared
+    def study(name: str, objectives: dict) -> optuna.Study:
+        made = _study("sqlite:///:memory:", name, {1: (1.0,) * len(objectives)},
+                      directions=tuple(objectives.values()))  # fmt: skip
+        made.set_user_attr(STUDY, {**made.user_attrs[STUDY], "objectives": objectives})
+        return made
+
+    a = study("a", {"score": "maximize", "latency_s": "minimize"})
+    b = study("b", {"score": "maximize", "tok_s": "maximize"})
+    c = study("c", {"score": "maximize"})
+    text = compare_text(compare_studies([a, b, c]))
+    assert ("note: the studies rank different metrics (score and latency_s; score and "
+            "tok_s; score)") in text, text  # fmt: skip
+    page = compare_html(compare_studies([a, b]))
+    assert "rank different metrics (score and latency_s; score and tok_s)" in page
+    same = compare_text(compare_studies([a, study("d", dict(a.user_attrs[STUDY]["objectives"]))]))
+    assert "different metrics" not in same, same
+
+
 def test_a_winners_value_elsewhere_is_shown_in_that_studys_metric() -> None:
     """The same config in a TFLOP/s sweep and in an ms sweep: 0.217 ms, not '0.217 TFLOP/s'."""
     rate = _study("sqlite:///:memory:", "rate", {1: (635.0,), 2: (500.0,)})
