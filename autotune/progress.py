@@ -232,14 +232,17 @@ def _whose(summary: SweepSummary) -> str:
 
     Example:
         >>> from collections import Counter
-        >>> def whose(stored, shared):
+        >>> def whose(stored, shared, interrupted=0):
         ...     return _whose(SweepSummary(None, "s", 1, 1, Counter(), [], "trials", 1.0,
-        ...                                trials_stored=stored, shared=shared))
-        >>> whose(3, False), whose(0, True), whose(3, True)
-        ('earlier runs', "other drivers'", "earlier runs' and other drivers'")
+        ...                                trials_stored=stored, shared=shared,
+        ...                                interrupted_stored=interrupted))
+        >>> whose(3, False), whose(0, True), whose(3, True), whose(0, True, interrupted=1)
+        ('earlier runs', "other drivers'", "earlier runs' and other drivers'", \
+"earlier runs' and other drivers'")
     """
-    if summary.shared:
-        return "earlier runs' and other drivers'" if summary.trials_stored else "other drivers'"
+    if summary.shared:  # an earlier run's trials may all have been stopped as they ran
+        earlier = summary.trials_stored or summary.interrupted_stored
+        return "earlier runs' and other drivers'" if earlier else "other drivers'"
     return "earlier runs"
 
 

@@ -430,3 +430,49 @@ def test_the_closing_lines_study_totals_count_every_drivers_failures(tmp_path):
     assert line.endswith(
         "; study w in all (other drivers' included): 6 launched; failed: wrong_result 6"
     ), line
+
+
+def test_a_shared_resume_of_a_study_of_interrupted_trials_credits_earlier_runs_too(tmp_path):
+    # an earlier run whose one trial was interrupted (0 launched trials stored), resumed while
+    # another driver ran the study: its totals were said to hold 'other drivers'' alone
+    import subprocess
+    import sys
+
+    from autotune.driver import Sweep
+    from autotune.driver.settings import SweepSettings
+    from autotune.space import load_space
+
+    (tmp_path / "stopped.py").write_text(STOPPED_ONCE)
+    (tmp_path / "stopped.yaml").write_text("parameters:\n  x: {type: int, low: 0, high: 9}\n")
+    (tmp_path / "stop-once").touch()
+    url = f"sqlite:///{tmp_path / 's.db'}"
+
+    class OtherDriver(ProgressDisplay):
+        """After this driver's first trial, another driver runs the study to 3 trials."""
+
+        def on_trial(self, record, study, counts):  # noqa: ANN001, ANN202
+            super().on_trial(record, study, counts)
+            if record.number == 1:  # the resume's first (trial 0 was interrupted)
+                subprocess.run(
+                    [sys.executable, "-m", "autotune.cli", "tune", str(tmp_path / "stopped.py"),
+                     "--space", str(tmp_path / "stopped.yaml"), "--trials", "3", "--study", "s",
+                     "--storage", url, "--executor", "inline", "--finish-top", "0", "--seed",
+                     "1"], capture_output=True, text=True, timeout=120, check=False,
+                )  # fmt: skip
+
+    def run(display: type[ProgressDisplay], trials: int) -> list[str]:
+        out = io.StringIO()
+        settings = SweepSettings(
+            workload=str(tmp_path / "stopped.py"), problem={},
+            space=load_space(tmp_path / "stopped.yaml"), objectives={"v": "maximize"},
+            n_trials=trials, seed=0, storage=url, study_name="s", executor="inline",
+            device={"type": "cpu"}, warm_start="off",
+        )  # fmt: skip
+        Sweep(settings, display(Console(file=out, width=1000))).run()
+        return out.getvalue().splitlines()
+
+    first = run(ProgressDisplay, 1)
+    assert "; 1 launched in study s; failed: interrupted 1" in first[-1], first
+    resumed = run(OtherDriver, 4)
+    closing = resumed[-1]
+    assert "; study s in all (earlier runs' and other drivers' included): " in closing, closing

@@ -65,6 +65,7 @@ class RunSummary:
     refusals: Counter
     ran: int
     trials_stored: int
+    interrupted_stored: int
     start: float
     end: float
     busy_s: float
@@ -111,6 +112,7 @@ class RunSummary:
             # time were not told here
             study_failures=_failures(study_counts(self.study)),
             trials_stored=self.trials_stored,
+            interrupted_stored=self.interrupted_stored,
             shared=self.peers.others_active,
             measured=self.measures,
             trials_interrupted=stopped_as_they_ran(self.study),

@@ -182,6 +182,9 @@ class SweepSummary:
     #: trials: the earlier runs', this run's and (``shared``) other drivers' meanwhile
     study_failures: Counter = field(default_factory=Counter)
     trials_stored: int = 0  # the study's launched trials when this run began (0: a first run)
+    #: the study's trials stopped as they ran when this run began (an earlier run's Ctrl-C),
+    #: not among ``trials_stored``: earlier runs' too
+    interrupted_stored: int = 0
     shared: bool = False  # another driver ran trials of the study while this run did
     #: False where the objective measures nothing (a replay looks its figures up): its trials
     #: take no time, so no share of the slots' time says anything; the line gives

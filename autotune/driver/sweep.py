@@ -201,7 +201,7 @@ class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
         self.futile = FutileWatch.for_settings(s, served_before=self.counts["ok"] > 0)
         self.run_counts: Counter = Counter()  # this run's alone
         self.refusals: Counter = Counter()  # why configs were not launched, this run's
-        self.ran = self.rejected = self.trials_stored = 0
+        self.ran = self.rejected = self.trials_stored = self.interrupted_stored = 0
         self.busy_s = self.sampler_s = self.compile_wait_s = self.trial_compile_s = 0.0
         self.stop_requested = threading.Event()  # set by SIGINT / SIGTERM
         self.times = TrialTimes()  # what the trials took: the finish's cost
@@ -226,10 +226,11 @@ class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
             self.executor.end_at(self.budget_start + self.settings.time_budget_s)
         capacity = self.executor.capacity
         self.trials_stored = self.launched()
+        self.interrupted_stored = stopped_as_they_ran(self.study)
         untried = untried_configs(self.study.sampler, self.study)
         self.observer.on_start(
             self.settings, self.study, self.trials_stored, capacity, untried,
-            interrupted=stopped_as_they_ran(self.study),
+            interrupted=self.interrupted_stored,
         )  # fmt: skip
         stopped_by = "trials"
         held: list[int] = []  # the stop signals that came while the sweep closed
