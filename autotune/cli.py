@@ -166,7 +166,7 @@ def tune(
     time_budget: Annotated[
         str | None,
         typer.Option(
-            help="Wall time for this run: 90s, 10m, 1h; searched by group, each group "
+            help="Wall time for this run: 90s, 10m, 1h30m, 2d; searched by group, each group "
             "as it starts gets an equal share of the time left."
         ),
     ] = None,

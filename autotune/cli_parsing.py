@@ -137,19 +137,46 @@ def workload_name(text: str | None) -> str | None:
     return str(path)
 
 
+#: a duration's units, largest first, in seconds
+DURATION_UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+#: several units, each at most once and largest first: ``1h30m``, ``2d12h``, ``1m30.5s``
+_COMPOUND = re.compile("".join(rf"(?:(\d+(?:\.\d*)?|\.\d+){u})?" for u in DURATION_UNITS))
+
+
 def parse_duration(text: str | None) -> float | None:
-    """``"90s"``, ``"5m"``, ``"1.5h"`` or plain seconds -> seconds."""
+    """``"90s"``, ``"5m"``, ``"1.5h"``, ``"2d"``, several units largest first (``"1h30m"``)
+    or plain seconds -> seconds.
+
+    Example:
+        >>> parse_duration("1h30m"), parse_duration("2d"), parse_duration("90")
+        (5400.0, 172800.0, 90.0)
+    """
     if text is None:
         return None
-    units = {"s": 1, "m": 60, "h": 3600}
-    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    spelled = re.sub(r"\s+", "", text).lower()
+    number, unit = (spelled[:-1], spelled[-1]) if spelled[-1:] in DURATION_UNITS else (spelled, "s")
     try:
-        seconds = float(number) * units[unit]
+        seconds = float(number) * DURATION_UNITS[unit]
     except ValueError:
-        raise UsageError(f"--time-budget: {text!r} is not a duration like 90s, 5m or 1h") from None
+        seconds = _compound_seconds(spelled, text)
     if not math.isfinite(seconds) or seconds <= 0:  # nan compares false with everything
         raise UsageError(f"--time-budget: {text!r} must be a positive, finite duration")
     return seconds
+
+
+def _compound_seconds(spelled: str, text: str) -> float:
+    """The seconds of ``spelled``, a duration of several units (``1h30m``), as given in
+    ``text``.
+
+    Raises:
+        UsageError: not a duration of the units d, h, m and s, each once, largest first.
+    """
+    found = _COMPOUND.fullmatch(spelled) if spelled else None
+    if found is None or not any(found.groups()):
+        raise UsageError(f"--time-budget: {text!r} is not a duration like 90s, 5m, 1h30m or 2d "
+                         "(units d, h, m, s, largest first; a bare number is seconds)")  # fmt: skip
+    units = zip(found.groups(), DURATION_UNITS.values(), strict=True)
+    return sum(float(number) * seconds for number, seconds in units if number)
 
 
 def writable_output(

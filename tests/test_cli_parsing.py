@@ -38,6 +38,29 @@ def test_a_time_budget_must_be_a_positive_finite_duration(text):
         parse_duration(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("1h30m", 5400.0), ("10d", 864000.0), ("2m30s", 150.0), ("1.5h", 5400.0), ("90", 90.0),
+     (" 1h 30m ", 5400.0), ("1D2H", 93600.0)],
+)  # fmt: skip
+def test_a_time_budget_in_days_or_of_several_units_is_read(text, seconds):
+    # '1h30m' and '10d' were refused as "not a duration like 90s, 5m or 1h"
+    from autotune.cli_parsing import parse_duration
+
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1ms", "5x", "1h30", "h", "1m1m", "30m1h", "1.5.5s"])
+def test_a_time_budget_in_no_known_unit_is_refused_naming_the_units(text):
+    from autotune.cli_parsing import parse_duration
+
+    with pytest.raises(UsageError) as refused:
+        parse_duration(text)
+    said = str(refused.value)
+    assert said.startswith(f"--time-budget: {text!r} is not a duration like 90s, 5m, 1h30m or 2d")
+    assert "\n" not in said
+
+
 @pytest.mark.parametrize("text", [",,,", " , "])
 def test_an_slo_of_separators_only_is_refused_not_taken_as_no_slo(text):
     from autotune.cli_parsing import parse_slo
