@@ -188,6 +188,10 @@ def sweep_and_finish(
                       f"{summary.refusals.total()}{lists})",
                       highlight=False, markup=False, soft_wrap=True)  # fmt: skip
             raise typer.Exit(1)
+        if summary.trials_run == 0 and summary.stopped_by == "time":  # set-up took it all
+            err.print(_budget_spent_first(settings), highlight=False, markup=False,
+                      soft_wrap=True)  # fmt: skip
+            raise typer.Exit(1)
         from autotune.no_success import none_succeeded_line
 
         err.print(none_succeeded_line(summary, settings.slo, settings.storage), highlight=False,
@@ -201,6 +205,20 @@ def sweep_and_finish(
         raise typer.Exit(130)
     raise_if_stopped()  # one as the best config was printed
     return summary.study
+
+
+def _budget_spent_first(settings: Any) -> str:
+    """The last line of a sweep whose time budget (``settings.time_budget_s``, counted from
+    ``settings.budget_from``, the command's start) ended before its first trial launched,
+    rather than 'no trial succeeded: nothing to report'."""
+    from autotune.units import seconds_text
+
+    ran = ""
+    if settings.budget_from is not None:
+        ran = f" (the command had run {time.monotonic() - settings.budget_from:.1f} s)"
+    return (f"no trial ran: the time budget of {seconds_text(settings.time_budget_s)}, counted "
+            f"from the command's start, was spent before the first trial launched{ran}; give a "
+            "longer --time-budget")  # fmt: skip
 
 
 def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -> None:

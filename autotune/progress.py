@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from autotune.driver import SweepObserver, SweepSettings, SweepSummary, TrialRecord, best_trials
 from autotune.driver.trial_attrs import INFEASIBLE, REFUSED, REPEATED
 from autotune.problem_text import problem_text
-from autotune.units import counted, named
+from autotune.units import counted, named, seconds_text
 
 
 def failures_text(counts: Counter, objective: str = "") -> str:
@@ -102,7 +102,7 @@ class ProgressDisplay(SweepObserver):
         if settings.time_budget_s is not None:  # a time budget's resume: none to run, or
             spent = done and untried == 0 and settings.n_trials is None  # (as it goes) time
             adds = f" ({_adds(1, 0)})" if spent else ""
-            budget.append(f"{settings.time_budget_s:.0f} s{adds}")
+            budget.append(f"{seconds_text(settings.time_budget_s)}{adds}")
         for note in settings.study_notes:  # as the set-up's notes, before the header
             self.console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
         device = settings.device.get("name", "?")

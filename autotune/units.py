@@ -124,3 +124,14 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
         ('1 process', '2 processes')
     """
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def seconds_text(seconds: float) -> str:
+    """A time budget's length: whole seconds, or two figures below one (never a '0 s' for
+    half a second).
+
+    Example:
+        >>> seconds_text(90.0), seconds_text(5400.4), seconds_text(0.5), seconds_text(0.001)
+        ('90 s', '5400 s', '0.5 s', '0.001 s')
+    """
+    return f"{seconds:.0f} s" if seconds >= 1 else f"{seconds:.2g} s"

@@ -1342,3 +1342,20 @@ def test_a_finish_whose_winner_read_too_far_apart_says_it_cannot_rank(capsys):
     steady = [FinishRow(0, {}, 747.0, NOISY_SPREAD * 0.9, [700.0, 747.0, 1036.0])]
     _print_finish(steady, "tokens_per_s", record={"rounds": 3})  # under the mark: no note
     assert "note:" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("budget", ["0.5", "0.001"])
+def test_a_time_budget_spent_before_the_first_trial_says_so(tmp_path, budget):
+    """A budget shorter than the command's own start (it counts from there) ended 'budget 0 s'
+    and 'no trial succeeded: nothing to report', as if trials had run and failed."""
+    space = tmp_path / "calm.yaml"
+    space.write_text("parameters:\n  fault: {type: categorical, choices: [none]}\n")
+    done = autotune("tune", "faults", "--space", str(space), "--storage",
+                    f"sqlite:///{tmp_path / 'b.db'}", "--finish-top", "0", "--device", "cpu",
+                    "--executor", "inline", "--time-budget", budget)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    header, last = done.stderr.splitlines()[0], done.stderr.splitlines()[-1]
+    assert f"| budget {float(budget):g} s" in header, header
+    said = (f"no trial ran: the time budget of {float(budget):g} s, counted from the command's "
+            "start, was spent before the first trial launched (the command had run ")  # fmt: skip
+    assert last.startswith(said) and last.endswith(" s); give a longer --time-budget"), last
