@@ -1359,3 +1359,27 @@ def test_a_time_budget_spent_before_the_first_trial_says_so(tmp_path, budget):
     said = (f"no trial ran: the time budget of {float(budget):g} s, counted from the command's "
             "start, was spent before the first trial launched (the command had run ")  # fmt: skip
     assert last.startswith(said) and last.endswith(" s); give a longer --time-budget"), last
+
+
+def test_a_resume_whose_narrowed_range_leaves_out_the_best_says_so(tmp_path):
+    """A resume with a range narrowed (allowed) answered the study's best, a config outside
+    the narrowed range, without a word."""
+    wide, narrow = tmp_path / "wide.yaml", tmp_path / "narrow.yaml"
+    head = "parameters:\n  fault: {type: categorical, choices: [none]}\n"
+    wide.write_text(head + "  score: {type: int, low: 1, high: 3}\n")
+    narrow.write_text(head + "  score: {type: int, low: 1, high: 2}\n")
+    sweep = ("tune", "faults", "--storage", f"sqlite:///{tmp_path / 'n.db'}", "--study", "n",
+             "--finish-top", "0", "--device", "cpu", "--executor", "inline")  # fmt: skip
+    first = autotune(*sweep, "--space", str(wide), "--trials", "3")
+    assert first.returncode == 0, first.stderr
+    best = re.search(r"best config \(trial (\d): 3.00 score\)", first.stderr).group(1)
+    resumed = autotune(*sweep, "--space", str(narrow), "--trials", "4")
+    assert resumed.returncode == 0, resumed.stderr
+    note = (f"note: {narrow}: study 'n''s best config (trial {best}: score=3) lies outside this "
+            "space (parameters.score: 1 to 2); it stays the study's best, which the sweep, "
+            "`autotune best` and the exports answer: start another --study to tune within "
+            "this space alone")  # fmt: skip
+    assert note in resumed.stderr, resumed.stderr
+    assert f"best config (trial {best}: 3.00 score)" in resumed.stderr
+    same = autotune(*sweep, "--space", str(wide), "--trials", "4")
+    assert same.returncode == 0 and "lies outside" not in same.stderr, same.stderr

@@ -27,8 +27,9 @@ from typing import Any
 import optuna
 from optuna.storages import BaseStorage
 
+from autotune.driver.narrowed_space import outside_note
 from autotune.driver.pruning import DivergencePruner
-from autotune.driver.results import ok_trials
+from autotune.driver.results import best_trials, ok_trials
 from autotune.driver.samplers import make_sampler, resolve_sampler
 from autotune.driver.settings import SweepSettings
 from autotune.driver.signals import signals_deferred
@@ -150,6 +151,7 @@ def open_study(settings: SweepSettings, storage: BaseStorage, in_flight: int) ->
         if info is not None:
             _resume(s, storage, study, info)
             s.study_notes += unapplied_warm_start(s.warm_start, study)
+            s.study_notes += outside_note(name, best_trials(study), s.space)
             return study
         # else a study whose set-up was cut short (by a kill): set up here, as a new one
     start = _warm_start(s, storage, sampler, source_study, exclude=name)
