@@ -811,7 +811,7 @@ def test_a_sweep_whose_every_trial_breaks_the_slo_says_so_in_its_last_line(tmp_p
             "(slo_violated 2 of 2; #1: over the SLO: latency_s ")  # fmt: skip
     assert last.startswith(head), ran.stderr
     assert re.search(r"\); loosen a limit to get a best config \(`autotune trials --study "
-                     r"faults-[0-9-]+` lists them\)$", last), ran.stderr  # fmt: skip
+                     r"faults-[0-9-]+ --storage \S+` lists them\)$", last), ran.stderr  # fmt: skip
 
 
 def test_a_resume_without_slo_judges_its_new_trials_by_the_stored_one(tmp_path):
@@ -1281,7 +1281,7 @@ def test_a_recordings_header_shows_a_bracketed_value_as_written(tmp_path):
     done = autotune("record", "server", "--space", "s.yaml", "--problem", command, "--output",
                     "r.csv", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    assert "-n {max_num_seqs} [/models/m]'" in done.stderr.splitlines()[0]
+    assert "-n {max_num_seqs} [/models/m], health_path=" in done.stderr.splitlines()[0]
     assert "crashed" in (tmp_path / "r.csv").read_text()
 
 

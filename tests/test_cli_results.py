@@ -404,7 +404,8 @@ def test_the_trials_of_a_study_without_any_say_so(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     optuna.create_study(study_name="e", storage=url)
     best = _cli("best", "--storage", url, "--study", "e", cwd=tmp_path)
-    assert best.returncode == 2 and "`autotune trials --study e` says why" in best.stderr
+    said = f"`autotune trials --study e --storage {url}` says why"  # the storage it read
+    assert best.returncode == 2 and said in best.stderr, best.stderr
     listed = _cli("trials", "--storage", url, "--study", "e", cwd=tmp_path)
     assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr
     assert "study e has no trials yet" in listed.stdout, listed.stdout
