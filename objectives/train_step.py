@@ -198,8 +198,9 @@ class TrainStepObjective(Objective):
         self.loss_scale_init = float(p.get("loss_scale_init", 2.0**16))
         self.steps = int(p["steps"])
         self.warmup_steps = int(p["warmup_steps"])
-        if self.global_batch <= 0 or self.steps <= 0 or self.warmup_steps < 0:
-            raise ValueError("need global_batch > 0, steps > 0 and warmup_steps >= 0")
+        for key, least in (("global_batch", 1), ("steps", 1), ("warmup_steps", 0)):
+            if int(p[key]) < least:
+                raise ValueError(f"{key}={p[key]} must be {least} or more")
         if self.world_size < 1:
             raise ValueError(f"world_size must be at least 1, not {self.world_size}")
         # every trial failed on these (or every config was ruled out), and the sweep ended

@@ -195,6 +195,9 @@ BAD_INPUT = [
     # every config failed (or was ruled out) on these, and the sweep ended with exit 1
     (["tune", "train-step", "--problem", "lr=-1"], "--problem: lr=-1 must be positive"),
     (["tune", "train-step", "--problem", "loss_scale_init=0"], "loss_scale_init=0 must be pos"),
+    # 'need global_batch > 0, steps > 0 and warmup_steps >= 0': which value, and what of it?
+    (["tune", "train-step", "--problem", "global_batch=0"], "global_batch=0 must be 1 or more"),
+    (["tune", "train-step", "--problem", "warmup_steps=-1"], "warmup_steps=-1 must be 0 or"),
     (["tune", "serving", "--problem", "kv_cache_mb=0"], "kv_cache_mb=0 must be above 0"),
     (["tune", "serving", "--problem", "max_kl=-1"], "max_kl=-1 must be 0 or more"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
