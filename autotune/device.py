@@ -136,9 +136,23 @@ def _detect_with_torch(prefer: str, index: int) -> DeviceInfo:
     return _cpu_info(software_versions())
 
 
+def host_memory_bytes() -> int:
+    """This machine's physical memory in bytes (the CPU's, whatever device trials run on); 0
+    where it cannot be read.
+
+    Example:
+        >>> host_memory_bytes() > 0
+        True
+    """
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (OSError, ValueError):
+        return 0
+
+
 def _cpu_info(software: dict[str, str]) -> DeviceInfo:
     """This machine's CPU as the device, with the toolchain's versions ``software``."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    total = host_memory_bytes()
     return DeviceInfo(
         type="cpu",
         name=_cpu_name(),

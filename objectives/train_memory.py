@@ -191,3 +191,40 @@ def estimate(
         stream = cfg.n_layers * tokens * 16.0 * cfg.d_model
         parts["activations"] = activations - layers * (1 - 1 / world_size) + stream
     return MemoryEstimate(parts)
+
+
+def token_batch_bytes(global_batch: int, seq_len: int) -> int:
+    """Bytes of the fixed random global batch a trial draws before it trains: ``global_batch``
+    sequences of ``seq_len + 1`` int64 tokens (inputs and their shifted targets), made whole
+    on the host (:func:`autotune.objectives.train_loop.batches`).
+
+    Example:
+        >>> token_batch_bytes(8, 64)
+        4160
+    """
+    return 8 * global_batch * (seq_len + 1)
+
+
+def check_token_batch(global_batch: int, seq_len: int, host_bytes: int) -> None:
+    """Refuse a global batch whose tokens alone outgrow the host's memory (``host_bytes``; 0:
+    not known, left to the trials): every trial would allocate it first and run out of memory,
+    or push the machine into the kernel's OOM killer, before one step.
+
+    Raises:
+        ValueError: naming global_batch and seq_len, the batch's size and the memory.
+
+    Example:
+        >>> check_token_batch(8, 64, 2**34)
+        >>> check_token_batch(10**8, 64, 2**34)
+        Traceback (most recent call last):
+        ...
+        ValueError: global_batch=100000000, seq_len=64: the token batch (100000000 x 65 int64 \
+tokens) takes 48.4 GiB, more than this machine's 16.0 GiB of memory
+    """
+    need = token_batch_bytes(global_batch, seq_len)
+    if not host_bytes or need <= host_bytes:
+        return
+    raise ValueError(f"global_batch={global_batch}, seq_len={seq_len}: the token batch "
+                     f"({global_batch} x {seq_len + 1} int64 tokens) takes {need / 2**30:,.1f} "
+                     f"GiB, more than this machine's {host_bytes / 2**30:,.1f} GiB of "
+                     "memory")  # fmt: skip

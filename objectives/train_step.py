@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from autotune.device import detect_device, read_telemetry
+from autotune.device import detect_device, host_memory_bytes, read_telemetry
 from autotune.device_peaks import bf16_peak_flops
 from autotune.failures import Infeasible, WrongResult
 from autotune.kernels.llama import LlamaConfig, flops_per_token, param_count
@@ -201,6 +201,9 @@ class TrainStepObjective(Objective):
         for key, least in (("global_batch", 1), ("steps", 1), ("warmup_steps", 0)):
             if int(p[key]) < least:
                 raise ValueError(f"{key}={p[key]} must be {least} or more")
+        # its tokens are drawn whole on the host: global_batch=1e8 asked for 48 GiB at once
+        train_memory.check_token_batch(self.global_batch, self.model_config.seq_len,
+                                       host_memory_bytes())  # fmt: skip
         if self.world_size < 1:
             raise ValueError(f"world_size must be at least 1, not {self.world_size}")
         # every trial failed on these (or every config was ruled out), and the sweep ended

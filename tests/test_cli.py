@@ -198,6 +198,12 @@ BAD_INPUT = [
     # 'need global_batch > 0, steps > 0 and warmup_steps >= 0': which value, and what of it?
     (["tune", "train-step", "--problem", "global_batch=0"], "global_batch=0 must be 1 or more"),
     (["tune", "train-step", "--problem", "warmup_steps=-1"], "warmup_steps=-1 must be 0 or"),
+    # each trial drew its 520 TB of tokens first (on a machine that could not refuse the
+    # allocation: into the OOM killer); refused where it outgrows any machine's memory
+    (
+        ["tune", "train-step", "--problem", "global_batch=1000000000000", "--trials", "1"],
+        "global_batch=1000000000000, seq_len=64: the token batch (1000000000000 x 65 int64",
+    ),
     (["tune", "serving", "--problem", "kv_cache_mb=0"], "kv_cache_mb=0 must be above 0"),
     (["tune", "serving", "--problem", "max_kl=-1"], "max_kl=-1 must be 0 or more"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
