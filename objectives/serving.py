@@ -53,6 +53,7 @@ from autotune.objectives.base import Objective, Reporter, no_reporting
 from autotune.objectives.serving_cache import (
     check_cache_fits,
     check_cache_holds_a_request,
+    check_model_fits,
     longest_request,
     num_blocks,
 )
@@ -163,6 +164,8 @@ class ServingObjective(Objective):
         self.model_config = LlamaConfig(vocab=int(p["vocab"]), d_model=int(p["d_model"]),
                                         n_layers=int(p["n_layers"]), n_heads=int(p["n_heads"]),
                                         seq_len=int(p["max_context"]))  # fmt: skip
+        # model=7b on a 24-GiB CPU: each trial built 27 GB of fp32 weights and ran out
+        check_model_fits(self.model_config, p["kv_cache_mb"], info)
         entries = problem_trace(p)
         check_context(entries, p, self.model_config.seq_len)
         self.entries = entries

@@ -22,7 +22,7 @@ import torch
 
 from autotune.device import DeviceInfo
 from autotune.failures import Infeasible
-from autotune.kernels.llama import LlamaConfig
+from autotune.kernels.llama import LlamaConfig, param_count
 from autotune.kernels.paged_kv import KV_DTYPES
 from autotune.objectives.serving_config import runnable_values
 from autotune.objectives.serving_trace import TraceEntry
@@ -130,3 +130,50 @@ def check_cache_fits(kv_cache_mb: float, device: DeviceInfo) -> None:
     memory = f"the {total / 2**30:,.3g} GiB of {kind}"
     raise ValueError(f"kv_cache_mb={kv_cache_mb} ({cache / 2**30:,.1f} GiB) is more than "
                      f"{memory}: no trial could hold the cache")  # fmt: skip
+
+
+def model_build_bytes(model: LlamaConfig) -> int:
+    """Bytes a trial holds building the model: every parameter and the two rotary tables
+    (``seq_len`` x ``head_dim / 2`` each) in fp32, as ``Llama`` makes them before the engine
+    casts them (to bf16 on a GPU) or quantizes them.
+
+    Example:
+        >>> model_build_bytes(LlamaConfig(vocab=512, d_model=128, n_layers=2, n_heads=4,
+        ...                               seq_len=256))
+        2263552
+    """
+    return 4 * param_count(model) + 4 * model.seq_len * model.head_dim
+
+
+def check_model_fits(model: LlamaConfig, kv_cache_mb: float, device: DeviceInfo) -> None:
+    """Refuse a model whose fp32 build (:func:`model_build_bytes`) with the KV cache takes
+    more than the whole memory of the device the trials run on (``model=7b`` on a 24-GiB CPU:
+    each trial ``oom``, or the machine pushed into the kernel's OOM killer, before a request).
+    A device whose memory is not known (0) is left to the trials.
+
+    Raises:
+        ValueError: naming the model's sizes, the bytes and the device's memory.
+
+    Example:
+        >>> cpu = DeviceInfo(type="cpu", name="cpu", total_memory=16 * 2**30)
+        >>> big = LlamaConfig(vocab=32000, d_model=4096, n_layers=32, n_heads=32, seq_len=256)
+        >>> check_model_fits(big, 4, cpu)  # doctest: +NORMALIZE_WHITESPACE
+        Traceback (most recent call last):
+        ...
+        ValueError: vocab=32000, d_model=4096, n_layers=32, max_context=256: the model's
+        6,713,249,792 parameters take 25.0 GiB in fp32 as a trial builds it, and with its
+        kv_cache_mb=4 cache 25.0 GiB, more than the 16 GiB of physical memory of this CPU: no
+        trial could hold them
+    """
+    total = device.total_memory
+    build = model_build_bytes(model)
+    need = build + float(kv_cache_mb) * 2**20
+    if not total or need <= total:
+        return
+    kind = "physical memory of this CPU" if device.type == "cpu" else f"this GPU ({device.name})"
+    sizes = (f"vocab={model.vocab}, d_model={model.d_model}, n_layers={model.n_layers}, "
+             f"max_context={model.seq_len}")  # fmt: skip
+    raise ValueError(f"{sizes}: the model's {param_count(model):,} parameters take "
+                     f"{build / 2**30:,.1f} GiB in fp32 as a trial builds it, and with its "
+                     f"kv_cache_mb={kv_cache_mb} cache {need / 2**30:,.1f} GiB, more than the "
+                     f"{total / 2**30:,.3g} GiB of {kind}: no trial could hold them")  # fmt: skip

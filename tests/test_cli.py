@@ -204,6 +204,12 @@ BAD_INPUT = [
         ["tune", "train-step", "--problem", "global_batch=1000000000000", "--trials", "1"],
         "global_batch=1000000000000, seq_len=64: the token batch (1000000000000 x 65 int64",
     ),
+    # each trial built the model's fp32 weights first and ran out of memory (model=7b on a
+    # 24-GiB CPU); refused where they outgrow any machine's memory
+    (
+        ["tune", "serving", "--problem", "vocab=100000000000", "--trials", "1"],
+        "vocab=100000000000, d_model=128, n_layers=2, max_context=256: the model's",
+    ),
     (["tune", "serving", "--problem", "kv_cache_mb=0"], "kv_cache_mb=0 must be above 0"),
     (["tune", "serving", "--problem", "max_kl=-1"], "max_kl=-1 must be 0 or more"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
