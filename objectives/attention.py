@@ -38,7 +38,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from autotune.correctness import TOLERANCE, check_close
 from autotune.kernels import attention_triton as kern
 from autotune.kernels import tma
-from autotune.objectives.kernel import KernelObjective, Tensors
+from autotune.objectives.kernel import KernelObjective, Tensors, check_dtype
 from autotune.timing import Timing
 
 #: The SDPA backends timed on a GPU, by reference name.
@@ -72,8 +72,7 @@ class AttentionObjective(KernelObjective):
             raise ValueError(f"head dim D={self.D} must be a power of two in 16..256")
         self.causal = bool(self.problem.get("causal", True))
         self.dtype_name = str(self.problem.get("dtype", "bf16"))
-        if self.dtype_name not in kern.DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(kern.DTYPES)}")
+        check_dtype(self.dtype_name, kern.DTYPES)
         self.dtype = kern.DTYPES[self.dtype_name]
         self._gqa_modes: dict[str, bool] | None = None  # backend -> takes enable_gqa natively
         # tensor descriptors (TMA) by default where the GPU has the copy engine (Hopper, 9.0+)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import torch
@@ -120,6 +120,20 @@ def input_sets(footprint_bytes: int, l2_bytes: int) -> int:
         return 1
     span = STREAM_SPAN_L2 * l2_bytes
     return min(MAX_INPUT_SETS, max(2, -(-span // max(1, footprint_bytes))))
+
+
+def check_dtype(name: str, dtypes: Iterable[str]) -> None:
+    """Refuse a ``dtype`` problem value the kernel has no type for, naming the value given and
+    those it takes (as ``model=`` presets are named).
+
+    Example:
+        >>> check_dtype("float7", ("bf16", "fp16"))
+        Traceback (most recent call last):
+        ...
+        ValueError: dtype='float7' is not one of bf16, fp16
+    """
+    if name not in dtypes:
+        raise ValueError(f"dtype={name!r} is not one of {', '.join(sorted(dtypes))}")
 
 
 def tensor_bytes(tensors: Tensors) -> int:

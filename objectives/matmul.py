@@ -34,7 +34,7 @@ from autotune.correctness import TOLERANCE, check_close
 from autotune.device import detect_device
 from autotune.failures import OutOfResources
 from autotune.kernels import matmul_triton as kern
-from autotune.objectives.kernel import KernelObjective, Tensors, tensor_bytes
+from autotune.objectives.kernel import KernelObjective, Tensors, check_dtype, tensor_bytes
 from autotune.timing import Timing
 
 #: Up to this M a product is bound by reading B: its roofline is a copy of B.
@@ -54,8 +54,7 @@ class MatmulObjective(KernelObjective):
         super().__init__(problem)
         self.M, self.N, self.K = (int(self.problem[key]) for key in ("M", "N", "K"))
         self.dtype_name = str(self.problem.get("dtype", "bf16"))
-        if self.dtype_name not in kern.DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(kern.DTYPES)}, got {self.dtype_name!r}")
+        check_dtype(self.dtype_name, kern.DTYPES)
         M, N, K = self.M, self.N, self.K
         self.check_sizes({"M": M, "N": N, "K": K}, M * K + K * N + M * N)
         self.layout = "nk" if self.dtype_name == "fp8" else str(self.problem.get("layout", "kn"))

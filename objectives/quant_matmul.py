@@ -39,7 +39,7 @@ from autotune.correctness import TOLERANCE, check_close
 from autotune.failures import WrongResult
 from autotune.kernels import quant_matmul_triton as kern
 from autotune.kernels.interpreter import EMULATED_SMS, pow2_at_least, sm_count
-from autotune.objectives.kernel import KernelObjective, Tensors, tensor_bytes
+from autotune.objectives.kernel import KernelObjective, Tensors, check_dtype, tensor_bytes
 from autotune.timing import Timing
 
 DEFAULT_MAX_ERROR = 0.2
@@ -67,8 +67,7 @@ class QuantMatmulObjective(KernelObjective):
         M, N, K = self.M, self.N, self.K
         self.check_sizes({"M": M, "N": N, "K": K}, M * K + K * N + M * N)
         self.dtype_name = str(self.problem.get("dtype", "bf16"))
-        if self.dtype_name not in kern.DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(kern.DTYPES)}")
+        check_dtype(self.dtype_name, kern.DTYPES)
         self.dtype = kern.DTYPES[self.dtype_name]
         self.max_error = float(self.problem.get("max_error", DEFAULT_MAX_ERROR))
         if not self.max_error > 0:

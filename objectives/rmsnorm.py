@@ -29,7 +29,7 @@ import torch
 
 from autotune.correctness import TOLERANCE, check_close
 from autotune.kernels import rmsnorm_triton as kern
-from autotune.objectives.kernel import KernelObjective, Tensors
+from autotune.objectives.kernel import KernelObjective, Tensors, check_dtype
 from autotune.timing import Timing
 
 
@@ -47,8 +47,7 @@ class RMSNormObjective(KernelObjective):
         super().__init__(problem)
         self.M, self.N = int(self.problem["M"]), int(self.problem["N"])
         self.dtype_name = str(self.problem.get("dtype", "bf16"))
-        if self.dtype_name not in kern.DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(kern.DTYPES)}")
+        check_dtype(self.dtype_name, kern.DTYPES)
         self.dtype = kern.DTYPES[self.dtype_name]
         self.residual = bool(self.problem.get("residual", True))
         self.eps = float(self.problem.get("eps", 1e-6))

@@ -210,6 +210,11 @@ BAD_INPUT = [
         ["tune", "serving", "--problem", "vocab=100000000000", "--trials", "1"],
         "vocab=100000000000, d_model=128, n_layers=2, max_context=256: the model's",
     ),
+    # "dtype must be one of ['bf16', 'fp16']": not the value given, and a Python list
+    (["tune", "attention", "--problem", "dtype=float7"], "dtype='float7' is not one of bf16, fp16"),
+    (["tune", "rmsnorm", "--problem", "dtype=fp8"], "--problem: dtype='fp8' is not one of bf16"),
+    (["tune", "quant-matmul", "--problem", "dtype=f"], "--problem: dtype='f' is not one of bf16"),
+    (["tune", "matmul", "--problem", "dtype=f"], "dtype='f' is not one of bf16, fp16, fp8"),
     (["tune", "serving", "--problem", "kv_cache_mb=0"], "kv_cache_mb=0 must be above 0"),
     (["tune", "serving", "--problem", "max_kl=-1"], "max_kl=-1 must be 0 or more"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
