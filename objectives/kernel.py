@@ -217,11 +217,16 @@ class KernelObjective(Objective):
         raise NotImplementedError
 
     def check_sizes(
-        self, sizes: dict[str, int], tensor_elements: int, element_bytes: int = 2
+        self,
+        sizes: dict[str, int],
+        tensor_elements: int,
+        element_bytes: int = 2,
+        reference_elements: int = 0,
     ) -> None:
         """Refuse, before any trial, a size below 1 or past :data:`MOST_SIZE` (the kernels'
-        32-bit offsets), or tensors (``tensor_elements`` of ``element_bytes``) larger than
-        the device's memory: every trial would crash or run out of memory.
+        32-bit offsets), or tensors (``tensor_elements`` of ``element_bytes``, and the
+        ``reference_elements`` of float64 its correctness check computes beside them) larger
+        than the device's memory: every trial would crash or run out of memory.
 
         Example:
             >>> from autotune.objectives import get_objective
@@ -233,12 +238,14 @@ class KernelObjective(Objective):
         for name, value in sizes.items():
             if not 1 <= value <= MOST_SIZE:
                 raise ValueError(f"{name}={value} must be a whole number in 1..{MOST_SIZE}")
-        need, have = tensor_elements * element_bytes, memory_bytes(self.device)
+        need = tensor_elements * element_bytes + 8 * reference_elements
+        have = memory_bytes(self.device)
         if have and need > have:
             shown = ",".join(f"{name}={value}" for name, value in sizes.items())
-            raise ValueError(f"{shown}: the problem's tensors take {need / 2**30:,.1f} GiB, "
-                             f"more than the {self.device}'s {have / 2**30:,.1f} GiB of "
-                             "memory")  # fmt: skip
+            check = " with the float64 reference of the check" if reference_elements else ""
+            raise ValueError(f"{shown}: the problem's tensors take {need / 2**30:,.1f} GiB"
+                             f"{check}, more than the {self.device}'s {have / 2**30:,.1f} GiB "
+                             "of memory")  # fmt: skip
 
     def footprint_bytes(self, tensors: Tensors) -> int:
         """Bytes one launch of the kernel reads and writes, which sizes the rotation of input

@@ -65,7 +65,10 @@ class QuantMatmulObjective(KernelObjective):
         super().__init__(problem)
         self.M, self.N, self.K = (int(self.problem[key]) for key in ("M", "N", "K"))
         M, N, K = self.M, self.N, self.K
-        self.check_sizes({"M": M, "N": N, "K": K}, M * K + K * N + M * N)
+        # x, w, y and cublas_y; the check's float64 x, w and products (its quantized
+        # reference's, the exact one's, y's)
+        self.check_sizes({"M": M, "N": N, "K": K}, M * K + K * N + 2 * M * N,
+                         reference_elements=M * K + K * N + 3 * M * N)  # fmt: skip
         self.dtype_name = str(self.problem.get("dtype", "bf16"))
         check_dtype(self.dtype_name, kern.DTYPES)
         self.dtype = kern.DTYPES[self.dtype_name]

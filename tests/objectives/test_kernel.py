@@ -19,7 +19,7 @@ from autotune.objectives import get_objective
         ("attention", {"H": 12, "H_KV": 8}, "H=12 must be a multiple of H_KV=8"),
         ("attention", {"S": 2**31}, "S=2147483648 must be a whole number"),
         ("matmul", {"K": 0}, "K=0 must be a whole number"),
-        ("matmul", {"M": 10**8, "N": 10**8}, "the problem's tensors take 18,626,"),
+        ("matmul", {"M": 10**8, "N": 10**8}, "the problem's tensors take 149,011,743.1 GiB with"),
         ("quant-matmul", {"N": -1}, "N=-1 must be a whole number"),
     ],
 )  # fmt: skip
@@ -28,3 +28,17 @@ def test_a_size_no_trial_could_run_is_refused_before_the_sweep(workload, problem
     with pytest.raises(ValueError, match=None) as refused:
         cls({**cls.default_problem({"type": "cpu"}), **problem})
     assert says in str(refused.value)
+
+
+@pytest.mark.parametrize("workload", ["matmul", "quant-matmul"])
+def test_a_product_whose_float64_check_outgrows_memory_is_refused_before_the_sweep(workload):
+    # M=N=K=32768 bf16 on a 24-GiB CPU: A, B and C are 6 GiB, so it passed, and each trial
+    # drew them, and the float64 check's copies (38 GiB in all) ran the machine out of memory
+    from autotune.objectives.kernel import cuda_present, memory_bytes
+
+    have = memory_bytes("cuda" if cuda_present() else "cpu")
+    side = int((have / 12) ** 0.5)  # 6 bytes a square's element fit; with float64 copies, not
+    cls = get_objective(workload)
+    problem = {**cls.default_problem({"type": "cpu"}), "M": side, "N": side, "K": side}
+    with pytest.raises(ValueError, match="with the float64 reference of the check, more than"):
+        cls(problem)
