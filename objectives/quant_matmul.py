@@ -74,7 +74,8 @@ class QuantMatmulObjective(KernelObjective):
         self.dtype = kern.DTYPES[self.dtype_name]
         self.max_error = float(self.problem.get("max_error", DEFAULT_MAX_ERROR))
         if not self.max_error > 0:
-            raise ValueError(f"max_error must be > 0, got {self.max_error}")
+            given = self.problem.get("max_error")
+            raise ValueError(f"max_error={given} must be above 0 (a relative error)")
 
     @classmethod
     def default_problem(cls, device: dict[str, Any]) -> dict[str, Any]:

@@ -215,6 +215,8 @@ BAD_INPUT = [
     (["tune", "rmsnorm", "--problem", "dtype=fp8"], "--problem: dtype='fp8' is not one of bf16"),
     (["tune", "quant-matmul", "--problem", "dtype=f"], "--problem: dtype='f' is not one of bf16"),
     (["tune", "matmul", "--problem", "dtype=f"], "dtype='f' is not one of bf16, fp16, fp8"),
+    # "max_error must be > 0, got -1.0": not the key=value given, a value not as typed
+    (["tune", "quant-matmul", "--problem", "max_error=-1"], "--problem: max_error=-1 must be"),
     (["tune", "serving", "--problem", "kv_cache_mb=0"], "kv_cache_mb=0 must be above 0"),
     (["tune", "serving", "--problem", "max_kl=-1"], "max_kl=-1 must be 0 or more"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
