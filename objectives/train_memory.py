@@ -228,3 +228,34 @@ tokens) takes 48.4 GiB, more than this machine's 16.0 GiB of memory
                      f"({global_batch} x {seq_len + 1} int64 tokens) takes {need / 2**30:,.1f} "
                      f"GiB, more than this machine's {host_bytes / 2**30:,.1f} GiB of "
                      "memory")  # fmt: skip
+
+
+def check_state_fits(cfg: LlamaConfig, world_size: int, memory: int, where: str) -> None:
+    """Refuse a model whose training state (fp32 weights, gradients and AdamW's two moments: 16
+    bytes a parameter, sharded over ``world_size`` processes at best, as FSDP2 shards it)
+    outgrows the whole ``memory`` of one process's device (``where``: 'this CPU', 'this GPU
+    (NAME)'; 0: not known, left to the sweep): every config would be refused by its predicted
+    peak, one by one, or fail. Named by the sizes it comes of.
+
+    Raises:
+        ValueError: naming the model's sizes, the state's bytes and the memory.
+
+    Example:
+        >>> big = LlamaConfig(vocab=32000, d_model=4096, n_layers=32, n_heads=32, seq_len=64)
+        >>> check_state_fits(big, 8, 80 * 2**30, "this GPU (H100)")
+        >>> check_state_fits(big, 1, 24 * 2**30, "this CPU")  # doctest: +NORMALIZE_WHITESPACE
+        Traceback (most recent call last):
+        ...
+        ValueError: vocab=32000, d_model=4096, n_layers=32: the model's 6,713,249,792 parameters
+        take 100.0 GiB to train (fp32 weights, gradients and AdamW's two moments, 16 bytes each),
+        more than the 24.0 GiB of memory of this CPU
+    """
+    state = 16.0 * param_count(cfg) / world_size
+    if not memory or state <= memory:
+        return
+    sizes = f"vocab={cfg.vocab}, d_model={cfg.d_model}, n_layers={cfg.n_layers}"
+    shared = f" over world_size={world_size} processes" if world_size > 1 else ""
+    raise ValueError(f"{sizes}: the model's {param_count(cfg):,} parameters take "
+                     f"{state / 2**30:,.1f} GiB to train{shared} (fp32 weights, gradients and "
+                     "AdamW's two moments, 16 bytes each), more than the "
+                     f"{memory / 2**30:,.1f} GiB of memory of {where}")  # fmt: skip

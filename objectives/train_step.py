@@ -208,6 +208,10 @@ class TrainStepObjective(Objective):
             raise ValueError(f"world_size must be at least 1, not {self.world_size}")
         # every trial failed on these (or every config was ruled out), and the sweep ended
         # "no trial succeeded" with exit 1 instead of naming the value
+        # model=7b on a 24-GiB CPU: every config refused by its predicted peak, exit 1
+        where = "this CPU" if info.type == "cpu" else f"this GPU ({info.name})"
+        train_memory.check_state_fits(self.model_config, self.world_size, info.total_memory,
+                                      where)  # fmt: skip
         if not float(p["lr"]) > 0:
             raise ValueError(f"lr={p['lr']} must be positive")
         if not self.loss_scale_init > 0:

@@ -217,6 +217,11 @@ BAD_INPUT = [
     (["tune", "matmul", "--problem", "dtype=f"], "dtype='f' is not one of bf16, fp16, fp8"),
     # "max_error must be > 0, got -1.0": not the key=value given, a value not as typed
     (["tune", "quant-matmul", "--problem", "max_error=-1"], "--problem: max_error=-1 must be"),
+    # model=7b on a 24-GiB CPU: 'every config was refused: predicted peak memory', exit 1
+    (
+        ["tune", "train-step", "--problem", "n_layers=100000000", "--trials", "1"],
+        "vocab=512, d_model=128, n_layers=100000000: the model's",
+    ),
     (["tune", "serving", "--problem", "kv_cache_mb=0"], "kv_cache_mb=0 must be above 0"),
     (["tune", "serving", "--problem", "max_kl=-1"], "max_kl=-1 must be 0 or more"),
     (["tune", "matmul", "--time-budget", "soon"], "not a duration"),
