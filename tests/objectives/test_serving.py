@@ -161,7 +161,8 @@ def test_measured_slo_limits_are_constraints_of_the_sweep(tmp_path) -> None:
     )  # fmt: skip
     assert done.returncode == 1 and "no trial succeeded" in done.stderr
     # the pointer names the study (a search by group has one per group)
-    assert re.search(r"`autotune trials --study serving-[0-9-]+`", done.stderr), done.stderr
+    pointer = r"`autotune trials --study serving-[0-9-]+ --storage \S+`"  # not the default
+    assert re.search(pointer, done.stderr), done.stderr
     # stopped as soon as 2 of the 4 requests were over (the p99 could not come back under), or
     # at the first check after that: on a loaded machine requests that arrive together finish
     # their prefill in one step
