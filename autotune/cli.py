@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -459,9 +460,16 @@ label_option_values(app)  # every option's value: PATH, KEY=VALUE, INTEGER, not 
 summarize_commands(app)  # each command's line in `autotune --help`: its docstring's summary
 
 
-def main() -> None:
-    """The ``autotune`` command: a usage error the option parser finds (a value out of range,
-    an unknown option) is one line naming the option, exit code 2, as every other bad input."""
+def run(args: Sequence[str] | None = None) -> int:
+    """Run one ``autotune`` command in this process and return its exit code (``args``: the
+    command line after ``autotune``; None: ``sys.argv``). A usage error the option parser finds
+    (a value out of range, an unknown option) is one line naming the option, exit code 2, as
+    every other bad input. :func:`main` ends the process with this code.
+
+    Example:
+        >>> run(["export", "--to", "xml", "--storage", "sqlite:///runs.db"])  # doctest: +SKIP
+        2
+    """
     try:  # Typer >= 0.22 carries its own Click
         from typer._click.exceptions import NoArgsIsHelpError
         from typer._click.exceptions import UsageError as ClickUsageError
@@ -477,19 +485,26 @@ def main() -> None:
     # handlers while it runs and puts these back)
     with stop_signals_recorded():
         try:
-            code = app(standalone_mode=False)  # an exit code is returned, not raised
+            # an exit code is returned, not raised; given args are a command of `autotune`
+            named = {} if args is None else {"args": list(args), "prog_name": "autotune"}
+            code = app(standalone_mode=False, **named)
         except typer.Abort:
             err.print("interrupted")
-            end_process(130)
+            return 130
         except NoArgsIsHelpError as exc:  # `autotune` alone: the help
             exc.show()
-            end_process(exc.exit_code)
+            return exc.exit_code
         except ClickUsageError as exc:
             where = f"{exc.ctx.command_path}: " if exc.ctx is not None else ""
             err.print(f"error: {where}{exc.format_message()}", markup=False, highlight=False,
                       soft_wrap=True)  # fmt: skip
-            end_process(2)
-        end_process(code if isinstance(code, int) else 0)
+            return 2
+    return code if isinstance(code, int) else 0
+
+
+def main() -> None:
+    """The ``autotune`` command: :func:`run`, then the process ends with its exit code."""
+    end_process(run())
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
+from tests.cli_in_process import autotune_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -263,7 +264,7 @@ BAD_INPUT = [
 
 @pytest.mark.parametrize(("args", "message"), BAD_INPUT)
 def test_bad_input_is_one_line_and_exit_code_2(tmp_path, args, message):
-    result = autotune(*args, cwd=tmp_path)
+    result = autotune_in_process(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
@@ -530,7 +531,7 @@ def test_more_bad_input_ends_in_one_line_and_keeps_the_study(tmp_path, study_k):
           "M=1.5,N=16,K=16"), "--problem: M=1.5 is not a whole number"),
     ]  # fmt: skip
     for args, says in cases:
-        done = autotune(*args)
+        done = autotune_in_process(*args)
         assert done.returncode == 2, (args, done.stderr)
         assert says in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
