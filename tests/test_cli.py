@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 import pandas as pd
 import pytest
+
 from tests.cli_in_process import autotune_in_process
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,11 +116,13 @@ def test_replay_sweep_then_best_trials_and_export(tmp_path, replay_table):
     assert record["values"] == {"tflops": 388.0}
     assert record["label"].startswith("REPLAY")
 
-    best = autotune("best", "--storage", url)
+    best = autotune_in_process("best", "--storage", url)
     assert best.returncode == 0 and '"BM": 256' in best.stdout
 
     csv_path = tmp_path / "trials.csv"
-    listed = autotune("trials", "--storage", url, "--format", "csv", "--output", str(csv_path))
+    listed = autotune_in_process(
+        "trials", "--storage", url, "--format", "csv", "--output", str(csv_path)
+    )
     assert listed.returncode == 0, listed.stderr
     frame = pd.read_csv(csv_path)
     assert len(frame) == 20 and {"status", "reason", "tflops", "BM", "BN"} <= set(frame.columns)
@@ -127,22 +130,22 @@ def test_replay_sweep_then_best_trials_and_export(tmp_path, replay_table):
 
     parquet = tmp_path / "trials.parquet"
     assert (
-        autotune(
+        autotune_in_process(
             "trials", "--storage", url, "--format", "parquet", "--output", str(parquet)
         ).returncode
         == 0
     )
     assert len(pd.read_parquet(parquet)) == 20
 
-    table = autotune("trials", "--storage", url)
+    table = autotune_in_process("trials", "--storage", url)
     assert table.returncode == 0 and "out_of_resources" in table.stdout
 
-    yaml_out = autotune("export", "--storage", url, "--to", "yaml")
+    yaml_out = autotune_in_process("export", "--storage", url, "--to", "yaml")
     assert yaml_out.returncode == 0 and "BM: 256" in yaml_out.stdout
 
     # a stack this sweep cannot feed: one line that names the sweep it was asked of
     for target, needs in (("hf", "a train-step sweep"), ("vllm", "a serving or server sweep")):
-        refused = autotune("export", "--storage", url, "--to", target)
+        refused = autotune_in_process("export", "--storage", url, "--to", target)
         assert refused.returncode == 2
         assert needs in refused.stderr and "study 'r' tuned replay" in refused.stderr
 
@@ -286,7 +289,7 @@ def test_impossible_constraint_is_refused_before_any_trial(tmp_path):
         "parameters:\n  BLOCK_M: {type: pow2, low: 16, high: 64}\n"
         "constraints:\n  never: BLOCK_M > 1024\n"
     )
-    result = autotune(
+    result = autotune_in_process(
         "tune",
         "matmul",
         "--space",
@@ -306,7 +309,7 @@ def test_constraints_impossible_only_together_are_named_together(tmp_path):
         "parameters:\n  BLOCK_M: {type: pow2, low: 16, high: 64}\n"
         "constraints:\n  big: BLOCK_M > 16\n  small: BLOCK_M < 32\n"
     )
-    result = autotune("tune", "matmul", "--space", str(space), cwd=tmp_path)
+    result = autotune_in_process("tune", "matmul", "--space", str(space), cwd=tmp_path)
     assert result.returncode == 2
     assert "both.yaml: the constraints (big, small) admit no config" in result.stderr
 
@@ -318,8 +321,8 @@ def test_a_problem_the_space_cannot_serve_names_the_constraint_and_the_value(tmp
         "  num_warps: {type: pow2, low: 4, high: 8}\nconstraints:\n"
         "  k_step_fits: 'BLOCK_K <= K'\n  warps: 'num_warps >= 4'\n"
     )
-    result = autotune("tune", "matmul", "--space", "mine.yaml", "--problem", "M=16,N=16,K=16",
-                      cwd=tmp_path)  # fmt: skip
+    result = autotune_in_process("tune", "matmul", "--space", "mine.yaml", "--problem",
+                                 "M=16,N=16,K=16", cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2
     assert "constraints.k_step_fits: 'BLOCK_K <= K' admits no config at K=16" in result.stderr
 
@@ -340,7 +343,7 @@ def test_a_space_that_admits_no_config_names_the_problem_values_it_read(
         "name: mine\nworkload: matmul\nparameters:\n  BLOCK_M: {type: pow2, low: 16, high: 64}\n"
         f"constraints:\n{constraints}"
     )
-    result = autotune("tune", "matmul", "--space", "mine.yaml", "--problem", problem,
+    result = autotune_in_process("tune", "matmul", "--space", "mine.yaml", "--problem", problem,
                       cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.strip() == f"error: {says}"
@@ -358,13 +361,15 @@ def test_the_shipped_matmul_space_serves_a_k_smaller_than_its_smallest_k_step(tm
 
 def test_bad_input_loses_nothing_already_stored(study_k):
     url, _ = study_k  # a replay sweep of 6 trials
-    before = autotune("trials", "--storage", url, "--study", "k", "--format", "csv").stdout
+    before = autotune_in_process(
+        "trials", "--storage", url, "--study", "k", "--format", "csv"
+    ).stdout
     launched = [row for row in before.splitlines()[1:] if ",infeasible," not in row]
     assert len(launched) >= 6
     # resuming the replay study as another workload is refused, and the study is intact
-    refused = autotune("tune", "faults", "--storage", url, "--study", "k")
+    refused = autotune_in_process("tune", "faults", "--storage", url, "--study", "k")
     assert refused.returncode == 2 and "cannot resume" in refused.stderr
-    listed = autotune("trials", "--storage", url, "--study", "k", "--format", "csv")
+    listed = autotune_in_process("trials", "--storage", url, "--study", "k", "--format", "csv")
     assert listed.returncode == 0 and listed.stdout == before
 
 
@@ -384,14 +389,17 @@ def test_a_space_or_problem_the_workload_or_the_study_cannot_take_is_refused_fir
     sweep = ("tune", "train-step", "--trials", "1", "--finish-top", "0", "--storage", url)
     # a small model for two steps: the default problem's trial took 18 s of CPU
     tiny = "vocab=128,d_model=32,n_layers=1,n_heads=2,seq_len=16,steps=2,warmup_steps=1"
-    refused = autotune(*sweep, "--space", str(bogus))
+    refused = autotune_in_process(*sweep, "--space", str(bogus))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "bogus.yaml: parameters.bogus_knob: train-step has no such config key" in refused.stderr
     assert not (tmp_path / "t.db").exists() or not optuna.get_all_study_names(url)
     first = autotune(*sweep, "--problem", tiny, "--study", "t")
     assert first.returncode == 0, first.stderr
     assert "#0 (local worker 0) untuned default" in first.stderr
-    assert "0 (untuned default)" in autotune("trials", "--storage", url, "--study", "t").stdout
+    assert (
+        "0 (untuned default)"
+        in autotune_in_process("trials", "--storage", url, "--study", "t").stdout
+    )
     before = stored_studies(url)
     for extra, says in (
         (("--problem", tiny.replace("d_model=32", "d_model=64")),
@@ -400,7 +408,7 @@ def test_a_space_or_problem_the_workload_or_the_study_cannot_take_is_refused_fir
          "narrow.yaml: parameters.micro_batch: study 't' holds it as choices [1, 2, 4, 8, 16, "
          "32, 64]"),
     ):  # fmt: skip
-        resumed = autotune(*sweep, "--study", "t", *extra)
+        resumed = autotune_in_process(*sweep, "--study", "t", *extra)
         assert resumed.returncode == 2 and says in resumed.stderr, resumed.stderr
         assert "Traceback" not in resumed.stderr
     assert stored_studies(url) == before
@@ -410,7 +418,7 @@ def test_a_space_or_problem_the_workload_or_the_study_cannot_take_is_refused_fir
     assert "note: the untuned default (micro_batch=8) lies outside" in narrowed.stderr
     trial_zero = next(line for line in narrowed.stderr.splitlines() if "] #0 (" in line)
     assert "untuned default" not in trial_zero  # no default ran: trial 0 is not called one
-    assert "interrupted" not in autotune("trials", "--storage", url, "--study", "n",
+    assert "interrupted" not in autotune_in_process("trials", "--storage", url, "--study", "n",
                                          "--all", "--format", "csv").stdout  # fmt: skip
 
 
@@ -424,7 +432,9 @@ def test_a_resumed_sweep_refuses_other_objectives_rather_than_ignoring_them(tmp_
     first = autotune("tune", "faults", "--space", str(calm), "--trials", "1", "--study", "f",
                      *sweep)  # fmt: skip
     assert first.returncode == 0, first.stderr
-    other = autotune("tune", "--study", "f", "--storage", url, "--objective", "latency_s")
+    other = autotune_in_process(
+        "tune", "--study", "f", "--storage", url, "--objective", "latency_s"
+    )
     assert other.returncode == 2 and "Traceback" not in other.stderr
     assert "--objective 'latency_s': study 'f' tunes score:max; a resumed sweep keeps them" in (
         other.stderr
@@ -439,8 +449,8 @@ def test_an_output_that_names_no_file_is_refused_naming_the_flag(tmp_path, repla
     # --output '' read "--output .: is a folder; name a file", and --output ' ' wrote a file
     # named ' ' in the working folder
     replay = ["--replay", str(replay_table), "--params", "BM,BN", "--metric", "tflops"]
-    done = autotune("tune", *replay, "--trials", "2", "--storage", "memory", "--output", name,
-                    cwd=tmp_path)  # fmt: skip
+    done = autotune_in_process("tune", *replay, "--trials", "2", "--storage", "memory",
+                               "--output", name, cwd=tmp_path)  # fmt: skip
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"'--output': {name!r} names no file; name one (or - for standard output)" in (
         done.stderr
@@ -563,7 +573,9 @@ def test_export_triton_configs_are_loadable(tmp_path):
     )
     assert tuned.returncode == 0, tuned.stderr
     target = tmp_path / "configs.py"
-    exported = autotune("export", "--to", "triton", "--storage", url, "--output", str(target))
+    exported = autotune_in_process(
+        "export", "--to", "triton", "--storage", url, "--output", str(target)
+    )
     assert exported.returncode == 0, exported.stderr
     namespace: dict = {}
     exec(compile(target.read_text(), str(target), "exec"), namespace)  # noqa: S102
@@ -578,7 +590,7 @@ def test_export_triton_configs_are_loadable(tmp_path):
     # a per-shape table for a kernel with the tutorial's names and neither schedule nor split
     table = tmp_path / "table.py"
     rename = "BLOCK_M=BLOCK_SIZE_M,BLOCK_N=BLOCK_SIZE_N,SPLIT_K=,SCHEDULE=,EPILOGUE_SUBTILE="
-    exported = autotune("export", "--to", "triton", "--table", "--storage", url,
+    exported = autotune_in_process("export", "--to", "triton", "--table", "--storage", url,
                         "--rename", rename, "--output", str(table))  # fmt: skip
     assert exported.returncode == 0, exported.stderr
     namespace = {}
@@ -589,7 +601,7 @@ def test_export_triton_configs_are_loadable(tmp_path):
         table.read_text()
     )
     assert not any("EPILOGUE_SUBTILE" in c.kwargs for c in namespace["configs"])
-    refused = autotune("export", "--to", "json", "--table", "--storage", url)
+    refused = autotune_in_process("export", "--to", "json", "--table", "--storage", url)
     assert refused.returncode == 2 and "--table needs --to triton" in refused.stderr
 
 
@@ -679,7 +691,7 @@ def test_an_output_the_disk_cannot_take_is_one_line_and_the_sweep_stays(tmp_path
         "is stored"
     )
     assert "Traceback" not in done.stderr
-    assert autotune("best", "--storage", url, "--study", "f").returncode == 0
+    assert autotune_in_process("best", "--storage", url, "--study", "f").returncode == 0
 
 
 def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path):
@@ -689,7 +701,7 @@ def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path):
                   for bm in (16, 32)]).to_csv(replay_table, index=False)  # fmt: skip
     optuna.create_study(storage=url, study_name="placeholder")
     optuna.delete_study(storage=url, study_name="placeholder")
-    empty = autotune("studies", "--storage", url)
+    empty = autotune_in_process("studies", "--storage", url)
     assert empty.returncode == 0 and empty.stdout == ""
     assert f"no studies in {url}" in empty.stderr
     name = "[red]x[/red]"
@@ -698,12 +710,16 @@ def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path):
                      "--finish-top", "0", "--executor", "inline")  # fmt: skip
     assert swept.returncode == 0, swept.stderr
     assert f"study {name} (0 trials stored)" in swept.stderr  # the name as given, not markup
-    assert autotune("studies", "--storage", url).stdout == f"{name}\n"  # not rendered as markup
+    assert (
+        autotune_in_process("studies", "--storage", url).stdout == f"{name}\n"
+    )  # not rendered as markup
     for fmt in ("csv", "parquet", "html"):
         out = tmp_path / f"t.{fmt}"
-        done = autotune("trials", "--storage", url, "--format", fmt, "--output", str(out))
+        done = autotune_in_process(
+            "trials", "--storage", url, "--format", fmt, "--output", str(out)
+        )
         assert done.returncode == 0 and f"wrote {out}" in done.stderr and out.stat().st_size
-    report = autotune("report", "--storage", url, "--output", str(tmp_path / "r.html"))
+    report = autotune_in_process("report", "--storage", url, "--output", str(tmp_path / "r.html"))
     assert report.returncode == 0 and "Warning" not in report.stderr, report.stderr
 
 
@@ -861,7 +877,7 @@ def test_a_resume_without_slo_judges_its_new_trials_by_the_stored_one(tmp_path):
               for t in study.trials}  # fmt: skip
     assert len(states) == 6
     assert all(states[score, 0.6] == "slo_violated" for score in (0.2, 0.4, 0.6)), states
-    best = autotune("best", "--storage", url, "--study", "s")
+    best = autotune_in_process("best", "--storage", url, "--study", "s")
     assert '"delay": 0.0' in best.stdout and '"score": 0.6' in best.stdout, best.stdout
 
 
@@ -880,7 +896,9 @@ def test_trials_as_parquet_takes_a_parameter_that_mixes_numbers_and_words(tmp_pa
         )
         study.add_trial(trial)
     out = tmp_path / "t.parquet"
-    done = autotune("trials", "--storage", url, "--format", "parquet", "--output", str(out))
+    done = autotune_in_process(
+        "trials", "--storage", url, "--format", "parquet", "--output", str(out)
+    )
     assert done.returncode == 0, done.stderr
     assert sorted(pd.read_parquet(out)["b"]) == ["1", "x"]
 
@@ -1262,7 +1280,7 @@ def test_a_refused_key_is_named_as_given_not_as_a_secret(study_k):
                                          "table's key (here nosuch) names the problem's sizes "
                                          "(M,N,K by default)"),
     ]:  # fmt: skip
-        done = autotune("export", "--to", "triton", "--storage", url, *args)
+        done = autotune_in_process("export", "--to", "triton", "--storage", url, *args)
         assert done.returncode == 2 and done.stderr.strip() == says, done.stderr
 
 
@@ -1278,7 +1296,9 @@ def test_a_recording_refuses_what_a_sweep_refuses_before_any_config(tmp_path):
         (("server", "--space", "s.yaml", "--problem", command), "no program no-such-server-xyz on "
                                                                "PATH"),
     ]:  # fmt: skip
-        done = autotune("record", *args, "--output", "r.csv", "--limit", "2", cwd=tmp_path)
+        done = autotune_in_process(
+            "record", *args, "--output", "r.csv", "--limit", "2", cwd=tmp_path
+        )
         assert done.returncode == 2 and says in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert not (tmp_path / "r.csv").exists()
@@ -1290,7 +1310,7 @@ def test_a_refused_resume_is_one_line_without_the_sweeps_notes_before_it(study_k
     url, replay_table = study_k  # a replay sweep of replay_table at BM,BN, stored as study k
     stored = ("--storage", url, "--study", "k", "--executor", "inline", "--finish-top", "0")
     before = stored_studies(url)
-    done = autotune("tune", "--replay", str(replay_table), "--params", "BM", "--metric",
+    done = autotune_in_process("tune", "--replay", str(replay_table), "--params", "BM", "--metric",
                     "tflops", "--trials", "9", *stored)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
@@ -1344,9 +1364,9 @@ def test_an_output_that_is_the_trace_the_sweep_replays_is_refused_before_it(tmp_
     lines = '{"arrival": 0, "prompt_len": 8, "output_len": 4}\n'
     trace.write_text(lines)
     url = f"sqlite:///{tmp_path / 's.db'}"
-    refused = autotune("tune", "serving", "--problem", f"trace={trace}", "--trials", "1",
+    refused = autotune_in_process("tune", "serving", "--problem", f"trace={trace}", "--trials", "1",
                        "--finish-top", "0", "--executor", "inline", "--storage", url,
-                       "--output", str(trace), timeout=300)  # fmt: skip
+                       "--output", str(trace))  # fmt: skip
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     assert refused.stderr == (f"error: --output {trace}: is the trace file --problem names "
                               "(writing it would destroy it); name another file\n")  # fmt: skip
