@@ -134,6 +134,7 @@ def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
             "replay": replay,
             "metric": metric,
             "metrics": metrics,  # the study's objectives, ``metric`` first
+            "directions": _directions(study, info, metrics),  # each metric's, in order
             "winner_trial": winner.number if winner else None,
             "winner_config": dict(winner.params) if winner else None,
             "winner_value": _finish_median(study, winner) if winner else None,
@@ -167,9 +168,46 @@ def compare_studies(studies: list[optuna.Study]) -> list[dict[str, Any]]:
     return rows
 
 
+def _directions(study: optuna.Study, info: dict[str, Any], metrics: list[str]) -> list[str]:
+    """Each of ``metrics``' directions ('maximize' or 'minimize'), as the study stored them
+    with its objectives, else as optuna holds them (a study autotune did not make)."""
+    stored = info.get("objectives") or {}
+    held = [d.name.lower() for d in study.directions]
+    return [str(stored.get(m) or (held[i] if i < len(held) else "")) for i, m in enumerate(metrics)]
+
+
+def _direction_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """A note for each metric that two studies rank in opposite directions (one maximizes
+    what another minimizes: a replay's --maximize beside a --minimize, say), whose winners are
+    each the best of its own study's goal, not of one goal.
+
+    Example:
+        >>> print(*_direction_notes([
+        ...     {"study": "a", "metrics": ["ms"], "directions": ["maximize"]},
+        ...     {"study": "b", "metrics": ["ms"], "directions": ["minimize"]}]))
+        the studies rank ms in opposite directions (maximized by a; minimized by b): each ...
+    """
+    by_metric: dict[str, dict[str, list[str]]] = {}  # metric -> direction -> studies
+    for r in rows:
+        for metric, direction in zip(_metrics(r), r.get("directions") or [], strict=False):
+            if direction:
+                studies = by_metric.setdefault(str(metric), {}).setdefault(direction, [])
+                studies.append(shown(r["study"]))
+    notes = []
+    for metric, directions in by_metric.items():
+        if len(directions) < 2:
+            continue
+        whose = "; ".join(f"{d.removesuffix('e')}ed by {', '.join(studies)}"
+                          for d, studies in sorted(directions.items()))  # fmt: skip
+        notes.append(f"the studies rank {shown(metric)} in opposite directions ({whose}): each "
+                     "winner is the best of its own study's direction, and a figure better in "
+                     "one is worse in the other")  # fmt: skip
+    return notes
+
+
 def compare_notes(rows: list[dict[str, Any]]) -> list[str]:
     """What makes the rows less comparable than they look: sweeps of other workloads or
-    metrics, and sweeps without a winner.
+    metrics, a metric ranked in opposite directions, and sweeps without a winner.
 
     Example:
         >>> compare_notes([{"study": "a", "workload": "matmul", "metric": "tflops"},
@@ -190,6 +228,7 @@ def compare_notes(rows: list[dict[str, Any]]) -> list[str]:
         apart = "; " if any(len(m) > 1 for m in metrics) else ", "
         named = apart.join(" and ".join(shown(m) for m in ms) for ms in metrics)
         notes.append(f"the studies rank different metrics ({named})")
+    notes += _direction_notes(rows)
     if any(r.get("differs", []) is None for r in rows):
         notes.append("fewer than two studies have a successful trial: no winners to set apart")
     return notes

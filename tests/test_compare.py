@@ -92,6 +92,23 @@ def test_sweeps_of_several_objectives_are_compared_on_every_objective_for_the_no
     assert "different metrics" not in same, same
 
 
+def test_a_metric_ranked_in_opposite_directions_is_noted() -> None:
+    # a replay of one table run --maximize and again --minimize on the same --metric: each
+    # study's winner was shown side by side without a word that they sought opposite ends
+    up = _study("sqlite:///:memory:", "up", {1: (5.0,), 2: (9.0,)})
+    down = _study("sqlite:///:memory:", "down", {1: (5.0,), 2: (9.0,)},
+                  directions=("minimize",))  # fmt: skip
+    for study, direction in ((up, "maximize"), (down, "minimize")):
+        study.set_user_attr(STUDY, {**study.user_attrs[STUDY], "objectives": {"ms": direction}})
+    rows = compare_studies([up, down])
+    assert [r["winner_config"] for r in rows] == [{"x": 2}, {"x": 1}]
+    note = "the studies rank ms in opposite directions (maximized by up; minimized by down)"
+    assert f"note: {note}: each winner is the best of its own study's direction" in (
+        compare_text(rows))  # fmt: skip
+    assert note in compare_html(rows)
+    assert "opposite" not in compare_text(compare_studies([up, up]))
+
+
 def test_a_winners_value_elsewhere_is_shown_in_that_studys_metric() -> None:
     """The same config in a TFLOP/s sweep and in an ms sweep: 0.217 ms, not '0.217 TFLOP/s'."""
     rate = _study("sqlite:///:memory:", "rate", {1: (635.0,), 2: (500.0,)})
