@@ -132,17 +132,30 @@ def check_cache_fits(kv_cache_mb: float, device: DeviceInfo) -> None:
                      f"{memory}: no trial could hold the cache")  # fmt: skip
 
 
+def rotary_build_bytes(model: LlamaConfig) -> int:
+    """Bytes the rotary tables take at their peak as ``Llama`` builds them in fp32: the
+    positions (``seq_len``), and the angles, cos and sin (``seq_len`` x ``head_dim / 2``
+    each) at once (:func:`autotune.kernels.llama.rotary_tables`); only cos and sin stay.
+
+    Example:
+        >>> rotary_build_bytes(LlamaConfig(vocab=512, d_model=128, n_layers=2, n_heads=4,
+        ...                                seq_len=256))
+        50176
+    """
+    return 4 * model.seq_len + 3 * 4 * model.seq_len * (model.head_dim // 2)
+
+
 def model_build_bytes(model: LlamaConfig) -> int:
-    """Bytes a trial holds building the model: every parameter and the two rotary tables
-    (``seq_len`` x ``head_dim / 2`` each) in fp32, as ``Llama`` makes them before the engine
+    """Bytes a trial holds building the model: every parameter and the rotary tables as they
+    are built (:func:`rotary_build_bytes`) in fp32, as ``Llama`` makes them before the engine
     casts them (to bf16 on a GPU) or quantizes them.
 
     Example:
         >>> model_build_bytes(LlamaConfig(vocab=512, d_model=128, n_layers=2, n_heads=4,
         ...                               seq_len=256))
-        2263552
+        2280960
     """
-    return 4 * param_count(model) + 4 * model.seq_len * model.head_dim
+    return 4 * param_count(model) + rotary_build_bytes(model)
 
 
 def check_model_fits(model: LlamaConfig, kv_cache_mb: float, device: DeviceInfo) -> None:
@@ -173,7 +186,10 @@ def check_model_fits(model: LlamaConfig, kv_cache_mb: float, device: DeviceInfo)
     kind = "physical memory of this CPU" if device.type == "cpu" else f"this GPU ({device.name})"
     sizes = (f"vocab={model.vocab}, d_model={model.d_model}, n_layers={model.n_layers}, "
              f"max_context={model.seq_len}")  # fmt: skip
-    raise ValueError(f"{sizes}: the model's {param_count(model):,} parameters take "
+    rotary = rotary_build_bytes(model)
+    tables = (f" and its rotary tables ({rotary / 2**30:,.1f} GiB of it as they are built)"
+              if rotary > 4 * param_count(model) else "")  # fmt: skip
+    raise ValueError(f"{sizes}: the model's {param_count(model):,} parameters{tables} take "
                      f"{build / 2**30:,.1f} GiB in fp32 as a trial builds it, and with its "
                      f"kv_cache_mb={kv_cache_mb} cache {need / 2**30:,.1f} GiB, more than the "
                      f"{total / 2**30:,.3g} GiB of {kind}: no trial could hold them")  # fmt: skip

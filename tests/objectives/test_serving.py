@@ -385,3 +385,24 @@ def test_peak_memory_can_cap_a_serving_sweep_and_is_measured_on_the_cpu_too() ->
     assert peak > m.metrics["weight_gb"], m.metrics  # the process's resident set, weights in it
     assert slo_violations({"peak_memory_gb": peak / 2}, {**m.metrics, **m.values})
     assert not slo_violations({"peak_memory_gb": peak * 2}, {**m.metrics, **m.values})
+
+
+def test_a_max_context_whose_rotary_tables_outgrow_memory_is_refused_before_the_sweep() -> None:
+    # max_context=100000000 passed the fit check (the tables counted as held, 11.9 GiB, where
+    # building them holds the angles, cos and sin at once: 18.3 GiB), each trial building them
+    from autotune.device import DeviceInfo
+    from autotune.kernels.llama import LlamaConfig
+    from autotune.objectives.serving_cache import check_model_fits
+
+    cpu = DeviceInfo(type="cpu", name="cpu", total_memory=16 * 2**30)
+    model = LlamaConfig(vocab=512, d_model=128, n_layers=2, n_heads=4, seq_len=100_000_000)
+    with pytest.raises(ValueError) as refused:
+        check_model_fits(model, 4, cpu)
+    assert str(refused.value).startswith(
+        "vocab=512, d_model=128, n_layers=2, max_context=100000000: the model's 557,696 parameters"
+    ), refused.value
+    assert "its rotary tables (18.3 GiB of it as they are built) take 18.3 GiB" in (
+        str(refused.value))  # fmt: skip
+    assert "more than the 16 GiB of physical memory of this CPU" in str(refused.value)
+    check_model_fits(LlamaConfig(vocab=512, d_model=128, n_layers=2, n_heads=4,
+                                 seq_len=50_000_000), 4, cpu)  # 9.1 GiB: fits  # fmt: skip
