@@ -29,6 +29,8 @@ def _unit(name: str) -> tuple[str, str] | None:
     Example:
         >>> _unit("s"), _unit("W"), _unit("x"), _unit("latency_s"), _unit("ms")
         (None, None, None, ('s', 'sig3'), ('ms', 'sig3'))
+        >>> _unit("gflops_s"), _unit("req_s")
+        (('GFLOP/s', 'si'), ('req/s', 'si'))
     """
     if len(name) == 1:
         return None
@@ -46,6 +48,8 @@ def _unit(name: str) -> tuple[str, str] | None:
         return "", "percent"
     if len(words) >= 3 and words[-2] == "per":  # gb_per_s, energy_j_per_token: a rate
         return f"{_RATE_UNITS.get(words[-3], words[-3])}/{last}", "si"
+    if last == "s" and len(words) >= 2 and words[-2] in _COUNTED:  # gb_s, req_s: per second
+        return f"{_RATE_UNITS.get(words[-2], words[-2])}/s", "si"
     units = {"gb": "GB", "ms": "ms", "s": "s", "mhz": "MHz", "w": "W"}
     return (units[last], "sig3") if last in units else None
 
@@ -53,6 +57,11 @@ def _unit(name: str) -> tuple[str, str] | None:
 #: how the quantity of an ``X_per_Y`` metric is written (others as named: tokens, requests)
 _RATE_UNITS = {"gb": "GB", "tb": "TB", "mb": "MB", "kb": "KB", "j": "J", "gflops": "GFLOP",
                "tflops": "TFLOP", "flops": "FLOP", "b": "B", "bytes": "B"}  # fmt: skip
+#: the words before a final ``_s`` that make the metric a rate (``gflops_s``: GFLOP/s, as
+#: ``tok_s`` is tokens/s), not a time in seconds (``latency_s``, ``compile_s``): a quantity
+#: (a unit of :data:`_RATE_UNITS` other than J, whose J/s is a power) or a thing counted
+_COUNTED = {*_RATE_UNITS} - {"j"} | {"tokens", "requests", "req", "samples", "sequences",
+                                    "seqs", "images", "steps", "iters", "queries"}  # fmt: skip
 
 
 def _sig3(value: float) -> str:

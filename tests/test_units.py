@@ -43,3 +43,16 @@ def test_a_share_or_ratio_too_small_for_its_decimals_keeps_three_digits(metric, 
     # `autotune tune rmsnorm` on a CPU (the Triton interpreter against a copy) printed every
     # trial, the best and the finish's medians as 0.0%: the configs could not be told apart
     assert readable(metric, value) == shown
+
+
+@pytest.mark.parametrize(
+    ("metric", "shown"),
+    [("gflops_s", "1.23k GFLOP/s"), ("gb_s", "1.23k GB/s"), ("tokens_s", "1.23k tokens/s"),
+     ("req_s", "1.23k req/s"), ("samples_s", "1.23k samples/s"), ("tflops_s", "1234 TFLOP/s"),
+     ("latency_s", "1234 s"), ("compile_s", "1234 s"), ("warmup_s", "1234 s")],
+)  # fmt: skip
+def test_a_quantity_before_s_is_a_rate_not_seconds(metric, shown):
+    # `--metric gflops_s` (or gb_s, tokens_s, req_s) of a replayed table read '1234 s', a
+    # duration, where tok_s and tflops_s read as rates; a time's word before _s stays seconds
+    assert readable(metric, 1234.0) == shown
+    assert unit_label(metric) == f"{metric} ({shown.split(' ', 1)[1]})"
