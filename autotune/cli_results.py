@@ -136,8 +136,9 @@ def trials(
     label = study_label(loaded)  # (an old replay's completed with its device)
     if "status" not in frame.columns:  # no trial yet: the listing's columns, no rows
         frame = frame.reindex(columns=["trial", "status", "reason", "duration_s"])
+    # why a trial ran before the sampler proposed it, beside its number in table and page
+    origins = {t.number: trial_origin(t.user_attrs) for t in loaded.get_trials(deepcopy=False)}
     if format == "table":
-        origins = {t.number: trial_origin(t.user_attrs) for t in loaded.get_trials(deepcopy=False)}
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
         hidden = set(frame["trial"]) - set(shown["trial"])
         # one a worker ran and the objective refused (its own check) is no constraint's
@@ -179,7 +180,8 @@ def trials(
 
         shown = frame if all_trials else frame[frame["status"] != INFEASIBLE]
         info = stored_info(loaded.user_attrs)
-        _write_listing(trials_page(shown, loaded.study_name, info, label) + "\n", output)
+        page = trials_page(shown, loaded.study_name, info, label, origins)
+        _write_listing(page + "\n", output)
     else:
         raise UsageError(f"--format: {format!r} is not one of table, csv, parquet, html")
 

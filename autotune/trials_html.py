@@ -1,6 +1,6 @@
 """``autotune trials --format html``: the trials listing as a page titled with its study and
 workload, each value with its unit as the text table shows it (``244 TFLOP/s``, ``2.13 ms``),
-a reason whole.
+a reason whole, a trial that ran before the sampler proposed it tagged as the table tags it.
 
 Example:
     >>> import pandas as pd
@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -38,10 +39,27 @@ def cell(column: str, value: Any) -> str:
     return str(value)
 
 
-def trials_page(frame: pd.DataFrame, study: str, info: dict[str, Any], label: str = "") -> str:
+def tagged(number: str, origin: str | None) -> str:
+    """A trial's number with its origin, as the text table shows it.
+
+    Example:
+        >>> tagged("0", "untuned default"), tagged("3", "")
+        ('0 (untuned default)', '3')
+    """
+    return f"{number} ({origin})" if origin else number
+
+
+def trials_page(
+    frame: pd.DataFrame,
+    study: str,
+    info: dict[str, Any],
+    label: str = "",
+    origins: Mapping[int, str] | None = None,
+) -> str:
     """The page of ``frame``'s trials: titled and headed 'autotune trials: study NAME
     (WORKLOAD PROBLEM)' from the study's stored ``info``, then ``label`` (a replay's, where
-    its figures were looked up), then the table."""
+    its figures were looked up), then the table, each trial's number tagged with its origin
+    in ``origins`` as the text table tags it ('0 (untuned default)')."""
     workload = str(info.get("workload") or "no workload recorded")
     what = f"{workload} {problem_text(info.get('problem') or {})}".rstrip()
     title = html.escape(f"autotune trials: study {study} ({what})")
@@ -49,6 +67,9 @@ def trials_page(frame: pd.DataFrame, study: str, info: dict[str, Any], label: st
         {c: [cell(str(c), v) for v in frame[c].tolist()] for c in frame.columns},
         columns=frame.columns,
     )
+    if "trial" in shown.columns:
+        shown["trial"] = [tagged(n, (origins or {}).get(int(n)) if n.isdigit() else None)
+                          for n in shown["trial"]]  # fmt: skip
     text = shown.to_html(index=False, border=1)
     if label:
         text = f"<p>{html.escape(label)}</p>{text}"

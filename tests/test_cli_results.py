@@ -569,3 +569,28 @@ def test_an_output_to_stdout_is_written_without_saying_wrote_dev_stdout(tmp_path
         assert "wrote" not in shown.stderr, (command, shown.stderr)
         kept = _cli(*args, "--storage", url, "--output", f"{command}.out", cwd=tmp_path)
         assert f"wrote {command}.out" in kept.stderr, (command, kept.stderr)
+
+
+def test_the_trials_page_tags_a_trial_with_its_origin_as_the_table_does(tmp_path, capsys):
+    """`autotune trials` listed '0 (untuned default)' and '1 (warm start from a)'; its page
+    (--format html) a bare '0' and '1'."""
+    import re
+
+    import optuna
+
+    from autotune.cli_results import trials
+    from autotune.driver.trial_attrs import BASELINE, STATUS, STUDY, WARM_START
+    from autotune.storage import open_storage
+
+    url = f"journal:///{tmp_path / 's.log'}"  # made at once, where a SQLite file takes 1 s
+    study = optuna.create_study(study_name="t", storage=open_storage(url), direction="maximize")
+    study.set_user_attr(STUDY, {"workload": "faults", "objectives": {"score": "maximize"}})
+    dist = {"x": optuna.distributions.IntDistribution(1, 8)}
+    for x, attrs in ((1, {BASELINE: True}), (2, {WARM_START: "a"}), (3, {})):
+        study.add_trial(optuna.trial.create_trial(params={"x": x}, distributions=dist,
+                                                  value=float(x),
+                                                  user_attrs={STATUS: "ok", **attrs}))  # fmt: skip
+    trials(storage=url, study="t", format="html")  # (the table's tags: test_cli's)
+    page = capsys.readouterr().out
+    firsts = [re.findall(r"<td>([^<]*)</td>", row)[0] for row in page.split("<tr>")[1:]]
+    assert firsts == ["0 (untuned default)", "1 (warm start from a)", "2"], page
