@@ -106,6 +106,8 @@ def run_settings(
     settings.finish_rounds = finish_rounds
     from autotune.driver.executor_choice import command_session
 
+    if kept is not None:  # the command's first sweep starts its processes outside its share
+        budget_from = kept.warm(settings, budget_from)
     with command_session(settings) as teardown_s:  # one Ray for the sweep and its finish
         # the budget bounds the whole command: the executor's teardown at its end included
         settings.budget_from = budget_from - teardown_s
@@ -247,7 +249,8 @@ def _finish_within_budget(sweep: Any, summary: Any, budget_ends: float | None) -
     rows = sweep.finish(summary.study, top=top, deadline=budget_ends, on_round=_say_progress)
     _print_finish(rows, metric, maximize=direction == "maximize",
                   asked=sweep.settings.finish_rounds,
-                  record=stored_finish(summary.study.user_attrs))  # fmt: skip
+                  record=stored_finish(summary.study.user_attrs),
+                  process=sweep.finish_process)  # fmt: skip
 
 
 def _say_progress(progress: Any) -> None:
@@ -266,12 +269,14 @@ NOISY_SPREAD = 0.5
 
 
 def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: int = 0,
-                  record: dict | None = None) -> None:  # fmt: skip
+                  record: dict | None = None,
+                  process: str = "a fresh process") -> None:  # fmt: skip
     """The finish's rows, winner first, and the rounds it ran (``record``: the finish's stored
-    record, which also names the measurements that failed)."""
+    record, which also names the measurements that failed; ``process``: where it measured,
+    :data:`~autotune.driver.finish.FRESH` or :data:`~autotune.driver.finish.KEPT`)."""
     from rich.markup import escape
 
-    from autotune.driver.finish import spread_text
+    from autotune.driver.finish import FRESH, spread_text
     from autotune.driver.trial_attrs import finish_faulted
 
     record = record or {}
@@ -282,10 +287,11 @@ def _print_finish(rows: list, metric: str = "", maximize: bool = True, asked: in
         rounds += f" of {asked}: the time budget left no more"
     if ran:  # the untuned default where the sweep measured one (a space may rule it out)
         default = " and the untuned default" if any(r.baseline for r in rows) else ""
-        err.print(f"finish: the top configs{default} re-measured in a fresh process, "
+        err.print(f"finish: the top configs{default} re-measured in {process}, "
                   f"interleaved ({rounds})")  # fmt: skip
     else:  # a round that started but measured nothing is no round
-        err.print("finish: nothing re-measured in the fresh process (every measurement failed "
+        where = "the fresh process" if process == FRESH else process
+        err.print(f"finish: nothing re-measured in {where} (every measurement failed "
                   "or the time budget ended first); the sweep's own readings stand")  # fmt: skip
     failed = record.get("failed") or {}
     for trial, reason in sorted(failed.items(), key=lambda f: int(f[0])):

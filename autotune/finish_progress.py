@@ -25,8 +25,9 @@ def progress_line(progress: FinishRound) -> str:
     """The header (``progress.number`` 0) or the line of the round that just ended."""
     if progress.number == 0:
         default = " and the untuned default" if progress.default else ""
-        return (f"finish: re-measuring the top {counted(progress.top, 'config')}{default} in a "
-                f"fresh process, {counted(progress.rounds, 'interleaved round')} ...")  # fmt: skip
+        rounds = counted(progress.rounds, "interleaved round")
+        return (f"finish: re-measuring the top {counted(progress.top, 'config')}{default} in "
+                f"{progress.process}, {rounds} ...")  # fmt: skip
     done = progress.measured + progress.failed
     if progress.measured == progress.configs:
         said = f"{counted(progress.configs, 'config')} measured"

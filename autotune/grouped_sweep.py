@@ -8,10 +8,13 @@ give the same space file and problem are one measurement: one sweep answers them
 
 ``--trials`` counts each group's study; ``--time-budget`` bounds the whole command: each group,
 as it starts, gets an equal share of the time left (its finish inside it), so a group that ends
-early leaves its time to those after it. At the end: a line per group, the prefixes' winners as
-JSON on stdout (``{prefix: config}``), and ``--output`` maps each prefix to the record
-``--output`` writes for one sweep (its study, problem, config and values). Ctrl-C ends the
-command at the group it is in, which answers with its best so far where it has one.
+early leaves its time to those after it. The processes the groups share (the trial workers, the
+compile-ahead pool and the finish's worker: :mod:`autotune.driver.kept_processes`) start before
+the first sweep's share is counted, so that the start is paid by every group. At the end: a
+line per group, the prefixes' winners as JSON on stdout (``{prefix: config}``), and ``--output``
+maps each prefix to the record ``--output`` writes for one sweep (its study, problem, config
+and values). Ctrl-C ends the command at the group it is in, which answers with its best so far
+where it has one.
 
 Example (a shell; ``decoder_gemms.yaml`` ships with autotune):
     $ autotune tune matmul --space decoder_gemms.yaml --trials 20 --output gemms.json
@@ -355,14 +358,16 @@ def _sweep_groups(
 
     budget = asked["time_budget_s"]
     deadline = None if budget is None else started + budget
+    kept.deadline = deadline
     interrupted = False
     for i, group in enumerate(groups):
         # an equal share of the time left as the group starts: the command's own start-up
-        # (imports, the space, the storage) is shared by all, not the first group's alone
-        budget_from = time.monotonic()
+        # (imports, the space, the storage) is shared by all, not the first group's alone,
+        # and so is its processes' start, re-planned once they are up (KeptProcesses.warm)
+        left = len(groups) - i
+        kept.replan = lambda settings, left=left: share_from_now(settings, deadline, left)
+        budget_from = share_from_now(group.settings, deadline, left)
         if deadline is not None:
-            left = max(0.0, deadline - budget_from)
-            group.settings.time_budget_s = left / (len(groups) - i)
             group.settings.planned_budget_s = budget / len(groups)  # what the cache is asked
             if group.settings.time_budget_s < SHORTEST_SHARE_S:
                 group.reason = "not run: the time budget was spent"
@@ -394,6 +399,24 @@ def _sweep_groups(
             interrupted = True
             break
     return interrupted
+
+
+def share_from_now(settings: SweepSettings, deadline: float | None, groups_left: int) -> float:
+    """Give the sweep ``settings`` describe an equal share of the time left before
+    ``deadline`` (a ``time.monotonic()`` reading; None: no budget, nothing set) among the
+    ``groups_left`` groups, its own included; returns now, when the share counts from.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> settings = SimpleNamespace(time_budget_s=None)
+        >>> now = share_from_now(settings, time.monotonic() + 30.0, 3)
+        >>> round(settings.time_budget_s)
+        10
+    """
+    now = time.monotonic()
+    if deadline is not None:
+        settings.time_budget_s = max(0.0, deadline - now) / groups_left
+    return now
 
 
 def _stored_any(groups: list[Group], url: str) -> bool:

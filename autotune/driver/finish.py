@@ -94,7 +94,8 @@ class FinishRound:
     else the round just ended (from 1) of the ``rounds`` asked; ``top`` the best configs
     re-measured each round, ``configs`` all of them (the untuned default among them where
     ``default``); ``measured`` this round's readings, ``failed`` its measurements that
-    failed, ``seconds`` its wall time (the fresh worker's start in the first)."""
+    failed, ``seconds`` its wall time (the fresh worker's start in the first); ``process``
+    where it measures, as the output says it (:data:`FRESH`, :data:`KEPT`)."""
 
     number: int
     rounds: int
@@ -104,6 +105,14 @@ class FinishRound:
     measured: int = 0
     failed: int = 0
     seconds: float = 0.0
+    process: str = "a fresh process"
+
+
+#: Where the finish measures, as the output says it: a worker started for it ...
+FRESH = "a fresh process"
+#: ... or a search by group's finish worker, kept from group to group (no sweep trial runs in it:
+#: see :mod:`autotune.driver.kept_processes`)
+KEPT = "the finish's own process (kept from group to group, apart from the sweep's workers)"
 
 
 #: Paired rounds it takes for a round-by-round comparison (fewer: the medians' spreads decide).
@@ -273,6 +282,7 @@ def finish(
     on_round: Callable[[FinishRound], None] | None = None,
     deadline: float | None = None,
     secrets: frozenset[str] = frozenset(),
+    process: str = FRESH,
 ) -> list[FinishRow]:
     """Re-measure the ``top`` best configs of ``study`` on ``executor`` (a fresh one; trials
     run one at a time), in ``rounds`` interleaved rounds; store and return the rows, winner
@@ -283,7 +293,9 @@ def finish(
     exception (:func:`~autotune.driver.signals.raise_if_stopped`). ``on_round`` is told
     as the finish starts and as each round ends (:class:`FinishRound`). A failure's reason
     is stored with every password left out, the ``secrets``
-    (:attr:`~autotune.driver.settings.SweepSettings.secrets`) wherever they stand."""
+    (:attr:`~autotune.driver.settings.SweepSettings.secrets`) wherever they stand.
+    ``process``: :data:`FRESH`, or :data:`KEPT` where ``executor`` is a search by group's
+    kept finish worker (said so, and in the stored protocol)."""
     maximize = direction == "maximize"
     trials = sorted(ok_trials(study), key=lambda t: -t.values[0] if maximize else t.values[0])
     chosen = trials[:top]
@@ -300,7 +312,11 @@ def finish(
     done_rounds = 0
     last_round_s = 0.0
     progress = FinishRound(0, rounds, min(top, len(trials)), len(chosen),
-                           default is not None or over_slo is not None)  # fmt: skip
+                           default is not None or over_slo is not None,
+                           process=process)  # fmt: skip
+    worker = ("fresh worker process" if process == FRESH else "the finish's own worker "
+              "process, kept from group to group of a search by group (no sweep trial ran in "
+              "it)")  # fmt: skip
     if on_round is not None:
         on_round(progress)
     with executor:
@@ -356,14 +372,14 @@ def finish(
             "metric": metric,
             "rounds": done_rounds,
             "protocol": (
-                f"fresh worker process; top {counted(min(top, len(trials)), 'config')} and the "
+                f"{worker}; top {counted(min(top, len(trials)), 'config')} and the "
                 f"untuned default (if over the SLO, a reference only) re-measured in {done_rounds} "
                 f"interleaved round{'' if done_rounds == 1 else 's'}, the order rotated "
                 "each round; winner by median, "
                 "the default kept unless measurably beaten (every paired round won by more than "
                 "the rounds' range, or medians apart by more than the spreads)"
                 if done_rounds
-                else "fresh worker process; nothing re-measured: every "
+                else f"{worker}; nothing re-measured: every "
                 "measurement failed or the time budget ended first; the sweep's own readings stand"
             )
             + (

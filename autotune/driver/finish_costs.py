@@ -47,7 +47,9 @@ class TrialTimes:
     end; ``reference_s`` what the untuned default's trial took, ``reference_first`` whether
     it was the run's first (whose time also holds a worker's start), ``reference_complete``
     whether it ran to its end (one stopped early over the SLO did not), and ``worker_start_s``
-    the longest a worker took to start, where the executor measured it (None: not known).
+    the longest a worker took to start, where the executor measured it (None: not known);
+    ``finish_warm``: the finish's worker is up already (a search by group's kept one), so the
+    finish pays no start.
 
     Example:
         >>> times = TrialTimes([5.0, 1.0, 1.0, 9.0], complete=[9.0])  # 3 ended early
@@ -61,6 +63,7 @@ class TrialTimes:
     reference_first: bool = False
     reference_complete: bool = True
     worker_start_s: float | None = None
+    finish_warm: bool = False
 
     def add(self, seconds: float, *, ok: bool, default: bool) -> None:
         """Count one finished trial: ``seconds`` it held its slot, whether it ran to its end
@@ -96,6 +99,8 @@ class TrialTimes:
             (3.0, 6.0, 3.0)
             >>> TrialTimes([2.0, 3.0, 5.0], [3.0, 5.0], 2.0, reference_complete=False).costs()
             (4.0, 0.0, 5.0)
+            >>> TrialTimes([3.0, 3.0], [3.0, 3.0], worker_start_s=6.0, finish_warm=True).costs()
+            (3.0, 0.0, 3.0)
         """
         median_all = statistics.median(self.durations)
         median = statistics.median(self.complete) if self.complete else median_all
@@ -112,7 +117,7 @@ class TrialTimes:
         default_s = median if own is None else max(median, own)
         if not self.reference_complete and self.complete:
             default_s = max(default_s, max(self.complete))
-        return median, start, default_s
+        return median, 0.0 if self.finish_warm else start, default_s
 
     @property
     def settled(self) -> bool:

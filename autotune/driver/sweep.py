@@ -36,7 +36,7 @@ from autotune.driver.ask_ahead import AskAhead
 from autotune.driver.compile_ahead import compile_ahead_pool
 from autotune.driver.constraint_repair import ConstraintRepair
 from autotune.driver.executor_choice import make_executor
-from autotune.driver.finish import FinishRound, FinishRow, finish
+from autotune.driver.finish import FRESH, KEPT, FinishRound, FinishRow, finish
 from autotune.driver.finish_costs import TrialTimes
 from autotune.driver.futile import FUTILE, FutileWatch
 from autotune.driver.liveness import HEARTBEAT_S, DriverIdentity, Heartbeat, reap_stale_trials
@@ -97,7 +97,8 @@ class Sweep:
             called with ``workers=1`` for the finish.
         kept: the processes a command keeps from one sweep to its next (a search by group's:
             :mod:`autotune.driver.kept_processes`); they stand in for ``executor_factory``'s
-            executor and the compile-ahead pool in the sweep, not in the finish.
+            executor and the compile-ahead pool in the sweep, and their finish worker (one of
+            its own, apart from the sweep's) the fresh one of the finish.
     """
 
     def __init__(
@@ -113,6 +114,10 @@ class Sweep:
         self.kept = kept
         self.watch: StorageWatch | None = None  # the study's file, once run() opened it
         self.study: optuna.Study | None = None  # the study, once run() opened it
+        #: the finish's kept worker is up at this problem: the finish starts none (run() sets)
+        self.finish_warm = False
+        #: where the finish measured, as the output says it (finish.FRESH, finish.KEPT)
+        self.finish_process = FRESH
 
     def run(self) -> SweepSummary:
         storage = snapshot_reads(open_storage(self.settings.storage, heartbeat_s=HEARTBEAT_S))
@@ -123,6 +128,8 @@ class Sweep:
             study = self.study = open_study(self.settings, storage, executor.capacity)
             reap_stale_trials(study, storage)
             requeue_stopped_default(study)  # (after the reaping: a killed driver's too)
+            if self.kept is not None and self.settings.finish_top:
+                self.finish_warm = self.kept.finish_ready(self.settings)
             raise_if_stopped()  # a Ctrl-C in the set-up whose KeyboardInterrupt was dropped
         except BaseException:
             executor.close()
@@ -149,12 +156,17 @@ class Sweep:
         ends."""
         s = self.settings
         metric, direction = next(iter(s.objectives.items()))
-        executor = self.executor_factory(s, workers=1)
+        if self.kept is not None:  # the finish's own worker, kept from group to group
+            executor = self.kept.finish_executor(s)
+        else:
+            executor = self.executor_factory(s, workers=1)
+        self.finish_process = KEPT if getattr(executor, "kept", False) else FRESH
         executor.end_at(deadline)  # a measurement running when the budget ends is stopped
         top = top if top is not None else (s.finish_top or 3)
         rounds = rounds if rounds is not None else s.finish_rounds
         rows = finish(study, metric, direction, executor, top=top, rounds=rounds,
-                      deadline=deadline, secrets=s.secrets, on_round=on_round)  # fmt: skip
+                      deadline=deadline, secrets=s.secrets, on_round=on_round,
+                      process=self.finish_process)  # fmt: skip
         raise_if_stopped()  # a signal as its record was written: stopped in it, not done
         mark_finish(study, FINISH_DONE)  # (a run stopped in it stays asked: no cache answer)
         if self.watch is not None:
@@ -204,7 +216,7 @@ class _SweepRun(AskAhead, TrialTelling, StopRules, RunSummary):
         self.ran = self.rejected = self.trials_stored = self.interrupted_stored = 0
         self.busy_s = self.sampler_s = self.compile_wait_s = self.trial_compile_s = 0.0
         self.stop_requested = threading.Event()  # set by SIGINT / SIGTERM
-        self.times = TrialTimes()  # what the trials took: the finish's cost
+        self.times = TrialTimes(finish_warm=sweep.finish_warm)  # the finish's cost
         # an earlier run's finish judged the trials of then: once this run adds one, it is no
         # answer (the export, best and report would name its winner over a better new trial)
         self.stale_finish = bool(stored_finish(study.user_attrs))

@@ -93,6 +93,16 @@ class LocalExecutor(Executor):
                   if runner.longest_start_s is not None]  # fmt: skip
         return max(starts, default=None)
 
+    @property
+    def runners(self) -> list[IsolatedRunner]:
+        """Each slot's runner, in slot order."""
+        return [runner for runner, _ in self._slots]
+
+    @property
+    def workers_up(self) -> bool:
+        """Whether every slot has a worker running: the next trials start none."""
+        return all(runner.up for runner, _ in self._slots)
+
     def running_on(self) -> dict[int, str]:
         """The slot each trial in flight runs on (``local worker 0``, ``... on GPU 1``)."""
         with self._lock:

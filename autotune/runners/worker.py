@@ -379,12 +379,27 @@ class IsolatedRunner(Runner):
         """Whether a trial is being evaluated now."""
         return self._busy
 
+    @property
+    def up(self) -> bool:
+        """Whether a worker is running, its objective built: the next trial starts none."""
+        return self._process is not None and self._process.is_alive()
+
+    def start_worker(self) -> None:
+        """Start the worker now, where none is up, as the next trial would (a search by group
+        starts its kept workers before the first group's share of the time budget: see
+        :meth:`autotune.driver.kept_processes.KeptProcesses.warm`). A worker that fails to
+        start is left to the next trial, whose failure it is, as always."""
+        if not self.up:
+            self._kill()
+            self._start()
+
     def take_up(self, problem: dict[str, Any]) -> None:
         """Serve ``problem`` from the next trial on (the next sweep of a search by group, the
         same workload): an idle worker builds the new problem's objective in its own process,
-        its libraries and the device's context still loaded; one that is busy, or cannot
-        build it within ``start_timeout_s``, is ended, and the next trial starts a fresh worker
-        (whose failure to start is that trial's, as always).
+        its libraries and the device's context still loaded (at the problem it has, it keeps
+        its objective); one that is busy, or cannot build it within ``start_timeout_s``, is
+        ended, and the next trial starts a fresh worker (whose failure to start is that
+        trial's, as always).
 
         Example:
             >>> with IsolatedRunner("faults", {}, timeout_s=30) as runner:
@@ -393,8 +408,11 @@ class IsolatedRunner(Runner):
             ...     runner.evaluate({"fault": "none"}).status.value, runner.workers_started
             ('ok', 1)
         """
+        same = dict(problem) == self.problem
         self.problem, self._closed, self.budget_ends = dict(problem), False, None
         conn, process = self._conn, self._process
+        if same and self.up and not self._busy:
+            return  # its objective is this problem's (warmed up for it, say)
         ready = False
         if conn is not None and process is not None and process.is_alive() and not self._busy:
             try:
