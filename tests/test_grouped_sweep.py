@@ -13,6 +13,7 @@ import optuna
 import pytest
 
 from autotune.driver.trial_attrs import stored_info
+from tests.cli_in_process import autotune_in_process
 
 #: three prefixes, two of them one measurement (the same space file at the same problem)
 TINY = """\
@@ -130,8 +131,8 @@ def test_a_composed_space_a_search_by_group_cannot_take_is_refused_in_one_line(
     (tmp_path / "inner.yaml").write_text(
         "name: inner\nworkload: matmul\ninclude:\n  - {space: matmul.yaml, prefix: 'x.'}\n"
     )
-    result = autotune("tune", "matmul", "--space", "tiny.yaml", "--device", "cpu", "--storage",
-                      "memory", *extra, cwd=tmp_path)  # fmt: skip
+    result = autotune_in_process("tune", "matmul", "--space", "tiny.yaml", "--device", "cpu",
+                                 "--storage", "memory", *extra, cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
     assert says in result.stderr
@@ -330,11 +331,11 @@ def test_a_search_by_group_resumed_by_its_space_and_study_takes_the_stored_workl
     for name in ("run.qkv", "run.up"):
         study = optuna.load_study(study_name=name, storage=storage)
         assert len(study.trials) == 2 and stored_info(study.user_attrs)["workload"] == "matmul"
-    other = autotune("tune", "rmsnorm", "--space", "tiny.yaml", *common, cwd=tmp_path)
+    other = autotune_in_process("tune", "rmsnorm", "--space", "tiny.yaml", *common, cwd=tmp_path)
     assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
     assert ("--study run: its group's study run.qkv holds a matmul sweep; it cannot resume as "
             "rmsnorm") in other.stderr  # fmt: skip
-    alone = autotune("tune", *common, cwd=tmp_path)
+    alone = autotune_in_process("tune", *common, cwd=tmp_path)
     assert alone.returncode == 2 and alone.stderr.count("\n") == 1, alone.stderr
     assert ("--study run: no study of that name in this storage, but a search by group's "
             "(run.qkv, run.up): give its composed --space") in alone.stderr  # fmt: skip
@@ -408,8 +409,8 @@ def test_warm_start_naming_an_earlier_search_by_group_starts_each_group_from_its
                      "--warm-start", "new", *common, cwd=tmp_path)  # fmt: skip
     assert every.returncode == 0, every.stderr
     assert sources("newer") == {"qkv": "new.qkv", "up": "new.up"}
-    neither = autotune("tune", "matmul", "--space", "tiny.yaml", "--study", "x",
-                       "--warm-start", "nosuch", *common, cwd=tmp_path)  # fmt: skip
+    neither = autotune_in_process("tune", "matmul", "--space", "tiny.yaml", "--study", "x",
+                                  "--warm-start", "nosuch", *common, cwd=tmp_path)  # fmt: skip
     assert neither.returncode == 2 and neither.stderr.count("\n") == 1, neither.stderr
     assert (
         "error: --warm-start: no study named 'nosuch' in this storage, nor a search by "
@@ -427,8 +428,8 @@ def test_a_groups_stored_study_it_cannot_resume_is_refused_before_any_group_runs
     common = ("--device", "cpu", "--storage", url, "--study", "run", "--finish-top", "0",
               *INLINE)  # fmt: skip
     (tmp_path / "tiny.yaml").write_text(TINY.replace("N: 64", "N: 128"))
-    changed = autotune("tune", "matmul", "--space", "tiny.yaml", "--trials", "2", *common,
-                       cwd=tmp_path)  # fmt: skip
+    changed = autotune_in_process("tune", "matmul", "--space", "tiny.yaml", "--trials", "2",
+                                  *common, cwd=tmp_path)  # fmt: skip
     assert changed.returncode == 2 and changed.stderr.count("\n") == 1, changed.stderr
     assert ("error: study 'run.up' holds a sweep at N=64; it cannot resume at N=128 (start "
             "another --study)") in changed.stderr  # fmt: skip
@@ -553,7 +554,7 @@ def test_the_commands_that_read_the_latest_study_refuse_one_group_as_the_searchs
     assert stored_info(marked.user_attrs)["group"] == "run"  # one group of the search "run"
     for command in (["best"], ["trials"], ["export", "--to", "yaml"],
                     ["report", "--output", "r.html"]):  # fmt: skip
-        done = autotune(*command, "--storage", url, cwd=tmp_path)
+        done = autotune_in_process(*command, "--storage", url, cwd=tmp_path)
         assert done.returncode == 2 and done.stdout == "", (command, done.stdout)
         assert done.stderr == (
             "error: the latest study, run.up, is one group of a search by group (run.qkv, "
@@ -562,7 +563,8 @@ def test_the_commands_that_read_the_latest_study_refuse_one_group_as_the_searchs
             "stored studies)\n"
         ), command
     assert not (tmp_path / "r.html").exists()
-    named = autotune("export", "--to", "yaml", "--storage", url, "--study", "run.up", cwd=tmp_path)
+    named = autotune_in_process("export", "--to", "yaml", "--storage", url, "--study", "run.up",
+                                cwd=tmp_path)  # fmt: skip
     assert named.returncode == 0 and "study: run.up" in named.stdout, named.stderr
 
 
