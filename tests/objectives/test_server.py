@@ -24,6 +24,7 @@ from autotune.objectives.server_process import GroupWatchdog, running
 from autotune.objectives.server_stream import stream_request
 from autotune.objectives.server_template import format_command
 from autotune.objectives.train_parallel import free_port
+from tests.cli_in_process import autotune_in_process
 from tests.server_studies import CLI, one_trial_server_study
 
 ENGINE = ENGINE_COMMAND
@@ -176,10 +177,9 @@ def test_a_placeholder_no_parameter_or_problem_value_fills_is_refused_naming_it(
         "neither a parameter of the space (max_num_seqs, block_size), a problem value nor {port}"
     )
     obj.check_space(["max_num_seqs", "bogus"])
-    done = subprocess.run(  # the sweep refuses it before any trial, in one line
-        [sys.executable, "-m", "autotune.cli", "tune", "server", "--problem",
-         "command=srv --port {port} {bogus}", "--trials", "1", "--storage", "memory"],
-        capture_output=True, text=True, timeout=120,
+    done = autotune_in_process(  # the sweep refuses it before any trial, in one line
+        "tune", "server", "--problem", "command=srv --port {port} {bogus}", "--trials", "1",
+        "--storage", "memory",
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "names {bogus}, which is neither a parameter of the space" in done.stderr
@@ -428,11 +428,10 @@ def test_a_program_this_machine_cannot_run_is_refused_before_the_sweep(tmp_path)
     with pytest.raises(ValueError, match=r"HF_TOKEN= sets a variable, .* write env HF_TOKEN="):
         _objective(command="HF_TOKEN=x vllmx serve --port {port}").check_space([])
     _objective(command="env HF_TOKEN=x true --port {port}").check_space([])
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "server", "--problem",
-         "command=" + ENGINE.replace(shlex.quote(sys.executable), "vllmx", 1),
-         "--trials", "1", "--storage", "memory"],
-        capture_output=True, text=True, timeout=120,
+    done = autotune_in_process(
+        "tune", "server", "--problem",
+        "command=" + ENGINE.replace(shlex.quote(sys.executable), "vllmx", 1),
+        "--trials", "1", "--storage", "memory",
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "no program vllmx on PATH" in done.stderr
@@ -441,11 +440,8 @@ def test_a_program_this_machine_cannot_run_is_refused_before_the_sweep(tmp_path)
 def test_a_program_a_trial_would_fill_from_its_config_is_refused_before_the_sweep() -> None:
     # every trial was `crashed`: "No such file or directory: '256'", then '16', ...
     template = ENGINE.replace(shlex.quote(sys.executable), "{max_num_seqs}", 1)
-    done = subprocess.run(
-        [*CLI, "tune", "server", "--problem", f"command={template}", "--trials", "1",
-         "--storage", "memory"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = autotune_in_process("tune", "server", "--problem", f"command={template}", "--trials",
+                               "1", "--storage", "memory")  # fmt: skip
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith(f"error: --problem: command={template!r}: the program is "
                                   "{max_num_seqs}, which each trial would fill with a config's "
@@ -465,11 +461,10 @@ def test_an_output_that_is_a_file_the_command_runs_is_refused_before_the_sweep(t
     space = tmp_path / "s.yaml"
     space.write_text("workload: server\nparameters:\n"
                      "  max_num_seqs: {type: categorical, choices: [4]}\n")  # fmt: skip
-    done = subprocess.run(
-        [*CLI, "tune", "server", "--space", str(space), "--problem",
-         f"command={command},num_requests=2,output_len=2,prompt_len=4", "--trials", "1",
-         "--finish-top", "0", "--storage", "memory", "--output", str(script)],
-        capture_output=True, text=True, timeout=300,
+    done = autotune_in_process(
+        "tune", "server", "--space", str(space), "--problem",
+        f"command={command},num_requests=2,output_len=2,prompt_len=4", "--trials", "1",
+        "--finish-top", "0", "--storage", "memory", "--output", str(script),
     )  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr == (f"error: --output {script}: is {script}, a file --problem's command "
@@ -643,8 +638,7 @@ def test_the_export_lists_as_untuned_only_the_knobs_the_command_passed(tmp_path)
     # a command that passes --max-num-seqs alone exported the engine's max_num_batched_tokens
     # 2048, block_size 16 and policy fcfs as what the trials ran untuned: no server saw them
     url = one_trial_server_study(tmp_path, "--max-num-seqs {max_num_seqs}")
-    exported = subprocess.run([*CLI, "export", "--storage", url, "--study", "s", "--to", "json"],
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    exported = autotune_in_process("export", "--storage", url, "--study", "s", "--to", "json")
     assert exported.returncode == 0, exported.stderr
     record = json.loads(exported.stdout)
     assert record["config"] == {"max_num_seqs": 4}
@@ -692,19 +686,17 @@ def test_the_sweep_takes_a_spec_every_value_takes_and_refuses_one_in_one_line(tm
     space.write_text("workload: server\nparameters:\n  n: {type: pow2, low: 4, high: 64}\n"
                      "  g: {type: float, low: 0.5, high: 0.95}\n"
                      "  c: {type: categorical, choices: [auto, fp8]}\n")  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "server", "--space", str(space),
-         "--problem", "command=srv --port {port} -n {n:d} -g {g:.2f} -c {c:>6}", "--trials", "1",
-         "--storage", "memory"],
-        capture_output=True, text=True, timeout=120,
+    done = autotune_in_process(
+        "tune", "server", "--space", str(space), "--problem",
+        "command=srv --port {port} -n {n:d} -g {g:.2f} -c {c:>6}", "--trials", "1",
+        "--storage", "memory",
     )  # fmt: skip
     # refused for its program alone, after every format spec was taken
     assert done.returncode == 2 and "no program srv on PATH" in done.stderr, done.stderr
-    bad = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "server", "--space", str(space),
-         "--problem", "command=true --port {port} -n {n:s} -g {g} -c {c}", "--trials", "1",
-         "--storage", "memory"],
-        capture_output=True, text=True, timeout=120,
+    bad = autotune_in_process(
+        "tune", "server", "--space", str(space), "--problem",
+        "command=true --port {port} -n {n:s} -g {g} -c {c}", "--trials", "1", "--storage",
+        "memory",
     )  # fmt: skip
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert "cannot be filled in at n=4, a value of the space: Unknown format code 's'" in bad.stderr
@@ -731,11 +723,8 @@ def test_a_space_value_the_engine_server_refuses_is_refused_before_the_sweep(tmp
                      "  max_num_batched_tokens: {type: pow2, low: 256, high: 1024}\n"
                      "  block_size: {type: categorical, choices: [0, 16]}\n"
                      "  policy: {type: categorical, choices: [fcfs]}\n")  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "server", "--space", str(space),
-         "--trials", "2", "--storage", "memory"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = autotune_in_process("tune", "server", "--space", str(space), "--trials", "2",
+                               "--storage", "memory")  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr == (f"error: {space}: parameters.block_size: block_size=0 must be at "
                            "least 1: a KV block holds tokens\n")  # fmt: skip
