@@ -12,6 +12,7 @@ import pytest
 
 from autotune.record import RecordError, record_grid
 from autotune.space import Param, Space
+from tests.cli_in_process import autotune_in_process
 
 SPACE = Space("f", [Param("fault", "categorical", choices=["none", "wrong_result"]),
                     Param("score", "categorical", choices=[0.5, 1.0])])  # fmt: skip
@@ -95,9 +96,7 @@ def test_an_output_a_recording_cannot_resume_from_is_refused(tmp_path):
 @pytest.mark.parametrize("option", [("--limit", "0"), ("--jobs", "0")])
 def test_a_limit_or_jobs_below_one_is_one_line(tmp_path, option):
     # --jobs 0 hung the recording; --limit -3 ended in a traceback
-    done = subprocess.run([sys.executable, "-m", "autotune.cli", "record", "faults", "--output",
-                           str(tmp_path / "x.csv"), *option], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = autotune_in_process("record", "faults", "--output", str(tmp_path / "x.csv"), *option)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert option[0] in done.stderr and not (tmp_path / "x.csv").exists()
 
@@ -362,7 +361,8 @@ def test_a_second_recording_of_the_same_output_is_refused_while_the_first_writes
     while not (tmp_path / "g.csv").exists() and time.monotonic() < deadline:
         time.sleep(0.1)  # the first has measured a config: it holds the table
     # the first holds the table until the second has run: a second that started after the
-    # first had ended (the imports of a loaded machine) resumed it and exited 0
+    # first had ended (the imports of a loaded machine) resumed it and exited 0 (a process of
+    # its own: the point is two processes, one holding the table's lock)
     second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     (tmp_path / "release").touch()
     _, err = first.communicate(timeout=120)
@@ -550,8 +550,7 @@ def test_record_says_its_problem_as_a_sweep_does_and_refuses_an_output_in_one_li
               "--problem", "M=16,N=64", "--trial-timeout", "120"]  # fmt: skip
     foreign = tmp_path / "foreign.csv"
     foreign.write_text("BLOCK_M,status\n16,ok\n")
-    refused = subprocess.run([*record, "--output", str(foreign)], capture_output=True,
-                             text=True, timeout=120)  # fmt: skip
+    refused = autotune_in_process(*record[3:], "--output", str(foreign))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
     assert refused.stderr.strip().splitlines() == [
         f"error: {foreign}: exists and is not a recording of this space (no column 'BLOCK_N'); "
