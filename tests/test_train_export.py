@@ -16,6 +16,7 @@ import pytest
 from autotune.driver.trial_attrs import STUDY
 from autotune.export import best_record
 from autotune.train_export import TrainExportError, training_export
+from tests.cli_in_process import autotune_in_process
 from tests.training_records import PROBLEM, TARGETS, TUNED, _parallel, _record
 
 
@@ -41,10 +42,8 @@ def test_the_cli_writes_the_export_and_what_it_could_not_express(tmp_path, one_t
     study = one_trial_study(url, "t", "train-step", PROBLEM, TUNED, "tokens_per_s", 1000.0)
     assert best_record(study)["config"]["micro_batch"] == 4
     target = tmp_path / "ds.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "export", "--to", "deepspeed", "--storage", url,
-         "--output", str(target)], capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = autotune_in_process("export", "--to", "deepspeed", "--storage", url, "--output",
+                               str(target))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(target.read_text())["gradient_accumulation_steps"] == 4
     notes = json.loads((tmp_path / "ds.json.not_expressed.json").read_text())
@@ -110,10 +109,7 @@ def test_the_cli_refuses_a_micro_batch_beyond_the_global_batch_in_one_line(tmp_p
                        for k, v in params.items()},
     ))  # fmt: skip
     for target in TARGETS:
-        done = subprocess.run(
-            [sys.executable, "-m", "autotune.cli", "export", "--to", target, "--storage", url],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        done = autotune_in_process("export", "--to", target, "--storage", url)
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip() == "error: micro_batch 16 does not divide global_batch 8"
 
@@ -159,12 +155,12 @@ def test_the_cli_exports_a_stamped_train_step_replay_once_given_a_global_batch(t
         tuned = autotune("tune", "--replay", "ts.csv", "--params", params, "--metric",
                          "tokens_per_s", "--trials", "3", "--study", study, *problem)  # fmt: skip
         assert tuned.returncode == 0, tuned.stderr
-    refused = autotune("export", "--to", "hf", "--study", "T")
+    refused = autotune_in_process("export", "--to", "hf", "--study", "T", "--storage", url)
     assert refused.returncode == 2 and refused.stdout == "", refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert "tuned replay of a train-step table" in refused.stderr
     assert refused.stderr.strip().endswith("with --problem global_batch=N")
-    exported = autotune("export", "--to", "hf", "--study", "G")
+    exported = autotune_in_process("export", "--to", "hf", "--study", "G", "--storage", url)
     assert exported.returncode == 0, exported.stderr
     assert json.loads(exported.stdout)["gradient_accumulation_steps"] >= 1
 
