@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from autotune.cli_parsing import UsageError, writable_output
+from tests.cli_in_process import autotune_in_process
 
 
 @pytest.mark.parametrize(
@@ -98,19 +99,13 @@ def test_a_problem_value_that_is_no_finite_number_is_refused(value):
 def test_an_output_that_is_a_file_the_command_reads_is_refused_and_left_alone(tmp_path, option):
     """`tune --replay grid.csv --output grid.csv` replaced 784 recorded GPU measurements with
     the best config's JSON; a sweep's space file or a recording's went the same way."""
-    import subprocess
-    import sys
-
     read = tmp_path / ("grid.csv" if option == "--replay" else "space.yaml")
     read.write_text("a,m\n1,2\n" if option == "--replay" else "parameters:\n  a: {type: bool}\n")
     before = read.read_bytes()
     args = {"--replay": ["tune", "--replay", "grid.csv", "--params", "a", "--metric", "m"],
             "--space": ["tune", "faults", "--space", "space.yaml"],
             "record --space": ["record", "faults", "--space", "space.yaml"]}[option]  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", *args, "--output", str(read)],
-        capture_output=True, text=True, cwd=tmp_path, timeout=120,
-    )  # fmt: skip
+    done = autotune_in_process(*args, "--output", str(read), cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"is the file {option.split()[-1]} reads" in done.stderr, done.stderr
     assert read.read_bytes() == before
@@ -157,15 +152,9 @@ def test_an_output_that_is_the_table_a_stored_study_replays_is_refused_and_left_
     """`tune --study d2 --output grid.csv` (resuming) replaced the table study d2 replays with
     its best config's JSON, and every later resume or export of d2 failed; `export`, `trials`,
     `report` and `compare` wrote over it the same way."""
-    import subprocess
-    import sys
-
     table, url = replayed
     before = table.read_bytes()
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", *args, "--storage", url, "--output", str(table)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = autotune_in_process(*args, "--storage", url, "--output", str(table))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "is the table study 'd" in lines[0], done.stderr
@@ -201,18 +190,12 @@ def test_an_output_that_is_the_table_another_stored_study_replays_is_refused(two
     """`report --study B --output a.csv` wrote over the table study A replays (only the files
     of the studies the command itself reads were protected), and A's next resume failed:
     `export`, `trials`, `report` without --study and `tune`'s --output the same."""
-    import subprocess
-    import sys
-
     import optuna
 
     a_table, b_table, url = two_tables
     before = a_table.read_bytes()
     args = [arg.replace("{b}", str(b_table)) for arg in args]
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", *args, "--storage", url, "--output", str(a_table)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = autotune_in_process(*args, "--storage", url, "--output", str(a_table))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert lines == [f"error: --output {a_table}: is the table study 'A' replays (writing it "
