@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import optuna
@@ -11,6 +9,7 @@ import pytest
 
 from autotune.compare import compare_html, compare_studies, compare_text
 from autotune.driver.trial_attrs import METRICS, STATUS, STUDY
+from tests.cli_in_process import Ran, autotune_in_process
 
 
 def _study(
@@ -172,9 +171,9 @@ def test_a_winner_that_failed_in_another_study_is_said_to_have_failed_there() ->
     assert "not measured elsewhere" not in text.splitlines()[0]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+def _cli(*args: str) -> Ran:
+    """``autotune ARGS``, a command that reads the stored studies, in this process."""
+    return autotune_in_process(*args)
 
 
 @pytest.mark.parametrize(
