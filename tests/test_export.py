@@ -18,6 +18,7 @@ from autotune.export import (
 )
 from autotune.space import Param, Space
 from autotune.triton_source import triton_config_source
+from tests.cli_in_process import autotune_in_process
 
 
 @pytest.fixture(scope="module")
@@ -199,19 +200,22 @@ def test_a_replay_is_exported_as_its_tables_workload_and_device(tmp_path):
                             "goodput_tok_s": [10.0, 19.0]})  # fmt: skip
     url = _replayed(tmp_path, "sv", serving, "max_num_seqs,block_size,cuda_graphs",
                     "goodput_tok_s")  # fmt: skip
-    triton = _cli("export", "--to", "triton", "--storage", url, "--study", "sv", cwd=tmp_path)
+    triton = autotune_in_process("export", "--to", "triton", "--storage", url, "--study", "sv",
+                                 cwd=tmp_path)  # fmt: skip
     assert triton.returncode == 2 and "Traceback" not in triton.stderr
     assert triton.stderr.strip() == (
         "error: study 'sv' replays a serving table (its workload column), not a kernel's: "
         "triton.Config has nothing of it to hold (--to vllm or sglang)"
     )
-    vllm = _cli("export", "--to", "vllm", "--storage", url, "--study", "sv", cwd=tmp_path)
+    vllm = autotune_in_process("export", "--to", "vllm", "--storage", url, "--study", "sv",
+                               cwd=tmp_path)  # fmt: skip
     assert vllm.returncode == 0, vllm.stderr
     assert "# not expressed: replay: REPLAY of sv.csv" in vllm.stdout  # labelled a replay
     assert yaml.safe_load(vllm.stdout)["max-num-seqs"] == 128
     # where it was measured is not recorded: cuda_graphs off may be a CPU's, not a finding
     assert "enforce-eager" not in vllm.stdout
-    record = json.loads(_cli("export", "--storage", url, "--study", "sv", cwd=tmp_path).stdout)
+    exported = autotune_in_process("export", "--storage", url, "--study", "sv", cwd=tmp_path)
+    record = json.loads(exported.stdout)
     assert record["device"] == {} and record["replay"]["workload"] == "serving"
     assert record["replay"]["source"] == "replay of a recorded table, device not recorded"
     assert record["replay"]["replayed_on"]["type"] == "cpu"  # the machine, kept apart
@@ -221,10 +225,12 @@ def test_a_replay_of_a_kernel_table_names_the_device_it_records(tmp_path):
     tiles = pd.DataFrame({"BLOCK_M": [16, 32], "num_warps": [4, 8], "tflops": [90.0, 113.0],
                           "device.name": ["NVIDIA H200"] * 2})  # fmt: skip
     url = _replayed(tmp_path, "mm", tiles, "BLOCK_M,num_warps", "tflops")
-    record = json.loads(_cli("export", "--storage", url, "--study", "mm", cwd=tmp_path).stdout)
+    exported = autotune_in_process("export", "--storage", url, "--study", "mm", cwd=tmp_path)
+    record = json.loads(exported.stdout)
     assert record["device"] == {"name": "NVIDIA H200"}
     assert record["replay"]["source"] == "replay of measurements on NVIDIA H200"
-    module = _cli("export", "--to", "triton", "--storage", url, "--study", "mm", cwd=tmp_path)
+    module = autotune_in_process("export", "--to", "triton", "--storage", url, "--study", "mm",
+                                 cwd=tmp_path)  # fmt: skip
     assert module.returncode == 0, module.stderr
     assert module.stdout.startswith('"""Tuned by autotune 0.1.0: replay of measurements on '
                                     "NVIDIA H200; replayed on ")  # fmt: skip
@@ -262,7 +268,7 @@ def test_an_output_on_a_descriptor_the_shell_opened_on_a_file_is_written_into_th
     log = tmp_path / "run.log"
     log.write_text("existing line\n")
     name = {1: "/dev/stdout", 2: "/dev/stderr"}[fd]
-    with open(log, "a") as appended:
+    with open(log, "a") as appended:  # a process: the shell's descriptor is the point
         done = subprocess.run(
             [sys.executable, "-m", "autotune.cli", "export", "--storage", tiles_url, "--study",
              "mm", "--output", name],
@@ -292,7 +298,8 @@ def test_a_descriptor_path_is_a_device_whatever_it_is_open_on():
 @pytest.mark.xdist_group("export_tiles")
 def test_a_yaml_export_of_a_replay_has_no_anchors(tmp_path, tiles_url):
     # the replay's device stood twice in the record: 'device: &id001 {}' ... '*id001'
-    done = _cli("export", "--to", "yaml", "--storage", tiles_url, "--study", "mm", cwd=tmp_path)
+    done = autotune_in_process("export", "--to", "yaml", "--storage", tiles_url, "--study", "mm",
+                               cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "&id" not in done.stdout and "*id" not in done.stdout
     assert yaml.safe_load(done.stdout)["config"] == {"BLOCK_M": 32, "num_warps": 8}
