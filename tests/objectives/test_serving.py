@@ -12,6 +12,7 @@ import pytest
 from autotune.failures import Infeasible, TrialTimeout, WrongResult
 from autotune.objectives.serving import ServingObjective
 from autotune.space.params import Param
+from tests.cli_in_process import autotune_in_process
 
 
 def _objective(**problem) -> ServingObjective:
@@ -172,9 +173,7 @@ def test_measured_slo_limits_are_constraints_of_the_sweep(tmp_path) -> None:
         done.stderr,
     )
     assert over and all(int(n) >= 2 for n in over), done.stderr[-2000:]
-    bad = subprocess.run([sys.executable, "-m", "autotune.cli", "tune", "serving", "--slo",
-                          "ttft_p99_ms", "--storage", url], capture_output=True, text=True,
-                         timeout=120)  # fmt: skip
+    bad = autotune_in_process("tune", "serving", "--slo", "ttft_p99_ms", "--storage", url)
     assert bad.returncode == 2 and "is not METRIC=LIMIT" in bad.stderr
 
 
@@ -194,11 +193,9 @@ def test_a_space_value_no_trial_could_run_is_refused_before_the_sweep(tmp_path, 
     # float block_size "won" at 15.7 (served as 15)
     space = tmp_path / "s.yaml"
     space.write_text(f"name: s\nworkload: serving\nparameters:\n  {parameter}\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "serving", "--space", str(space),
-         "--trials", "2", "--problem", "num_requests=2", "--device", "cpu",
-         "--storage", f"sqlite:///{tmp_path / 's.db'}"],
-        capture_output=True, text=True, timeout=300,
+    done = autotune_in_process(
+        "tune", "serving", "--space", str(space), "--trials", "2", "--problem", "num_requests=2",
+        "--device", "cpu", "--storage", f"sqlite:///{tmp_path / 's.db'}",
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.startswith(f"error: {space}: {says}"), done.stderr
@@ -208,11 +205,9 @@ def test_a_space_value_no_trial_could_run_is_refused_before_the_sweep(tmp_path, 
 def test_a_cache_that_holds_no_request_under_any_config_of_the_space_is_refused(tmp_path) -> None:
     # model=1b's KV takes 128 KiB a token: the CPU problem's 4 MB held no request at any
     # block size or cache dtype, and the sweep spent 264 s refusing 3,960 configs, exit 1
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "serving", "--problem",
-         "model=1b,num_requests=2", "--trials", "2", "--device", "cpu",
-         "--storage", f"sqlite:///{tmp_path / 's.db'}"],
-        capture_output=True, text=True, timeout=120,
+    done = autotune_in_process(
+        "tune", "serving", "--problem", "model=1b,num_requests=2", "--trials", "2", "--device",
+        "cpu", "--storage", f"sqlite:///{tmp_path / 's.db'}",
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     assert re.fullmatch(
@@ -350,11 +345,9 @@ def test_the_quality_gate_passes_only_a_kl_within_the_limit(kl) -> None:
 
 def test_a_cache_larger_than_the_devices_memory_is_refused_before_the_sweep(tmp_path) -> None:
     # --problem kv_cache_mb=1e12 passed setup and every trial ended 'oom' building the cache
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "serving", "--problem",
-         "kv_cache_mb=1e12,num_requests=2", "--trials", "2", "--device", "cpu",
-         "--storage", "memory"],
-        capture_output=True, text=True, timeout=120,
+    done = autotune_in_process(
+        "tune", "serving", "--problem", "kv_cache_mb=1e12,num_requests=2", "--trials", "2",
+        "--device", "cpu", "--storage", "memory",
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-2000:]
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
