@@ -1,14 +1,13 @@
 """What a replay study's figures are, as its results and report say it."""
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import optuna
 
 from autotune.driver import Sweep
 from autotune.sweep_setup import build_settings
+from tests.cli_in_process import autotune_in_process
 
 DATA = Path(__file__).parents[1] / "benchmarks" / "data"
 #: a replay's label as studies created before it named the device stored it
@@ -34,22 +33,18 @@ def _old_replay_study(tmp_path: Path) -> str:
     return url
 
 
-def _autotune(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True,
-                          text=True, timeout=240)  # fmt: skip
-
-
 def test_best_trials_and_the_report_of_an_old_replay_study_name_the_device(tmp_path):
     # a study created before the label named the device showed 'REPLAY of t.csv: ...' in
     # `autotune best`, `autotune trials` and the report, the device its trials record unsaid
     url = _old_replay_study(tmp_path)
-    best = _autotune("best", "--storage", url, "--study", "old")
+    best = autotune_in_process("best", "--storage", url, "--study", "old")
     assert best.returncode == 0, best.stderr
     assert f"[{COMPLETE}]" in best.stderr
-    trials = _autotune("trials", "--storage", url, "--study", "old")
+    trials = autotune_in_process("trials", "--storage", url, "--study", "old")
     assert trials.returncode == 0, trials.stderr
     assert trials.stdout.splitlines()[0] == COMPLETE
     page = tmp_path / "r.html"
-    report = _autotune("report", "--storage", url, "--study", "old", "--output", str(page))
+    report = autotune_in_process("report", "--storage", url, "--study", "old", "--output",
+                                 str(page))  # fmt: skip
     assert report.returncode == 0, report.stderr
     assert f'<p class="label">{COMPLETE}</p>' in page.read_text()
