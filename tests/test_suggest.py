@@ -13,6 +13,7 @@ import pytest
 
 from autotune.redact import STORAGE_ENV
 from autotune.suggest import suggested
+from tests.cli_in_process import autotune_in_process
 
 
 def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -37,7 +38,9 @@ def _pointed_to(text: str) -> list[str]:
     return [sys.executable, "-m", "autotune.cli", *args[1:]]
 
 
-def test_the_commands_a_sweep_in_another_storage_points_to_name_it(tmp_path: Path) -> None:
+def test_the_commands_a_sweep_in_another_storage_points_to_name_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # after `--storage sqlite:///other.db` the line said `autotune trials --study s`, which
     # reads ./autotune.db: "no study named 's'"
     (tmp_path / "my dir").mkdir()
@@ -45,9 +48,10 @@ def test_the_commands_a_sweep_in_another_storage_points_to_name_it(tmp_path: Pat
     swept = _failed_sweep(tmp_path, "--storage", url)
     listing = f"autotune trials --study s --storage {shlex.quote(url)}"
     assert f"(`{listing}` lists them)" in swept, swept
-    listed = subprocess.run(_pointed_to(swept), capture_output=True, text=True, cwd=tmp_path)
+    monkeypatch.delenv(STORAGE_ENV, raising=False)  # as _cli leaves it out
+    listed = autotune_in_process(*_pointed_to(swept)[3:], cwd=tmp_path)
     assert listed.returncode == 0 and "slo_violated" in listed.stdout, listed.stderr
-    best = _cli("best", "--storage", url, "--study", "s", cwd=tmp_path)
+    best = autotune_in_process("best", "--storage", url, "--study", "s", cwd=tmp_path)
     assert best.returncode == 2 and f"(`{listing}` says why)" in best.stderr, best.stderr
 
 

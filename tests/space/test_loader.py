@@ -1,6 +1,7 @@
 import pytest
 
 from autotune.space import SpaceError, load_space
+from tests.cli_in_process import autotune_in_process
 
 
 def test_builtin_matmul_space_has_the_tunables_and_constraints():
@@ -317,16 +318,12 @@ def test_unknown_names_found_once_the_problem_is_known(write_space):
 
 
 def test_a_space_file_that_is_not_utf8_is_one_line(tmp_path):
-    import subprocess
-    import sys
-
     path = tmp_path / "latin1.yaml"
     path.write_bytes(b"name: x\nparameters:\n  a: {type: categorical, choices: [caf\xe9]}\n")
     with pytest.raises(SpaceError, match=r"latin1.yaml: not UTF-8 text \(byte 58 is 0xe9\)"):
         load_space(path)
-    done = subprocess.run([sys.executable, "-m", "autotune.cli", "tune", "--space", str(path),
-                           "--storage", f"sqlite:///{tmp_path / 'a.db'}"], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = autotune_in_process("tune", "--space", str(path), "--storage",
+                               f"sqlite:///{tmp_path / 'a.db'}")  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and "not UTF-8" in done.stderr
 
@@ -453,16 +450,13 @@ def test_the_largest_integers_optuna_holds_are_taken(write_space):
 def test_a_huge_categorical_choice_is_refused_before_a_study_is_stored(tmp_path):
     # the sweep began, Optuna's OverflowError ended it in a traceback, and the study kept one
     # interrupted trial
-    import subprocess
-    import sys
-
     (tmp_path / "space.yaml").write_text(
         "parameters:\n  A: {type: categorical, choices: [1, 1" + "0" * 400 + "]}\n"
     )
     db = tmp_path / "a.db"
-    command = [sys.executable, "-m", "autotune.cli", "tune", "faults", "--trials", "2",
-               "--space", str(tmp_path / "space.yaml"), "--storage", f"sqlite:///{db}"]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    space = str(tmp_path / "space.yaml")
+    done = autotune_in_process("tune", "faults", "--trials", "2", "--space", space, "--storage",
+                               f"sqlite:///{db}")  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1 and "parameters.A.choices: an integer" in done.stderr
     assert not db.exists()
@@ -496,7 +490,8 @@ def test_a_space_past_max_params_is_refused_as_its_includes_expand(write_space, 
 
 
 def test_nested_repeated_includes_are_refused_at_once(tmp_path):
-    # 1024 x 1024 layers of one bool: the load ran until killed
+    # 1024 x 1024 layers of one bool: the load ran until killed (a process, which the timeout
+    # ends if it runs on)
     import subprocess
     import sys
 
