@@ -13,6 +13,7 @@ import pytest
 from autotune.failures import Crashed, Infeasible
 from autotune.objectives.replay import ReplayObjective, load_table, space_from_table
 from autotune.space import SpaceError
+from tests.cli_in_process import autotune_in_process
 
 HAND_TABLE = "BM,BN,tflops\n64,64,410.5\n64,128,522.0\n128,128,\n128,256,oom?\n"
 
@@ -288,7 +289,9 @@ def test_a_parameter_named_device_or_problem_is_refused_in_one_line(tmp_path, ro
     says = f"column {name!r} is taken by the expression language; rename the column or leave it"
     with pytest.raises(SpaceError, match=re.escape(says)):
         space_from_table(load_table(str(table)), params.split(","), str(table))
-    done = _tune(table, params, "v")
+    done = autotune_in_process("tune", "--replay", str(table), "--params", params, "--metric",
+                               "v", "--trials", "2", "--seed", "0", "--storage",
+                               "memory")  # fmt: skip
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [f"error: {table}: {says} out of --params"]
 
