@@ -16,6 +16,7 @@ from autotune.replay_setup import (
 )
 from autotune.space import SpaceError
 from autotune.sweep_setup import SetupError, build_settings
+from tests.cli_in_process import autotune_in_process
 
 DATA = Path(__file__).parents[1] / "benchmarks" / "data"
 TABLE = DATA / "matmul_4096_h200.csv"
@@ -213,19 +214,15 @@ def test_the_replay_label_counts_repeats_as_the_lookup_tells_configs_apart(
 def test_a_space_of_numbers_over_codes_spelled_two_ways_is_refused(tmp_path, code, plain):
     # the rows 01 and 1 (08 and 8), two configs of the table, replayed as one for the number 1
     # of a --space: their median, with nothing said
-    import subprocess
-    import sys
-
     table = tmp_path / "codes.csv"
     table.write_text(f"tag,BM,ms\n{code},16,1.0\n{plain},16,3.0\n2,16,5.0\n")
     numbers = tmp_path / "numbers.yaml"
     numbers.write_text(f"parameters:\n  tag: {{type: categorical, choices: [{plain}, 2]}}\n"
                        "  BM: {type: categorical, choices: [16]}\n")  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--space",
-         str(numbers), "--params", "tag,BM", "--metric", "ms", "--minimize", "--trials", "3",
-         "--storage", "memory", "--executor", "inline"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    done = autotune_in_process(
+        "tune", "--replay", str(table), "--space", str(numbers), "--params", "tag,BM", "--metric",
+        "ms", "--minimize", "--trials", "3", "--storage", "memory", "--executor", "inline",
+        cwd=tmp_path,
     )  # fmt: skip
     says = (f"error: {table}: column 'tag' holds '{code}' and '{plain}', 2 configs that "
             f"{numbers}'s number {int(plain)} would replay as one (their median): make its "
@@ -273,27 +270,24 @@ def test_a_table_of_two_recordings_is_refused_not_replayed_as_their_median(
 ):
     # two `autotune record` tables joined (N=512 and N=1024) replayed each config as the
     # median of both problems' figures, and the export named the first problem alone
-    import subprocess
-    import sys
-
     table = tmp_path / "joined.csv"
     table.write_text(f"BM,{column},status,gbps\n16,{first},ok,1.0\n32,{first},ok,2.0\n"
                      f"16,{second},ok,5.0\n32,{second},ok,9.0\n")  # fmt: skip
-    done = subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "tune", "--replay", str(table), "--params",
-         "BM", "--metric", "gbps", "--trials", "2", "--storage", "memory", "--executor",
-         "inline"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    done = autotune_in_process(
+        "tune", "--replay", str(table), "--params", "BM", "--metric", "gbps", "--trials", "2",
+        "--storage", "memory", "--executor", "inline", cwd=tmp_path,
     )  # fmt: skip
     says = (f"error: {table}: config BM=16 is recorded twice, its {column!r} reading {first} "
             f"(line 2) and {second} (line 4): two recordings joined, whose median would mix "
             "their figures; replay each recording's rows on their own")  # fmt: skip
     assert (done.returncode, done.stderr.strip()) == (2, says)
     # one recording's rows, re-measured (a stamp the same on every row), replay as before,
-    # and so do configs of two stamps that hold each config under one
-    table.write_text(f"BM,{column},status,gbps\n16,{first},ok,1.0\n16,{first},ok,3.0\n"
-                     f"32,{second},ok,2.0\n")  # fmt: skip
-    problem, _, _ = replay_settings(table, "BM", "gbps", True, None)
+    # and so do configs of two stamps that hold each config under one (a file of its own: this
+    # process has read joined.csv, and reads a file once)
+    one = tmp_path / "one.csv"
+    one.write_text(f"BM,{column},status,gbps\n16,{first},ok,1.0\n16,{first},ok,3.0\n"
+                   f"32,{second},ok,2.0\n")  # fmt: skip
+    problem, _, _ = replay_settings(one, "BM", "gbps", True, None)
     assert problem["params"] == ["BM"]
 
 
