@@ -15,7 +15,8 @@ from autotune.serving_export import (
     check_args,
     serving_export,
 )
-from tests.server_studies import CLI, one_trial_server_study
+from tests.cli_in_process import Ran, autotune_in_process
+from tests.server_studies import one_trial_server_study
 
 TUNED = {"max_num_seqs": 64, "max_num_batched_tokens": 4096, "block_size": 32,
          "kv_dtype": "fp8", "weights": "int4", "policy": "prefill-first",
@@ -232,14 +233,8 @@ def _serving_study(make, url: str, params: dict) -> None:
     make(url, "svs", "serving", {}, params, "tokens_per_s", 100.0)
 
 
-def _export(url: str, target: str):
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, "-m", "autotune.cli", "export", "--to", target, "--storage", url,
-         "--study", "svs"], capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+def _export(url: str, target: str) -> Ran:
+    return autotune_in_process("export", "--to", target, "--storage", url, "--study", "svs")
 
 
 def test_the_cli_exports_a_partial_sweep_and_refuses_a_bad_count_in_one_line(
@@ -389,13 +384,10 @@ def test_the_engine_servers_fixed_flags_go_through_its_knobs() -> None:
 def test_a_real_server_sweeps_fixed_flags_reach_its_vllm_export(tmp_path) -> None:
     """End to end: the engine server swept with ``--block-size 32 --num-blocks 64`` written in
     its command; the vLLM export carries the block size and notes the block count."""
-    import subprocess
-
     url = one_trial_server_study(
         tmp_path, "--max-num-seqs {max_num_seqs} --block-size 32 --num-blocks 64"
     )
-    exported = subprocess.run([*CLI, "export", "--storage", url, "--study", "s", "--to", "vllm"],
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+    exported = autotune_in_process("export", "--storage", url, "--study", "s", "--to", "vllm")
     assert exported.returncode == 0, exported.stderr
     assert yaml.safe_load(exported.stdout) == {"max-num-seqs": 4, "block-size": 32}
     assert "# not expressed: command: fixed in the sweep's command: --num-blocks 64" in (
