@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -36,14 +37,16 @@ NO_STATUS = "autotune_no_status_column"
 
 def load_table(path: str) -> pd.DataFrame:
     """Read a recorded table; without a ``status`` column every row is ``ok``. A process
-    reads a file once, whatever path names it: the set-up's ``grid.csv`` and the whole path
-    the study stores (which the replay's objective reads) are one read.
+    reads a file once while it stays as it was, whatever path names it: the set-up's
+    ``grid.csv`` and the whole path the study stores (which the replay's objective reads) are
+    one read; a file written again since (another recording) is read again.
 
     Raises:
         SpaceError: the table cannot be read or replayed, naming ``path`` as given.
     """
+    whole = str(Path(path).resolve())
     try:
-        return _read_table(str(Path(path).resolve()))
+        return _read_table(whole, _stamp(whole))
     except _Unreadable as exc:
         raise SpaceError(f"{path}: {exc}") from None
 
@@ -53,9 +56,25 @@ class _Unreadable(Exception):
     path first as its caller named it (the read is shared under the file's whole path)."""
 
 
+def _stamp(path: str) -> tuple[int, int] | None:
+    """When the file at ``path`` was last written, and its size: a read kept under an older
+    stamp is of another content (None: no such file, which the read says).
+
+    Example:
+        >>> _stamp("/no/such/table.csv") is None
+        True
+    """
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
 @lru_cache(maxsize=8)
-def _read_table(path: str) -> pd.DataFrame:
-    """:func:`load_table` of the file at ``path`` (a whole path: one entry a file).
+def _read_table(path: str, stamp: tuple[int, int] | None) -> pd.DataFrame:
+    """:func:`load_table` of the file at ``path`` (a whole path: one entry a file and
+    ``stamp``, :func:`_stamp`'s, so that a file written again is read again).
 
     Raises:
         _Unreadable: saying why.
@@ -68,7 +87,7 @@ def _read_table(path: str) -> pd.DataFrame:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as exc:
         first = str(exc).strip().splitlines()[0]
         raise _Unreadable(f"not a readable CSV table: {first}") from None
-    _keep_words(table, _read_text(path))
+    _keep_words(table, _read_text(path, stamp))
     table = table.copy()  # one block again: a column added to 300 set one by one warned
     if "status" not in table.columns:
         table["status"] = TrialStatus.OK.value
@@ -106,10 +125,10 @@ def _check_header(path: str) -> None:
 
 
 @lru_cache(maxsize=8)
-def _read_text(path: str) -> _Text:
-    """The file at ``path`` (a whole path) read once more as written, every cell a string
-    (:class:`_Text`): the one read of its text that the words, the codes and the keys as
-    written (:func:`text_keys`) share."""
+def _read_text(path: str, stamp: tuple[int, int] | None) -> _Text:
+    """The file at ``path`` (a whole path, as it was at ``stamp``) read once more as written,
+    every cell a string (:class:`_Text`): the one read of its text that the words, the codes
+    and the keys as written (:func:`text_keys`) share."""
     raw = pd.read_csv(path, dtype=str, keep_default_na=False, index_col=False)
     return _Text(raw, {c: [v.strip() for v in raw[c].tolist()] for c in raw.columns})
 
@@ -180,10 +199,16 @@ def number(value: Any) -> float | None:
         return None
 
 
-@lru_cache(maxsize=8)
 def text_keys(path: str, params: tuple[str, ...]) -> list[tuple]:
     """Each row's ``params`` cells as written (stripped), in the table's row order: from the
     read of the text :func:`load_table` made of the file, whatever path names it."""
-    stripped = _read_text(str(Path(path).resolve())).stripped
+    whole = str(Path(path).resolve())
+    return _text_keys(whole, _stamp(whole), params)
+
+
+@lru_cache(maxsize=8)
+def _text_keys(path: str, stamp: tuple[int, int] | None, params: tuple[str, ...]) -> list[tuple]:
+    """:func:`text_keys` of the file at ``path`` (whole) as it was at ``stamp``."""
+    stripped = _read_text(path, stamp).stripped
     columns = [stripped[p] for p in params]
     return list(zip(*columns, strict=True)) if columns else []

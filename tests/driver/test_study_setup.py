@@ -147,3 +147,18 @@ def test_a_study_a_killed_set_up_left_half_made_is_set_up_without_queueing_twice
     study = open_study(settings, storage, in_flight=1)
     assert study.user_attrs[STUDY]["workload"] == "faults"
     assert [t.user_attrs for t in study.trials] == [{BASELINE: True}]
+
+
+def test_a_resume_whose_trace_is_not_there_from_here_is_refused_naming_it(tmp_path):
+    """A serving trace named relative, resumed from another folder (or removed): every trial
+    of the resume failed crashed in its worker, and the sweep ended 0."""
+    from autotune.driver.study_setup import StudyMismatch, _check_files_kept
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"arrival": 0, "prompt_len": 8, "output_len": 4}\n')
+    kept = {"files": {"trace": "0" * 64}}
+    with pytest.raises(StudyMismatch, match=r"t.jsonl: its contents changed since study 's'"):
+        _check_files_kept("s", kept, {"trace": str(trace)})
+    trace.unlink()
+    with pytest.raises(StudyMismatch, match=r"t.jsonl: study 's' read this file \(trace\), and"):
+        _check_files_kept("s", kept, {"trace": str(trace)})

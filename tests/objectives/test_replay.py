@@ -2,6 +2,7 @@
 tables measured by hand (no status column)."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -343,3 +344,20 @@ def test_the_columns_one_configs_median_merges_are_named_with_their_values(tmp_p
     hand = tmp_path / "hand.csv"
     hand.write_text("a,b,ms,tflops\n1,2,5,9\n1,3,6,8\n")
     assert merged_columns(load_table(str(hand)), ["a"], "ms") == {"b": [2, 3]}
+
+
+def test_a_table_written_again_is_read_again_by_the_same_process(tmp_path):
+    """A process kept a table it read by its path alone: a table recorded again under the
+    same name (a notebook's second `autotune record`, a long-lived driver) replayed the first
+    recording's figures and keys."""
+    from autotune.objectives.replay_table import text_keys
+
+    path = tmp_path / "grid.csv"
+    path.write_text("BM,tflops,status\n16,1.0,ok\n32,2.0,ok\n")
+    assert list(load_table(str(path))["tflops"]) == [1.0, 2.0]
+    assert text_keys(str(path), ("BM",)) == [("16",), ("32",)]
+    before = path.stat().st_mtime_ns
+    path.write_text("BM,tflops,status\n16,5.0,ok\n64,7.0,ok\n")
+    os.utime(path, ns=(before + 10**9, before + 10**9))  # a later write, on any clock's grain
+    assert list(load_table(str(path))["tflops"]) == [5.0, 7.0]
+    assert text_keys(str(path), ("BM",)) == [("16",), ("64",)]
