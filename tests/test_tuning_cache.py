@@ -11,6 +11,7 @@ import optuna
 import pytest
 
 from autotune.tuning_cache import _sha, fingerprint, source_hash, source_modules
+from tests.cli_in_process import Ran, autotune_in_process
 
 DEVICE = {"type": "cuda", "name": "NVIDIA H200", "compute_capability": "9.0",
           "driver": "580.159.04", "software": {"torch": "2.11.0", "triton": "3.6.0"}}  # fmt: skip
@@ -246,6 +247,14 @@ def tune(url: str, space, *extra: str, finish_top: int = 0):
     )  # fmt: skip
 
 
+def tune_answered(url: str, space, *extra: str, finish_top: int = 0) -> Ran:
+    """``tune`` run in this process: for a command the cache answers or refuses, which ends
+    before any trial (no process start, no torch import of its own)."""
+    return autotune_in_process("tune", "faults", "--trials", "3", "--seed", "0", "--finish-top",
+                               str(finish_top), "--executor", "inline", "--storage", url,
+                               "--space", str(space), *extra)  # fmt: skip
+
+
 #: the space of the sweep ``swept_once`` stores
 SCORE = "parameters:\n  score: {type: float, low: 0, high: 1}\n"
 
@@ -270,7 +279,7 @@ def copy_of(swept: tuple[Path, str], tmp_path: Path) -> str:
 def test_a_repeated_sweep_answers_from_the_cache_at_once(tmp_path, write_space, swept_once):
     url = copy_of(swept_once, tmp_path)  # the first sweep, stored
     space = write_space(SCORE)  # the same space in another file: the same key
-    again = tune(url, space)
+    again = tune_answered(url, space)
     assert again.returncode == 0, again.stderr
     assert "cached: study faults-" in again.stderr and "best config" in again.stderr
     assert json.loads(again.stdout) == json.loads(swept_once[1])  # the config, alone
@@ -288,17 +297,17 @@ def test_another_sampler_or_more_trials_than_the_stored_sweep_ran_is_another_swe
     space = write_space(SCORE)
     tpe = tune(url, space, "--sampler", "tpe")
     assert tpe.returncode == 0 and "cached" not in tpe.stderr, tpe.stderr
-    assert "cached: study faults-" in tune(url, space, "--sampler", "tpe").stderr
+    assert "cached: study faults-" in tune_answered(url, space, "--sampler", "tpe").stderr
     more = tune(url, space, "--trials", "5")
     assert more.returncode == 0 and "cached" not in more.stderr, more.stderr
-    fewer = tune(url, space, "--trials", "4")  # the 5-trial sweep answers for 4
+    fewer = tune_answered(url, space, "--trials", "4")  # the 5-trial sweep answers for 4
     assert "cached: study faults-" in fewer.stderr
     assert len(optuna.get_all_study_names(url)) == 3
     # a sweep that measured its whole (2-config) space answers any number of trials
     small = write_space("parameters:\n  score: {type: categorical, choices: [0.5, 1.0]}\n",
                         "small.yaml")  # fmt: skip
     assert tune(url, small, "--trials", "5").returncode == 0
-    assert "cached: study faults-" in tune(url, small, "--trials", "50").stderr
+    assert "cached: study faults-" in tune_answered(url, small, "--trials", "50").stderr
 
 
 BOUNDED_OBJECTIVE = """from autotune.measurement import Measurement
@@ -335,13 +344,15 @@ def test_a_sweep_answers_only_as_many_trials_as_it_launched(tmp_path):
     )
     url = f"sqlite:///{tmp_path / 'cache.db'}"
 
-    def tune_bounded(n: int, trials: int) -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "autotune.cli", "tune", str(tmp_path / "bounded.py"),
-             "--problem", f"n={n}", "--trials", str(trials), "--seed", "0", "--finish-top",
-             "0", "--executor", "inline", "--storage", url],
-            capture_output=True, text=True, timeout=180,
-        )  # fmt: skip
+    def tune_bounded(n: int, trials: int, answered: bool = False) -> str:
+        args = ["tune", str(tmp_path / "bounded.py"), "--problem", f"n={n}", "--trials",
+                str(trials), "--seed", "0", "--finish-top", "0", "--executor", "inline",
+                "--storage", url]  # fmt: skip
+        if answered:  # the cache answers: it ends before a trial, run in this process
+            done = autotune_in_process(*args)
+        else:
+            done = subprocess.run([sys.executable, "-m", "autotune.cli", *args],
+                                  capture_output=True, text=True, timeout=180)  # fmt: skip
         assert done.returncode == 0, done.stderr
         return done.stderr
 
@@ -350,7 +361,7 @@ def test_a_sweep_answers_only_as_many_trials_as_it_launched(tmp_path):
     assert "3 launched" in rejected and "1 rejected by constraints" in rejected, rejected
     more = tune_bounded(4, 4)
     assert "cached" not in more and "4 launched" in more, more
-    assert "cached: study bounded-" in tune_bounded(4, 4)
+    assert "cached: study bounded-" in tune_bounded(4, 4, answered=True)
     assert len(optuna.get_all_study_names(url)) == 3
 
 
@@ -401,8 +412,7 @@ def test_a_sweep_stopped_part_way_is_not_an_answer(tmp_path, write_space):
     assert again.returncode == 0, again.stderr
     assert "cached" not in again.stderr  # swept: the stopped sweep answers nothing
     assert len(optuna.get_all_study_names(url)) == 2
-    third = subprocess.run(command[:6] + ["3"] + command[7:], capture_output=True, text=True,
-                           timeout=180)  # fmt: skip
+    third = autotune_in_process(*command[3:6], "3", *command[7:])  # answered: no trial
     assert third.returncode == 0, third.stderr
     assert "cached: study faults-" in third.stderr  # the sweep that ran to its budget
     assert len(optuna.get_all_study_names(url)) == 2
@@ -534,8 +544,8 @@ def test_a_study_resumed_by_another_sampler_answers_for_neither(tmp_path, write_
     url = f"sqlite:///{tmp_path / 'cache.db'}"
     space = write_space("parameters:\n  score: {type: float, low: 0, high: 1}\n")
     assert tune(url, space, "--study", "mixed").returncode == 0
-    resumed = tune(url, space, "--study", "mixed", "--trials", "5", "--sampler", "random",
-                   "--problem", "command=srv --password hunter2")  # fmt: skip
+    resumed = tune_answered(url, space, "--study", "mixed", "--trials", "5", "--sampler",
+                            "random", "--problem", "command=srv --password hunter2")  # fmt: skip
     assert resumed.returncode != 0  # a problem the study did not store: refused, not recorded
     resumed = tune(url, space, "--study", "mixed", "--trials", "5", "--sampler", "random")
     assert resumed.returncode == 0, resumed.stderr
@@ -588,16 +598,18 @@ def test_a_sweep_run_without_a_finish_does_not_answer_one_that_asks_for_it(tmp_p
     url = f"sqlite:///{tmp_path / 'cache.db'}"
     space = write_space("parameters:\n  score: {type: categorical, choices: [0.2, 0.4]}\n")
 
-    def tune_finishing(top: int) -> subprocess.CompletedProcess:
-        done = tune(url, space, "--trials", "2", "--finish-rounds", "2", finish_top=top)
+    def tune_finishing(top: int, answered: bool = False) -> subprocess.CompletedProcess | Ran:
+        run = tune_answered if answered else tune  # answered from the cache: in this process
+        done = run(url, space, "--trials", "2", "--finish-rounds", "2", finish_top=top)
         assert done.returncode == 0, done.stderr
         return done
 
     assert "cached" not in tune_finishing(0).stderr
     asked = tune_finishing(2)
     assert "cached" not in asked.stderr and "finish:" in asked.stderr, asked.stderr
-    assert "cached: study faults-" in tune_finishing(2).stderr  # the finished one answers
-    assert "cached: study faults-" in tune_finishing(0).stderr  # and an ask for none
+    # the finished one answers, and an ask for none
+    assert "cached: study faults-" in tune_finishing(2, answered=True).stderr
+    assert "cached: study faults-" in tune_finishing(0, answered=True).stderr
     assert len(optuna.get_all_study_names(url)) == 2
 
 
