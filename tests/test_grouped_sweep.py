@@ -100,7 +100,7 @@ def test_a_composed_space_is_tuned_a_study_per_distinct_part_and_every_prefix_an
     assert closing[1].startswith("    note: cublas is faster than the best config found: it ")
     assert closing[3].endswith("keep cublas for this problem"), closing
     # each group's study is an ordinary one: the result commands read it as any other
-    best = autotune("best", "--storage", url, "--study", "run.up", cwd=tmp_path)
+    best = autotune_in_process("best", "--storage", url, "--study", "run.up", cwd=tmp_path)
     assert best.returncode == 0 and json.loads(best.stdout) == winners["up."]
 
 
@@ -175,7 +175,7 @@ def test_ctrl_c_in_a_group_with_a_winner_reports_its_best_so_far_and_writes_it(t
     code, stderr = interrupted_at("[3/40]", "tune", "matmul", "--space", "tiny.yaml",
                                   "--trials", "40", "--device", "cpu", "--storage", url,
                                   "--study", "run", "--finish-top", "0", "--output", "g.json",
-                                  cwd=tmp_path)  # fmt: skip
+                                  *INLINE, cwd=tmp_path)  # fmt: skip
     assert code == 130, stderr
     best = best_of(url, "run.qkv")
     said = (f"qkv., o. (M=16, N=32, K=32, dtype=bf16, layout=kn): study run.qkv, trial "
@@ -198,7 +198,7 @@ def test_ctrl_c_in_a_groups_finish_still_ends_with_every_groups_line_and_the_out
                                   "--study", "run", "--output", "g.json",
                                   # (a finish long enough that the signal lands in it on a
                                   # quick machine too, not after it in the next group)
-                                  "--finish-rounds", "40", cwd=tmp_path)  # fmt: skip
+                                  "--finish-rounds", "40", *INLINE, cwd=tmp_path)  # fmt: skip
     assert code == 130, stderr
     assert "searched by group: the winners" in stderr, stderr
     assert "up. (M=16, N=64, K=32, dtype=bf16, layout=kn): no winner (not run)" in stderr
@@ -303,7 +303,7 @@ def test_a_ctrl_c_between_groups_that_cpython_dropped_still_stops_the_command(
     result = subprocess.run(
         [sys.executable, "-c", PRESSED_BETWEEN_GROUPS, "tune", "matmul", "--space", "tiny.yaml",
          "--trials", "2", "--device", "cpu", "--storage", url, "--study", "run",
-         "--finish-top", "0"],
+         "--finish-top", "0", *INLINE],
         capture_output=True, text=True, cwd=tmp_path, timeout=240,
     )  # fmt: skip
     assert "Exception ignored in" in result.stderr  # (the press was dropped, as in the wild)
@@ -353,7 +353,7 @@ def test_ctrl_c_in_a_search_by_group_that_named_its_studies_says_how_to_resume_i
     url = f"sqlite:///{tmp_path / 'g.db'}"
     code, stderr = interrupted_at("[2/40]", "tune", "matmul", "--space", "tiny.yaml",
                                   "--trials", "40", "--device", "cpu", "--storage", url,
-                                  "--finish-top", "0", cwd=tmp_path)  # fmt: skip
+                                  "--finish-top", "0", *INLINE, cwd=tmp_path)  # fmt: skip
     assert code == 130, stderr
     said, _, command = stderr.splitlines()[-1].partition(": ")
     assert said.startswith("resume the studies matmul-") and said.endswith(".*"), stderr
@@ -361,7 +361,7 @@ def test_ctrl_c_in_a_search_by_group_that_named_its_studies_says_how_to_resume_i
     assert f"study {base}.qkv, trial" in stderr
     assert shlex.split(command) == ["autotune", "tune", "matmul", "--space", "tiny.yaml",
                                     "--trials", "40", "--device", "cpu", "--storage", url,
-                                    "--finish-top", "0", "--study", base]  # fmt: skip
+                                    "--finish-top", "0", *INLINE, "--study", base]  # fmt: skip
     assert optuna.get_all_study_names(url) == [f"{base}.qkv"]
 
 
