@@ -1,6 +1,8 @@
 """A server sweep stops early where the server cannot start for any config, and only there:
 real sweeps (``autotune tune server``) of tiny scripts that exit at once, for every config or
-for some."""
+for some. The rule is the workload's (it reads the trials as told, wherever they ran): the sweeps
+run ``--executor inline``, a worker process's start (torch's import) saved for each crashed
+trial; the recording runs its trials in a worker process, as ``autotune record`` always does."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def _sweep(tmp_path, script: str, choices: str, trials: int) -> subprocess.Compl
     return subprocess.run(
         [*CLI, "tune", "server", "--space", str(space), "--sampler", "grid", "--problem",
          f"command={command},num_requests=2,output_len=2,prompt_len=4,rate=50",
-         "--trials", str(trials), "--finish-top", "0", "--storage",
+         "--trials", str(trials), "--finish-top", "0", "--executor", "inline", "--storage",
          f"sqlite:///{tmp_path / 's.db'}", "--study", "s"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
