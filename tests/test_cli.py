@@ -669,7 +669,9 @@ def test_a_resumed_sweep_s_header_states_this_run_s_budget(tmp_path, replay_tabl
             "--finish-top", "0"]  # fmt: skip
 
     def header(*budget: str) -> str:
-        done = autotune("tune", *args, *budget)
+        # a run with none to run ends before a trial: in the test's process
+        run = autotune if budget else autotune_in_process
+        done = run("tune", *args, *budget)
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stderr.splitlines()[0]
 
@@ -723,14 +725,15 @@ def test_listings_say_what_they_wrote_and_show_names_as_stored(tmp_path):
     assert report.returncode == 0 and "Warning" not in report.stderr, report.stderr
 
 
-def _faults_sweep(tmp_path: Path, parameters: str, trials: int) -> subprocess.Popen:
-    """`autotune tune faults` over a space of ``parameters`` (YAML lines), in the background."""
+def _faults_sweep(tmp_path: Path, parameters: str, trials: int, *options: str) -> subprocess.Popen:
+    """`autotune tune faults` over a space of ``parameters`` (YAML lines), in the background,
+    with ``options`` added."""
     space = tmp_path / "space.yaml"
     space.write_text(f"name: s\nworkload: faults\nparameters:\n{parameters}")
     return subprocess.Popen(
         [sys.executable, "-m", "autotune.cli", "tune", "faults", "--space", str(space),
          "--trials", str(trials), "--trial-timeout", "600", "--storage",
-         f"sqlite:///{tmp_path}/s.db"],
+         f"sqlite:///{tmp_path}/s.db", *options],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
     )  # fmt: skip
 
@@ -753,11 +756,7 @@ def test_the_trials_of_a_study_with_none_yet_are_an_empty_listing(tmp_path):
     url = f"sqlite:///{tmp_path}/p.db"
     optuna.create_study(storage=url, study_name="empty")
     for fmt in ("table", "csv"):
-        done = subprocess.run(
-            [sys.executable, "-m", "autotune.cli", "trials", "--storage", url, "--study",
-             "empty", "--format", fmt],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        done = autotune_in_process("trials", "--storage", url, "--study", "empty", "--format", fmt)
         assert done.returncode == 0, done.stderr
         assert "status" in done.stdout
 
@@ -792,7 +791,8 @@ def test_an_interrupted_sweep_that_named_its_own_study_says_how_to_resume_it(tmp
 
     quick = "  fault: {type: categorical, choices: [none]}\n"
     quick += "  delay: {type: float, low: 0.5, high: 0.6}\n"
-    sweep = _faults_sweep(tmp_path, quick, trials=3)
+    # in this process (no worker's start, here or in the resume): what is checked is the hint
+    sweep = _faults_sweep(tmp_path, quick, 3, "--executor", "inline")
     lines = []
     while not (lines and lines[-1].startswith("[1/3]")):
         lines.append(sweep.stderr.readline())
@@ -829,7 +829,7 @@ def test_a_resume_keeps_the_slo_its_trials_were_judged_by_and_refuses_another(tm
     first = autotune(*sweep, "--space", str(space), "--trials", "1", "--slo", "latency_s=60")
     assert first.returncode == 0, first.stderr
     before = stored_studies(url)
-    stricter = autotune(*sweep, "--trials", "2", "--slo", "latency_s=0.5")
+    stricter = autotune_in_process(*sweep, "--trials", "2", "--slo", "latency_s=0.5")
     assert stricter.returncode == 2 and "Traceback" not in stricter.stderr
     assert ("--slo: study 's' holds a sweep under latency_s=60; it cannot resume under "
             "latency_s=0.5") in stricter.stderr  # fmt: skip
@@ -1429,5 +1429,6 @@ def test_a_resume_whose_narrowed_range_leaves_out_the_best_says_so(tmp_path):
             "this space alone")  # fmt: skip
     assert note in resumed.stderr, resumed.stderr
     assert f"best config (trial {best}: 3.00 score)" in resumed.stderr
-    same = autotune(*sweep, "--space", str(wide), "--trials", "4")
+    # the budget reached: it ends before a trial, in the test's process
+    same = autotune_in_process(*sweep, "--space", str(wide), "--trials", "4")
     assert same.returncode == 0 and "lies outside" not in same.stderr, same.stderr
