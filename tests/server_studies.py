@@ -25,7 +25,8 @@ def one_trial_server_study(tmp_path: Path, flags: str) -> str:
     tuned = subprocess.run(
         [*CLI, "tune", "server", "--space", str(space), "--sampler", "grid", "--problem",
          f"command={command},num_requests=2,output_len=2,prompt_len=4",
-         "--trials", "1", "--finish-top", "0", "--storage", url, "--study", "s"],
+         "--trials", "1", "--finish-top", "0", "--storage", url, "--study", "s",
+         "--executor", "inline"],  # the server is the trial's process: no worker's start
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert tuned.returncode == 0, tuned.stderr
